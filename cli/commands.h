@@ -1,0 +1,11 @@
+#pragma once
+// Subcommands of the `dice` program; each registers its options and its callback.
+
+#include <CLI/CLI.hpp>
+
+namespace dice::cli {
+
+/// Adds `dice eval` to `app`.
+void add_eval_command(CLI::App& app);
+
+}  // namespace dice::cli

@@ -1,0 +1,120 @@
+// `dice eval`: options and defaults; the work is dice::eval::run_eval.
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "commands.h"
+#include "dice/evaluator/evaluate.h"
+
+namespace dice::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+fs::path default_cache() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
+    return fs::path(xdg) / "dice";
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+    return fs::path(home) / ".cache" / "dice";
+  return fs::temp_directory_path() / "dice-cache";
+}
+
+std::string default_python() {
+  const fs::path venv = fs::path(DICE_SOURCE_DIR) / ".venv" / "bin" / "python3";
+  return env_or("DICE_PYTHON", fs::exists(venv) ? venv.string() : std::string("python3"));
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto options = std::make_shared<eval::EvalOptions>();
+  auto* cmd = app.add_subcommand("eval", "compile, verify and time candidate kernels");
+  cmd->add_option("problems", options->problems,
+                  "problems: a .py file, a folder, kernelbench:L1[,L2/17...], or a .jsonl; join "
+                  "several with +");
+  cmd->add_option("--problems", options->problems, "same as the positional argument");
+  cmd->add_option("-c,--candidates", options->candidates,
+                  "candidates: a file (.py, or raw model output .txt/.md), a folder matched by "
+                  "file stem (<problem>[__tag]), or a .jsonl of {problem, candidate} records or "
+                  "DICE pairs {id, pytorch_code, cuda_code}");
+  cmd->add_flag("--reference-as-candidate", options->reference_as_candidate,
+                "also evaluate each problem's own Model as its candidate (timing noise floor)");
+  options->kernelbench_jsonl =
+      env_or("DICE_KERNELBENCH", (fs::path(DICE_SOURCE_DIR) / ".." / "shared" / "data" /
+                                  "kernelbench" / "problems.jsonl")
+                                     .lexically_normal()
+                                     .string());
+  cmd->add_option("--kernelbench", options->kernelbench_jsonl,
+                  "KernelBench problems as JSON Lines (for kernelbench:...)")
+      ->capture_default_str();
+  options->out_dir = "out/eval";
+  cmd->add_option("-o,--out-dir", options->out_dir,
+                  "where records.jsonl, summary.json, summary.md and logs/ go")
+      ->capture_default_str();
+  options->cache_dir = env_or("DICE_CACHE", default_cache().string());
+  cmd->add_option("--cache", options->cache_dir, "build cache folder (env DICE_CACHE)")
+      ->capture_default_str();
+  cmd->add_option("--device", options->device, "auto, cuda, cpu or none (compile only)")
+      ->capture_default_str();
+  cmd->add_option("--gpus", options->gpus, "with cuda: how many GPUs (0 = all)")
+      ->capture_default_str();
+  options->jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cmd->add_option("-j,--jobs", options->jobs, "parallel compiler processes")->capture_default_str();
+  cmd->add_option("--arch", options->arch, "GPU architecture to build for (sm_90, sm_90a, ...)")
+      ->capture_default_str();
+  cmd->add_option("--protocol", options->protocol,
+                  "dice (default) or kernelbench (KernelBench's own procedure)")
+      ->capture_default_str();
+  cmd->add_option("--correct-trials", options->correct_trials, "correctness trials")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--timing-trials", options->timing_trials, "timed trials per model")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--warmup", options->warmup, "warm-up calls per model")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--seed", options->seed, "seed of models and inputs")->capture_default_str();
+  cmd->add_flag("!--no-timing", options->measure_timing, "check correctness only");
+  auto seconds = [&](const char* name, std::chrono::seconds& value, const char* what) {
+    cmd->add_option_function<int>(
+           name, [&value](int s) { value = std::chrono::seconds(s); }, what)
+        ->default_str(std::to_string(value.count()))
+        ->check(CLI::Range(1, 86400));
+  };
+  seconds("--timeout-capture", options->capture_timeout, "s to load a candidate module on the CPU");
+  seconds("--timeout-compile", options->compile_timeout, "s per compiler process");
+  seconds("--timeout-load", options->stages.load, "s to load problem and candidate on the worker");
+  seconds("--timeout-correctness", options->stages.correctness, "s for the correctness trials");
+  seconds("--timeout-timing", options->stages.timing, "s for the timing trials");
+  options->python.python = default_python();
+  cmd->add_option("--python", options->python.python,
+                  "Python interpreter with torch (env DICE_PYTHON)")
+      ->capture_default_str();
+  options->python.worker_path =
+      env_or("DICE_WORKER_PATH", (fs::path(DICE_SOURCE_DIR) / "evaluator" / "worker").string());
+
+  cmd->callback([options] {
+    if (options->problems.empty() && options->candidates.empty())
+      throw CLI::ValidationError("dice eval", "give problems (and --candidates)");
+    const eval::EvalRun run = eval::run_eval(*options, std::cerr);
+    std::cout << "\n" << eval::to_markdown(run.summary);
+    if (!run.device_note.empty()) std::cout << "\nnote: " << run.device_note << "\n";
+    std::cout << "\nrecords: " << (options->out_dir / "records.jsonl").string()
+              << "\nsummary: " << (options->out_dir / "summary.md").string() << "\n";
+  });
+}
+
+}  // namespace dice::cli

@@ -1,0 +1,28 @@
+// dice: generate fast CUDA kernels with diffusion language models. Thin entry point: parses the
+// command line and turns errors into messages and exit codes.
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "commands.h"
+#include "dice/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"dice: generate, verify and time CUDA kernels with diffusion language models"};
+  app.require_subcommand(1);
+  dice::cli::add_eval_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const dice::InputError& e) {
+    fmt::print(stderr, "dice: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "dice: internal error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

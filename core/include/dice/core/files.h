@@ -1,0 +1,24 @@
+#pragma once
+// Small file helpers whose errors name the file.
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace dice {
+
+/// Whole file as bytes. Throws dice::InputError naming `path` if it cannot be read.
+std::string read_file(const std::filesystem::path& path);
+
+/// Writes `content` to `path` atomically (temporary file in the same folder, then rename), creating
+/// parent folders. Throws dice::Error naming `path` on failure.
+void write_file_atomic(const std::filesystem::path& path, std::string_view content);
+
+/// The last `max_bytes` bytes of a file (all of it if shorter; empty if it does not exist).
+std::string read_file_tail(const std::filesystem::path& path, std::size_t max_bytes);
+
+/// The last `max_bytes` bytes of `text`, cut at a line start when one is near.
+std::string tail_text(std::string_view text, std::size_t max_bytes);
+
+}  // namespace dice

@@ -1,0 +1,66 @@
+#pragma once
+// One evaluation record per candidate: the verdict and the evidence behind it. The JSON schema is
+// documented in evaluator/README.md.
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dice/evaluator/stats.h"
+
+namespace dice::eval {
+
+/// What happened to a candidate. Only kCorrect counts as correct ("Exec" in the DICE paper).
+enum class Verdict {
+  kCorrect,           ///< compiled, outputs matched the reference in every trial
+  kCompiled,          ///< built; not run (no GPU, or --device none)
+  kMismatch,          ///< output values differ beyond tolerance
+  kWrongShape,        ///< output shape differs
+  kWrongDtype,        ///< output dtype differs
+  kWrongOutput,       ///< output is not a tensor or has another structure
+  kParseError,        ///< not valid Python
+  kTruncated,         ///< model output ended inside a code block
+  kNoModelNew,        ///< no class ModelNew
+  kImportError,       ///< the module raised while loading
+  kCompileError,      ///< the CUDA/C++ extension did not build
+  kConstructorError,  ///< ModelNew(*get_init_inputs()) raised
+  kRuntimeError,      ///< forward raised, or the worker died (segfault, illegal address, ...)
+  kOutOfMemory,       ///< CUDA out of memory
+  kTimeout,           ///< a stage ran past its time limit
+  kReferenceError,    ///< the problem's own Model failed: not the candidate's fault
+};
+
+std::string_view to_string(Verdict v);
+/// Parses a verdict name; nothing if unknown.
+std::optional<Verdict> parse_verdict(std::string_view name);
+
+/// The record of one candidate (one JSON line of records.jsonl).
+struct EvalRecord {
+  std::string problem_id;
+  std::string problem_name;
+  std::string level;            ///< "L1".."L3" or "other"
+  std::string candidate;        ///< where the candidate was read
+  std::string candidate_hash;   ///< "sha256:" + hash of the extracted code
+  Verdict verdict = Verdict::kRuntimeError;
+  std::vector<std::string> reasons;
+  bool compiled = false;        ///< passed the compile stage
+  std::string compile_status;   ///< built, cached, none (no extension), failed, timeout, skipped
+  double compile_seconds = 0;   ///< ms would mislead: compiles take seconds
+  std::string compile_log_tail;
+  nlohmann::json correctness;   ///< {"atol","rtol","trials":[{"seed","passed","max_abs_error","max_rel_error"}]}
+  std::string protocol;         ///< "dice" or "kernelbench"
+  std::optional<TimingStats> candidate_ms, reference_ms;
+  std::optional<Speedup> speedup;  ///< reference / candidate: medians (dice) or means (kernelbench)
+  std::string device;
+  std::string worker_log_tail;
+  double seconds = 0;           ///< wall time spent on this candidate, all stages
+
+  bool correct() const { return verdict == Verdict::kCorrect; }
+  nlohmann::json to_json() const;
+  /// Reads a record back. Throws dice::Error on a malformed record.
+  static EvalRecord from_json(const nlohmann::json& j);
+};
+
+}  // namespace dice::eval

@@ -1,0 +1,156 @@
+#include "dice/evaluator/worker.h"
+
+#include <fmt/format.h>
+
+#include "dice/core/error.h"
+#include "dice/core/files.h"
+
+namespace dice::eval {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+constexpr std::size_t kLogTail = 6000;
+}
+
+WorkerClient::WorkerClient(PythonEnv env, std::string device, fs::path log_path,
+                           StageTimeouts timeouts)
+    : env_(std::move(env)),
+      device_(std::move(device)),
+      log_path_(std::move(log_path)),
+      timeouts_(timeouts) {}
+
+WorkerClient::~WorkerClient() { stop(); }
+
+void WorkerClient::stop() {
+  if (!process_) return;
+  try {
+    process_->write_line(R"({"op": "shutdown"})");
+    process_->close_stdin();
+    process_->wait_until(Clock::now() + std::chrono::seconds(10));
+  } catch (const Error&) {
+  }
+  process_.reset();  // kills the group if still running
+}
+
+std::string WorkerClient::log_since(std::uintmax_t offset) const {
+  std::error_code ec;
+  const auto size = fs::file_size(log_path_, ec);
+  if (ec || size <= offset) return {};
+  return read_file_tail(log_path_, std::min<std::uintmax_t>(size - offset, kLogTail));
+}
+
+void WorkerClient::start() {
+  ProcessOptions options{.argv = env_.argv({"serve", "--device", device_})};
+  options.env["PYTHONPATH"] = env_.worker_path.string();
+  options.env["PYTHONUNBUFFERED"] = "1";
+  options.pipe_stdin = true;
+  options.pipe_stdout = true;
+  options.stderr_file = log_path_;
+  std::error_code ec;
+  const auto offset = fs::exists(log_path_) ? fs::file_size(log_path_, ec) : 0;
+  process_.emplace(Process::spawn(options));
+  ++starts_;
+  std::string line;
+  const auto deadline = Clock::now() + timeouts_.start;
+  for (;;) {
+    const auto status = process_->read_line(line, deadline);
+    if (status != Process::ReadStatus::kLine) {
+      const auto exit = process_->kill();
+      process_.reset();
+      throw Error(fmt::format("worker for {} did not start ({}): {}", device_,
+                              status == Process::ReadStatus::kTimeout
+                                  ? "no ready message in time"
+                                  : exit.describe(),
+                              log_since(offset)));
+    }
+    try {
+      const json event = json::parse(line);
+      if (event.value("event", "") == "ready") {
+        device_name_ = event.value("device_name", device_);
+        return;
+      }
+    } catch (const json::exception&) {
+    }
+  }
+}
+
+WorkerReply WorkerClient::evaluate(json request) {
+  if (!process_) {
+    try {
+      start();
+      failed_starts_ = 0;
+    } catch (const Error&) {
+      if (++failed_starts_ >= 3) throw;
+      WorkerReply reply;
+      reply.reason = "the worker process could not be started";
+      return reply;
+    }
+  }
+  std::error_code ec;
+  const auto offset = fs::file_size(log_path_, ec);
+  const long id = next_id_++;
+  request["op"] = "evaluate";
+  request["id"] = id;
+  WorkerReply reply;
+  try {
+    process_->write_line(request.dump());
+  } catch (const Error& e) {
+    reply.reason = std::string("worker does not accept requests: ") + e.what();
+    reply.log_tail = log_since(offset);
+    process_.reset();
+    return reply;
+  }
+  std::string stage = "load";
+  auto deadline = Clock::now() + timeouts_.load;
+  std::string line;
+  for (;;) {
+    const auto status = process_->read_line(line, deadline);
+    if (status == Process::ReadStatus::kTimeout) {
+      process_->kill();
+      process_.reset();
+      reply.verdict = Verdict::kTimeout;
+      const auto limit = stage == "load" ? timeouts_.load
+                         : stage == "correctness" ? timeouts_.correctness
+                                                  : timeouts_.timing;
+      reply.reason = fmt::format("stage {} ran past its limit of {} s", stage, limit.count());
+      reply.log_tail = log_since(offset);
+      return reply;
+    }
+    if (status == Process::ReadStatus::kEof) {
+      const auto [exit, _] = process_->wait_until(Clock::now() + std::chrono::seconds(10));
+      process_.reset();
+      reply.verdict = Verdict::kRuntimeError;
+      reply.reason = fmt::format("the worker died during stage {}: {}", stage, exit.describe());
+      reply.log_tail = log_since(offset);
+      return reply;
+    }
+    json event;
+    try {
+      event = json::parse(line);
+    } catch (const json::exception&) {
+      continue;  // not ours: the protocol stream carries only JSON
+    }
+    if (event.value("id", -1L) != id) continue;
+    const std::string kind = event.value("event", "");
+    if (kind == "stage") {
+      stage = event.value("stage", stage);
+      const auto limit = stage == "correctness" ? timeouts_.correctness
+                         : stage == "timing"    ? timeouts_.timing
+                                                : timeouts_.load;
+      deadline = Clock::now() + limit;
+    } else if (kind == "result") {
+      if (event.value("fatal", false)) {
+        process_->close_stdin();
+        process_->wait_until(Clock::now() + std::chrono::seconds(10));
+        process_.reset();
+      }
+      reply.log_tail = log_since(offset);
+      reply.result = std::move(event);
+      return reply;
+    }
+  }
+}
+
+}  // namespace dice::eval
