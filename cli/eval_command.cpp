@@ -51,11 +51,11 @@ void add_eval_command(CLI::App& app) {
                   "DICE pairs {id, pytorch_code, cuda_code}");
   cmd->add_flag("--reference-as-candidate", options->reference_as_candidate,
                 "also evaluate each problem's own Model as its candidate (timing noise floor)");
-  options->kernelbench_jsonl =
-      env_or("DICE_KERNELBENCH", (fs::path(DICE_SOURCE_DIR) / ".." / "shared" / "data" /
-                                  "kernelbench" / "problems.jsonl")
-                                     .lexically_normal()
-                                     .string());
+  options->kernelbench_jsonl = env_or(
+      "DICE_KERNELBENCH",
+      (fs::path(DICE_SOURCE_DIR) / ".." / "shared" / "data" / "kernelbench" / "problems.jsonl")
+          .lexically_normal()
+          .string());
   cmd->add_option("--kernelbench", options->kernelbench_jsonl,
                   "KernelBench problems as JSON Lines (for kernelbench:...)")
       ->capture_default_str();

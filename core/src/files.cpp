@@ -34,7 +34,8 @@ void write_file_atomic(const fs::path& path, std::string_view content) {
     if (!out) throw Error("error while writing file " + tmp.string());
   }
   fs::rename(tmp, path, ec);
-  if (ec) throw Error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+  if (ec)
+    throw Error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
 }
 
 std::string read_file_tail(const fs::path& path, std::size_t max_bytes) {

@@ -21,7 +21,9 @@ namespace dice {
 
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 /// A pipe whose ends close on destruction unless released.
 struct Pipe {
@@ -193,8 +195,8 @@ void Process::write_line(std::string_view line) {
     const ssize_t n = ::write(stdin_fd_, data.data() + done, data.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error("process " + std::to_string(pid_) + ": cannot write to its stdin: " +
-                  errno_text());
+      throw Error("process " + std::to_string(pid_) +
+                  ": cannot write to its stdin: " + errno_text());
     }
     done += static_cast<std::size_t>(n);
   }
@@ -287,7 +289,8 @@ CommandResult run_command(ProcessOptions options, std::chrono::milliseconds time
     if (status == Process::ReadStatus::kLine) {
       result.output += line;
       result.output += '\n';
-      if (result.output.size() > 2 * max_output) result.output = tail_text(result.output, max_output);
+      if (result.output.size() > 2 * max_output)
+        result.output = tail_text(result.output, max_output);
       continue;
     }
     if (status == Process::ReadStatus::kTimeout) result.timed_out = true;

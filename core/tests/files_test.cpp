@@ -13,7 +13,8 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Files, WriteAtomicThenRead) {
-  const fs::path dir = fs::temp_directory_path() / ("dice_files_test_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("dice_files_test_" + std::to_string(::getpid()));
   const fs::path file = dir / "a" / "b.txt";
   write_file_atomic(file, "hello\nworld\n");
   EXPECT_EQ(read_file(file), "hello\nworld\n");

@@ -84,7 +84,9 @@ TEST(Process, DestructorKillsRunningChild) {
   EXPECT_NE(::kill(pid, 0), 0);  // reaped and gone
 }
 
-TEST(Process, EmptyCommandThrows) { EXPECT_THROW(Process::spawn({}), Error); }
+TEST(Process, EmptyCommandThrows) {
+  EXPECT_THROW(Process::spawn({}), Error);
+}
 
 }  // namespace
 }  // namespace dice

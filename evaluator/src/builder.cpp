@@ -171,16 +171,22 @@ BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const st
   for (const auto& p : spec.extra_include_paths) includes.push_back("-I" + p);
   for (const auto& p : toolchain_.include_paths) includes.push_back("-isystem" + p);
 
-  std::vector<std::string> cxx{toolchain_.cxx, "-c", "main.cpp", "-o", "main.o", "-fPIC",
-                               "-std=c++17", "-O2"};
+  std::vector<std::string> cxx{toolchain_.cxx, "-c",    "main.cpp",   "-o",
+                               "main.o",       "-fPIC", "-std=c++17", "-O2"};
   cxx.insert(cxx.end(), defines.begin(), defines.end());
   cxx.insert(cxx.end(), toolchain_.cflags.begin(), toolchain_.cflags.end());
   cxx.insert(cxx.end(), includes.begin(), includes.end());
   cxx.insert(cxx.end(), spec.extra_cflags.begin(), spec.extra_cflags.end());
   if (cuda) cxx.push_back("-DWITH_CUDA");
 
-  std::vector<std::string> nvcc{toolchain_.nvcc, "-c", "cuda.cu", "-o", "cuda.o",
-                                "--compiler-options", "-fPIC", "-std=c++17",
+  std::vector<std::string> nvcc{toolchain_.nvcc,
+                                "-c",
+                                "cuda.cu",
+                                "-o",
+                                "cuda.o",
+                                "--compiler-options",
+                                "-fPIC",
+                                "-std=c++17",
                                 gencode_flag(options_.arch)};
   nvcc.insert(nvcc.end(), defines.begin(), defines.end());
   nvcc.insert(nvcc.end(), toolchain_.cuda_cflags.begin(), toolchain_.cuda_cflags.end());

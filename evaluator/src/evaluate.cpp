@@ -146,8 +146,8 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
     if (!toolchain.cuda_available)
       throw Error("--device cuda: torch sees no GPU on this machine (torch " +
                   toolchain.torch_version + ")");
-    const int n = options.gpus > 0 ? std::min(options.gpus, toolchain.device_count)
-                                   : toolchain.device_count;
+    const int n =
+        options.gpus > 0 ? std::min(options.gpus, toolchain.device_count) : toolchain.device_count;
     for (int i = 0; i < n; ++i) devices.push_back(fmt::format("cuda:{}", i));
   } else if (device == "cpu") {
     devices.push_back("cpu");
@@ -161,10 +161,11 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
   }
   if (toolchain.nvcc_version.empty())
     fmt::print(progress, "warning: nvcc not found; CUDA extensions will fail to compile\n");
-  fmt::print(progress, "dice eval: {} candidates, {} problems; torch {}; {}; {} compile jobs\n",
-             workload.candidates.size(), workload.problems.size(), toolchain.torch_version,
-             devices.empty() ? run.device_note : fmt::format("workers on {}", fmt::join(devices, ", ")),
-             options.jobs);
+  fmt::print(
+      progress, "dice eval: {} candidates, {} problems; torch {}; {}; {} compile jobs\n",
+      workload.candidates.size(), workload.problems.size(), toolchain.torch_version,
+      devices.empty() ? run.device_note : fmt::format("workers on {}", fmt::join(devices, ", ")),
+      options.jobs);
 
   fs::create_directories(options.out_dir / "logs");
   ExtensionBuilder builder(toolchain, {.cache_dir = options.cache_dir,
@@ -176,7 +177,8 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
   // Problems go to the worker as files, named by content.
   std::map<std::string, fs::path> problem_paths;
   for (const auto& p : workload.problems) {
-    const fs::path path = fs::absolute(options.cache_dir / "problems" / (sha256_hex(p.code) + ".py"));
+    const fs::path path =
+        fs::absolute(options.cache_dir / "problems" / (sha256_hex(p.code) + ".py"));
     if (!fs::exists(path)) write_file_atomic(path, p.code);
     problem_paths[p.id] = path;
   }
@@ -235,11 +237,11 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
       EvalRecord r = record_for(job->index, job->prepared);
       json extensions = json::object();
       for (const auto& [digest, so] : job->prepared.extensions) extensions[digest] = so.string();
-      json request = {{"problem", {{"id", p.id}, {"path", problem_paths.at(p.id).string()}}},
-                      {"candidate",
-                       {{"path", fs::absolute(job->prepared.code_path).string()},
-                        {"extensions", extensions}}},
-                      {"options", worker_options}};
+      json request = {
+          {"problem", {{"id", p.id}, {"path", problem_paths.at(p.id).string()}}},
+          {"candidate",
+           {{"path", fs::absolute(job->prepared.code_path).string()}, {"extensions", extensions}}},
+          {"options", worker_options}};
       try {
         const WorkerReply reply = worker.evaluate(std::move(request));
         r.device = worker.device_name();

@@ -33,8 +33,8 @@ std::string last_json_line(const std::string& output) {
 }
 }  // namespace
 
-CandidatePreparer::CandidatePreparer(PythonEnv env, ExtensionBuilder& builder,
-                                     fs::path cache_dir, std::string torch_version,
+CandidatePreparer::CandidatePreparer(PythonEnv env, ExtensionBuilder& builder, fs::path cache_dir,
+                                     std::string torch_version,
                                      std::chrono::seconds capture_timeout)
     : env_(std::move(env)),
       builder_(builder),
@@ -63,8 +63,8 @@ PreparedCandidate CandidatePreparer::prepare(const Candidate& candidate) {
   }
   if (capture.is_null()) {
     write_file_atomic(dir / "raw.txt", candidate.text);
-    ProcessOptions options{.argv = env_.argv({"capture", (dir / "raw.txt").string(),
-                                              out.code_path.string()})};
+    ProcessOptions options{
+        .argv = env_.argv({"capture", (dir / "raw.txt").string(), out.code_path.string()})};
     options.env["PYTHONPATH"] = env_.worker_path.string();
     options.env["CUDA_VISIBLE_DEVICES"] = "";
     options.cwd = dir;
@@ -117,9 +117,9 @@ PreparedCandidate CandidatePreparer::prepare(const Candidate& candidate) {
     if (!built.cached) out.compile_status = "built";
     if (!built.ok) {
       out.failed = built.timed_out ? Verdict::kTimeout : Verdict::kCompileError;
-      out.reasons.push_back(built.timed_out
-                                ? fmt::format("compiling extension {} ran past its limit", spec.name)
-                                : fmt::format("extension {} failed to build", spec.name));
+      out.reasons.push_back(
+          built.timed_out ? fmt::format("compiling extension {} ran past its limit", spec.name)
+                          : fmt::format("extension {} failed to build", spec.name));
       out.log_tail = built.log_tail;
       out.compile_status = built.timed_out ? "timeout" : "failed";
       break;

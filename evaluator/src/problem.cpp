@@ -109,8 +109,8 @@ std::vector<Problem> kernelbench_problems(std::string_view selectors, const fs::
     if (selector.size() < 2 || selector[0] != 'L')
       throw InputError(fmt::format("kernelbench:{}: expected L<level> or L<level>/<id>", selector));
     const auto slash = selector.find('/');
-    const std::string level_part = selector.substr(1, slash == std::string::npos ? selector.npos
-                                                                                 : slash - 1);
+    const std::string level_part =
+        selector.substr(1, slash == std::string::npos ? selector.npos : slash - 1);
     int level = 0;
     try {
       level = std::stoi(level_part);
@@ -124,8 +124,8 @@ std::vector<Problem> kernelbench_problems(std::string_view selectors, const fs::
       chosen.push_back(p);
     }
     if (chosen.size() == before)
-      throw InputError(fmt::format("kernelbench:{}: no such problem in {}", selector,
-                                   jsonl.string()));
+      throw InputError(
+          fmt::format("kernelbench:{}: no such problem in {}", selector, jsonl.string()));
   }
   return chosen;
 }
@@ -216,7 +216,8 @@ void load_candidates(std::string_view spec, Workload& workload) {
     for (const auto& entry : fs::directory_iterator(path))
       if (entry.is_regular_file() && is_candidate_file(entry.path())) files.push_back(entry.path());
     std::sort(files.begin(), files.end());
-    if (files.empty()) throw InputError(fmt::format("candidate folder {} holds no .py/.txt/.md", spec));
+    if (files.empty())
+      throw InputError(fmt::format("candidate folder {} holds no .py/.txt/.md", spec));
     for (const auto& f : files) add_file(f, false);
   } else if (ends_with(spec, ".jsonl")) {
     std::set<std::string> known;
@@ -231,8 +232,8 @@ void load_candidates(std::string_view spec, Workload& workload) {
         }
         const std::string id = string_field(r, "problem", origin);
         if (!known.contains(id))
-          throw InputError(fmt::format("{}: problem \"{}\" is not among the problems given", origin,
-                                       id));
+          throw InputError(
+              fmt::format("{}: problem \"{}\" is not among the problems given", origin, id));
         workload.candidates.push_back({id, origin, string_field(r, "candidate", origin)});
       } catch (const InputError& e) {
         workload.skipped.emplace_back(e.what());
@@ -247,8 +248,8 @@ void load_candidates(std::string_view spec, Workload& workload) {
 
 void add_reference_candidates(Workload& workload) {
   for (const auto& p : workload.problems)
-    workload.candidates.push_back({p.id, p.origin + " (reference as candidate)",
-                                   p.code + "\n\nModelNew = Model\n"});
+    workload.candidates.push_back(
+        {p.id, p.origin + " (reference as candidate)", p.code + "\n\nModelNew = Model\n"});
 }
 
 }  // namespace dice::eval

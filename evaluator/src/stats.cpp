@@ -43,8 +43,12 @@ Speedup median_speedup(const TimingStats& reference, const TimingStats& candidat
 }
 
 nlohmann::json to_json(const TimingStats& s) {
-  return {{"n", s.n},     {"median", s.median}, {"mean", s.mean},
-          {"std", s.std}, {"min", s.min},       {"max", s.max},
+  return {{"n", s.n},
+          {"median", s.median},
+          {"mean", s.mean},
+          {"std", s.std},
+          {"min", s.min},
+          {"max", s.max},
           {"ci95", {s.ci95_low, s.ci95_high}}};
 }
 

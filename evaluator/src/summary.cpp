@@ -78,7 +78,8 @@ json to_json(const std::vector<LevelSummary>& rows) {
 
 std::string to_markdown(const std::vector<LevelSummary>& rows) {
   std::string out =
-      "| level | attempted | compiled | correct (Exec) | fast_0 | fast_1 | fast_2 | geomean speedup |\n"
+      "| level | attempted | compiled | correct (Exec) | fast_0 | fast_1 | fast_2 | geomean "
+      "speedup |\n"
       "|---|---:|---:|---:|---:|---:|---:|---:|\n";
   const auto pct = [](double x) { return fmt::format("{:.1f}%", 100.0 * x); };
   for (const auto& r : rows) {

@@ -22,16 +22,18 @@ std::vector<std::string> PythonEnv::argv(const std::vector<std::string>& args) c
 }
 
 std::string Toolchain::fingerprint() const {
-  const json j = {{"torch", torch_version}, {"python", python_version},
-                  {"include", include_paths}, {"cflags", cflags},
+  const json j = {{"torch", torch_version},     {"python", python_version},
+                  {"include", include_paths},   {"cflags", cflags},
                   {"cuda_cflags", cuda_cflags}, {"ldflags", ldflags},
-                  {"cxx", cxx_version},     {"nvcc", nvcc_version}};
+                  {"cxx", cxx_version},         {"nvcc", nvcc_version}};
   return sha256_hex(j.dump());
 }
 
 namespace {
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 std::string last_line(std::string text) {
   while (!text.empty() && text.back() == '\n') text.pop_back();

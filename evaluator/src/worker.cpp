@@ -21,7 +21,9 @@ WorkerClient::WorkerClient(PythonEnv env, std::string device, fs::path log_path,
       log_path_(std::move(log_path)),
       timeouts_(timeouts) {}
 
-WorkerClient::~WorkerClient() { stop(); }
+WorkerClient::~WorkerClient() {
+  stop();
+}
 
 void WorkerClient::stop() {
   if (!process_) return;
@@ -59,11 +61,10 @@ void WorkerClient::start() {
     if (status != Process::ReadStatus::kLine) {
       const auto exit = process_->kill();
       process_.reset();
-      throw Error(fmt::format("worker for {} did not start ({}): {}", device_,
-                              status == Process::ReadStatus::kTimeout
-                                  ? "no ready message in time"
-                                  : exit.describe(),
-                              log_since(offset)));
+      throw Error(fmt::format(
+          "worker for {} did not start ({}): {}", device_,
+          status == Process::ReadStatus::kTimeout ? "no ready message in time" : exit.describe(),
+          log_since(offset)));
     }
     try {
       const json event = json::parse(line);
@@ -111,7 +112,7 @@ WorkerReply WorkerClient::evaluate(json request) {
       process_->kill();
       process_.reset();
       reply.verdict = Verdict::kTimeout;
-      const auto limit = stage == "load" ? timeouts_.load
+      const auto limit = stage == "load"          ? timeouts_.load
                          : stage == "correctness" ? timeouts_.correctness
                                                   : timeouts_.timing;
       reply.reason = fmt::format("stage {} ran past its limit of {} s", stage, limit.count());

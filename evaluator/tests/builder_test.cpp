@@ -71,9 +71,13 @@ TEST(Builder, BuildsCachesAndReportsCompileErrors) {
 }
 
 TEST(Builder, SpecFromCaptureRecord) {
-  const auto spec = ExtensionSpec::from_json(
-      {{"digest", "abc"}, {"name", "n"}, {"cpp_sources", "c"}, {"cuda_sources", "u"},
-       {"functions", {"f"}}, {"extra_cflags", {"-O3"}}, {"extra_ldflags", nullptr}});
+  const auto spec = ExtensionSpec::from_json({{"digest", "abc"},
+                                              {"name", "n"},
+                                              {"cpp_sources", "c"},
+                                              {"cuda_sources", "u"},
+                                              {"functions", {"f"}},
+                                              {"extra_cflags", {"-O3"}},
+                                              {"extra_ldflags", nullptr}});
   EXPECT_EQ(spec.digest, "abc");
   EXPECT_EQ(spec.extra_cflags, std::vector<std::string>{"-O3"});
   EXPECT_TRUE(spec.extra_ldflags.empty());

@@ -24,9 +24,8 @@ TEST(Problems, FolderOfFilesSortedWithStemIds) {
 
 TEST(Problems, KernelBenchSelectors) {
   ScratchDir dir("dice_kb");
-  const auto jsonl = dir.write(
-      "kb.jsonl",
-      R"({"level": 1, "problem_id": 1, "name": "1_A", "code": "a"}
+  const auto jsonl = dir.write("kb.jsonl",
+                               R"({"level": 1, "problem_id": 1, "name": "1_A", "code": "a"}
 {"level": 1, "problem_id": 2, "name": "2_B", "code": "b"}
 
 {"level": 2, "problem_id": 1, "name": "1_C", "code": "c"}
@@ -45,7 +44,8 @@ TEST(Problems, KernelBenchSelectors) {
 
 TEST(Problems, BadJsonLineNamesFileAndLine) {
   ScratchDir dir("dice_badjson");
-  const auto jsonl = dir.write("p.jsonl", "{\"level\": 1, \"problem_id\": 1, \"code\": \"x\"}\n{oops\n");
+  const auto jsonl =
+      dir.write("p.jsonl", "{\"level\": 1, \"problem_id\": 1, \"code\": \"x\"}\n{oops\n");
   try {
     load_problems(jsonl.string(), "");
     FAIL() << "expected InputError";
@@ -97,9 +97,8 @@ TEST(Candidates, SingleFileForSingleProblem) {
 TEST(Candidates, JsonlRecordsAndDicePairs) {
   ScratchDir dir("dice_jsonl");
   const auto p = dir.write("relu.py", "# p");
-  const auto jsonl = dir.write(
-      "c.jsonl",
-      R"({"problem": "relu", "candidate": "code"}
+  const auto jsonl = dir.write("c.jsonl",
+                               R"({"problem": "relu", "candidate": "code"}
 {"problem": "nope", "candidate": "code"}
 {"id": 7, "pytorch_code": "ref", "cuda_code": "cand"}
 {"problem": "relu"}

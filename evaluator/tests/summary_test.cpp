@@ -65,7 +65,8 @@ TEST(Summary, MalformedRecordThrows) {
 }
 
 TEST(Verdicts, NamesRoundTrip) {
-  for (const char* name : {"correct", "compile_error", "timeout", "wrong_dtype", "reference_error"}) {
+  for (const char* name :
+       {"correct", "compile_error", "timeout", "wrong_dtype", "reference_error"}) {
     const auto v = parse_verdict(name);
     ASSERT_TRUE(v) << name;
     EXPECT_EQ(to_string(*v), name);

@@ -7,15 +7,19 @@
 namespace dice::eval {
 namespace {
 
-using testing::ScratchDir;
 using nlohmann::json;
+using testing::ScratchDir;
 
 json request(const std::filesystem::path& problem, const std::filesystem::path& candidate) {
   return {{"problem", {{"id", "relu"}, {"path", problem.string()}}},
           {"candidate", {{"path", candidate.string()}, {"extensions", json::object()}}},
           {"options",
-           {{"protocol", "dice"}, {"seed", 42}, {"correct_trials", 2}, {"timing_trials", 3},
-            {"warmup", 1}, {"measure_timing", true}}}};
+           {{"protocol", "dice"},
+            {"seed", 42},
+            {"correct_trials", 2},
+            {"timing_trials", 3},
+            {"warmup", 1},
+            {"measure_timing", true}}}};
 }
 
 /// One worker process on the CPU: an honest candidate, one that kills the worker, one that hangs;
@@ -23,7 +27,8 @@ json request(const std::filesystem::path& problem, const std::filesystem::path& 
 TEST(Worker, VerdictsCrashesAndHangsOnCpu) {
   ScratchDir dir("dice_worker_test");
   const auto problem = dir.write("relu.py", testing::kReluProblem);
-  const auto good = dir.write("good.py", std::string(testing::kReluProblem) + "\nModelNew = Model\n");
+  const auto good =
+      dir.write("good.py", std::string(testing::kReluProblem) + "\nModelNew = Model\n");
   const auto crash = dir.write("crash.py", R"(import os, signal
 import torch
 class ModelNew(torch.nn.Module):

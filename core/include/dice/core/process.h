@@ -38,15 +38,15 @@ struct ResourceLimits {
 /// started. Standard streams not piped or redirected are connected to /dev/null (stdin) or
 /// inherited (stdout, stderr).
 struct ProcessOptions {
-  std::vector<std::string> argv;                   ///< argv[0] is looked up on PATH
-  std::map<std::string, std::string> env;          ///< variables set on top of ours
-  std::vector<std::string> env_unset;              ///< variables removed
-  std::filesystem::path cwd;                       ///< empty: ours
-  bool pipe_stdin = false;                         ///< write_line() feeds it
-  bool pipe_stdout = false;                        ///< read_line() reads it
-  std::filesystem::path stdout_file;               ///< if set (and not piped): appended to
-  std::filesystem::path stderr_file;               ///< if set: appended to
-  bool stderr_to_stdout = false;                   ///< stderr joins stdout
+  std::vector<std::string> argv;           ///< argv[0] is looked up on PATH
+  std::map<std::string, std::string> env;  ///< variables set on top of ours
+  std::vector<std::string> env_unset;      ///< variables removed
+  std::filesystem::path cwd;               ///< empty: ours
+  bool pipe_stdin = false;                 ///< write_line() feeds it
+  bool pipe_stdout = false;                ///< read_line() reads it
+  std::filesystem::path stdout_file;       ///< if set (and not piped): appended to
+  std::filesystem::path stderr_file;       ///< if set: appended to
+  bool stderr_to_stdout = false;           ///< stderr joins stdout
   ResourceLimits limits;
 };
 

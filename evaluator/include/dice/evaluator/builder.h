@@ -35,18 +35,18 @@ struct ExtensionSpec {
 /// The outcome of building one extension.
 struct BuildResult {
   bool ok = false;
-  bool cached = false;     ///< served from the cache, nothing compiled
+  bool cached = false;  ///< served from the cache, nothing compiled
   bool timed_out = false;
-  std::string key;         ///< SHA-256 of sources, flags, arch and toolchain
+  std::string key;                    ///< SHA-256 of sources, flags, arch and toolchain
   std::filesystem::path module_path;  ///< the .so when ok
-  std::string log_tail;    ///< compiler output, last bytes
-  double seconds = 0.0;    ///< wall time of this call
+  std::string log_tail;               ///< compiler output, last bytes
+  double seconds = 0.0;               ///< wall time of this call
 };
 
 struct BuildOptions {
-  std::filesystem::path cache_dir;  ///< artifacts in cache_dir/ext/<key>/
-  std::string arch = "sm_90";       ///< target: sm_XY or sm_XYa
-  int jobs = 1;                     ///< compiler processes at once, over all threads
+  std::filesystem::path cache_dir;    ///< artifacts in cache_dir/ext/<key>/
+  std::string arch = "sm_90";         ///< target: sm_XY or sm_XYa
+  int jobs = 1;                       ///< compiler processes at once, over all threads
   std::chrono::seconds timeout{600};  ///< per compiler process
 };
 

@@ -18,17 +18,17 @@
 namespace dice::eval {
 
 struct EvalOptions {
-  std::string problems;                      ///< load_problems() spec
-  std::string candidates;                    ///< load_candidates() spec; may be empty
-  bool reference_as_candidate = false;       ///< add each problem's own code as a candidate
-  std::filesystem::path kernelbench_jsonl;   ///< for kernelbench:<...> specs
-  std::filesystem::path out_dir;             ///< records.jsonl, summary.json, summary.md, logs/
-  std::filesystem::path cache_dir;           ///< builds and captures
-  std::string device = "auto";               ///< auto (cuda if any GPU, else none), cuda, cpu, none
-  int gpus = 0;                              ///< with cuda: how many (0 = all)
-  int jobs = 0;                              ///< compiler processes (0 = one per core)
+  std::string problems;                     ///< load_problems() spec
+  std::string candidates;                   ///< load_candidates() spec; may be empty
+  bool reference_as_candidate = false;      ///< add each problem's own code as a candidate
+  std::filesystem::path kernelbench_jsonl;  ///< for kernelbench:<...> specs
+  std::filesystem::path out_dir;            ///< records.jsonl, summary.json, summary.md, logs/
+  std::filesystem::path cache_dir;          ///< builds and captures
+  std::string device = "auto";              ///< auto (cuda if any GPU, else none), cuda, cpu, none
+  int gpus = 0;                             ///< with cuda: how many (0 = all)
+  int jobs = 0;                             ///< compiler processes (0 = one per core)
   std::string arch = "sm_90";
-  std::string protocol = "dice";             ///< dice or kernelbench (PROTOCOL.md)
+  std::string protocol = "dice";  ///< dice or kernelbench (PROTOCOL.md)
   int correct_trials = 5;
   int timing_trials = 100;
   int warmup = 10;

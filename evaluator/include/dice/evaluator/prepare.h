@@ -17,14 +17,14 @@ namespace dice::eval {
 
 /// A candidate after the CPU stages.
 struct PreparedCandidate {
-  std::optional<Verdict> failed;     ///< set when a CPU stage decided the verdict
+  std::optional<Verdict> failed;  ///< set when a CPU stage decided the verdict
   std::vector<std::string> reasons;
-  std::filesystem::path code_path;   ///< the extracted Python program
-  std::string code_hash;             ///< "sha256:<hex>" of the extracted code (else of the text)
+  std::filesystem::path code_path;  ///< the extracted Python program
+  std::string code_hash;            ///< "sha256:<hex>" of the extracted code (else of the text)
   std::map<std::string, std::filesystem::path> extensions;  ///< capture digest -> built .so
-  std::string compile_status;        ///< built, cached, none, failed, timeout, skipped
+  std::string compile_status;  ///< built, cached, none, failed, timeout, skipped
   double compile_seconds = 0;
-  std::string log_tail;              ///< capture or compiler output when something failed
+  std::string log_tail;  ///< capture or compiler output when something failed
 };
 
 /// Extracts, captures and builds candidates. Thread-safe; captures are cached by content in

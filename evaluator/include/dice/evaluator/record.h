@@ -40,22 +40,23 @@ std::optional<Verdict> parse_verdict(std::string_view name);
 struct EvalRecord {
   std::string problem_id;
   std::string problem_name;
-  std::string level;            ///< "L1".."L3" or "other"
-  std::string candidate;        ///< where the candidate was read
-  std::string candidate_hash;   ///< "sha256:" + hash of the extracted code
+  std::string level;           ///< "L1".."L3" or "other"
+  std::string candidate;       ///< where the candidate was read
+  std::string candidate_hash;  ///< "sha256:" + hash of the extracted code
   Verdict verdict = Verdict::kRuntimeError;
   std::vector<std::string> reasons;
-  bool compiled = false;        ///< passed the compile stage
-  std::string compile_status;   ///< built, cached, none (no extension), failed, timeout, skipped
-  double compile_seconds = 0;   ///< ms would mislead: compiles take seconds
+  bool compiled = false;       ///< passed the compile stage
+  std::string compile_status;  ///< built, cached, none (no extension), failed, timeout, skipped
+  double compile_seconds = 0;  ///< ms would mislead: compiles take seconds
   std::string compile_log_tail;
-  nlohmann::json correctness;   ///< {"atol","rtol","trials":[{"seed","passed","max_abs_error","max_rel_error"}]}
-  std::string protocol;         ///< "dice" or "kernelbench"
+  nlohmann::json
+      correctness;  ///< {"atol","rtol","trials":[{"seed","passed","max_abs_error","max_rel_error"}]}
+  std::string protocol;  ///< "dice" or "kernelbench"
   std::optional<TimingStats> candidate_ms, reference_ms;
   std::optional<Speedup> speedup;  ///< reference / candidate: medians (dice) or means (kernelbench)
   std::string device;
   std::string worker_log_tail;
-  double seconds = 0;           ///< wall time spent on this candidate, all stages
+  double seconds = 0;  ///< wall time spent on this candidate, all stages
 
   bool correct() const { return verdict == Verdict::kCorrect; }
   nlohmann::json to_json() const;

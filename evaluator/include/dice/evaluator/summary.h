@@ -16,9 +16,9 @@ struct LevelSummary {
   int attempted = 0;
   int compiled = 0;
   int correct = 0;
-  int faster_0 = 0, faster_1 = 0, faster_2 = 0;  ///< correct with speedup > 0, 1, 2
-  int timed = 0;                                  ///< correct candidates with a speedup
-  double geomean_speedup = 0;                     ///< over timed correct candidates; 0 if none
+  int faster_0 = 0, faster_1 = 0, faster_2 = 0;       ///< correct with speedup > 0, 1, 2
+  int timed = 0;                                      ///< correct candidates with a speedup
+  double geomean_speedup = 0;                         ///< over timed correct candidates; 0 if none
   std::vector<std::pair<std::string, int>> verdicts;  ///< count per verdict, by name
 
   double rate(int count) const { return attempted > 0 ? double(count) / attempted : 0.0; }

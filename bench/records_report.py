@@ -1,0 +1,92 @@
+"""Summarise a dice eval records.jsonl: verdicts, reasons, speedup distribution.
+
+Usage: records_report.py RECORDS [--expect-by-name]
+
+--expect-by-name checks each verdict against the candidate's file name (examples/candidates):
+``<problem>.py`` and ``__model_output`` must be correct, ``__compile_error`` a compile_error,
+``__wrong`` a mismatch; the exit status is 1 on any surprise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+
+def expected_verdict(candidate: str) -> str:
+    """The verdict a bundled example's file name promises."""
+    stem = Path(candidate).stem
+    if "__compile_error" in stem:
+        return "compile_error"
+    if "__wrong" in stem:
+        return "mismatch"
+    return "correct"
+
+
+def quantiles(values: list[float]) -> str:
+    """Min, 5/25/50/75/95 % quantiles and max of ``values``, three decimals."""
+    if len(values) < 2:
+        return " ".join(f"{v:.3f}" for v in values)
+    q = statistics.quantiles(values, n=20, method="inclusive")
+    return (
+        f"min {min(values):.3f}  p5 {q[0]:.3f}  p25 {q[4]:.3f}  median {statistics.median(values):.3f}"
+        f"  p75 {q[14]:.3f}  p95 {q[18]:.3f}  max {max(values):.3f}"
+    )
+
+
+def main() -> int:
+    """Prints the report; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records", type=Path)
+    parser.add_argument("--expect-by-name", action="store_true")
+    args = parser.parse_args()
+    records = [json.loads(line) for line in args.records.read_text().splitlines() if line.strip()]
+    verdicts = Counter(r["verdict"] for r in records)
+    print(f"records: {len(records)}")
+    for verdict, count in verdicts.most_common():
+        print(f"  {verdict:18s} {count}")
+    reasons = Counter(
+        (r["verdict"], (r["reasons"] or [""])[0][:120])
+        for r in records
+        if r["verdict"] != "correct"
+    )
+    if reasons:
+        print("reasons of the others:")
+        for (verdict, reason), count in reasons.most_common(30):
+            print(f"  {count:3d}  {verdict}: {reason}")
+    speedups = [r["speedup"] for r in records if r["verdict"] == "correct" and r.get("speedup")]
+    if speedups:
+        print(f"speedups of {len(speedups)} correct candidates: {quantiles(speedups)}")
+        geo = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+        print(
+            f"  geometric mean {geo:.3f}; > 1.0: {sum(s > 1 for s in speedups)}; > 2.0: {sum(s > 2 for s in speedups)}"
+        )
+        for tol in (0.02, 0.05, 0.10):
+            share = sum(abs(s - 1.0) <= tol for s in speedups) / len(speedups)
+            print(f"  within {tol:.0%} of 1.0: {share:.1%}")
+        widths = [
+            (r["speedup_ci95"][1] - r["speedup_ci95"][0]) / r["speedup"]
+            for r in records
+            if r["verdict"] == "correct" and r.get("speedup")
+        ]
+        print(f"  relative width of the 95% interval: median {statistics.median(widths):.3f}")
+    if not args.expect_by_name:
+        return 0
+    surprises = [
+        (r["candidate"], expected_verdict(r["candidate"]), r["verdict"])
+        for r in records
+        if expected_verdict(r["candidate"]) != r["verdict"]
+    ]
+    for candidate, want, got in surprises:
+        print(f"SURPRISE {candidate}: expected {want}, got {got}")
+    print("gpu_check:", "FAILED" if surprises else "all verdicts as expected")
+    return 1 if surprises else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
