@@ -4,7 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$root/.device/shared"
-cp "$root/build/dice" "$root/.device/dice"
+strip -o "$root/.device/dice" "$root/build/dice"
 cp "$root/../shared/data/kernelbench/problems.jsonl" "$root/.device/shared/kernelbench.jsonl"
 cp "$root/../shared/data/dice/infilling_eval_99.jsonl" "$root/.device/shared/infilling_eval_99.jsonl"
 grep -qxF '/.device/' "$root/.git/info/exclude" 2>/dev/null || echo '/.device/' >>"$root/.git/info/exclude"

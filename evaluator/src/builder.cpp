@@ -169,7 +169,7 @@ BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const st
   std::vector<std::string> defines{"-DTORCH_EXTENSION_NAME=" + module};
   std::vector<std::string> includes;
   for (const auto& p : spec.extra_include_paths) includes.push_back("-I" + p);
-  for (const auto& p : toolchain_.include_paths) includes.push_back("-isystem" + p);
+  for (const auto& p : toolchain_.include_paths) includes.insert(includes.end(), {"-isystem", p});
 
   std::vector<std::string> cxx{toolchain_.cxx, "-c",    "main.cpp",   "-o",
                                "main.o",       "-fPIC", "-std=c++17", "-O2"};

@@ -1,0 +1,266 @@
+"""The long-lived worker: JSON-lines requests on stdin, events on a private copy of stdout
+(PROTOCOL.md, ``serve``). One worker per device; a candidate that breaks the CUDA context makes it
+exit after answering."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import random
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+from torch.utils import cpp_extension
+
+from .capture import replaced_load_inline
+from .correctness import compare_outputs, tolerance
+from .loader import PrebuiltLoadInline, exec_module
+from .timing import Timer, time_models
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class Verdict(Exception):
+    """Ends a request with ``verdict``; ``fatal`` when the CUDA context is unusable."""
+
+    def __init__(self, verdict: str, reason: str, fatal: bool = False) -> None:
+        super().__init__(reason)
+        self.verdict = verdict
+        self.reason = reason
+        self.fatal = fatal
+
+
+def _describe(e: BaseException, limit: int = 1500) -> str:
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-4:])
+    return f"{type(e).__name__}: {e}"[:limit] + ("\n" + tb[-limit:] if tb else "")
+
+
+def _context_broken(device: torch.device) -> bool:
+    if device.type != "cuda":
+        return False
+    try:
+        torch.cuda.synchronize(device)
+        return False
+    except Exception:  # noqa: BLE001 - any failure here means the context is gone
+        return True
+
+
+def _fail(verdict: str, what: str, e: BaseException, device: torch.device) -> Verdict:
+    if isinstance(e, torch.cuda.OutOfMemoryError):
+        return Verdict("out_of_memory", f"{what}: {_describe(e)}")
+    broken = _context_broken(device)
+    if broken and verdict == "reference_error":
+        verdict = "runtime_error"  # the candidate ran before and broke the context
+    return Verdict(verdict, f"{what}: {_describe(e)}", fatal=broken)
+
+
+def _to_device(values: Any, device: torch.device) -> Any:
+    if isinstance(values, torch.Tensor):
+        return values.to(device)
+    if isinstance(values, (list, tuple)):
+        return type(values)(_to_device(v, device) for v in values)
+    return values
+
+
+def _clone(values: Any) -> Any:
+    if isinstance(values, torch.Tensor):
+        return values.clone()
+    if isinstance(values, (list, tuple)):
+        return type(values)(_clone(v) for v in values)
+    return values
+
+
+def _seed_all(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    except ImportError:
+        pass
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: Emit) -> bool:
+    """Runs one request: load, correctness trials, timing; emits stage events and the result.
+    Returns True when the device is unusable afterwards (the worker must exit)."""
+    rid = request["id"]
+    opts = request.get("options", {})
+    protocol = opts.get("protocol", "dice")
+    seed = int(opts.get("seed", 42))
+    trials_wanted = int(opts.get("correct_trials", 5))
+    result: dict[str, Any] = {"event": "result", "id": rid, "reasons": [], "fatal": False}
+    trials: list[dict[str, Any]] = []
+    correctness: dict[str, Any] = {"trials": trials}
+    result["correctness"] = correctness
+    timer.protocol = protocol
+    models: list[Any] = []
+    try:
+        emit({"event": "stage", "id": rid, "stage": "load"})
+        try:
+            problem = exec_module(Path(request["problem"]["path"]), f"dice_problem_{rid}")
+            model_cls = problem.Model
+        except BaseException as e:  # noqa: BLE001
+            raise Verdict("reference_error", f"loading the problem: {_describe(e)}") from e
+        prebuilt = PrebuiltLoadInline(
+            request["candidate"].get("extensions", {}), cpp_extension.load_inline
+        )
+        try:
+            with replaced_load_inline(prebuilt):
+                candidate = exec_module(Path(request["candidate"]["path"]), f"dice_candidate_{rid}")
+        except BaseException as e:  # noqa: BLE001
+            raise _fail("import_error", "loading the candidate", e, device) from e
+        result["reasons"] += prebuilt.notes
+        if not hasattr(candidate, "ModelNew"):
+            raise Verdict("no_model_new", "the candidate defines no ModelNew")
+        try:
+            _seed_all(seed)
+            init_inputs = _to_device(problem.get_init_inputs(), device)
+            _seed_all(seed)
+            reference = model_cls(*init_inputs)
+            reference = reference.to(device) if hasattr(reference, "to") else reference
+        except BaseException as e:  # noqa: BLE001
+            raise _fail("reference_error", "building the reference", e, device) from e
+        models.append(reference)
+        try:
+            _seed_all(seed)
+            with replaced_load_inline(prebuilt):
+                model = candidate.ModelNew(*init_inputs)
+            model = model.to(device) if hasattr(model, "to") else model
+        except BaseException as e:  # noqa: BLE001
+            raise _fail("constructor_error", "building ModelNew", e, device) from e
+        models.append(model)
+
+        emit({"event": "stage", "id": rid, "stage": "correctness"})
+        torch.manual_seed(seed)
+        seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(trials_wanted)]
+        for trial_seed in seeds:
+            try:
+                _seed_all(trial_seed)
+                inputs = _to_device(problem.get_inputs(), device)
+            except BaseException as e:  # noqa: BLE001
+                raise _fail("reference_error", "get_inputs()", e, device) from e
+            with torch.no_grad():
+                if protocol == "kernelbench":
+                    ref_out = _run(reference, inputs, device, "reference_error", "reference")
+                    cand_out = _run(model, inputs, device, "runtime_error", "ModelNew.forward")
+                else:
+                    cand_inputs = _clone(inputs)
+                    cand_out = _run(model, cand_inputs, device, "runtime_error", "ModelNew.forward")
+                    ref_out = _run(reference, inputs, device, "reference_error", "reference")
+            comparison = compare_outputs(cand_out, ref_out)
+            first = next((o for o in _leaves(ref_out) if isinstance(o, torch.Tensor)), None)
+            if first is not None:
+                correctness["atol"], correctness["rtol"] = tolerance(first.dtype)
+            trials.append(
+                {
+                    "seed": trial_seed,
+                    "passed": comparison.verdict is None,
+                    "max_abs_error": comparison.max_abs_error,
+                    "max_rel_error": comparison.max_rel_error,
+                }
+            )
+            if comparison.verdict is not None:
+                raise Verdict(comparison.verdict, f"trial {len(trials)}: {comparison.reason}")
+            del inputs, cand_out, ref_out
+
+        result["verdict"] = "correct"
+        if opts.get("measure_timing", True):
+            emit({"event": "stage", "id": rid, "stage": "timing"})
+            _seed_all(seeds[0] if seeds else seed)
+            inputs = _to_device(problem.get_inputs(), device)
+            try:
+                cand_ms, ref_ms = time_models(
+                    timer,
+                    model,
+                    reference,
+                    _clone(inputs),
+                    inputs,
+                    int(opts.get("timing_trials", 100)),
+                    int(opts.get("warmup", 10)),
+                )
+            except BaseException as e:  # noqa: BLE001
+                raise _fail("runtime_error", "timing", e, device) from e
+            result["timing"] = {
+                "protocol": protocol,
+                "candidate_ms": cand_ms,
+                "reference_ms": ref_ms,
+            }
+    except Verdict as v:
+        result["verdict"] = v.verdict
+        result["reasons"].append(v.reason)
+        result["fatal"] = v.fatal
+    finally:
+        models.clear()
+        for name in (f"dice_problem_{rid}", f"dice_candidate_{rid}"):
+            sys.modules.pop(name, None)
+        gc.collect()
+        if device.type == "cuda" and not result.get("fatal"):
+            torch.cuda.empty_cache()
+    emit(result)
+    return bool(result["fatal"])
+
+
+def _leaves(output: Any) -> list[Any]:
+    if isinstance(output, (tuple, list)):
+        return [leaf for item in output for leaf in _leaves(item)]
+    return [output]
+
+
+def _run(model: Any, inputs: Any, device: torch.device, verdict: str, what: str) -> Any:
+    try:
+        out = model(*inputs)
+        _sync(device)
+        return out
+    except BaseException as e:  # noqa: BLE001
+        raise _fail(verdict, what, e, device) from e
+
+
+def serve(device_name: str, stdin: TextIO) -> int:
+    """Serves requests until stdin closes or a ``shutdown`` request; returns the exit status."""
+    protocol_out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # whatever the candidate prints goes to stderr
+
+    def emit(event: dict[str, Any]) -> None:
+        protocol_out.write(json.dumps(event) + "\n")
+        protocol_out.flush()
+
+    device = torch.device(device_name)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    timer = Timer(device, "dice")
+    emit(
+        {
+            "event": "ready",
+            "pid": os.getpid(),
+            "device": device_name,
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "torch": torch.__version__,
+        }
+    )
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError as e:
+            print(f"dice_worker: ignoring a line that is not JSON: {e}", file=sys.stderr)
+            continue
+        if request.get("op") == "shutdown":
+            break
+        if request.get("op") != "evaluate":
+            print(f"dice_worker: unknown op {request.get('op')!r}", file=sys.stderr)
+            continue
+        if evaluate(request, device, timer, emit):
+            return 3
+    return 0

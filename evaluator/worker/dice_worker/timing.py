@@ -1,0 +1,80 @@
+"""Timing of one model call (PROTOCOL.md, "Timing"): milliseconds per call."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+
+
+class Timer:
+    """Times calls on one device. On CUDA: L2 flushed by writing a 256 MiB buffer, device
+    synchronized, start event, call, then (protocol ``dice``) the whole device synchronized before
+    the end event so work on any stream counts; protocol ``kernelbench`` records the end event on
+    the current stream right after the call, as KernelBench does. On the CPU: perf_counter."""
+
+    def __init__(self, device: torch.device, protocol: str) -> None:
+        self.device = device
+        self.protocol = protocol
+        self._flush: torch.Tensor | None = None
+        if device.type == "cuda":
+            self._flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
+
+    def time_ms(self, fn: Callable[..., Any], args: list[Any]) -> float:
+        """Milliseconds of one call ``fn(*args)``."""
+        if self.device.type != "cuda":
+            start = time.perf_counter()
+            fn(*args)
+            return (time.perf_counter() - start) * 1e3
+        assert self._flush is not None
+        self._flush.zero_()
+        torch.cuda.synchronize(self.device)
+        start_event = torch.cuda.Event(enable_timing=True)
+        end_event = torch.cuda.Event(enable_timing=True)
+        start_event.record()
+        fn(*args)
+        if self.protocol == "dice":
+            torch.cuda.synchronize(self.device)
+        end_event.record()
+        end_event.synchronize()
+        return float(start_event.elapsed_time(end_event))
+
+
+def time_models(
+    timer: Timer,
+    candidate: Callable[..., Any],
+    reference: Callable[..., Any],
+    candidate_args: list[Any],
+    reference_args: list[Any],
+    trials: int,
+    warmup: int,
+) -> tuple[list[float], list[float]]:
+    """(candidate ms, reference ms), ``trials`` each. Protocol ``dice``: interleaved, order
+    alternating between trials; ``kernelbench``: all candidate trials, then all reference trials
+    (3 warm-ups each, as KernelBench)."""
+    with torch.no_grad():
+        if timer.protocol == "kernelbench":
+            warmup = 3
+            for _ in range(warmup):
+                candidate(*candidate_args)
+            cand = [timer.time_ms(candidate, candidate_args) for _ in range(trials)]
+            for _ in range(warmup):
+                reference(*reference_args)
+            ref = [timer.time_ms(reference, reference_args) for _ in range(trials)]
+            return cand, ref
+        for _ in range(warmup):
+            candidate(*candidate_args)
+            reference(*reference_args)
+        cand, ref = [], []
+        for t in range(trials):
+            if t % 2 == 0:
+                cand.append(timer.time_ms(candidate, candidate_args))
+                ref.append(timer.time_ms(reference, reference_args))
+            else:
+                ref.append(timer.time_ms(reference, reference_args))
+                cand.append(timer.time_ms(candidate, candidate_args))
+        return cand, ref
