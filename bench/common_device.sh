@@ -1,12 +1,14 @@
-# Sourced by the device scripts: where dice, the worker and the staged data are, and a header that
-# records the machine.
+# Sourced by the device scripts: where dice, the worker and the staged data are, a header that
+# records the machine, and pack_step, which keeps what comes back from $OUT within its limits
+# (8 files: one report and one archive per step).
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DICE=${DICE:-$root/.device/dice}
 export DICE_WORKER_PATH=$root/evaluator/worker
 export DICE_PYTHON=${DICE_PYTHON:-python3}
 export DICE_CACHE=${DICE_CACHE:-/tmp/dice-cache}
 OUT=${OUT:-$root/out}
-mkdir -p "$OUT"
+WORK=${WORK:-/tmp/dice-device-work}
+mkdir -p "$OUT" "$WORK"
 machine_header() {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
@@ -14,4 +16,8 @@ machine_header() {
   $DICE_PYTHON -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
   nvcc --version | tail -1
   c++ --version | head -1
+}
+# pack_step STEP: $WORK/STEP (records, summaries, logs) -> $OUT/STEP.tar.gz
+pack_step() {
+  tar -C "$WORK" -czf "$OUT/$1.tar.gz" "$1" "$1".* 2>/dev/null || true
 }
