@@ -21,3 +21,5 @@ machine_header() {
 pack_step() {
   tar -C "$WORK" -czf "$OUT/$1.tar.gz" "$1" "$1".* 2>/dev/null || true
 }
+# A TERM (the device call's time limit, `timeout`) still runs the EXIT traps that pack results.
+trap 'exit 143' TERM

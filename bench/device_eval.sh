@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real-input runs of issue 2 on the device (after bench/device_prepare.sh).
-#   bench/device_eval.sh pairs99      the 99 DICE PyTorch/CUDA pairs, default protocol
+#   bench/device_eval.sh pairs99      the 99 DICE PyTorch/CUDA pairs, default protocol (PAIRS=FILE:
+#                                     another JSONL of pairs, e.g. the ones an interrupted run left)
 #   bench/device_eval.sh calibration  KernelBench L1, each problem's reference as its candidate
 # Extra arguments go to dice eval. Leaves $OUT/STEP.report.txt and $OUT/STEP.tar.gz.
 set -euo pipefail
@@ -12,7 +13,7 @@ start=$SECONDS
 trap 'pack_step "$step"' EXIT
 case "$step" in
   pairs99)
-    "$DICE" eval --candidates "$root/.device/shared/infilling_eval_99.jsonl" \
+    "$DICE" eval --candidates "${PAIRS:-$root/.device/shared/infilling_eval_99.jsonl}" \
       --device cuda --out-dir "$WORK/$step" "$@" 2> >(tee "$WORK/$step.log" >&2)
     ;;
   calibration)

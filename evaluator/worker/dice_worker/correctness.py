@@ -7,6 +7,10 @@ from typing import Any
 
 import torch
 
+# Elements compared at once: bounds the comparison's own memory (a few temporaries of this many
+# fp32/fp64 values) whatever the output's size.
+COMPARE_CHUNK = 1 << 24
+
 
 @dataclass
 class Comparison:
@@ -49,19 +53,17 @@ def _compare_tensors(c: torch.Tensor, r: torch.Tensor) -> Comparison:
         equal = bool(torch.equal(c, r))
         diff = 0.0 if equal else float((c.double() - r.double()).abs().max())
         return Comparison(None if equal else "mismatch", "" if equal else "values differ", diff, 0)
-    wide = torch.float64 if r.dtype == torch.float64 else torch.float32
-    cf, rf = c.to(wide), r.to(wide)
-    r_finite = torch.isfinite(rf)
-    c_finite = torch.isfinite(cf)
-    # Non-finite values are accepted only where the reference has the same one.
-    same_nonfinite = (torch.isnan(cf) & torch.isnan(rf)) | (cf == rf)
-    bad_nonfinite = (~c_finite | ~r_finite) & ~same_nonfinite
-    finite = c_finite & r_finite
-    diff = torch.where(finite, (cf - rf).abs(), torch.zeros_like(rf))
-    rel = diff / (rf.abs() + 1e-8)
-    max_abs = float(diff.max()) if diff.numel() else 0.0
-    max_rel = float(rel.max()) if rel.numel() else 0.0
-    n_bad_nonfinite = int(bad_nonfinite.sum())
+    n_bad_nonfinite = n_outside = 0
+    max_abs = max_rel = 0.0
+    c_flat, r_flat = c.reshape(-1), r.reshape(-1)
+    for start in range(0, r_flat.numel(), COMPARE_CHUNK):
+        chunk = _compare_chunk(
+            c_flat[start : start + COMPARE_CHUNK], r_flat[start : start + COMPARE_CHUNK], atol, rtol
+        )
+        n_bad_nonfinite += chunk[0]
+        n_outside += chunk[1]
+        max_abs = max(max_abs, chunk[2])
+        max_rel = max(max_rel, chunk[3])
     if n_bad_nonfinite:
         return Comparison(
             "mismatch",
@@ -69,8 +71,6 @@ def _compare_tensors(c: torch.Tensor, r: torch.Tensor) -> Comparison:
             max_abs,
             max_rel,
         )
-    outside = (diff > atol + rtol * rf.abs()) & finite
-    n_outside = int(outside.sum())
     if n_outside:
         return Comparison(
             "mismatch",
@@ -80,6 +80,25 @@ def _compare_tensors(c: torch.Tensor, r: torch.Tensor) -> Comparison:
             max_rel,
         )
     return Comparison(None, "", max_abs, max_rel)
+
+
+def _compare_chunk(
+    c: torch.Tensor, r: torch.Tensor, atol: float, rtol: float
+) -> tuple[int, int, float, float]:
+    """(non-finite values where the reference has another value, finite values outside
+    atol + rtol * |r|, max abs error, max rel error) of two flat floating-point chunks."""
+    wide = torch.float64 if r.dtype == torch.float64 else torch.float32
+    cf, rf = c.to(wide), r.to(wide)
+    finite = torch.isfinite(cf) & torch.isfinite(rf)
+    # Non-finite values are accepted only where the reference has the same one.
+    same_nonfinite = (torch.isnan(cf) & torch.isnan(rf)) | (cf == rf)
+    n_bad_nonfinite = int(torch.count_nonzero(~finite & ~same_nonfinite))
+    diff = torch.where(finite, (cf - rf).abs(), torch.zeros_like(rf))
+    rel = diff / (rf.abs() + 1e-8)
+    n_outside = int(torch.count_nonzero((diff > atol + rtol * rf.abs()) & finite))
+    if diff.numel() == 0:
+        return n_bad_nonfinite, n_outside, 0.0, 0.0
+    return n_bad_nonfinite, n_outside, float(diff.max()), float(rel.max())
 
 
 def compare_outputs(candidate: Any, reference: Any) -> Comparison:

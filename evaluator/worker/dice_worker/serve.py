@@ -200,6 +200,11 @@ def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: 
         result["verdict"] = v.verdict
         result["reasons"].append(v.reason)
         result["fatal"] = v.fatal
+    except Exception as e:  # noqa: BLE001 - the harness itself failed: a verdict, never a dead worker
+        v = _fail("runtime_error", "the evaluator failed on this candidate's outputs", e, device)
+        result["verdict"] = v.verdict
+        result["reasons"].append(v.reason)
+        result["fatal"] = v.fatal
     finally:
         models.clear()
         for name in (f"dice_problem_{rid}", f"dice_candidate_{rid}"):
