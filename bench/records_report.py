@@ -1,6 +1,9 @@
 """Summarise a dice eval records.jsonl: verdicts, reasons, speedup distribution.
 
-Usage: records_report.py RECORDS [--expect-by-name]
+Usage: records_report.py RECORDS [--expect-by-name] [--table FILE]
+
+--table writes a Markdown table of every record (problem, verdict, speedup with its 95% interval,
+medians of reference and candidate in ms, wall seconds, first reason) to FILE.
 
 --expect-by-name checks each verdict against the candidate's file name (examples/candidates):
 ``<problem>.py`` and ``__model_output`` must be correct, ``__compile_error`` a compile_error,
@@ -39,13 +42,47 @@ def quantiles(values: list[float]) -> str:
     )
 
 
+def _ms(r: dict, key: str) -> str:
+    stats = (r.get("timing") or {}).get(key) or {}
+    return f"{stats['median']:.4g}" if "median" in stats else ""
+
+
+def table(records: list[dict]) -> str:
+    """A Markdown table of ``records``, one row each, sorted by problem id."""
+    rows = [
+        "| problem | verdict | speedup | 95% interval | reference ms | candidate ms | seconds | reason |",
+        "|---|---|---:|---|---:|---:|---:|---|",
+    ]
+    for r in sorted(records, key=lambda r: (r["problem_id"], r["candidate"])):
+        sp = f"{r['speedup']:.3f}" if r.get("speedup") else ""
+        ci = r.get("speedup_ci95")
+        interval = f"{ci[0]:.3f} - {ci[1]:.3f}" if ci else ""
+        reason = "" if r["verdict"] == "correct" else (r["reasons"] or [""])[0][:100]
+        reason = reason.replace("|", "/").replace("\n", " ")
+        rows.append(
+            f"| {r['problem_id']} {r.get('problem_name', '')} | {r['verdict']} | {sp} | {interval}"
+            f" | {_ms(r, 'reference_ms')} | {_ms(r, 'candidate_ms')} | {float(r.get('seconds') or 0):.1f}"
+            f" | {reason} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 def main() -> int:
     """Prints the report; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path)
     parser.add_argument("--expect-by-name", action="store_true")
+    parser.add_argument("--table", type=Path)
     args = parser.parse_args()
+    if not args.records.exists():
+        print(f"records: none ({args.records} does not exist)")
+        return 1
     records = [json.loads(line) for line in args.records.read_text().splitlines() if line.strip()]
+    if args.table:
+        args.table.write_text(table(records))
+    seconds = [float(r.get("seconds") or 0.0) for r in records]
+    if seconds:
+        print(f"wall seconds per candidate (compile to verdict): {quantiles(seconds)}")
     verdicts = Counter(r["verdict"] for r in records)
     print(f"records: {len(records)}")
     for verdict, count in verdicts.most_common():
