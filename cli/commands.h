@@ -8,4 +8,7 @@ namespace dice::cli {
 /// Adds `dice eval` to `app`.
 void add_eval_command(CLI::App& app);
 
+/// Adds `dice tokenize` to `app`.
+void add_tokenize_command(CLI::App& app);
+
 }  // namespace dice::cli
