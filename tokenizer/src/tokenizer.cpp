@@ -137,12 +137,10 @@ struct Tokenizer::State {
     if (cacheable) ws.cache.insert(piece, h, std::span(ids.data() + before, ids.size() - before));
   }
 
-  void encode_normalized(std::string_view text, std::vector<std::int32_t>& ids,
-                         Workspace& ws) const {
-    pre.split(text, ws.pre, [&](std::string_view piece) { encode_piece(piece, ids, ws); });
-  }
-
-  void encode(std::string_view text, std::vector<std::int32_t>& ids, Workspace& ws) const {
+  // Walks `text` as encode sees it: `on_added(id)` for each added token, `on_piece(piece)` for
+  // each pre-tokenized piece of the NFC text between them.
+  template <class OnAdded, class OnPiece>
+  void walk(std::string_view text, Workspace& ws, OnAdded&& on_added, OnPiece&& on_piece) const {
     ws.outer.clear();
     if (raw_matcher.empty()) {
       ws.outer.push_back({0, text.size(), -1});
@@ -151,7 +149,7 @@ struct Tokenizer::State {
     }
     for (const auto& split : ws.outer) {
       if (split.token >= 0) {
-        ids.push_back(raw_tokens[static_cast<std::size_t>(split.token)].id);
+        on_added(raw_tokens[static_cast<std::size_t>(split.token)]);
         continue;
       }
       std::string_view segment = text.substr(split.begin, split.end - split.begin);
@@ -161,19 +159,38 @@ struct Tokenizer::State {
         segment = ws.normalized;
       }
       if (nfc_matcher.empty()) {
-        encode_normalized(segment, ids, ws);
+        pre.split(segment, ws.pre, on_piece);
         continue;
       }
       ws.inner.clear();
       nfc_matcher.split(segment, ws.inner);
       for (const auto& part : ws.inner) {
         if (part.token >= 0) {
-          ids.push_back(nfc_tokens[static_cast<std::size_t>(part.token)].id);
+          on_added(nfc_tokens[static_cast<std::size_t>(part.token)]);
         } else if (part.end > part.begin) {
-          encode_normalized(segment.substr(part.begin, part.end - part.begin), ids, ws);
+          pre.split(segment.substr(part.begin, part.end - part.begin), ws.pre, on_piece);
         }
       }
     }
+  }
+
+  void encode(std::string_view text, std::vector<std::int32_t>& ids, Workspace& ws) const {
+    walk(
+        text, ws, [&](const AddedToken& t) { ids.push_back(t.id); },
+        [&](std::string_view piece) { encode_piece(piece, ids, ws); });
+  }
+
+  // Runs `fn(workspace)` with a workspace borrowed from the pool.
+  template <class Fn>
+  void with_workspace(Fn&& fn) const {
+    auto ws = acquire();
+    try {
+      fn(*ws);
+    } catch (...) {
+      release(std::move(ws));
+      throw;
+    }
+    release(std::move(ws));
   }
 
   std::string_view bytes_of(std::int32_t id) const {
@@ -321,15 +338,20 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
     throw InputError("encode: the text is not valid UTF-8 (at byte " + std::to_string(bad) + ")");
   std::vector<std::int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
-  auto ws = state_->acquire();
-  try {
-    state_->encode(text, ids, *ws);
-  } catch (...) {
-    state_->release(std::move(ws));
-    throw;
-  }
-  state_->release(std::move(ws));
+  state_->with_workspace([&](Workspace& ws) { state_->encode(text, ids, ws); });
   return ids;
+}
+
+std::vector<std::string> Tokenizer::pieces(std::string_view text) const {
+  if (const auto bad = find_invalid_utf8(text); bad != std::string_view::npos)
+    throw InputError("pieces: the text is not valid UTF-8 (at byte " + std::to_string(bad) + ")");
+  std::vector<std::string> out;
+  state_->with_workspace([&](Workspace& ws) {
+    state_->walk(
+        text, ws, [&](const AddedToken& t) { out.push_back(t.content); },
+        [&](std::string_view piece) { out.emplace_back(piece); });
+  });
+  return out;
 }
 
 std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special) const {
