@@ -242,6 +242,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
   // Merges.
   MergeTable merges;
   const bool from_txt = spec.merges_source.ends_with(".txt");
+  std::string joined;
   for (std::size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const auto& m = spec.merges[rank];
     const auto where = [&] {
@@ -250,15 +251,15 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
     };
     const auto left = vocab.find(m.left);
     const auto right = vocab.find(m.right);
-    const auto merged = vocab.find(m.left + m.right);
+    joined.assign(m.left).append(m.right);
+    const auto merged = vocab.find(joined);
     for (const auto* missing :
          {left == vocab.end() ? &m.left : nullptr, right == vocab.end() ? &m.right : nullptr}) {
       if (missing != nullptr)
         throw InputError(where() + ": token \"" + *missing + "\" is not in the vocabulary");
     }
     if (merged == vocab.end())
-      throw InputError(where() + ": the merged token \"" + m.left + m.right +
-                       "\" is not in the vocabulary");
+      throw InputError(where() + ": the merged token \"" + joined + "\" is not in the vocabulary");
     merges.add(left->second, right->second, static_cast<std::uint32_t>(rank), merged->second);
   }
 

@@ -4,6 +4,7 @@ bench/tokenizer_compare.py."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import subprocess
@@ -292,9 +293,8 @@ def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[i : i + size]
 
 
-def render_jinja(template: str, messages: list[dict[str, Any]], **kwargs: Any) -> str:
-    """Renders a chat template the way transformers does (sandboxed Jinja2, trim_blocks,
-    lstrip_blocks, loopcontrols)."""
+@functools.lru_cache(maxsize=4)
+def _compiled(template: str) -> Any:
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -302,4 +302,10 @@ def render_jinja(template: str, messages: list[dict[str, Any]], **kwargs: Any) -
         trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
     )
     env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)
-    return env.from_string(template).render(messages=messages, **kwargs)
+    return env.from_string(template)
+
+
+def render_jinja(template: str, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+    """Renders a chat template the way transformers does (sandboxed Jinja2, trim_blocks,
+    lstrip_blocks, loopcontrols)."""
+    return _compiled(template).render(messages=messages, **kwargs)
