@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -27,6 +28,8 @@ namespace {
 // Pieces longer than this are encoded without the cache (long runs of spaces, minified code).
 constexpr std::size_t kMaxCachedPiece = 128;
 constexpr std::size_t kCacheEntries = std::size_t{1} << 18;
+// Token ids index dense tables; real vocabularies stay far below this.
+constexpr std::int32_t kMaxTokenId = 1 << 24;
 
 // Per-thread buffers of encode: borrowed from a pool for one call, so a warm encode allocates
 // nothing but its result.
@@ -41,21 +44,28 @@ struct Workspace {
   std::vector<AddedTokenMatcher::Split> inner;
 };
 
-// The byte-level decoding of a token string (ByteLevel decoder of tokenizers): its code points
-// mapped back to bytes when every one is a byte symbol, else the string's own UTF-8.
-std::string byte_level_bytes(std::string_view token,
-                             const std::unordered_map<char32_t, char>& map) {
+// The bytes a byte-level token string stands for, if every code point of it is a byte symbol.
+std::optional<std::string> symbol_bytes(std::string_view token,
+                                        const std::unordered_map<char32_t, char>& map) {
   std::string bytes;
   std::size_t i = 0;
   while (i < token.size()) {
     const Utf8Step step = utf8_step(token.substr(i));
-    if (step.kind != Utf8Step::Kind::kChar) return std::string(token);
+    if (step.kind != Utf8Step::Kind::kChar) return std::nullopt;
     const auto it = map.find(step.code_point);
-    if (it == map.end()) return std::string(token);
+    if (it == map.end()) return std::nullopt;
     bytes.push_back(it->second);
     i += step.length;
   }
   return bytes;
+}
+
+// The ByteLevel decoder of tokenizers on one token: its symbols' bytes, or, when some code point
+// is not a byte symbol (an added token like "<|im_end|>" is, one with a space is not), its UTF-8.
+std::string byte_level_bytes(std::string_view token,
+                             const std::unordered_map<char32_t, char>& map) {
+  auto bytes = symbol_bytes(token, map);
+  return bytes ? std::move(*bytes) : std::string(token);
 }
 
 std::string utf8_of(char32_t cp) {
@@ -222,6 +232,10 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
     vocab.emplace(token, id);
     max_id = std::max(max_id, id);
   }
+  for (const auto& t : spec.added) max_id = std::max(max_id, t.id);
+  if (max_id >= kMaxTokenId)
+    throw InputError("tokenizer folder " + dir.string() + ": token id " + std::to_string(max_id) +
+                     " is too large (ids must be below " + std::to_string(kMaxTokenId) + ")");
   std::vector<const std::string*> vocab_by_id(static_cast<std::size_t>(max_id + 1), nullptr);
   for (const auto& [token, id] : spec.vocab) {
     auto& slot = vocab_by_id[static_cast<std::size_t>(id)];
@@ -271,8 +285,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
   s.ignore_merges = spec.ignore_merges;
   if (spec.ignore_merges) {
     for (const auto& [token, id] : spec.vocab) {
-      std::string bytes = byte_level_bytes(token, unicode_to_byte);
-      s.whole_words.emplace(std::move(bytes), id);
+      if (auto bytes = symbol_bytes(token, unicode_to_byte)) s.whole_words.emplace(*bytes, id);
     }
   }
 

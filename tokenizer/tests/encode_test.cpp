@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <utf8proc.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bpe.h"
@@ -63,6 +65,30 @@ TEST(TokenizerEncode, SdarHandCheckedIds) {
   EXPECT_EQ(tok.encode("12345"), (Ids{16, 17, 18, 19, 20}));
   EXPECT_EQ(tok.encode("a<MASK>b<|MASK|>"), (Ids{64, 33274, 7384, 51407, 151669}));
   EXPECT_TRUE(tok.encode("").empty());
+}
+
+TEST(TokenizerEncode, ManyThreadsGetTheSameIds) {
+  REQUIRE_SDAR();
+  const Tokenizer& tok = *sdar();
+  std::vector<std::string> texts;
+  for (int k = 0; k < 200; ++k)
+    texts.push_back("int x" + std::to_string(k) + " = foo(bar, " + std::to_string(k * 7) +
+                    ");\n\t// caf\xC3\xA9 \xE4\xB8\xAD " + std::string(k % 13, ' ') + "<|im_end|>");
+  std::vector<Ids> want;
+  for (const auto& t : texts) want.push_back(tok.encode(t));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round)
+        for (std::size_t k = 0; k < texts.size(); ++k) {
+          const std::size_t i = (k * 7 + static_cast<std::size_t>(t + round)) % texts.size();
+          if (tok.encode(texts[i]) != want[i]) ++mismatches;
+        }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(TokenizerEncode, InvalidUtf8IsAnInputError) {

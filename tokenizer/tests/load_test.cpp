@@ -95,6 +95,8 @@ TEST(TokenizerLoad, MissingOrMalformedFilesAreNamed) {
   dir.write("vocab.json", "{\"a\": \"one\"}");
   EXPECT_NE(input_error([&] { Tokenizer::load(dir.path()); }).find("\"a\": the id is not"),
             std::string::npos);
+  dir.write("vocab.json", "{\"a\": 2000000000}");
+  EXPECT_NE(input_error([&] { Tokenizer::load(dir.path()); }).find("too large"), std::string::npos);
   dir.write("vocab.json", "{\"a\": 0, \"b\": 0}");
   EXPECT_NE(input_error([&] { Tokenizer::load(dir.path()); }).find("id 0 is given to both"),
             std::string::npos);
@@ -130,6 +132,22 @@ TEST(TokenizerLoad, UnsupportedTokenizerJsonPartsAreNamed) {
   auto pre = root["pre_tokenizer"];
   pre["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
   EXPECT_NE(with("pre_tokenizer", pre).find("does not compile"), std::string::npos);
+}
+
+TEST(TokenizerLoad, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
+  ScratchDir dir("dice_tok_ignore");
+  ToyTokenizer toy;
+  const int ab = toy.merge("a", "b");
+  const int abc = static_cast<int>(toy.vocab.size());
+  toy.vocab[testing::byte_level("abc")] = abc;  // in the vocabulary, but no merge reaches it
+  toy.write_tokenizer_json(dir, true);
+  EXPECT_EQ(Tokenizer::load(dir.path()).encode("abc abcd"),
+            (std::vector<std::int32_t>{ab, 'c', ' ', ab, 'c', 'd'}));
+  auto root = nlohmann::json::parse(read_file(dir.path() / "tokenizer.json"));
+  root["model"]["ignore_merges"] = true;
+  dir.write("tokenizer.json", root.dump());
+  EXPECT_EQ(Tokenizer::load(dir.path()).encode("abc abcd"),
+            (std::vector<std::int32_t>{abc, ' ', ab, 'c', 'd'}));
 }
 
 TEST(TokenizerLoad, OtherPatternsRunOnPcre2) {
