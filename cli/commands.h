@@ -8,4 +8,7 @@ namespace dice::cli {
 /// Adds `dice eval` to `app`.
 void add_eval_command(CLI::App& app);
 
+/// Adds `dice model` (`random`: random checkpoints; `inspect`: validate and list a model folder).
+void add_model_command(CLI::App& app);
+
 }  // namespace dice::cli

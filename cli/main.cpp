@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{"dice: generate, verify and time CUDA kernels with diffusion language models"};
   app.require_subcommand(1);
   dice::cli::add_eval_command(app);
+  dice::cli::add_model_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,38 +12,18 @@
 #include <vector>
 
 #include "dice/model/config.h"
+#include "dice/model/dtype.h"
+#include "dice/model/safetensors.h"
 
 namespace dice::model {
 
-/// Element types a checkpoint may hold (safetensors names: F32, F16, BF16).
-enum class DType { kF32, kF16, kBF16 };
-
-/// Bytes per element of `dtype`.
-std::size_t dtype_size(DType dtype);
-/// "F32", "F16", "BF16".
-const char* dtype_name(DType dtype);
-
-/// One tensor of a checkpoint: a view into the memory-mapped file (valid while its Checkpoint
-/// lives). Row-major, `data.size() == product(shape) * dtype_size(dtype)`.
-struct TensorView {
-  std::string name;
-  DType dtype = DType::kF32;
-  std::vector<std::int64_t> shape;
-  std::span<const std::byte> data;
-  std::filesystem::path file;  ///< the .safetensors file it lives in (for error messages)
-
-  std::int64_t numel() const;
-  /// The values as fp32 (bf16/fp16 widened exactly), in row-major order.
-  std::vector<float> to_f32() const;
-};
-
 /// Name and shape of every tensor an SDAR model of `config` must have, in the order of
 /// Hugging Face's Qwen3 state dict (system.md §2): model.embed_tokens.weight [vocab, hidden];
-/// per layer i `model.layers.{i}.` input_layernorm [hidden], self_attn.q_proj [heads*hd, hidden],
-/// k_proj and v_proj [kv_heads*hd, hidden], o_proj [hidden, heads*hd], q_norm and k_norm [hd],
-/// post_attention_layernorm [hidden], mlp.gate_proj and up_proj [inter, hidden], down_proj
-/// [hidden, inter] (all `.weight`); model.norm.weight [hidden]; lm_head.weight [vocab, hidden]
-/// unless tie_word_embeddings.
+/// per layer i `model.layers.{i}.` self_attn.q_proj [heads*hd, hidden], k_proj and v_proj
+/// [kv_heads*hd, hidden], o_proj [hidden, heads*hd], q_norm and k_norm [hd], mlp.gate_proj and
+/// up_proj [inter, hidden], down_proj [hidden, inter], input_layernorm [hidden],
+/// post_attention_layernorm [hidden] (all `.weight`); model.norm.weight [hidden];
+/// lm_head.weight [vocab, hidden] unless tie_word_embeddings.
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected_tensors(
     const ModelConfig& config);
 
@@ -53,7 +33,9 @@ class Checkpoint {
   /// Opens `dir`: reads config.json, maps model.safetensors or every shard named by
   /// model.safetensors.index.json, validates each file's header (JSON, dtypes, offsets inside the
   /// file, sizes equal to shape x dtype, no overlaps), and checks that every expected_tensors()
-  /// entry is present with its shape. Throws dice::InputError naming the folder, the file and
+  /// entry is present with its shape and a dtype of F32, F16 or BF16 (tensors may differ in
+  /// dtype; other tensors may have any dtype). With tie_word_embeddings, lm_head.weight is not
+  /// required. Throws dice::InputError naming the folder, the file and
   /// the tensor on a missing, truncated, malformed or mismatched input.
   static Checkpoint open(const std::filesystem::path& dir);
 
@@ -68,6 +50,9 @@ class Checkpoint {
   bool contains(const std::string& name) const;
   /// Every tensor, by name.
   const std::map<std::string, TensorView>& tensors() const;
+  /// The mapped .safetensors files, in shard order. Their entries include tensors of dtypes other
+  /// than F32/F16/BF16 (absent from tensors()) and, with an index, tensors the index does not name.
+  const std::vector<SafetensorsFile>& files() const;
 
  private:
   struct State;

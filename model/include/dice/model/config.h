@@ -31,11 +31,24 @@ struct ModelConfig {
   /// Throws dice::InputError naming `source` and the field when one is missing, has the wrong
   /// type or is out of range (sizes must be positive, hidden_size and num_heads*head_dim
   /// consistent with the projections, num_heads a multiple of num_kv_heads).
+  /// Also rejects what the Qwen3 layers of dice do not implement: rope_scaling other than null,
+  /// attention_bias true, use_sliding_window true, hidden_act other than silu.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
   /// Reads `path` (a config.json). Throws dice::InputError naming the file.
   static ModelConfig load(const std::filesystem::path& path);
-  /// The config.json object this config was read from (round-trips through from_json).
+  /// The config.json object this config was read from (round-trips through from_json). It has
+  /// the keys of the shared SDAR configs (models/sdar/configs/), "torch_dtype": "bfloat16".
   nlohmann::json to_json() const;
+  /// Throws dice::InputError naming `source` if a field is out of range (see from_json).
+  void validate(const std::string& source) const;
 };
+
+/// The built-in `tiny` preset for tests: hidden 64, 2 layers, 4 heads, 2 kv heads, head_dim 16,
+/// intermediate 128, vocab 151936, block 4, untied lm_head; other fields as SDAR's.
+ModelConfig tiny_config();
+
+/// `tiny` (tiny_config()) or the path of a config.json (ModelConfig::load).
+/// Throws dice::InputError naming `name_or_path` if it is neither.
+ModelConfig config_preset(const std::string& name_or_path);
 
 }  // namespace dice::model
