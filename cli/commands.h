@@ -15,4 +15,7 @@ void add_engine_command(CLI::App& app);
 /// Adds `dice model` (`random`: random checkpoints; `inspect`: validate and list a model folder).
 void add_model_command(CLI::App& app);
 
+/// Adds `dice tokenize` to `app`.
+void add_tokenize_command(CLI::App& app);
+
 }  // namespace dice::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   dice::cli::add_eval_command(app);
   dice::cli::add_model_command(app);
+  dice::cli::add_tokenize_command(app);
   dice::cli::add_engine_command(app);
   try {
     app.parse(argc, argv);

@@ -38,8 +38,12 @@ class Tokenizer {
   std::int32_t vocab_size() const;
   /// The id of a token string (base or added), if any.
   std::optional<std::int32_t> token_id(std::string_view token) const;
-  /// True for added tokens marked special (<|im_end|>, <|endoftext|>, <MASK>, ...).
+  /// True for added tokens marked special (<|im_end|>, <|endoftext|>, <|MASK|>, ...): the ones
+  /// decode(skip_special = true) leaves out. False for ids outside the vocabulary.
   bool is_special(std::int32_t id) const;
+  /// The raw bytes token `id` stands for (byte-level symbols mapped back to bytes; possibly a
+  /// fragment of a UTF-8 character). Throws dice::InputError for an id outside the vocabulary.
+  std::string_view token_bytes(std::int32_t id) const;
 
  private:
   struct State;
