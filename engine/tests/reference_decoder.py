@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers.models.qwen3.modeling_qwen3 import Qwen3RotaryEmbedding
 
 M32 = 0xFFFFFFFF
 
@@ -60,17 +61,22 @@ def load_model(model_dir: Path) -> Qwen3ForCausalLM:
         attention_bias=False,
     )
     config._attn_implementation = "eager"
-    model = Qwen3ForCausalLM(config).float().eval()
+    with torch.device("meta"):  # no second copy of the weights: the state dict is assigned
+        model = Qwen3ForCausalLM(config)
     state: dict[str, torch.Tensor] = {}
     for f in sorted(model_dir.glob("*.safetensors")):
         state.update({k: v.float() for k, v in load_file(f).items()})
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     allowed_missing = {"lm_head.weight"} if config.tie_word_embeddings else set()
     if set(missing) - allowed_missing or unexpected:
         raise ValueError(f"{model_dir}: missing {missing}, unexpected {unexpected}")
     if config.tie_word_embeddings:
-        model.tie_weights()
-    return model
+        model.lm_head.weight = model.model.embed_tokens.weight
+    model.model.rotary_emb = Qwen3RotaryEmbedding(config)  # buffers, not in the state dict
+    on_meta = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+    if on_meta:
+        raise ValueError(f"{model_dir}: not loaded: {on_meta}")
+    return model.eval()
 
 
 def block_causal_mask(n: int, block: int) -> torch.Tensor:

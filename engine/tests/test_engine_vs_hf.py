@@ -88,6 +88,34 @@ def test_logits_match_hugging_face(logits_model, tmp_path, prompt_length, fused)
     assert ref.rel_l2(ours, causal) > 1e-3
 
 
+def test_logits_tied_bf16_checkpoint(tmp_path):
+    """bf16 weights widened at load; lm_head tied to the embedding."""
+    path = tmp_path / "tied"
+    dice("model", "random", "--config", "tiny", "--out", str(path), "--dtype", "bf16", "--tie",
+         "--seed", "2", "--init-std", "0.5")  # fmt: skip
+    model = ref.load_model(path)
+    ids = random_ids(18, 4)
+    out = tmp_path / "logits.f32"
+    meta = json.loads(
+        dice(
+            "engine",
+            "logits",
+            "--model",
+            str(path),
+            "--out",
+            str(out),
+            "--prompt-length",
+            "6",
+            "--threads",
+            "1",
+            stdin=" ".join(map(str, ids)),
+        )  # fmt: skip
+    )
+    ours = np.fromfile(out, dtype=np.float32).reshape(meta["rows"], meta["vocab_rows"])
+    theirs = ref.logits(model, ids, 4, slice(4, len(ids)))
+    assert max(ref.rel_l2(ours[r], theirs[r]) for r in range(meta["rows"])) <= 1e-4
+
+
 def generate(path: Path, prompt: list[int], o: ref.Options) -> dict:
     args = ["generate", "--model", str(path), "--prompt-ids", ",".join(map(str, prompt)),
             "--json", "--threads", "1", "--block-length", str(o.block_length),
