@@ -8,7 +8,6 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "dice/engine/cpu_backend.h"
 #include "dice/engine/scoring.h"
 #include "dice/model/checkpoint.h"
+#include "token_ids.h"
 
 namespace dice::cli {
 
@@ -31,31 +31,10 @@ struct LogitsArgs {
   int threads = 0;
 };
 
-std::vector<std::int32_t> read_ids(std::istream& in) {
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  std::string spaced = text;
-  for (char& c : spaced)
-    if (c == ',') c = ' ';
-  std::istringstream words(spaced);
-  std::vector<std::int32_t> ids;
-  std::string word;
-  while (words >> word) {
-    std::size_t used = 0;
-    long value = -1;
-    try {
-      value = std::stol(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != word.size() || value < 0 || value > INT32_MAX)
-      throw InputError(fmt::format("stdin: \"{}\" is not a token id", word));
-    ids.push_back(static_cast<std::int32_t>(value));
-  }
-  return ids;
-}
-
 void run_logits(const LogitsArgs& args) {
-  const auto ids = read_ids(std::cin);
+  const std::string text{std::istreambuf_iterator<char>(std::cin),
+                         std::istreambuf_iterator<char>()};
+  const auto ids = parse_token_ids(text, "stdin");
   if (ids.empty()) throw InputError("stdin: no token ids");
   const std::int64_t prompt = args.prompt_length < 0 ? std::ssize(ids) : args.prompt_length;
   std::unique_ptr<engine::CpuBackend> backend;

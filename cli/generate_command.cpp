@@ -9,7 +9,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +21,7 @@
 #include "dice/model/checkpoint.h"
 #include "dice/tokenizer/chat_template.h"
 #include "dice/tokenizer/tokenizer.h"
+#include "token_ids.h"
 
 namespace dice::cli {
 
@@ -48,26 +48,6 @@ struct GenerateArgs {
   int threads = 0;
   engine::GenerationOptions options;
 };
-
-std::vector<std::int32_t> parse_ids(const std::string& text, const std::string& what) {
-  std::string spaced = text;
-  for (char& c : spaced)
-    if (c == ',') c = ' ';
-  std::istringstream in(spaced);
-  std::vector<std::int32_t> ids;
-  std::string word;
-  while (in >> word) {
-    try {
-      std::size_t used = 0;
-      const long value = std::stol(word, &used);
-      if (used != word.size() || value < 0 || value > INT32_MAX) throw std::invalid_argument(word);
-      ids.push_back(static_cast<std::int32_t>(value));
-    } catch (const std::exception&) {
-      throw InputError(fmt::format("{}: \"{}\" is not a token id", what, word));
-    }
-  }
-  return ids;
-}
 
 /// The model folder's tokenizer if it has one, else the SDAR tokenizer beside the project.
 std::string default_tokenizer(const std::string& model_dir) {
@@ -130,14 +110,14 @@ void run_generate(GenerateArgs& args) {
         "entropy_bounded",
         args.strategy));
   args.options.remasking.strategy = *strategy;
-  args.options.stop_ids = parse_ids(args.stop_ids, "--stop-ids");
+  args.options.stop_ids = parse_token_ids(args.stop_ids, "--stop-ids");
   if (args.tokenizer.empty()) args.tokenizer = default_tokenizer(args.model);
 
   const auto load_start = Clock::now();
   const auto tokenizer = tokenizer::Tokenizer::load(args.tokenizer);
   std::vector<std::int32_t> prompt_ids;
   if (!args.prompt_ids.empty()) {
-    prompt_ids = parse_ids(args.prompt_ids, "--prompt-ids");
+    prompt_ids = parse_token_ids(args.prompt_ids, "--prompt-ids");
   } else {
     std::string text = user_message(args);
     if (!args.no_chat_template) {

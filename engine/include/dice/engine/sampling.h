@@ -31,7 +31,8 @@ std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter,
 /// The uniform in [0, 1) that drives sampling at absolute `position` of a sequence in denoising
 /// `step` (0-based, within its block): Philox4x32-10 with key = (seed low 32 bits, seed high 32
 /// bits) and counter = (position low 32 bits, position high 32 bits, step, 0); u = out[0] / 2^32.
-/// Depends on nothing else, so results do not depend on batching, fusion or the backend.
+/// Depends on nothing else, so results do not depend on batching, fusion or the backend; several
+/// samples of one prompt (an RL group) take different seeds.
 double philox_uniform(std::uint64_t seed, std::int64_t position, std::int32_t step);
 
 /// How tokens are drawn from a logit row.
