@@ -103,7 +103,7 @@ void add_model_command(CLI::App& app) {
   auto random = std::make_shared<RandomArgs>();
   auto* r = cmd->add_subcommand(
       "random", "write a model folder with random weights (config.json, safetensors, tokenizer)");
-  r->add_option("--config", random->config, "tiny, or the path of a config.json")
+  r->add_option("--config", random->config, "tiny, a config.json, or a model folder holding one")
       ->capture_default_str();
   r->add_option("-o,--out", random->out, "model folder to write")->required();
   r->add_option("--dtype", random->dtype, "bf16, f16 or f32")->capture_default_str();

@@ -214,9 +214,11 @@ ModelConfig tiny_config() {
 
 ModelConfig config_preset(const std::string& name_or_path) {
   if (name_or_path == "tiny") return tiny_config();
-  const std::filesystem::path path(name_or_path);
+  std::filesystem::path path(name_or_path);
+  if (std::filesystem::is_directory(path)) path /= "config.json";
   if (!std::filesystem::is_regular_file(path))
-    throw InputError(name_or_path + ": not a config preset (tiny) nor a config.json file");
+    throw InputError(name_or_path +
+                     ": not a config preset (tiny), a config.json file nor a folder holding one");
   return ModelConfig::load(path);
 }
 

@@ -76,15 +76,20 @@ std::vector<std::byte> generate_chunk(const Job& job, std::uint64_t seed,
   SplitMix64 rng{mix64(mix64(seed) ^ fnv1a(spec.name)) ^ mix64(job.chunk + 0x5851f42d4c957f2dull)};
 
   std::vector<float> values(count);
-  constexpr double kUnit = 1.0 / 9007199254740992.0;  // 2^-53
+  const auto mean_f = static_cast<float>(mean);
+  const auto std_f = static_cast<float>(std_dev);
+  constexpr float kUnit = 1.0f / 16777216.0f;  // 2^-24
+  constexpr float kTwoPi = 2.0f * std::numbers::pi_v<float>;
   for (std::size_t i = 0; i < count; i += 2) {
-    // Box-Muller: u1 in (0, 1], u2 in [0, 1).
-    const double u1 = static_cast<double>((rng.next() >> 11) + 1) * kUnit;
-    const double u2 = static_cast<double>(rng.next() >> 11) * kUnit;
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    const double theta = 2.0 * std::numbers::pi * u2;
-    values[i] = static_cast<float>(mean + std_dev * r * std::cos(theta));
-    if (i + 1 < count) values[i + 1] = static_cast<float>(mean + std_dev * r * std::sin(theta));
+    // Box-Muller in fp32, one 64-bit draw per pair: u1 in (0, 1], u2 in [0, 1), 24 bits each
+    // (so |z| <= 5.77, plenty for weights; fp32 math is twice as fast as fp64 here).
+    const std::uint64_t bits = rng.next();
+    const float u1 = static_cast<float>((bits >> 40) + 1) * kUnit;
+    const float u2 = static_cast<float>(bits & 0xffffffu) * kUnit;
+    const float r = std_f * std::sqrt(-2.0f * std::log(u1));
+    const float theta = kTwoPi * u2;
+    values[i] = mean_f + r * std::cos(theta);
+    if (i + 1 < count) values[i + 1] = mean_f + r * std::sin(theta);
   }
 
   std::vector<std::byte> bytes(count * dtype_size(spec.dtype));

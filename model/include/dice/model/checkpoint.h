@@ -27,28 +27,32 @@ namespace dice::model {
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected_tensors(
     const ModelConfig& config);
 
-/// An opened model folder. Move-only; the tensors stay mapped while it lives.
+/// An opened model folder. Move-only; the tensors stay mapped while it lives. Immutable once
+/// open, so any number of threads may read it.
 class Checkpoint {
  public:
-  /// Opens `dir`: reads config.json, maps model.safetensors or every shard named by
-  /// model.safetensors.index.json, validates each file's header (JSON, dtypes, offsets inside the
-  /// file, sizes equal to shape x dtype, no overlaps), and checks that every expected_tensors()
-  /// entry is present with its shape and a dtype of F32, F16 or BF16 (tensors may differ in
-  /// dtype; other tensors may have any dtype). With tie_word_embeddings, lm_head.weight is not
-  /// required. Throws dice::InputError naming the folder, the file and
-  /// the tensor on a missing, truncated, malformed or mismatched input.
+  /// Opens `dir`: reads config.json, maps model.safetensors (preferred when both exist, as
+  /// transformers does) or every shard named by model.safetensors.index.json, validates each file's
+  /// header (JSON, dtypes, offsets inside the file, sizes equal to shape x dtype, no overlaps), and
+  /// checks that every expected_tensors() entry is present with its shape and a dtype of F32, F16
+  /// or BF16 (tensors may differ in dtype; other tensors may have any dtype). With
+  /// tie_word_embeddings, lm_head.weight is not required. Throws dice::InputError naming the
+  /// folder, the file and the tensor on a missing, truncated, malformed or mismatched input.
   static Checkpoint open(const std::filesystem::path& dir);
 
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;
   ~Checkpoint();
 
+  /// The folder given to open().
   const std::filesystem::path& dir() const;
+  /// Its config.json.
   const ModelConfig& config() const;
   /// The tensor called `name`. Throws dice::InputError naming the folder and the tensor if absent.
   const TensorView& tensor(const std::string& name) const;
+  /// Whether tensor `name` exists with dtype F32, F16 or BF16.
   bool contains(const std::string& name) const;
-  /// Every tensor, by name.
+  /// Every tensor of dtype F32, F16 or BF16, by name.
   const std::map<std::string, TensorView>& tensors() const;
   /// The mapped .safetensors files, in shard order. Their entries include tensors of dtypes other
   /// than F32/F16/BF16 (absent from tensors()) and, with an index, tensors the index does not name.

@@ -47,7 +47,8 @@ struct ModelConfig {
 /// intermediate 128, vocab 151936, block 4, untied lm_head; other fields as SDAR's.
 ModelConfig tiny_config();
 
-/// `tiny` (tiny_config()) or the path of a config.json (ModelConfig::load).
+/// `tiny` (tiny_config()), the path of a config.json, or a model folder holding one
+/// (ModelConfig::load).
 /// Throws dice::InputError naming `name_or_path` if it is neither.
 ModelConfig config_preset(const std::string& name_or_path);
 

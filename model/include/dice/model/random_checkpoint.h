@@ -49,7 +49,8 @@ struct RandomCheckpointResult {
 /// few MB per thread whatever the model size. Deterministic: the values depend only on `seed`,
 /// the tensor's name and shape and the init options (not on threads, shard size or other
 /// tensors). Matrices ~ normal(0, init_std); RMSNorm weights 1 + normal(0, norm_noise_std).
-/// Normal deviates: Box-Muller over a SplitMix64 stream per chunk of 2^20 elements.
+/// Normal deviates: Box-Muller in fp32 (24-bit uniforms) over a SplitMix64 stream per chunk of
+/// 2^20 elements; bitwise the same on every run of the same build and C library.
 /// Throws dice::InputError naming the folder if it exists and is not empty (unless
 /// options.overwrite) or the tokenizer folder is missing, dice::Error naming the file if a write
 /// fails.

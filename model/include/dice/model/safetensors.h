@@ -23,7 +23,9 @@ namespace dice::model {
 inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
 
 /// One tensor of a checkpoint: a view into the memory-mapped file (valid while its Checkpoint
-/// lives). Row-major, `data.size() == product(shape) * dtype_size(dtype)`.
+/// lives). Row-major, little-endian, `data.size() == product(shape) * dtype_size(dtype)`.
+/// safetensors does not align tensors: `data` may be unaligned for its dtype, so read it with
+/// to_f32 or memcpy, never through a reinterpret_cast pointer.
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
@@ -31,6 +33,7 @@ struct TensorView {
   std::span<const std::byte> data;
   std::filesystem::path file;  ///< the .safetensors file it lives in (for error messages)
 
+  /// product(shape) (1 for a scalar).
   std::int64_t numel() const;
   /// The values as fp32 (bf16/fp16 widened exactly), in row-major order.
   std::vector<float> to_f32() const;
