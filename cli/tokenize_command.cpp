@@ -17,6 +17,7 @@ struct TokenizeArgs {
   std::string model;
   bool decode = false;
   bool chat = false;
+  bool pieces = false;
   bool skip_special = false;
   bool no_generation_prompt = false;
   std::string enable_thinking;
@@ -35,6 +36,8 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--decode", args->decode, R"({"ids": [...]} -> {"text": ...})");
   cmd->add_flag("--chat", args->chat,
                 R"({"messages": [{"role", "content"}...]} -> {"text": ..., "ids": [...]})");
+  cmd->add_flag("--pieces", args->pieces,
+                R"({"text": ...} -> {"pieces": [...]}: the pre-tokenized pieces, for inspection)");
   cmd->add_flag("--skip-special", args->skip_special, "with --decode: leave special tokens out");
   cmd->add_flag("--no-generation-prompt", args->no_generation_prompt,
                 "with --chat: do not end with the assistant header");
@@ -42,10 +45,14 @@ void add_tokenize_command(CLI::App& app) {
                   "with --chat: true or false (false appends an empty think block)")
       ->check(CLI::IsMember({"true", "false"}));
   cmd->callback([args] {
-    if (args->decode && args->chat) throw InputError("--decode and --chat exclude each other");
+    if (int{args->decode} + int{args->chat} + int{args->pieces} > 1)
+      throw InputError("--decode, --chat and --pieces exclude each other");
     tokenizer::TokenizeOptions options;
     using Mode = tokenizer::TokenizeOptions::Mode;
-    options.mode = args->decode ? Mode::kDecode : args->chat ? Mode::kChat : Mode::kEncode;
+    options.mode = args->decode   ? Mode::kDecode
+                   : args->chat   ? Mode::kChat
+                   : args->pieces ? Mode::kPieces
+                                  : Mode::kEncode;
     options.skip_special = args->skip_special;
     options.add_generation_prompt = !args->no_generation_prompt;
     if (!args->enable_thinking.empty()) options.enable_thinking = args->enable_thinking == "true";

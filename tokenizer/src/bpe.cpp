@@ -53,7 +53,7 @@ BpeModel::BpeModel(std::array<std::int32_t, 256> byte_ids, MergeTable merges)
     : byte_ids_(byte_ids), merges_(std::move(merges)) {}
 
 void BpeModel::encode_word(std::string_view bytes, std::vector<std::int32_t>& out,
-                           BpeScratch& scratch) const {
+                           BpeScratch& scratch, MergeStrategy strategy) const {
   auto& ids = scratch.ids;
   ids.clear();
   for (const char c : bytes) {
@@ -64,7 +64,9 @@ void BpeModel::encode_word(std::string_view bytes, std::vector<std::int32_t>& ou
     out.insert(out.end(), ids.begin(), ids.end());
     return;
   }
-  if (ids.size() <= kShortWord) {
+  const bool scan = strategy == MergeStrategy::kAuto ? ids.size() <= kShortWord
+                                                     : strategy == MergeStrategy::kScan;
+  if (scan) {
     merge_short(scratch, out);
   } else {
     merge_long(scratch, out);

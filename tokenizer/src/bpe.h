@@ -73,6 +73,10 @@ struct BpeScratch {
   std::vector<std::pair<std::uint64_t, std::int32_t>> heap;  // (rank << 32 | position, merged)
 };
 
+/// How encode_word finds the next merge: a linear scan (short words), a heap over a linked list
+/// (long words), or the one that suits the word's length. Both give the same ids.
+enum class MergeStrategy { kAuto, kScan, kHeap };
+
 /// The BPE model: the id of each byte's symbol, and the merges.
 class BpeModel {
  public:
@@ -81,8 +85,8 @@ class BpeModel {
   BpeModel(std::array<std::int32_t, 256> byte_ids, MergeTable merges);
 
   /// Appends the ids of one pre-tokenized piece (raw bytes) to `out`.
-  void encode_word(std::string_view bytes, std::vector<std::int32_t>& out,
-                   BpeScratch& scratch) const;
+  void encode_word(std::string_view bytes, std::vector<std::int32_t>& out, BpeScratch& scratch,
+                   MergeStrategy strategy = MergeStrategy::kAuto) const;
 
   const MergeTable& merges() const { return merges_; }
 

@@ -80,6 +80,14 @@ void process(const Tokenizer& tokenizer, const TokenizeOptions& options, Json& r
       record["ids"] = ids;
       break;
     }
+    case Mode::kPieces: {
+      const Json& text = field(record, "text");
+      if (!text.is_string()) throw RecordError{"\"text\" is not a string"};
+      auto pieces = tokenizer.pieces(text.get_ref<const std::string&>());
+      record.erase("text");
+      record["pieces"] = std::move(pieces);
+      break;
+    }
     case Mode::kDecode: {
       const auto ids = parse_ids(field(record, "ids"));
       std::string text = tokenizer.decode(ids, options.skip_special);

@@ -48,6 +48,77 @@ std::vector<std::pair<std::string, std::int32_t>> parse_vocab(const json& vocab,
   return out;
 }
 
+// Reads a vocab.json (one flat object of token -> id) with nlohmann's SAX interface: a DOM of
+// 150k entries costs most of a load.
+class VocabReader : public nlohmann::json_sax<json> {
+ public:
+  explicit VocabReader(std::vector<std::pair<std::string, std::int32_t>>& out) : out_(out) {}
+  bool null() override { return bad_value(); }
+  bool boolean(bool /*value*/) override { return bad_value(); }
+  bool number_integer(number_integer_t value) override { return id(value); }
+  bool number_unsigned(number_unsigned_t value) override {
+    return id(value > static_cast<number_unsigned_t>(std::numeric_limits<std::int64_t>::max())
+                  ? -1
+                  : static_cast<std::int64_t>(value));
+  }
+  bool number_float(number_float_t /*value*/, const string_t& /*text*/) override {
+    return bad_value();
+  }
+  bool string(string_t& /*value*/) override { return bad_value(); }
+  bool binary(binary_t& /*value*/) override { return bad_value(); }
+  bool start_object(std::size_t /*size*/) override { return ++depth_ == 1 || fail_nested(); }
+  bool key(string_t& value) override {
+    key_ = std::move(value);
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t /*size*/) override {
+    return depth_ == 0 ? fail_nested() : bad_value();
+  }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& e) override {
+    error_ = std::string("not valid JSON: ") + e.what();
+    return false;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  bool id(std::int64_t value) {
+    if (value < 0 || value >= std::numeric_limits<std::int32_t>::max()) {
+      error_ = "token \"" + key_ + "\": id " + std::to_string(value) + " is out of range";
+      return false;
+    }
+    out_.emplace_back(std::move(key_), static_cast<std::int32_t>(value));
+    return true;
+  }
+  bool bad_value() {
+    error_ = "token \"" + key_ + "\": the id is not an integer";
+    return false;
+  }
+  bool fail_nested() {
+    error_ = "the vocabulary is not a JSON object of token -> id";
+    return false;
+  }
+
+  std::vector<std::pair<std::string, std::int32_t>>& out_;
+  std::string key_;
+  std::string error_;
+  int depth_ = 0;
+};
+
+std::vector<std::pair<std::string, std::int32_t>> read_vocab_json(const fs::path& file) {
+  const std::string text = read_file(file);
+  std::vector<std::pair<std::string, std::int32_t>> out;
+  out.reserve(text.size() / 16);
+  VocabReader reader(out);
+  if (!json::sax_parse(text, &reader)) fail(file, reader.error());
+  return out;
+}
+
 bool flag(const json& object, const char* key, bool fallback, const fs::path& file) {
   const auto it = object.find(key);
   if (it == object.end() || it->is_null()) return fallback;
@@ -298,7 +369,7 @@ void read_vocab_merges(const fs::path& dir, TokenizerSpec& spec) {
   spec.vocab_source = vocab_file.string();
   spec.merges_source = merges_file.string();
   spec.pattern_source = "the Qwen2 pre-tokenizer pattern";
-  spec.vocab = parse_vocab(parse_json_file(vocab_file), vocab_file);
+  spec.vocab = read_vocab_json(vocab_file);
   read_merges_txt(merges_file, spec);
 }
 

@@ -8,17 +8,9 @@
 #include <vector>
 
 #include "added_vocabulary.h"
+#include "pretokenizer.h"
 
 namespace dice::tokenizer::detail {
-
-/// Qwen2's pre-tokenizer pattern (transformers' Qwen2Tokenizer.PRETOKENIZE_REGEX), used for the
-/// vocab.json + merges.txt form.
-inline constexpr std::string_view kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-/// GPT-2's pattern, what a ByteLevel pre-tokenizer with use_regex = true splits with.
-inline constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 /// Everything a byte-level BPE tokenizer is made of, as read from the files.
 struct TokenizerSpec {

@@ -37,15 +37,20 @@ std::string onig_to_pcre2(std::string_view pattern) {
   return out;
 }
 
-PreTokenizerScratch::PreTokenizerScratch(const pcre2_code* code)
-    : match_data_(pcre2_match_data_create_from_pattern(code, nullptr)),
-      jit_stack_(pcre2_jit_stack_create(64 * 1024, 16 * 1024 * 1024, nullptr)),
-      context_(pcre2_match_context_create(nullptr)) {
+PreTokenizerScratch::PreTokenizerScratch(const pcre2_code* code) {
+  if (code == nullptr) return;  // the Qwen2 scanner needs no match state
+  match_data_.reset(pcre2_match_data_create_from_pattern(code, nullptr));
+  jit_stack_.reset(pcre2_jit_stack_create(64 * 1024, 16 * 1024 * 1024, nullptr));
+  context_.reset(pcre2_match_context_create(nullptr));
   if (!match_data_ || !jit_stack_ || !context_) throw Error("pre-tokenizer: out of memory");
   pcre2_jit_stack_assign(context_.get(), nullptr, jit_stack_.get());
 }
 
 PreTokenizer::PreTokenizer(std::string_view pattern, std::string_view source) {
+  if (pattern == kQwen2Pattern) {
+    classes_ = std::make_unique<const CharClasses>();
+    return;
+  }
   const std::string translated = onig_to_pcre2(pattern);
   int error = 0;
   PCRE2_SIZE offset = 0;

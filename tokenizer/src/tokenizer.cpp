@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -27,6 +28,8 @@ namespace {
 // Pieces longer than this are encoded without the cache (long runs of spaces, minified code).
 constexpr std::size_t kMaxCachedPiece = 128;
 constexpr std::size_t kCacheEntries = std::size_t{1} << 18;
+// Token ids index dense tables; real vocabularies stay far below this.
+constexpr std::int32_t kMaxTokenId = 1 << 24;
 
 // Per-thread buffers of encode: borrowed from a pool for one call, so a warm encode allocates
 // nothing but its result.
@@ -41,21 +44,28 @@ struct Workspace {
   std::vector<AddedTokenMatcher::Split> inner;
 };
 
-// The byte-level decoding of a token string (ByteLevel decoder of tokenizers): its code points
-// mapped back to bytes when every one is a byte symbol, else the string's own UTF-8.
-std::string byte_level_bytes(std::string_view token,
-                             const std::unordered_map<char32_t, char>& map) {
+// The bytes a byte-level token string stands for, if every code point of it is a byte symbol.
+std::optional<std::string> symbol_bytes(std::string_view token,
+                                        const std::unordered_map<char32_t, char>& map) {
   std::string bytes;
   std::size_t i = 0;
   while (i < token.size()) {
     const Utf8Step step = utf8_step(token.substr(i));
-    if (step.kind != Utf8Step::Kind::kChar) return std::string(token);
+    if (step.kind != Utf8Step::Kind::kChar) return std::nullopt;
     const auto it = map.find(step.code_point);
-    if (it == map.end()) return std::string(token);
+    if (it == map.end()) return std::nullopt;
     bytes.push_back(it->second);
     i += step.length;
   }
   return bytes;
+}
+
+// The ByteLevel decoder of tokenizers on one token: its symbols' bytes, or, when some code point
+// is not a byte symbol (an added token like "<|im_end|>" is, one with a space is not), its UTF-8.
+std::string byte_level_bytes(std::string_view token,
+                             const std::unordered_map<char32_t, char>& map) {
+  auto bytes = symbol_bytes(token, map);
+  return bytes ? std::move(*bytes) : std::string(token);
 }
 
 std::string utf8_of(char32_t cp) {
@@ -137,12 +147,10 @@ struct Tokenizer::State {
     if (cacheable) ws.cache.insert(piece, h, std::span(ids.data() + before, ids.size() - before));
   }
 
-  void encode_normalized(std::string_view text, std::vector<std::int32_t>& ids,
-                         Workspace& ws) const {
-    pre.split(text, ws.pre, [&](std::string_view piece) { encode_piece(piece, ids, ws); });
-  }
-
-  void encode(std::string_view text, std::vector<std::int32_t>& ids, Workspace& ws) const {
+  // Walks `text` as encode sees it: `on_added(id)` for each added token, `on_piece(piece)` for
+  // each pre-tokenized piece of the NFC text between them.
+  template <class OnAdded, class OnPiece>
+  void walk(std::string_view text, Workspace& ws, OnAdded&& on_added, OnPiece&& on_piece) const {
     ws.outer.clear();
     if (raw_matcher.empty()) {
       ws.outer.push_back({0, text.size(), -1});
@@ -151,7 +159,7 @@ struct Tokenizer::State {
     }
     for (const auto& split : ws.outer) {
       if (split.token >= 0) {
-        ids.push_back(raw_tokens[static_cast<std::size_t>(split.token)].id);
+        on_added(raw_tokens[static_cast<std::size_t>(split.token)]);
         continue;
       }
       std::string_view segment = text.substr(split.begin, split.end - split.begin);
@@ -161,19 +169,38 @@ struct Tokenizer::State {
         segment = ws.normalized;
       }
       if (nfc_matcher.empty()) {
-        encode_normalized(segment, ids, ws);
+        pre.split(segment, ws.pre, on_piece);
         continue;
       }
       ws.inner.clear();
       nfc_matcher.split(segment, ws.inner);
       for (const auto& part : ws.inner) {
         if (part.token >= 0) {
-          ids.push_back(nfc_tokens[static_cast<std::size_t>(part.token)].id);
+          on_added(nfc_tokens[static_cast<std::size_t>(part.token)]);
         } else if (part.end > part.begin) {
-          encode_normalized(segment.substr(part.begin, part.end - part.begin), ids, ws);
+          pre.split(segment.substr(part.begin, part.end - part.begin), ws.pre, on_piece);
         }
       }
     }
+  }
+
+  void encode(std::string_view text, std::vector<std::int32_t>& ids, Workspace& ws) const {
+    walk(
+        text, ws, [&](const AddedToken& t) { ids.push_back(t.id); },
+        [&](std::string_view piece) { encode_piece(piece, ids, ws); });
+  }
+
+  // Runs `fn(workspace)` with a workspace borrowed from the pool.
+  template <class Fn>
+  void with_workspace(Fn&& fn) const {
+    auto ws = acquire();
+    try {
+      fn(*ws);
+    } catch (...) {
+      release(std::move(ws));
+      throw;
+    }
+    release(std::move(ws));
   }
 
   std::string_view bytes_of(std::int32_t id) const {
@@ -205,6 +232,10 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
     vocab.emplace(token, id);
     max_id = std::max(max_id, id);
   }
+  for (const auto& t : spec.added) max_id = std::max(max_id, t.id);
+  if (max_id >= kMaxTokenId)
+    throw InputError("tokenizer folder " + dir.string() + ": token id " + std::to_string(max_id) +
+                     " is too large (ids must be below " + std::to_string(kMaxTokenId) + ")");
   std::vector<const std::string*> vocab_by_id(static_cast<std::size_t>(max_id + 1), nullptr);
   for (const auto& [token, id] : spec.vocab) {
     auto& slot = vocab_by_id[static_cast<std::size_t>(id)];
@@ -225,6 +256,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
   // Merges.
   MergeTable merges;
   const bool from_txt = spec.merges_source.ends_with(".txt");
+  std::string joined;
   for (std::size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const auto& m = spec.merges[rank];
     const auto where = [&] {
@@ -233,15 +265,15 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
     };
     const auto left = vocab.find(m.left);
     const auto right = vocab.find(m.right);
-    const auto merged = vocab.find(m.left + m.right);
+    joined.assign(m.left).append(m.right);
+    const auto merged = vocab.find(joined);
     for (const auto* missing :
          {left == vocab.end() ? &m.left : nullptr, right == vocab.end() ? &m.right : nullptr}) {
       if (missing != nullptr)
         throw InputError(where() + ": token \"" + *missing + "\" is not in the vocabulary");
     }
     if (merged == vocab.end())
-      throw InputError(where() + ": the merged token \"" + m.left + m.right +
-                       "\" is not in the vocabulary");
+      throw InputError(where() + ": the merged token \"" + joined + "\" is not in the vocabulary");
     merges.add(left->second, right->second, static_cast<std::uint32_t>(rank), merged->second);
   }
 
@@ -253,8 +285,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
   s.ignore_merges = spec.ignore_merges;
   if (spec.ignore_merges) {
     for (const auto& [token, id] : spec.vocab) {
-      std::string bytes = byte_level_bytes(token, unicode_to_byte);
-      s.whole_words.emplace(std::move(bytes), id);
+      if (auto bytes = symbol_bytes(token, unicode_to_byte)) s.whole_words.emplace(*bytes, id);
     }
   }
 
@@ -321,15 +352,20 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
     throw InputError("encode: the text is not valid UTF-8 (at byte " + std::to_string(bad) + ")");
   std::vector<std::int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
-  auto ws = state_->acquire();
-  try {
-    state_->encode(text, ids, *ws);
-  } catch (...) {
-    state_->release(std::move(ws));
-    throw;
-  }
-  state_->release(std::move(ws));
+  state_->with_workspace([&](Workspace& ws) { state_->encode(text, ids, ws); });
   return ids;
+}
+
+std::vector<std::string> Tokenizer::pieces(std::string_view text) const {
+  if (const auto bad = find_invalid_utf8(text); bad != std::string_view::npos)
+    throw InputError("pieces: the text is not valid UTF-8 (at byte " + std::to_string(bad) + ")");
+  std::vector<std::string> out;
+  state_->with_workspace([&](Workspace& ws) {
+    state_->walk(
+        text, ws, [&](const AddedToken& t) { out.push_back(t.content); },
+        [&](std::string_view piece) { out.emplace_back(piece); });
+  });
+  return out;
 }
 
 std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special) const {

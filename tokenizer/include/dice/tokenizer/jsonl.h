@@ -15,6 +15,7 @@ struct TokenizeOptions {
     kEncode,  ///< {"text": str} -> {"ids": [int]}
     kDecode,  ///< {"ids": [int]} -> {"text": str}
     kChat,    ///< {"messages": [{role, content, reasoning_content?}]} -> {"text", "ids"}
+    kPieces,  ///< {"text": str} -> {"pieces": [str]}: what the BPE model sees (Tokenizer::pieces)
   };
   Mode mode = Mode::kEncode;
   bool skip_special = false;            ///< decode: leave special tokens out

@@ -28,6 +28,10 @@ class Tokenizer {
   /// pre-tokenizer, byte-to-unicode mapping, rank-ordered merges. No BOS is added. Invalid UTF-8
   /// in `text` throws dice::InputError.
   std::vector<std::int32_t> encode(std::string_view text) const;
+  /// What the BPE model sees of `text`, for inspection: each added token as itself, and the
+  /// pre-tokenized pieces of the NFC text between them (UTF-8, before the byte-level mapping).
+  /// Invalid UTF-8 throws dice::InputError.
+  std::vector<std::string> pieces(std::string_view text) const;
   /// The UTF-8 text of `ids`; byte sequences that are not valid UTF-8 become U+FFFD as in Hugging
   /// Face. `skip_special`: leave out special tokens. Ids outside the vocabulary throw
   /// dice::InputError naming the id.
