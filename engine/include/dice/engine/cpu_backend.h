@@ -58,6 +58,8 @@ class CpuBackend final : public Backend {
  public:
   /// Throws dice::Error if the weights do not match their config (CpuWeights::validate).
   explicit CpuBackend(CpuWeights weights, CpuBackendOptions options = {});
+  CpuBackend(const CpuBackend&) = delete;  ///< gigabytes of weights: never copied by accident
+  CpuBackend& operator=(const CpuBackend&) = delete;
 
   const model::ModelConfig& config() const { return weights_.config; }
   int threads() const { return threads_; }
