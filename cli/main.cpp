@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   dice::cli::add_eval_command(app);
   dice::cli::add_model_command(app);
   dice::cli::add_tokenize_command(app);
+  dice::cli::add_generate_command(app);
+  dice::cli::add_engine_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
