@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -108,6 +109,7 @@ Process Process::spawn(const ProcessOptions& options) {
     }
   }
   const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
 
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -119,6 +121,13 @@ Process Process::spawn(const ProcessOptions& options) {
   if (pid == 0) {
     ::setpgid(0, 0);
     ::signal(SIGPIPE, SIG_DFL);
+    // Signals our threads block (SignalStop) are the child's again; the child dies with us even
+    // when we are killed with SIGKILL (no orphaned workers or compilers).
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(125);
     if (in_pipe) {
       ::dup2(in_pipe->read_end, STDIN_FILENO);
     } else if (dev_null >= 0) {
