@@ -72,38 +72,39 @@ std::vector<std::string> PchCache::flags_for(const Compiler& compiler,
     return std::nullopt;
   };
   if (const auto ok = cached()) return *ok ? use : std::vector<std::string>{};
-  fs::remove_all(dir);  // damaged or absent
 
-  const fs::path tmp =
-      root_ / fmt::format("{}.tmp-{}-{}", k, ::getpid(),
-                          std::hash<std::thread::id>{}(std::this_thread::get_id()));
-  fs::remove_all(tmp);
-  write_file_atomic(tmp / kHeader, kHeaderText);
-  std::vector<std::string> argv{compiler.path, "-x", "c++-header", kHeader, "-o", pch_name};
+  // Built in place: clang's header records the path of the header it was made from, so the
+  // header must stay where it was compiled. The folder counts only once result.json is there;
+  // the precompiled file appears by an atomic rename.
+  fs::create_directories(dir);
+  write_file_atomic(dir / kHeader, kHeaderText);
+  const std::string tmp = fmt::format("{}.tmp-{}-{}", pch_name, ::getpid(),
+                                      std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  std::vector<std::string> argv{compiler.path, "-x", "c++-header", kHeader, "-o", tmp};
   argv.insert(argv.end(), flags.begin(), flags.end());
   if (compiler.clang) argv.push_back("-fpch-instantiate-templates");
-  const CommandResult r = run(argv, tmp);
+  const CommandResult r = run(argv, dir);
   std::string log = "$";
   for (const auto& a : argv) log += " " + a;
   log += "\n" + r.output + "[" + r.status.describe() + "]\n";
+  std::error_code ec;
   // A compiler that was killed (time-out, interruption, out of memory) says nothing about the
   // flags: nothing is remembered and the next compile tries again.
   if (r.timed_out || (!r.status.exited && !r.status.ok())) {
-    fs::remove_all(tmp);
+    fs::remove(dir / tmp, ec);
     return {};
   }
-  write_file_atomic(tmp / "build.log", log);
-  write_file_atomic(tmp / "result.json",
-                    json{{"ok", r.status.ok()}, {"seconds", r.seconds}}.dump());
-  std::error_code ec;
-  fs::rename(tmp, dir, ec);
-  if (ec) {  // another process stored the same header first
-    fs::remove_all(tmp);
-    if (!fs::exists(dir / "result.json"))
+  if (r.status.ok()) {
+    fs::rename(dir / tmp, dir / pch_name, ec);
+    if (ec)
       throw Error("cannot store a precompiled header in " + dir.string() + ": " + ec.message());
+  } else {
+    fs::remove(dir / tmp, ec);
   }
-  const auto ok = cached();
-  return ok.value_or(false) ? use : std::vector<std::string>{};
+  write_file_atomic(dir / "build.log", log);
+  write_file_atomic(dir / "result.json",
+                    json{{"ok", r.status.ok()}, {"seconds", r.seconds}}.dump());
+  return r.status.ok() ? use : std::vector<std::string>{};
 }
 
 }  // namespace dice::eval
