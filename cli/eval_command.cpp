@@ -69,7 +69,8 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", options->device, "auto, cuda, cpu or none (compile only)")
       ->capture_default_str();
-  cmd->add_option("--gpus", options->gpus, "with cuda: how many GPUs (0 = all)")
+  cmd->add_option("--gpus", options->gpus,
+                  "with cuda: how many GPUs (0 = all); with cpu: how many CPU workers")
       ->capture_default_str();
   options->jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cmd->add_option("-j,--jobs", options->jobs, "parallel compiler processes")->capture_default_str();

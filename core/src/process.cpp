@@ -46,8 +46,16 @@ struct Pipe {
   int release_write() { return std::exchange(write_end, -1); }
 };
 
-ExitStatus decode(int raw) {
+double cpu_seconds(const rusage& usage) {
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+ExitStatus decode(int raw, const rusage& usage) {
   ExitStatus s;
+  s.cpu_seconds = cpu_seconds(usage);
   if (WIFEXITED(raw)) {
     s.exited = true;
     s.code = WEXITSTATUS(raw);
@@ -256,9 +264,10 @@ std::optional<ExitStatus> Process::try_wait() {
   if (status_) return status_;
   if (pid_ <= 0) return std::nullopt;
   int raw = 0;
-  const pid_t r = ::waitpid(pid_, &raw, WNOHANG);
+  rusage usage{};
+  const pid_t r = ::wait4(pid_, &raw, WNOHANG, &usage);
   if (r == pid_) {
-    status_ = decode(raw);
+    status_ = decode(raw, usage);
     ::kill(-pid_, SIGKILL);  // anything the child left behind in its group
   }
   return status_;
@@ -278,9 +287,10 @@ ExitStatus Process::kill() {
   ::kill(-pid_, SIGKILL);
   ::kill(pid_, SIGKILL);
   int raw = 0;
-  while (::waitpid(pid_, &raw, 0) < 0 && errno == EINTR) {
+  rusage usage{};
+  while (::wait4(pid_, &raw, 0, &usage) < 0 && errno == EINTR) {
   }
-  status_ = decode(raw);
+  status_ = decode(raw, usage);
   return *status_;
 }
 

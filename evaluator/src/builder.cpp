@@ -232,7 +232,8 @@ ExtensionBuilder::Object ExtensionBuilder::object(
                                               {"what", what},
                                               {"pch", o.outcome.pch},
                                               {"compiler", o.outcome.compiler},
-                                              {"seconds", o.outcome.seconds}}
+                                              {"seconds", o.outcome.seconds},
+                                              {"cpu_seconds", o.outcome.cpu_seconds}}
                                              .dump());
   std::error_code ec;
   fs::rename(tmp, dir, ec);
@@ -262,7 +263,9 @@ ObjectOutcome ExtensionBuilder::compile_main(const ExtensionSpec& spec, const Ke
     argv.insert(argv.end(), pch.begin(), pch.end());
     const std::size_t log_start = log.size();
     ObjectOutcome out;
-    out.status = note(log, argv, run_compiler(argv, dir));
+    const CommandResult r = run_compiler(argv, dir);
+    out.status = note(log, argv, r);
+    out.cpu_seconds = r.status.cpu_seconds;
     out.compiler = compiler.version;
     // gcc says why it did not use a precompiled header it found (-Winvalid-pch).
     out.pch = !pch.empty() && log.find(".gch", log_start) == std::string::npos;
@@ -272,9 +275,10 @@ ObjectOutcome ExtensionBuilder::compile_main(const ExtensionSpec& spec, const Ke
   ObjectOutcome out = attempt(main_compiler_);
   if (out.status == "failed" && main_compiler_.path != cxx_.path) {
     log += fmt::format("# {} failed; the toolchain's compiler decides:\n", main_compiler_.path);
-    const double first = out.seconds;
+    const double first = out.seconds, first_cpu = out.cpu_seconds;
     out = attempt(cxx_);
     out.seconds += first;
+    out.cpu_seconds += first_cpu;
   }
   return out;
 }
@@ -337,7 +341,9 @@ BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const Ke
         for (const auto& p : toolchain_.include_paths) nvcc.insert(nvcc.end(), {"-isystem", p});
         nvcc.insert(nvcc.end(), spec.extra_cuda_cflags.begin(), spec.extra_cuda_cflags.end());
         ObjectOutcome out;
-        out.status = note(log, nvcc, run_compiler(nvcc, dir));
+        const CommandResult r = run_compiler(nvcc, dir);
+        out.status = note(log, nvcc, r);
+        out.cpu_seconds = r.status.cpu_seconds;
         out.compiler = toolchain_.nvcc_version;
         out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
         return out;
@@ -369,8 +375,10 @@ BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const Ke
     link.insert(link.end(), toolchain_.ldflags.begin(), toolchain_.ldflags.end());
     link.insert(link.end(), spec.extra_ldflags.begin(), spec.extra_ldflags.end());
     const auto start = Clock::now();
-    const std::string status = note(log, link, run_compiler(link, dir));
+    const CommandResult linked_by = run_compiler(link, dir);
+    const std::string status = note(log, link, linked_by);
     result.link_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    result.link_cpu_seconds = linked_by.status.cpu_seconds;
     linked = status == "built";
     result.timed_out = result.timed_out || status == "timeout";
     if (status == "killed") {

@@ -177,6 +177,11 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_t
     fmt::print(progress, "dice eval: resuming run {} of {} ({} of {} candidates finished)\n",
                latest->id, latest->created_at, latest->done, latest->total);
   } else {
+    if (const auto last = store.latest_run("cli"); last && last->done < last->total)
+      fmt::print(progress,
+                 "note: run {} in {} stopped with {} of {} candidates finished; starting a new "
+                 "run (--resume continues the newest run)\n",
+                 last->id, options.out_dir.string(), last->done, last->total);
     Workload workload;
     workload.problems = options.problems.empty()
                             ? std::vector<Problem>{}

@@ -102,8 +102,10 @@ std::vector<std::string> PchCache::flags_for(const Compiler& compiler,
     fs::remove(dir / tmp, ec);
   }
   write_file_atomic(dir / "build.log", log);
-  write_file_atomic(dir / "result.json",
-                    json{{"ok", r.status.ok()}, {"seconds", r.seconds}}.dump());
+  write_file_atomic(
+      dir / "result.json",
+      json{{"ok", r.status.ok()}, {"seconds", r.seconds}, {"cpu_seconds", r.status.cpu_seconds}}
+          .dump());
   return r.status.ok() ? use : std::vector<std::string>{};
 }
 

@@ -32,7 +32,11 @@ std::string last_json_line(const std::string& output) {
   return {};
 }
 json object_detail(const ObjectOutcome& o) {
-  return {{"status", o.status}, {"pch", o.pch}, {"compiler", o.compiler}, {"seconds", o.seconds}};
+  return {{"status", o.status},
+          {"pch", o.pch},
+          {"compiler", o.compiler},
+          {"seconds", o.seconds},
+          {"cpu_seconds", o.cpu_seconds}};
 }
 
 json build_detail(const ExtensionSpec& spec, const BuildResult& b) {
@@ -42,6 +46,7 @@ json build_detail(const ExtensionSpec& spec, const BuildResult& b) {
           {"main", object_detail(b.main)},
           {"cuda", object_detail(b.cuda)},
           {"link_seconds", b.link_seconds},
+          {"link_cpu_seconds", b.link_cpu_seconds},
           {"seconds", b.seconds}};
 }
 }  // namespace

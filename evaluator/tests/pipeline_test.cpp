@@ -64,12 +64,12 @@ TEST(Pipeline, EveryWorkerTakesWorkAndReferenceTimingIsReused) {
     stored += r.reference_timing == "stored";
   }
   EXPECT_GE(interleaved, 1);
-  EXPECT_GE(stored, 1);
-  EXPECT_EQ(interleaved + stored, 4);
+  EXPECT_GE(stored, 1) << progress.str();
+  EXPECT_EQ(interleaved + stored, 4) << progress.str();
   const ResultStore store(o.out_dir / "results.db");
   std::set<std::string> workers;
   for (const auto& item : store.items(run.run_id, false)) workers.insert(store.worker_of(item.id));
-  EXPECT_EQ(workers, (std::set<std::string>{"cpu#0", "cpu#1"}));
+  EXPECT_EQ(workers, (std::set<std::string>{"cpu#0", "cpu#1"})) << progress.str();
 }
 
 /// An item that was handed to a worker max_attempts times without finishing (the run died every

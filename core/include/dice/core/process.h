@@ -22,6 +22,8 @@ struct ExitStatus {
   bool exited = false;  ///< true: returned `code`; false: killed by `signal`
   int code = 0;
   int signal = 0;
+  /// CPU time (user + system) of the child and of the descendants it waited for, in seconds.
+  double cpu_seconds = 0.0;
   bool ok() const { return exited && code == 0; }
   /// "exit code 1", "killed by signal 11 (Segmentation fault)".
   std::string describe() const;

@@ -38,6 +38,7 @@ struct ObjectOutcome {
   bool pch = false;             ///< main.cpp: compiled with the precompiled header
   std::string compiler;         ///< the compiler that produced the verdict (main.cpp)
   double seconds = 0.0;         ///< compile wall time when built here
+  double cpu_seconds = 0.0;     ///< CPU time of the compiler processes (user + system)
 };
 
 /// The outcome of building one extension.
@@ -53,6 +54,7 @@ struct BuildResult {
   double seconds = 0.0;               ///< wall time of this call
   ObjectOutcome main, cuda;           ///< per object; both "cached" when `cached`
   double link_seconds = 0.0;
+  double link_cpu_seconds = 0.0;
 };
 
 struct BuildOptions {
