@@ -9,8 +9,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$root/.device/shared" "$root/.device/lib" "$root/.device/bin"
 strip -o "$root/.device/dice" "$root/build/dice"
 # Not in a plain Ubuntu image with CUDA: cpp-httplib (Debian ships it as a shared library) and
-# the brotli libraries it links.
-ldd "$root/build/dice" | awk '/libcpp-httplib|libbrotli/ {print $3}' | while read -r lib; do
+# the brotli libraries it links, PCRE2 and utf8proc (tokenizer), OpenBLAS with its Fortran
+# runtime (the engine's CPU backend). glibc, libstdc++, OpenSSL and zlib are in the image.
+ldd "$root/build/dice" |
+  awk '/libcpp-httplib|libbrotli|libpcre2|libutf8proc|libopenblas|libgfortran|libquadmath/ {print $3}' |
+  while read -r lib; do
   cp -L "$lib" "$root/.device/lib/"
 done
 cp "$(command -v ninja)" "$root/.device/bin/ninja"
