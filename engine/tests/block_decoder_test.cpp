@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dice/core/error.h"
+#include "dice/engine/batch.h"
 
 namespace dice::engine {
 namespace {
@@ -362,6 +363,35 @@ TEST(BlockDecoder, RequestsWaitForCacheRoomAndJoinWithoutDrainingTheBatch) {
     EXPECT_NE(std::string(e.what()).find("request 0"), std::string::npos) << e.what();
   }
   EXPECT_EQ(cache_tokens_needed(requests[0]), 16);  // 5 + 9 = 14 positions, in blocks of 4
+}
+
+TEST(BlockDecoder, BatchDrawsSamplesPerPromptWithConsecutiveSeeds) {
+  std::vector<BatchPrompt> prompts(2);
+  prompts[0] = {prompt_of(5), options_with(RemaskingStrategy::kSequential), 3};
+  prompts[1] = {prompt_of(9), options_with(RemaskingStrategy::kLowConfidenceStatic), 2};
+  prompts[0].options.sampling.seed = 40;
+  prompts[1].options.max_new_tokens = 6;
+  FakeBackend backend;
+  BatchOptions options;
+  options.first_id = 100;
+  options.decode = [](std::span<const std::int32_t> ids) { return std::to_string(ids.size()); };
+  const auto samples = generate_batch(backend, prompts, options);
+  ASSERT_EQ(samples.size(), 5u);
+  const std::vector<std::pair<std::size_t, std::int32_t>> order{
+      {0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}};
+  for (std::size_t k = 0; k < samples.size(); ++k) {
+    EXPECT_EQ(samples[k].prompt, order[k].first);
+    EXPECT_EQ(samples[k].sample, order[k].second);
+    EXPECT_EQ(samples[k].seed, prompts[order[k].first].options.sampling.seed +
+                                   static_cast<std::uint64_t>(order[k].second));
+    EXPECT_EQ(samples[k].result.prompt_ids, prompts[order[k].first].prompt_ids);
+    EXPECT_EQ(samples[k].text, std::to_string(samples[k].result.output_ids.size()));
+  }
+  EXPECT_EQ(samples[3].result.output_ids.size(), 6u);
+  EXPECT_TRUE(backend.closed.contains(100));
+  EXPECT_TRUE(backend.closed.contains(104));
+  prompts[1].samples = -1;
+  EXPECT_THROW(generate_batch(backend, prompts), InputError);
 }
 
 TEST(BlockDecoder, BadInputIsRejected) {

@@ -134,7 +134,11 @@ struct CudaBackend::Impl {
   CudaMemoryReport memory;
   CudaForwardStats stats;
   std::int64_t weight_bytes_per_pass = 0;
+  std::int64_t lm_head_bytes = 0;
+  std::int64_t layer_params = 0;  ///< parameters of one layer's matrices
   std::int64_t kv_bytes_per_position = 0;
+  double copy_bandwidth = 0;
+  double gemm_rate = 0;
 
   std::unique_ptr<Stream> stream;
   std::unique_ptr<Gemm> gemm;
@@ -485,6 +489,19 @@ struct CudaBackend::Impl {
     stats.block_rows += plan.block_rows;
     stats.kv_positions_read += plan.kv_positions_read;
     stats.attention_scores += plan.attention_scores;
+    const auto& c = config;
+    const double bytes =
+        static_cast<double>(weight_bytes_per_pass - (plan.block_rows > 0 ? 0 : lm_head_bytes)) +
+        static_cast<double>(plan.rows) * static_cast<double>(c.hidden_size * elem) +
+        static_cast<double>(plan.kv_positions_read) * static_cast<double>(kv_bytes_per_position);
+    const double flops = 2.0 * plan.rows * static_cast<double>(c.num_layers * layer_params) +
+                         2.0 * plan.block_rows * static_cast<double>(c.vocab_size * c.hidden_size) +
+                         4.0 * static_cast<double>(plan.attention_scores) *
+                             static_cast<double>(c.num_heads * c.head_dim * c.num_layers);
+    stats.bytes += bytes;
+    stats.flops += flops;
+    if (copy_bandwidth > 0 && gemm_rate > 0)
+      stats.floor_seconds += std::max(bytes / copy_bandwidth, flops / gemm_rate);
     if (proposals_out == nullptr) return;
     const auto* got = proposals_host.as<const ProposalOut>();
     const auto* samples =
@@ -665,6 +682,10 @@ std::int64_t CudaBackend::weight_bytes_per_pass() const {
 }
 std::int64_t CudaBackend::kv_bytes_per_position() const {
   return impl_->kv_bytes_per_position;
+}
+void CudaBackend::set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second) {
+  impl_->copy_bandwidth = copy_bytes_per_second;
+  impl_->gemm_rate = gemm_flops_per_second;
 }
 std::int64_t CudaBackend::vocab_rows() const {
   return impl_->config.vocab_size;

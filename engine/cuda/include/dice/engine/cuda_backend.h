@@ -85,6 +85,14 @@ struct CudaForwardStats {
   /// Score entries of attention (query rows x visible positions, summed): attention FLOPs are this
   /// times 4 x heads x head_dim x layers.
   std::int64_t attention_scores = 0;
+  /// The floor of the work (issue 6), per pass, summed: bytes that must move (every weight matrix
+  /// read once, lm_head only when the pass has block rows, the embedding rows, the KV cache read
+  /// once per sequence) and FLOPs (2 x rows x layer parameters, 2 x block rows x vocab x hidden,
+  /// attention); floor = max(bytes / copy bandwidth, FLOPs / GEMM rate) with the ceilings given
+  /// to set_ceilings() (0 until then).
+  double bytes = 0;
+  double flops = 0;
+  double floor_seconds = 0;
 };
 
 /// The CUDA backend. One GPU, one stream; not thread-safe (Backend's contract).
@@ -123,6 +131,9 @@ class CudaBackend final : public Backend {
   /// counted) and KV bytes per cached position and layer group (K and V of every layer).
   std::int64_t weight_bytes_per_pass() const;
   std::int64_t kv_bytes_per_position() const;
+  /// The ceilings the floor in stats() is computed with: device-to-device copy bandwidth (bytes
+  /// read plus written per second) and bf16 GEMM rate (FLOP/s), as measure_* return them.
+  void set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second);
 
   std::int64_t vocab_rows() const override;
   void open(SequenceId sequence, std::int32_t block_length) override;
