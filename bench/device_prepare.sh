@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# Stages what a device call needs and git does not carry: the dice binary and, when built with
-# CUDA, the CUDA test binary (both built here, stripped), the shared libraries of theirs the device
-# image lacks (OpenBLAS, PCRE2, utf8proc and their runtime, as lib.tar.gz), the SDAR configs and
-# tokenizer, and the shared data. Usage (here): scripts/build.sh && bench/device_prepare.sh; then
-# carry ".device" in the device call.
+# Stages what a device call needs and git does not carry, into the ignored .device/:
+# - dice and, when built with CUDA, dice_engine_cuda_tests (built here, stripped; both for sm_90
+#   with the CUDA runtime linked statically, so nothing is compiled on the device);
+# - lib.tar.gz: every shared library of theirs a GPU machine may lack (cpp-httplib, brotli,
+#   OpenBLAS, PCRE2, utf8proc, gfortran, ...; not glibc's, the C++ runtime's, OpenSSL's or CUDA's),
+#   compressed to stay within the call's 64 MiB; bench/common_device.sh unpacks it into .device/lib,
+#   where the binaries' RPATH ($ORIGIN/lib) finds it;
+# - ninja (KernelBench's load_inline needs it), KernelBench's evaluation code (from the fetched
+#   mirror, never committed), the SDAR configs and tokenizer, and the shared data.
+# Usage (here): scripts/build.sh && bench/device_prepare.sh; then carry ".device" in the call.
+# KERNELBENCH_MIRROR: a git dir of ScalingIntelligence/KernelBench (default: the fetch tool's).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dev="$root/.device"
-mkdir -p "$dev/shared/configs" "$dev/shared/tokenizer"
+rm -rf "$dev/lib"
+mkdir -p "$dev/shared/configs" "$dev/shared/tokenizer" "$dev/bin"
 strip -o "$dev/dice" "$root/build/dice"
 binaries=("$root/build/dice")
 tests="$root/build/engine/cuda/dice_engine_cuda_tests"
+rm -f "$dev/dice_engine_cuda_tests"
 if [ -x "$tests" ]; then
   strip -o "$dev/dice_engine_cuda_tests" "$tests"
   binaries+=("$tests")
 fi
-# Libraries: every one the binaries load except glibc's, the C++ runtime's, OpenSSL's and CUDA's
-# (the device image has those, the CUDA ones matching its driver).
 libs=$(mktemp -d)
 trap 'rm -rf "$libs"' EXIT
 for lib in $(ldd "${binaries[@]}" | awk '/=> \//{print $3}' | sort -u); do
@@ -27,9 +33,18 @@ for lib in $(ldd "${binaries[@]}" | awk '/=> \//{print $3}' | sort -u); do
   cp -L "$lib" "$libs/"
 done
 tar -C "$libs" -czf "$dev/lib.tar.gz" .
+cp "$(command -v ninja)" "$dev/bin/ninja"
 cp "$root"/../shared/models/sdar/configs/*.json "$dev/shared/configs/"
 cp "$root"/../shared/models/sdar/tokenizer/* "$dev/shared/tokenizer/"
 cp "$root/../shared/data/kernelbench/problems.jsonl" "$dev/shared/kernelbench.jsonl"
 cp "$root/../shared/data/dice/infilling_eval_99.jsonl" "$dev/shared/infilling_eval_99.jsonl"
-echo "device_prepare.sh: libraries staged: $(tar -tzf "$dev/lib.tar.gz" | grep -c so)"
+mirror=${KERNELBENCH_MIRROR:-/work/.mirror/ScalingIntelligence+KernelBench/repo}
+if [ -d "$mirror" ]; then
+  rm -rf "$dev/kernelbench"
+  mkdir -p "$dev/kernelbench"
+  git --git-dir="$mirror" archive 423217d src/kernelbench | tar -x -C "$dev/kernelbench"
+else
+  echo "device_prepare.sh: no KernelBench mirror at $mirror (fetch github:ScalingIntelligence/KernelBench); bench/kernelbench_vs_dice.sh kernelbench will not run" >&2
+fi
+echo "device_prepare.sh: staged $(basename -a "${binaries[@]}" | tr '\n' ' ')and $(tar -tzf "$dev/lib.tar.gz" | grep -c '\.so') libraries"
 du -sh "$dev"

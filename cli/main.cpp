@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const dice::cli::Interrupted& e) {
+    fmt::print(stderr, "dice: {}\n", e.what());
+    return 128 + e.signal();
   } catch (const dice::InputError& e) {
     fmt::print(stderr, "dice: error: {}\n", e.what());
     return 2;

@@ -31,6 +31,24 @@ std::string last_json_line(const std::string& output) {
   }
   return {};
 }
+json object_detail(const ObjectOutcome& o) {
+  return {{"status", o.status},
+          {"pch", o.pch},
+          {"compiler", o.compiler},
+          {"seconds", o.seconds},
+          {"cpu_seconds", o.cpu_seconds}};
+}
+
+json build_detail(const ExtensionSpec& spec, const BuildResult& b) {
+  return {{"name", spec.name},
+          {"key", b.key},
+          {"cached", b.cached},
+          {"main", object_detail(b.main)},
+          {"cuda", object_detail(b.cuda)},
+          {"link_seconds", b.link_seconds},
+          {"link_cpu_seconds", b.link_cpu_seconds},
+          {"seconds", b.seconds}};
+}
 }  // namespace
 
 CandidatePreparer::CandidatePreparer(PythonEnv env, ExtensionBuilder& builder, fs::path cache_dir,
@@ -114,6 +132,7 @@ PreparedCandidate CandidatePreparer::prepare(const Candidate& candidate) {
       break;
     }
     const BuildResult built = builder_.build(spec);
+    out.build_detail.push_back(build_detail(spec, built));
     if (!built.cached) out.compile_status = "built";
     if (!built.ok) {
       out.failed = built.timed_out ? Verdict::kTimeout : Verdict::kCompileError;

@@ -20,7 +20,8 @@ from torch.utils import cpp_extension
 from .capture import replaced_load_inline
 from .correctness import compare_outputs, tolerance
 from .loader import PrebuiltLoadInline, exec_module
-from .timing import Timer, time_models
+from .timing import Timer, time_candidate, time_models
+from .versions import software_versions
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -190,16 +191,16 @@ def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: 
             emit({"event": "stage", "id": rid, "stage": "timing"})
             _seed_all(seeds[0] if seeds else seed)
             inputs = _generate(problem.get_inputs, device, protocol)
+            trials, warmup = int(opts.get("timing_trials", 100)), int(opts.get("warmup", 10))
             try:
-                cand_ms, ref_ms = time_models(
-                    timer,
-                    model,
-                    reference,
-                    _clone(inputs),
-                    inputs,
-                    int(opts.get("timing_trials", 100)),
-                    int(opts.get("warmup", 10)),
-                )
+                # Reference samples measured once for this problem: time ModelNew only.
+                stored = opts.get("reference_ms")
+                if stored:
+                    cand_ms, ref_ms = time_candidate(timer, model, inputs, trials, warmup), stored
+                else:
+                    cand_ms, ref_ms = time_models(
+                        timer, model, reference, _clone(inputs), inputs, trials, warmup
+                    )
             except BaseException as e:  # noqa: BLE001
                 raise _fail("runtime_error", "timing", e, device) from e
             result["timing"] = {
@@ -261,7 +262,7 @@ def serve(device_name: str, stdin: TextIO) -> int:
             "pid": os.getpid(),
             "device": device_name,
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "torch": torch.__version__,
+            **software_versions(device),
         }
     )
     for line in stdin:

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,9 @@ struct PreparedCandidate {
   std::string compile_status;  ///< built, cached, none, failed, timeout, skipped
   double compile_seconds = 0;
   std::string log_tail;  ///< capture or compiler output when something failed
+  /// Per extension: {name, key, cached, main, cuda, link_seconds, seconds}, main and cuda as
+  /// {status, pch, compiler, seconds} (how each object was obtained).
+  nlohmann::json build_detail = nlohmann::json::array();
 };
 
 /// Extracts, captures and builds candidates. Thread-safe; captures are cached by content in
