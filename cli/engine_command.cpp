@@ -147,9 +147,11 @@ void run_bench(const BenchArgs& args) {
   }
   const auto vocab_limit =
       static_cast<std::int32_t>(std::min<std::int64_t>(config.vocab_size, 151669));
-  for (const bool fused : stores)
+  // Cheapest first (new tokens, then sequences), the store variants side by side: a run stopped
+  // at a time limit has reported whole groups.
+  for (const std::int64_t t : new_tokens)
     for (const std::int64_t n : sequences)
-      for (const std::int64_t t : new_tokens) {
+      for (const bool fused : stores) {
         std::vector<engine::GenerationRequest> requests;
         for (std::int64_t i = 0; i < n; ++i) {
           std::mt19937 rng(
