@@ -9,6 +9,29 @@ export DICE_CACHE=${DICE_CACHE:-/tmp/dice-cache}
 OUT=${OUT:-$root/out}
 WORK=${WORK:-/tmp/dice-device-work}
 mkdir -p "$OUT" "$WORK"
+# The libraries bench/device_prepare.sh staged: unpacked beside the binaries, where their RPATH
+# ($ORIGIN/lib) looks first.
+if [ -f "$root/.device/lib.tar.gz" ]; then
+  mkdir -p "$root/.device/lib"
+  tar -C "$root/.device/lib" -xzf "$root/.device/lib.tar.gz"
+fi
+# cuBLASLt, which a dice built with CUDA loads: PyTorch's copy (so that torch, which may also load
+# it through this path, gets the very same library), else the CUDA toolkit's. Prints its folder.
+find_cublas() {
+  local d
+  for d in $($DICE_PYTHON -c 'import glob, os, site
+for sp in site.getsitepackages():
+    for p in sorted(glob.glob(os.path.join(sp, "nvidia", "**", "libcublasLt.so.13*"), recursive=True)):
+        print(os.path.dirname(p))' 2>/dev/null) /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -e "$d/libcublasLt.so.13" ] && { echo "$d"; return; }
+  done
+  d=$(find / -xdev -name 'libcublasLt.so.13' 2>/dev/null | head -1)
+  if [ -n "$d" ]; then dirname "$d"; fi
+}
+if [ -x "$DICE" ] && [[ $(ldd "$DICE" 2>&1 || true) == *"libcublasLt.so.13 => not found"* ]]; then
+  cublas_dir=$(find_cublas)
+  if [ -n "$cublas_dir" ]; then export LD_LIBRARY_PATH="$cublas_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+fi
 machine_header() {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'

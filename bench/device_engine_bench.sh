@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Issue 6's benchmark on the device, in one call, after bench/device_prepare.sh here (carry
+# ".device"): SDAR-shaped checkpoints with random bf16 weights (`dice model random`), the static
+# schedule (4 denoising steps per block of 4: one token per forward), greedy, random 64-token
+# prompts; per configuration `dice engine bench` (committed tokens/s, forwards/s, and the floor
+# from a device-to-device copy bandwidth and a bf16 GEMM rate it measures first), then the PyTorch
+# decoding (bench/engine_torch_decode.py: transformers Qwen3, SDPA, static KV cache) of the same
+# configurations, and a table with the ratio.
+# Subsets, by environment variable (lists are comma-separated):
+#   MODELS=1.7b,4b            SDAR shapes (default 1.7b; tiny: a dry run, also without a GPU)
+#   SEQUENCES=1,16,128        sequences decoded together
+#   NEW_TOKENS=1024,4096      new tokens per sequence
+#   STORE=fused,unfused       the store pass fused with the next block's first step, or alone
+#   TORCH=1                   0: dice only
+#   TORCH_TIME_LIMIT=10       seconds of PyTorch decoding per configuration (its rate is steady:
+#                             a static cache costs the same at every position)
+#   BENCH_LIMIT=540           seconds after which nothing new starts; a run in flight is stopped
+#                             then (dice's records are written per configuration as they finish)
+# Leaves $OUT/engine-bench.txt (the table), $OUT/engine-bench.md (the same in Markdown, for
+# bench/results), $OUT/engine-bench.log and $OUT/engine-bench.tar.gz (records and logs).
+set -uo pipefail
+source "$(dirname "$0")/common_device.sh"
+source "$(dirname "$0")/engine_device.sh"
+models=${MODELS:-1.7b}
+sequences=${SEQUENCES:-1,16,128}
+new_tokens=${NEW_TOKENS:-1024,4096}
+store=${STORE:-fused,unfused}
+torch_on=${TORCH:-1}
+torch_limit=${TORCH_TIME_LIMIT:-10}
+limit=${BENCH_LIMIT:-540}
+bench="$WORK/engine-bench"
+rm -rf "$bench"
+mkdir -p "$bench" "$WORK/models"
+report() {
+  "$DICE_PYTHON" "$root/bench/engine_bench_report.py" "$bench/dice.jsonl" "$bench/torch.jsonl" \
+    >"$bench/table.txt" 2>&1
+  "$DICE_PYTHON" "$root/bench/engine_bench_report.py" "$bench/dice.jsonl" "$bench/torch.jsonl" \
+    --markdown >"$bench/table.md" 2>&1
+  { cat "$bench/machine.txt"; echo; cat "$bench/table.txt"; } >"$OUT/engine-bench.txt"
+  { cat "$bench/machine.txt"; echo; cat "$bench/table.md"; } >"$OUT/engine-bench.md"
+  tar -C "$WORK" -czf "$OUT/engine-bench.tar.gz" engine-bench 2>/dev/null
+}
+trap report EXIT
+exec > >(tee "$OUT/engine-bench.log") 2>&1
+{
+  machine_header
+  nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
+  echo "models $models; sequences $sequences; new tokens $new_tokens; store $store; torch $torch_on" \
+    "(${torch_limit} s per configuration); limit ${limit} s"
+} | tee "$bench/machine.txt"
+missing=$(missing_libraries)
+if [ -n "$missing" ]; then
+  echo "FAIL: the staged binaries cannot resolve: $missing" | tee -a "$bench/machine.txt"
+  exit 1
+fi
+count() { tr ',' '\n' <<<"$1" | grep -c .; }
+configs=$(($(count "$sequences") * $(count "$new_tokens") * $(count "$store")))
+left() { echo $((limit - SECONDS)); }
+for shape in ${models//,/ }; do
+  config="$root/.device/shared/configs/sdar-$shape-chat.json"
+  [ "$shape" = tiny ] && config=tiny  # dice's tiny test shape: a dry run on a CPU
+  [ "$config" = tiny ] || [ -f "$config" ] || { echo "no config $config (MODELS: 1.7b, 4b, 8b, tiny)"; continue; }
+  [ "$(left)" -gt 60 ] || { echo "SDAR-$shape: skipped, $(left) s left"; continue; }
+  m="$WORK/models/$shape"
+  start=$SECONDS
+  timeout "$(left)" "$DICE" model random --config "$config" --dtype bf16 --out "$m" \
+    --no-tokenizer --threads "$(nproc)" --force >/dev/null || { echo "SDAR-$shape: model random failed"; continue; }
+  echo "SDAR-$shape: random checkpoint written in $((SECONDS - start)) s"
+  # PyTorch's share of what is left: its configurations, a warm-up each, and loading the model.
+  reserve=0
+  [ "$torch_on" = 1 ] && reserve=$((configs * (torch_limit + 6) + 30))
+  budget=$(($(left) - reserve))
+  [ "$budget" -lt 60 ] && budget=$(($(left) * 2 / 3))
+  start=$SECONDS
+  timeout -k 10 "$budget" "$DICE" engine bench --model "$m" --sequences "$sequences" \
+    --new-tokens "$new_tokens" --store "$store" --json "$bench/dice.jsonl" >/dev/null
+  rc=$?
+  echo "SDAR-$shape: dice engine bench exit $rc after $((SECONDS - start)) s (budget $budget s)"
+  if [ "$torch_on" = 1 ] && [ "$(left)" -gt 30 ]; then
+    start=$SECONDS
+    PYTHONUNBUFFERED=1 timeout -k 10 "$(left)" "$DICE_PYTHON" "$root/bench/engine_torch_decode.py" \
+      --model "$m" --sequences "$sequences" --new-tokens "$new_tokens" --store "$store" \
+      --time-limit "$torch_limit" --json "$bench/torch.jsonl" >/dev/null
+    echo "SDAR-$shape: pytorch exit $? after $((SECONDS - start)) s"
+  fi
+  rm -rf "$m"
+done
+report
+trap - EXIT
+cat "$bench/table.txt"
+echo "engine bench done in $SECONDS s"

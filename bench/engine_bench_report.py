@@ -1,0 +1,114 @@
+"""The table of bench/device_engine_bench.sh: `dice engine bench` records beside the PyTorch
+decoding's (bench/engine_torch_decode.py), joined on model, sequences, new tokens and store pass.
+
+    engine_bench_report.py DICE.jsonl TORCH.jsonl [--markdown]
+
+Per configuration: dice's committed tokens/s and forwards/s, its floor (the larger of the bytes a
+forward must move over the measured copy bandwidth and its FLOPs over the measured bf16 GEMM rate,
+summed over the run's forwards) and time over floor (target <= 1.5), PyTorch's tokens/s and the
+ratio dice / PyTorch (target >= 10 at 1 sequence).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+JETENGINE = "JetEngine's published figure: 5,000 tokens/s (SDAR-4B, 128 sequences, H200)"
+
+
+def records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by a time limit
+    return out
+
+
+def key(r: dict) -> tuple:
+    return (Path(r["model"]).name, r["sequences"], r["new_tokens"], bool(r["fused_store"]))
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
+    by_key = {key(r): r for r in torch}
+    head = [
+        "model",
+        "seqs",
+        "new tokens",
+        "store",
+        "dice tok/s",
+        "dice fwd/s",
+        "floor s",
+        "x floor",
+        "torch tok/s",
+        "dice/torch",
+        "concurrent",
+    ]
+    rows = []
+    for r in dice:
+        t = by_key.pop(key(r), None)
+        torch_rate = None if t is None or "error" in t else t["tokens_per_second"]
+        torch_note = "" if t is None or "complete" not in t or t["complete"] else "*"
+        rows.append(
+            [
+                key(r)[0],
+                str(r["sequences"]),
+                str(r["new_tokens"]),
+                "fused" if r["fused_store"] else "unfused",
+                fmt(r["tokens_per_second"], ".1f"),
+                fmt(r.get("forwards_per_second"), ".1f"),
+                fmt(r.get("floor_seconds"), ".3f"),
+                fmt(r.get("time_over_floor"), ".2f"),
+                ("oom" if t is not None and "error" in t else fmt(torch_rate, ".1f")) + torch_note,
+                fmt(r["tokens_per_second"] / torch_rate if torch_rate else None, ".1f"),
+                str(r.get("concurrent_sequences", "-")),
+            ]
+        )
+    for k, t in by_key.items():  # PyTorch ran where dice did not finish
+        rate = None if "error" in t else t["tokens_per_second"]
+        rows.append([k[0], str(k[1]), str(k[2]), "fused" if k[3] else "unfused"] + ["-"] * 4)
+        rows[-1] += ["oom" if rate is None else f"{rate:.1f}", "-", "-"]
+    lines = []
+    if markdown:
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+    else:
+        widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+        for row in [head, *rows]:
+            lines.append("  ".join(x.rjust(w) for x, w in zip(row, widths, strict=True)))
+    ceilings = next((r["ceilings"] for r in dice if r.get("ceilings")), None)
+    if ceilings:
+        lines.append(
+            f"\nceilings measured in the same run on {ceilings['device']}: device-to-device copy "
+            f"{ceilings['copy_bytes_per_second'] / 1e9:.0f} GB/s (read + write), bf16 GEMM "
+            f"{ceilings['bf16_gemm_flops_per_second'] / 1e12:.0f} TFLOP/s"
+        )
+    lines.append("* PyTorch stopped at its time limit; its rate covers the blocks it ran.")
+    if any(key(r)[0].startswith("4b") and r["sequences"] == 128 for r in dice):
+        lines.append(JETENGINE)
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dice", type=Path)
+    parser.add_argument("torch", type=Path)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    print(table(records(args.dice), records(args.torch), args.markdown))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
