@@ -3,20 +3,26 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "backend_options.h"
 #include "commands.h"
 #include "dice/core/error.h"
-#include "dice/engine/cpu_backend.h"
+#include "dice/engine/block_decoder.h"
 #include "dice/engine/scoring.h"
 #include "dice/model/checkpoint.h"
 #include "token_ids.h"
+#ifdef DICE_HAVE_CUDA
+#include "dice/engine/cuda_backend.h"
+#endif
 
 namespace dice::cli {
 
@@ -28,7 +34,7 @@ struct LogitsArgs {
   std::int64_t prompt_length = -1;
   std::int32_t block_length = 4;
   bool fused_store = true;
-  int threads = 0;
+  BackendArgs backend;
 };
 
 void run_logits(const LogitsArgs& args) {
@@ -37,12 +43,11 @@ void run_logits(const LogitsArgs& args) {
   const auto ids = parse_token_ids(text, "stdin");
   if (ids.empty()) throw InputError("stdin: no token ids");
   const std::int64_t prompt = args.prompt_length < 0 ? std::ssize(ids) : args.prompt_length;
-  std::unique_ptr<engine::CpuBackend> backend;
+  std::unique_ptr<engine::Backend> backend;
+  std::string description;
   {
     const auto checkpoint = model::Checkpoint::open(args.model);
-    backend =
-        std::make_unique<engine::CpuBackend>(engine::CpuWeights::from_checkpoint(checkpoint),
-                                             engine::CpuBackendOptions{.threads = args.threads});
+    backend = make_backend(args.backend, checkpoint, &description);
   }
   const auto scored =
       engine::score_blocks(*backend, ids, prompt, args.block_length, args.fused_store);
@@ -56,8 +61,211 @@ void run_logits(const LogitsArgs& args) {
                                {"vocab_rows", scored.vocab_rows},
                                {"forwards", scored.forwards},
                                {"dtype", "float32"},
+                               {"backend", description},
                                {"out", args.out}};
   std::cout << summary.dump() << "\n";
+}
+
+struct BenchArgs {
+  std::string model;
+  BackendArgs backend;
+  std::string sequences = "1,16,128";
+  std::string new_tokens = "1024,4096";
+  std::string store = "fused,unfused";
+  std::int64_t prompt_length = 64;
+  std::int32_t block_length = 4;
+  std::int64_t warmup_tokens = 16;
+  bool no_ceilings = false;
+  std::string json_out;
+  std::uint64_t seed = 0;
+  std::size_t max_active = 0;
+};
+
+std::vector<std::int64_t> parse_list(const std::string& text, std::string_view what) {
+  std::vector<std::int64_t> values;
+  for (const std::int32_t v : parse_token_ids(text, what)) {
+    if (v < 1) throw InputError(fmt::format("{}: values must be >= 1", what));
+    values.push_back(v);
+  }
+  if (values.empty()) throw InputError(fmt::format("{}: empty list", what));
+  return values;
+}
+
+/// The benchmark of issue 6: N sequences of random prompt ids decode T new tokens each with the
+/// static schedule (steps = block length, low_confidence_static: one token per forward), greedy,
+/// no stop ids; timed after a warm-up run that captures the CUDA graphs of the shapes.
+void run_bench(const BenchArgs& args) {
+  using Clock = std::chrono::steady_clock;
+  const auto sequences = parse_list(args.sequences, "--sequences");
+  const auto new_tokens = parse_list(args.new_tokens, "--new-tokens");
+  std::vector<bool> stores;
+  for (std::string_view rest = args.store; !rest.empty();) {
+    const auto comma = rest.find(',');
+    const std::string_view word = rest.substr(0, comma);
+    if (word == "fused")
+      stores.push_back(true);
+    else if (word == "unfused")
+      stores.push_back(false);
+    else
+      throw InputError(
+          fmt::format("--store {}: expected fused, unfused or fused,unfused", args.store));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  }
+  const std::string which = resolve_backend(args.backend);
+  nlohmann::json ceilings = nullptr;
+  double bandwidth = 0, rate = 0;
+#ifdef DICE_HAVE_CUDA
+  if (which == "cuda" && !args.no_ceilings) {  // before the backend takes the memory
+    bandwidth = engine::measure_copy_bandwidth(0, 1ll << 30, 20);
+    rate = engine::measure_gemm_rate(0, 8192, 8192, 8192, 20);
+    ceilings = {{"copy_bytes_per_second", bandwidth},
+                {"bf16_gemm_flops_per_second", rate},
+                {"device", engine::cuda_device_description(0)}};
+    std::cerr << fmt::format(
+        "dice engine bench: ceilings on {}: copy {:.0f} GB/s (read + write), bf16 GEMM {:.0f} "
+        "TFLOP/s\n",
+        engine::cuda_device_description(0), bandwidth / 1e9, rate / 1e12);
+  }
+#endif
+  std::unique_ptr<engine::Backend> backend;
+  std::string description;
+  model::ModelConfig config;
+  {
+    const auto checkpoint = model::Checkpoint::open(args.model);
+    config = checkpoint.config();
+    backend = make_backend(args.backend, checkpoint, &description);
+  }
+#ifdef DICE_HAVE_CUDA
+  auto* cuda = dynamic_cast<engine::CudaBackend*>(backend.get());
+  if (cuda != nullptr) cuda->set_ceilings(bandwidth, rate);
+#endif
+  std::cerr << fmt::format("dice engine bench: {} on {}\n", args.model, description);
+  std::ofstream json_file;
+  if (!args.json_out.empty()) {
+    json_file.open(args.json_out, std::ios::app);
+    if (!json_file) throw InputError(fmt::format("--json {}: cannot write", args.json_out));
+  }
+  const auto vocab_limit =
+      static_cast<std::int32_t>(std::min<std::int64_t>(config.vocab_size, 151669));
+  for (const bool fused : stores)
+    for (const std::int64_t n : sequences)
+      for (const std::int64_t t : new_tokens) {
+        std::vector<engine::GenerationRequest> requests;
+        for (std::int64_t i = 0; i < n; ++i) {
+          std::mt19937 rng(
+              static_cast<std::uint32_t>(args.seed * 1000003 + static_cast<std::uint64_t>(i)));
+          std::uniform_int_distribution<std::int32_t> pick(0, vocab_limit - 1);
+          engine::GenerationRequest r;
+          for (std::int64_t k = 0; k < args.prompt_length; ++k) {
+            std::int32_t id = pick(rng);
+            if (id == config.mask_token_id) id = 0;
+            r.prompt_ids.push_back(id);
+          }
+          r.options.block_length = args.block_length;
+          r.options.steps = args.block_length;
+          r.options.remasking.strategy = engine::RemaskingStrategy::kLowConfidenceStatic;
+          r.options.sampling.mask_id = config.mask_token_id;
+          r.options.sampling.vocab_limit = vocab_limit;
+          r.options.stop_ids.clear();
+          r.options.fused_store = fused;
+          r.options.max_new_tokens = t;
+          requests.push_back(std::move(r));
+        }
+        auto warmup = requests;
+        for (auto& r : warmup) r.options.max_new_tokens = std::min(t, args.warmup_tokens);
+        engine::generate(*backend, warmup, {}, 0, args.max_active);
+#ifdef DICE_HAVE_CUDA
+        if (cuda != nullptr) cuda->reset_stats();
+#endif
+        const auto start = Clock::now();
+        const auto results = engine::generate(*backend, requests, {}, 0, args.max_active);
+        const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        std::int64_t tokens = 0, forwards = 0;
+        for (const auto& r : results) tokens += std::ssize(r.output_ids);
+        nlohmann::json record{{"model", args.model},
+                              {"backend", description},
+                              {"hidden", config.hidden_size},
+                              {"layers", config.num_layers},
+                              {"sequences", n},
+                              {"new_tokens", t},
+                              {"prompt_length", args.prompt_length},
+                              {"block_length", args.block_length},
+                              {"fused_store", fused},
+                              {"seconds", seconds},
+                              {"output_tokens", tokens},
+                              {"tokens_per_second", static_cast<double>(tokens) / seconds},
+                              {"ceilings", ceilings}};
+        std::string floor_text;
+#ifdef DICE_HAVE_CUDA
+        if (cuda != nullptr) {
+          const auto& st = cuda->stats();
+          const auto m = cuda->memory();
+          forwards = st.forwards;
+          const std::int64_t need = engine::cache_tokens_needed(requests.front());
+          const std::int64_t per_sequence = (need + m.page_tokens - 1) / m.page_tokens;
+          record["concurrent_sequences"] = std::min<std::int64_t>(n, m.pages / per_sequence);
+          record["passes"] = st.passes;
+          record["graph_replays"] = st.graph_replays;
+          record["graph_captures"] = st.graph_captures;
+          record["rows"] = st.rows;
+          record["padded_rows"] = st.padded_rows;
+          record["bytes"] = st.bytes;
+          record["flops"] = st.flops;
+          record["kv_positions_read"] = st.kv_positions_read;
+          if (st.floor_seconds > 0) {
+            record["floor_seconds"] = st.floor_seconds;
+            record["time_over_floor"] = seconds / st.floor_seconds;
+            floor_text = fmt::format(", floor {:.3f} s, {:.2f}x the floor", st.floor_seconds,
+                                     seconds / st.floor_seconds);
+          }
+        }
+#endif
+        if (forwards == 0)  // cpu: every sequence runs every forward in this lockstep benchmark
+          for (const auto& r : results) forwards = std::max(forwards, r.counts.forwards);
+        record["forwards"] = forwards;
+        record["forwards_per_second"] = static_cast<double>(forwards) / seconds;
+        std::cerr << fmt::format(
+            "dice engine bench: {} sequences x {} tokens, store {}: {:.3f} s, {:.1f} tokens/s, "
+            "{:.1f} forwards/s{}\n",
+            n, t, fused ? "fused" : "unfused", seconds, static_cast<double>(tokens) / seconds,
+            static_cast<double>(forwards) / seconds, floor_text);
+        std::cout << record.dump() << std::endl;
+        if (json_file.is_open()) json_file << record.dump() << std::endl;
+      }
+}
+
+void add_bench_command(CLI::App* engine) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* bench = engine->add_subcommand(
+      "bench",
+      "decoding throughput (issue 6's benchmark): sequences x new tokens with the static schedule, "
+      "tokens/s, forwards/s and, on the GPU, the floor from ceilings measured in the same run; one "
+      "JSON record per configuration on stdout");
+  bench->add_option("--model", args->model, "model folder")->required();
+  bench->add_option("--sequences", args->sequences, "sequences decoded together (a list)")
+      ->capture_default_str();
+  bench->add_option("--new-tokens", args->new_tokens, "new tokens per sequence (a list)")
+      ->capture_default_str();
+  bench->add_option("--store", args->store, "fused, unfused or fused,unfused (store pass)")
+      ->capture_default_str();
+  bench->add_option("--prompt-length", args->prompt_length, "random prompt ids per sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  bench->add_option("--block-length", args->block_length, "B (the static schedule takes B steps)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  bench
+      ->add_option("--warmup-tokens", args->warmup_tokens,
+                   "new tokens of the untimed warm-up run of each configuration")
+      ->capture_default_str();
+  bench->add_option("--max-active", args->max_active, "sequences at once (0: as many as fit)")
+      ->capture_default_str();
+  bench->add_option("--seed", args->seed, "seed of the random prompts")->capture_default_str();
+  bench->add_flag("--no-ceilings", args->no_ceilings,
+                  "cuda: skip measuring copy bandwidth and GEMM rate (no floor)");
+  bench->add_option("--json", args->json_out, "also append the records to this file");
+  add_backend_options(bench, args->backend);
+  bench->callback([args] { run_bench(*args); });
 }
 
 }  // namespace
@@ -78,9 +286,9 @@ void add_engine_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   logits->add_flag("!--no-fused-store", args->fused_store, "commit each block in its own forward");
-  logits->add_option("--threads", args->threads, "CPU threads (0: every core)")
-      ->capture_default_str();
+  add_backend_options(logits, args->backend);
   logits->callback([args] { run_logits(*args); });
+  add_bench_command(engine);
 }
 
 }  // namespace dice::cli

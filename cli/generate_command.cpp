@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,10 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "backend_options.h"
 #include "commands.h"
 #include "dice/core/error.h"
+#include "dice/engine/batch.h"
 #include "dice/engine/block_decoder.h"
-#include "dice/engine/cpu_backend.h"
 #include "dice/engine/prompt.h"
 #include "dice/evaluator/problem.h"
 #include "dice/model/checkpoint.h"
@@ -38,14 +40,17 @@ struct GenerateArgs {
   std::string problem;
   std::string kernelbench;
   std::string prompt_template;
-  std::string backend = "cpu";
+  std::string batch;
+  std::string out;
+  std::int32_t samples = 1;
+  std::size_t max_active = 0;
+  BackendArgs backend;
   std::string strategy = "low_confidence_dynamic";
   std::string stop_ids = "151645,151643";
   std::int32_t vocab_limit = 0;
   bool no_chat_template = false;
   bool enable_thinking = false;
   bool json = false;
-  int threads = 0;
   engine::GenerationOptions options;
 };
 
@@ -58,23 +63,35 @@ std::string default_tokenizer(const std::string& model_dir) {
       .string();
 }
 
+std::string problem_message(const GenerateArgs& args, const std::string& problem) {
+  const auto problems = eval::load_problems("kernelbench:" + problem, args.kernelbench);
+  if (problems.size() != 1)
+    throw InputError(
+        fmt::format("--problem {}: expected one problem, {} matched", problem, problems.size()));
+  return engine::render_problem_prompt(args.prompt_template, problems.front().code);
+}
+
 std::string user_message(const GenerateArgs& args) {
-  if (!args.problem.empty()) {
-    const auto problems = eval::load_problems("kernelbench:" + args.problem, args.kernelbench);
-    if (problems.size() != 1)
-      throw InputError(fmt::format("--problem {}: expected one problem, {} matched", args.problem,
-                                   problems.size()));
-    return engine::render_problem_prompt(args.prompt_template, problems.front().code);
-  }
+  if (!args.problem.empty()) return problem_message(args, args.problem);
   return args.prompt;
+}
+
+/// A user message through the chat template (unless --no-chat-template), encoded.
+std::vector<std::int32_t> encode_message(const GenerateArgs& args,
+                                         const tokenizer::Tokenizer& tokenizer, std::string text) {
+  if (!args.no_chat_template) {
+    const std::vector<tokenizer::ChatMessage> messages{{.role = "user", .content = text}};
+    text = tokenizer::apply_chat_template(messages, true, args.enable_thinking);
+  }
+  return tokenizer.encode(text);
 }
 
 json options_json(const GenerateArgs& args) {
   const auto& o = args.options;
   return {{"model", args.model},
           {"tokenizer", args.tokenizer},
-          {"backend", args.backend},
-          {"threads", args.threads},
+          {"backend", args.backend.backend},
+          {"threads", args.backend.threads},
           {"block_length", o.block_length},
           {"steps", o.steps},
           {"strategy", engine::strategy_name(o.remasking.strategy)},
@@ -94,15 +111,160 @@ json options_json(const GenerateArgs& args) {
           {"problem", args.problem}};
 }
 
+json trace_json(const engine::GenerationResult& result) {
+  json step = json::array(), block = json::array(), forward = json::array();
+  for (const auto& t : result.trace) {
+    step.push_back(t.step);
+    block.push_back(t.block);
+    forward.push_back(t.forward);
+  }
+  return {{"step", step}, {"block", block}, {"forward", forward}};
+}
+
+json counts_json(const engine::GenerationResult& result) {
+  const auto& c = result.counts;
+  return {{"prompt_tokens", result.prompt_ids.size()},
+          {"output_tokens", result.output_ids.size()},
+          {"forwards", c.forwards},
+          {"denoising_steps", c.denoising_steps},
+          {"store_passes", c.store_passes},
+          {"blocks", c.blocks},
+          {"committed_tokens", c.committed_tokens},
+          {"prefill_tokens", c.prefill_tokens}};
+}
+
+/// Decoding options of one --batch record: the command line's, overridden by the record's keys.
+engine::GenerationOptions record_options(const GenerateArgs& args, const json& record) {
+  engine::GenerationOptions o = args.options;
+  const auto get = [&](const char* key, auto& value) {
+    if (record.contains(key))
+      value = record.at(key).get<std::remove_reference_t<decltype(value)>>();
+  };
+  get("max_new_tokens", o.max_new_tokens);
+  get("temperature", o.sampling.temperature);
+  get("top_k", o.sampling.top_k);
+  get("top_p", o.sampling.top_p);
+  get("seed", o.sampling.seed);
+  get("steps", o.steps);
+  get("block_length", o.block_length);
+  get("threshold", o.remasking.threshold);
+  get("entropy_bound", o.remasking.entropy_bound);
+  if (record.contains("strategy")) {
+    const auto name = record.at("strategy").get<std::string>();
+    const auto strategy = engine::parse_strategy(name);
+    if (!strategy) throw InputError(fmt::format("strategy {}: unknown", name));
+    o.remasking.strategy = *strategy;
+  }
+  if (record.contains("stop_ids"))
+    o.stop_ids = record.at("stop_ids").get<std::vector<std::int32_t>>();
+  return o;
+}
+
+/// Reads --batch: one JSON object per line with exactly one of "prompt" (text, chat-templated
+/// unless --no-chat-template), "messages" ([{role, content}], chat-templated), "prompt_ids" or
+/// "problem" (a KernelBench id); optional "samples" and option overrides (record_options).
+std::vector<engine::BatchPrompt> read_batch(const GenerateArgs& args,
+                                            const tokenizer::Tokenizer& tokenizer,
+                                            std::vector<json>& ids) {
+  std::ifstream in(args.batch);
+  if (!in) throw InputError(fmt::format("--batch {}: cannot read", args.batch));
+  std::vector<engine::BatchPrompt> prompts;
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("--batch {} line {}", args.batch, number);
+    try {
+      const json record = json::parse(line);
+      if (!record.is_object()) throw InputError("not a JSON object");
+      const int sources = record.contains("prompt") + record.contains("messages") +
+                          record.contains("prompt_ids") + record.contains("problem");
+      if (sources != 1)
+        throw InputError(
+            "give exactly one of \"prompt\", \"messages\", \"prompt_ids\", \"problem\"");
+      engine::BatchPrompt p;
+      if (record.contains("prompt_ids")) {
+        p.prompt_ids = record.at("prompt_ids").get<std::vector<std::int32_t>>();
+      } else if (record.contains("messages")) {
+        std::vector<tokenizer::ChatMessage> messages;
+        for (const auto& m : record.at("messages"))
+          messages.push_back({.role = m.at("role").get<std::string>(),
+                              .content = m.at("content").get<std::string>()});
+        p.prompt_ids =
+            tokenizer.encode(tokenizer::apply_chat_template(messages, true, args.enable_thinking));
+      } else if (record.contains("problem")) {
+        p.prompt_ids = encode_message(
+            args, tokenizer, problem_message(args, record.at("problem").get<std::string>()));
+      } else {
+        p.prompt_ids = encode_message(args, tokenizer, record.at("prompt").get<std::string>());
+      }
+      p.options = record_options(args, record);
+      p.samples = record.value("samples", args.samples);
+      p.options.validate();
+      if (p.samples < 0) throw InputError(fmt::format("samples {} < 0", p.samples));
+      for (const std::int32_t id : p.prompt_ids)
+        if (id == p.options.sampling.mask_id)
+          throw InputError(fmt::format("the prompt contains the mask id {}", id));
+      ids.push_back(record.contains("id") ? record.at("id") : json(prompts.size()));
+      prompts.push_back(std::move(p));
+    } catch (const json::exception& e) {
+      throw InputError(fmt::format("{}: {}", where, e.what()));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", where, e.what()));
+    }
+  }
+  return prompts;
+}
+
+void run_batch(GenerateArgs& args, const tokenizer::Tokenizer& tokenizer, engine::Backend& backend,
+               const std::string& description) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<json> ids;
+  const auto prompts = read_batch(args, tokenizer, ids);
+  std::ofstream file;
+  if (!args.out.empty()) {
+    file.open(args.out);
+    if (!file) throw InputError(fmt::format("--out {}: cannot write", args.out));
+  }
+  std::ostream& out = args.out.empty() ? std::cout : file;
+  std::cerr << fmt::format("dice generate: {} prompts on {}\n", prompts.size(), description);
+  engine::BatchOptions options;
+  options.max_active = args.max_active;
+  options.decode = [&](std::span<const std::int32_t> output) { return tokenizer.decode(output); };
+  const auto start = Clock::now();
+  const auto samples = engine::generate_batch(backend, prompts, options);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::int64_t tokens = 0;
+  for (const auto& s : samples) {
+    const auto& r = s.result;
+    tokens += std::ssize(r.output_ids);
+    const json record{{"id", ids[s.prompt]},
+                      {"prompt_index", s.prompt},
+                      {"sample", s.sample},
+                      {"seed", s.seed},
+                      {"prompt_ids", r.prompt_ids},
+                      {"output_ids", r.output_ids},
+                      {"text", s.text},
+                      {"trace", trace_json(r)},
+                      {"stop_reason", engine::stop_reason_name(r.stop_reason)},
+                      {"counts", counts_json(r)},
+                      {"seconds", r.seconds}};
+    out << record.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  }
+  out.flush();
+  if (!out) throw Error(fmt::format("--out {}: write failed", args.out));
+  std::cerr << fmt::format("dice generate: {} samples, {} tokens in {:.2f} s ({:.1f} tokens/s)\n",
+                           samples.size(), tokens, seconds,
+                           seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0);
+}
+
 void run_generate(GenerateArgs& args) {
   using Clock = std::chrono::steady_clock;
-  if (args.backend == "cuda")
-    throw InputError("--backend cuda: the CUDA backend is not built yet (issue 6); use cpu");
-  if (args.backend != "cpu")
-    throw InputError(fmt::format("--backend {}: expected cpu (or, later, cuda)", args.backend));
-  const int sources = !args.prompt.empty() + !args.problem.empty() + !args.prompt_ids.empty();
+  const int sources =
+      !args.prompt.empty() + !args.problem.empty() + !args.prompt_ids.empty() + !args.batch.empty();
   if (sources != 1)
-    throw InputError("give exactly one of --prompt TEXT, --problem ID (e.g. L1/19), --prompt-ids");
+    throw InputError(
+        "give exactly one of --prompt TEXT, --problem ID (e.g. L1/19), --prompt-ids, --batch "
+        "FILE");
   const auto strategy = engine::parse_strategy(args.strategy);
   if (!strategy)
     throw InputError(fmt::format(
@@ -112,32 +274,26 @@ void run_generate(GenerateArgs& args) {
   args.options.remasking.strategy = *strategy;
   args.options.stop_ids = parse_token_ids(args.stop_ids, "--stop-ids");
   if (args.tokenizer.empty()) args.tokenizer = default_tokenizer(args.model);
+  resolve_backend(args.backend);  // a bad --backend fails before anything is loaded
 
   const auto load_start = Clock::now();
   const auto tokenizer = tokenizer::Tokenizer::load(args.tokenizer);
   std::vector<std::int32_t> prompt_ids;
-  if (!args.prompt_ids.empty()) {
+  if (!args.prompt_ids.empty())
     prompt_ids = parse_token_ids(args.prompt_ids, "--prompt-ids");
-  } else {
-    std::string text = user_message(args);
-    if (!args.no_chat_template) {
-      const std::vector<tokenizer::ChatMessage> messages{{.role = "user", .content = text}};
-      text = tokenizer::apply_chat_template(messages, true, args.enable_thinking);
-    }
-    prompt_ids = tokenizer.encode(text);
-  }
-  std::unique_ptr<engine::CpuBackend> backend;
+  else if (args.batch.empty())
+    prompt_ids = encode_message(args, tokenizer, user_message(args));
+  std::unique_ptr<engine::Backend> backend;
+  std::string description;
   {
     const auto checkpoint = model::Checkpoint::open(args.model);  // unmapped after the copy
     args.options.sampling.mask_id = checkpoint.config().mask_token_id;
-    backend =
-        std::make_unique<engine::CpuBackend>(engine::CpuWeights::from_checkpoint(checkpoint),
-                                             engine::CpuBackendOptions{.threads = args.threads});
+    backend = make_backend(args.backend, checkpoint, &description);
   }
   args.options.sampling.vocab_limit =
       args.vocab_limit > 0 ? args.vocab_limit : tokenizer.vocab_size();
-  args.threads = backend->threads();
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();
+  if (!args.batch.empty()) return run_batch(args, tokenizer, *backend, description);
 
   tokenizer::StreamingDecoder stream(tokenizer, true);
   const std::vector<engine::GenerationRequest> requests{{prompt_ids, args.options}};
@@ -154,40 +310,26 @@ void run_generate(GenerateArgs& args) {
   const double tokens_per_second =
       result.seconds > 0 ? static_cast<double>(result.output_ids.size()) / result.seconds : 0.0;
   if (args.json) {
-    json trace_step = json::array(), trace_block = json::array(), trace_forward = json::array();
-    for (const auto& t : result.trace) {
-      trace_step.push_back(t.step);
-      trace_block.push_back(t.block);
-      trace_forward.push_back(t.forward);
-    }
-    const auto& c = result.counts;
-    const json record{
-        {"prompt_ids", result.prompt_ids},
-        {"output_ids", result.output_ids},
-        {"text", tokenizer.decode(text_ids)},
-        {"trace", {{"step", trace_step}, {"block", trace_block}, {"forward", trace_forward}}},
-        {"stop_reason", engine::stop_reason_name(result.stop_reason)},
-        {"counts",
-         {{"prompt_tokens", result.prompt_ids.size()},
-          {"output_tokens", result.output_ids.size()},
-          {"forwards", c.forwards},
-          {"denoising_steps", c.denoising_steps},
-          {"store_passes", c.store_passes},
-          {"blocks", c.blocks},
-          {"committed_tokens", c.committed_tokens},
-          {"prefill_tokens", c.prefill_tokens}}},
-        {"timings",
-         {{"load_seconds", load_seconds},
-          {"generate_seconds", result.seconds},
-          {"tokens_per_second", tokens_per_second}}},
-        {"options", options_json(args)}};
+    json options = options_json(args);
+    options["backend"] = description;
+    const json record{{"prompt_ids", result.prompt_ids},
+                      {"output_ids", result.output_ids},
+                      {"text", tokenizer.decode(text_ids)},
+                      {"trace", trace_json(result)},
+                      {"stop_reason", engine::stop_reason_name(result.stop_reason)},
+                      {"counts", counts_json(result)},
+                      {"timings",
+                       {{"load_seconds", load_seconds},
+                        {"generate_seconds", result.seconds},
+                        {"tokens_per_second", tokens_per_second}}},
+                      {"options", options}};
     std::cout << record.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   }
   std::cerr << fmt::format(
       "dice generate: {} tokens in {:.2f} s ({:.2f} tokens/s), {} forwards, stop: {}; model "
-      "loaded in {:.1f} s\n",
+      "loaded in {:.1f} s; backend {}\n",
       result.output_ids.size(), result.seconds, tokens_per_second, result.counts.forwards,
-      engine::stop_reason_name(result.stop_reason), load_seconds);
+      engine::stop_reason_name(result.stop_reason), load_seconds, description);
 }
 
 }  // namespace
@@ -216,8 +358,19 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-template", args->prompt_template,
                   "prompt template of --problem ({problem} is replaced by the problem's code)")
       ->capture_default_str();
-  cmd->add_option("--backend", args->backend, "cpu (cuda: issue 6, not built yet)")
+  cmd->add_option("--batch", args->batch,
+                  "JSON Lines of prompts (\"prompt\", \"messages\", \"prompt_ids\" or "
+                  "\"problem\"; optional \"id\", \"samples\" and option overrides): one "
+                  "record per sample to --out");
+  cmd->add_option("--samples", args->samples,
+                  "--batch: samples per prompt (sample j draws with seed + j)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--out", args->out, "--batch: output JSON Lines file (default: stdout)");
+  cmd->add_option("--max-active", args->max_active,
+                  "sequences decoded at once (0: as many as the KV cache holds)")
       ->capture_default_str();
+  add_backend_options(cmd, args->backend);
   auto& o = args->options;
   cmd->add_option("--block-length", o.block_length, "tokens per block")
       ->capture_default_str()
@@ -256,7 +409,6 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--json", args->json,
                 "print one JSON record (ids, text, trace, stop reason, counts, timings, options) "
                 "instead of streaming the text");
-  cmd->add_option("--threads", args->threads, "CPU threads (0: every core)")->capture_default_str();
   cmd->callback([args] { run_generate(*args); });
 }
 

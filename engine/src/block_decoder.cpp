@@ -132,9 +132,16 @@ GenerationResult SequenceDecoder::result() const {
   return r;
 }
 
+std::int64_t cache_tokens_needed(const GenerationRequest& request) {
+  const std::int64_t b = std::max<std::int32_t>(request.options.block_length, 1);
+  const std::int64_t end = std::ssize(request.prompt_ids) + request.options.max_new_tokens;
+  return (end + b - 1) / b * b;
+}
+
 std::vector<GenerationResult> generate(Backend& backend,
                                        std::span<const GenerationRequest> requests,
-                                       const OutputCallback& on_output, SequenceId first_id) {
+                                       const OutputCallback& on_output, SequenceId first_id,
+                                       std::size_t max_active) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   std::vector<SequenceDecoder> decoders;
@@ -164,15 +171,35 @@ std::vector<GenerationResult> generate(Backend& backend,
 
   try {
     std::vector<std::size_t> active;
-    for (std::size_t i = 0; i < decoders.size(); ++i) {
-      if (decoders[i].done()) {
-        finish(i);
-        continue;
+    std::size_t next = 0;  // the first request not yet admitted
+    // Admits waiting requests in order while their caches fit.
+    const auto admit = [&] {
+      while (next < decoders.size() && (max_active == 0 || active.size() < max_active)) {
+        const std::size_t i = next;
+        if (decoders[i].done()) {
+          finish(i);
+          ++next;
+          continue;
+        }
+        const std::int64_t need = cache_tokens_needed(requests[i]);
+        if (!backend.can_reserve(need)) {
+          if (!active.empty()) return;  // waits for a running sequence to finish
+          const auto limit = backend.cache_limit_tokens();
+          throw InputError(fmt::format(
+              "request {}: its KV cache needs {} positions (prompt {} + max_new_tokens {}, in "
+              "blocks of {}), more than the backend's cache holds ({} positions); lower "
+              "max_new_tokens or give the backend more memory",
+              i, need, requests[i].prompt_ids.size(), requests[i].options.max_new_tokens,
+              requests[i].options.block_length, limit ? *limit : -1));
+        }
+        backend.open(id_of(i), decoders[i].options().block_length);
+        open[i] = true;
+        backend.reserve(id_of(i), need);
+        active.push_back(i);
+        ++next;
       }
-      backend.open(id_of(i), decoders[i].options().block_length);
-      open[i] = true;
-      active.push_back(i);
-    }
+    };
+    admit();
     std::vector<ForwardItem> items;
     ForwardOutput out;
     while (!active.empty()) {
@@ -194,6 +221,7 @@ std::vector<GenerationResult> generate(Backend& backend,
         }
       }
       active = std::move(still);
+      admit();
     }
   } catch (...) {
     close_all();

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "dice/core/error.h"
+#include "dice/engine/batch.h"
 
 namespace dice::engine {
 namespace {
@@ -29,15 +32,31 @@ class FakeBackend final : public Backend {
   std::int64_t stop_at = -1;  // absolute position where the stop id is proposed
   std::int32_t stop_token = kImEndId;
   std::int64_t forwards = 0;
+  std::int64_t capacity = -1;  // cache positions for all sequences together; -1: unbounded
+  std::size_t most_open = 0;   // the most sequences open at once
 
   std::int64_t vocab_rows() const override { return 151936; }
   void open(SequenceId sequence, std::int32_t block_length) override {
     ASSERT_FALSE(seqs_.contains(sequence));
-    seqs_[sequence] = {block_length, {}};
+    seqs_[sequence] = {block_length, {}, 0};
+    most_open = std::max(most_open, seqs_.size());
   }
   void close(SequenceId sequence) override {
     closed[sequence] = seqs_.at(sequence).cache;
+    reserved_ -= seqs_.at(sequence).reserved;
     seqs_.erase(sequence);
+  }
+  bool can_reserve(std::int64_t tokens) const override {
+    return capacity < 0 || reserved_ + tokens <= capacity;
+  }
+  std::optional<std::int64_t> cache_limit_tokens() const override {
+    if (capacity < 0) return std::nullopt;
+    return capacity;
+  }
+  void reserve(SequenceId sequence, std::int64_t tokens) override {
+    ASSERT_TRUE(can_reserve(tokens));
+    seqs_.at(sequence).reserved += tokens;
+    reserved_ += tokens;
   }
   std::int64_t cached_tokens(SequenceId sequence) const override {
     return std::ssize(seqs_.at(sequence).cache);
@@ -57,6 +76,9 @@ class FakeBackend final : public Backend {
                        {item.block.begin(), item.block.end()},
                        item.step});
       s.cache.insert(s.cache.end(), item.commit.begin(), item.commit.end());
+      if (capacity >= 0) {
+        EXPECT_LE(std::ssize(s.cache) + std::ssize(item.block), s.reserved);
+      }
       std::uint64_t h = 1469598103934665603ull;
       const auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
       for (const auto t : s.cache) mix(static_cast<std::uint64_t>(t));
@@ -87,8 +109,10 @@ class FakeBackend final : public Backend {
   struct Seq {
     std::int32_t block_length;
     std::vector<std::int32_t> cache;
+    std::int64_t reserved;
   };
   std::map<SequenceId, Seq> seqs_;
+  std::int64_t reserved_ = 0;
 };
 
 std::vector<std::int32_t> prompt_of(int n) {
@@ -299,6 +323,75 @@ TEST(BlockDecoder, ResultsDoNotDependOnTheBatch) {
   EXPECT_EQ(streamed[1], together[1].output_ids);
   // The batch ran max(forwards) forwards; sequences left it when done.
   EXPECT_EQ(batch_backend.forwards, std::max(alone_a.counts.forwards, alone_b.counts.forwards));
+}
+
+TEST(BlockDecoder, RequestsWaitForCacheRoomAndJoinWithoutDrainingTheBatch) {
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 6; ++i) {
+    auto o = options_with(RemaskingStrategy::kLowConfidenceDynamic);
+    o.max_new_tokens = 9 + 4 * i;
+    requests.push_back({prompt_of(5 + i), o});
+  }
+  FakeBackend unbounded;
+  const auto expected = generate(unbounded, requests);
+  EXPECT_EQ(unbounded.most_open, 6u);
+  // Room for the two largest needs at once: requests are admitted in order as others finish.
+  FakeBackend bounded;
+  bounded.capacity = cache_tokens_needed(requests[5]) + cache_tokens_needed(requests[4]);
+  const auto results = generate(bounded, requests);
+  EXPECT_LT(bounded.most_open, 6u);
+  EXPECT_GE(bounded.most_open, 2u);
+  // Fewer forwards than running the requests one after another: later ones joined a running batch.
+  std::int64_t sum = 0;
+  for (const auto& r : expected) sum += r.counts.forwards;
+  EXPECT_LT(bounded.forwards, sum);
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    EXPECT_EQ(results[i].output_ids, expected[i].output_ids) << "request " << i;
+  // max_active bounds the batch the same way.
+  FakeBackend limited;
+  const auto two = generate(limited, requests, {}, 0, 2);
+  EXPECT_EQ(limited.most_open, 2u);
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    EXPECT_EQ(two[i].output_ids, expected[i].output_ids);
+  // A request that cannot fit even alone is an input error naming it.
+  FakeBackend tiny;
+  tiny.capacity = cache_tokens_needed(requests[0]) - 1;
+  try {
+    generate(tiny, requests);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("request 0"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache_tokens_needed(requests[0]), 16);  // 5 + 9 = 14 positions, in blocks of 4
+}
+
+TEST(BlockDecoder, BatchDrawsSamplesPerPromptWithConsecutiveSeeds) {
+  std::vector<BatchPrompt> prompts(2);
+  prompts[0] = {prompt_of(5), options_with(RemaskingStrategy::kSequential), 3};
+  prompts[1] = {prompt_of(9), options_with(RemaskingStrategy::kLowConfidenceStatic), 2};
+  prompts[0].options.sampling.seed = 40;
+  prompts[1].options.max_new_tokens = 6;
+  FakeBackend backend;
+  BatchOptions options;
+  options.first_id = 100;
+  options.decode = [](std::span<const std::int32_t> ids) { return std::to_string(ids.size()); };
+  const auto samples = generate_batch(backend, prompts, options);
+  ASSERT_EQ(samples.size(), 5u);
+  const std::vector<std::pair<std::size_t, std::int32_t>> order{
+      {0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}};
+  for (std::size_t k = 0; k < samples.size(); ++k) {
+    EXPECT_EQ(samples[k].prompt, order[k].first);
+    EXPECT_EQ(samples[k].sample, order[k].second);
+    EXPECT_EQ(samples[k].seed, prompts[order[k].first].options.sampling.seed +
+                                   static_cast<std::uint64_t>(order[k].second));
+    EXPECT_EQ(samples[k].result.prompt_ids, prompts[order[k].first].prompt_ids);
+    EXPECT_EQ(samples[k].text, std::to_string(samples[k].result.output_ids.size()));
+  }
+  EXPECT_EQ(samples[3].result.output_ids.size(), 6u);
+  EXPECT_TRUE(backend.closed.contains(100));
+  EXPECT_TRUE(backend.closed.contains(104));
+  prompts[1].samples = -1;
+  EXPECT_THROW(generate_batch(backend, prompts), InputError);
 }
 
 TEST(BlockDecoder, BadInputIsRejected) {

@@ -62,7 +62,8 @@ def test_problem_prompt_holds_the_problem_code(model):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--prompt", "hi", "--backend", "cuda"], "not built yet"),
+        (["--prompt", "hi", "--backend", "tpu"], "expected auto, cpu or cuda"),
+        (["--prompt", "hi", "--backend", "cpu", "--gpu-memory", "lots"], "is not a size"),
         (["--prompt", "hi", "--problem", "L1/19"], "exactly one of"),
         (["--prompt", "hi", "--strategy", "random"], "--strategy random"),
         (["--prompt-ids", "1,2,151669"], "mask id"),

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -73,6 +74,18 @@ class Backend {
   /// nothing is committed when it throws on such input.
   virtual void forward(std::span<const ForwardItem> items, const ForwardRequest& request,
                        ForwardOutput& out) = 0;
+
+  // Admission control, for backends whose KV cache is bounded (the CUDA backend's page pool).
+  // The defaults describe an unbounded cache (the CPU backend).
+
+  /// Whether reserve() of `tokens` cache positions for a newly opened sequence would succeed now.
+  virtual bool can_reserve(std::int64_t /*tokens*/) const { return true; }
+  /// The most positions one sequence could ever reserve (the whole cache); nullopt: unbounded.
+  virtual std::optional<std::int64_t> cache_limit_tokens() const { return std::nullopt; }
+  /// Takes room for `tokens` positions of an open sequence's cache now, so that its forwards
+  /// never run out (positions written temporarily by block rows included). Throws dice::Error
+  /// naming the sequence when the cache cannot hold them. Default: nothing to do.
+  virtual void reserve(SequenceId /*sequence*/, std::int64_t /*tokens*/) {}
 };
 
 }  // namespace dice::engine

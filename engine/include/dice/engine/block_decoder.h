@@ -79,14 +79,22 @@ struct GenerationRequest {
 using OutputCallback =
     std::function<void(std::size_t request, std::span<const std::int32_t> new_tokens)>;
 
+/// Tokens of KV cache a request may come to need: prompt plus max_new_tokens, rounded up to whole
+/// blocks (block rows are written to the cache while they are denoised).
+std::int64_t cache_tokens_needed(const GenerationRequest& request);
+
 /// Runs `requests` to completion on `backend`: every unfinished sequence takes part in every
-/// forward (one item each); a sequence leaves the batch when its output is decided. Sequences
-/// are opened on the backend with ids 0..n-1 offset by `first_id` and closed when they finish.
-/// Results (in request order) do not depend on which requests share the batch. Throws what the
-/// backend or SequenceDecoder throws (the sequences are closed first).
+/// forward (one item each); a sequence leaves the batch when its output is decided, and the next
+/// waiting request (in request order) joins as soon as the backend can reserve its KV cache
+/// (cache_tokens_needed; Backend::can_reserve / reserve) and fewer than `max_active` sequences
+/// run (0: no limit), so the batch never drains while requests wait. Sequences are opened on the
+/// backend with ids 0..n-1 offset by `first_id` and closed when they finish. Results (in request
+/// order) do not depend on which requests share the batch. Throws dice::InputError naming the
+/// request when its cache could not fit even alone, and what the backend or SequenceDecoder
+/// throws (the sequences are closed first).
 std::vector<GenerationResult> generate(Backend& backend,
                                        std::span<const GenerationRequest> requests,
                                        const OutputCallback& on_output = {},
-                                       SequenceId first_id = 0);
+                                       SequenceId first_id = 0, std::size_t max_active = 0);
 
 }  // namespace dice::engine

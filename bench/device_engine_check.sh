@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The CUDA backend's checks on the device (issue 6), in one call, after bench/device_prepare.sh
+# here (carry ".device"). Steps (a comma-separated list as $1; default tests,cli,smoke):
+#   tests     dice_engine_cuda_tests, one process per test so that a fault cannot hide the rest:
+#             the host planner, every CUDA op against its CPU reference on random inputs, the
+#             backend against CpuBackend (logits, fp32 greedy and sampled tokens, seeded sampling,
+#             graphs, chunked prefill, paged-cache admission, bad input)       ~1-2 min
+#   cli       dice engine logits --backend cuda vs cpu on SDAR-1.7B- and SDAR-4B-shaped random
+#             bf16 checkpoints cut to 2 layers: per-row rel. L2 <= 1e-2; greedy decoding of a tiny
+#             fp32 checkpoint (--batch of 6 prompts and a single --json prompt): cuda in fp32 gives
+#             the cpu backend's tokens and traces (bf16 agreement reported); seeded sampling
+#             through --batch twice: identical                                   ~1-2 min
+#   smoke     first speed reading on a full SDAR-1.7B-shaped random checkpoint: dice engine bench
+#             1 and 16 sequences x 256 tokens (fused) with floors, and the PyTorch decoding at 1
+#             sequence for at most 20 s                                          ~1-2 min
+#   sanitize  compute-sanitizer memcheck over the op tests (slow: its own call)  ~3-5 min
+# Leaves $OUT/engine-check.txt (one PASS/FAIL/INFO line per check), $OUT/engine-check.log and
+# $OUT/engine-check.tar.gz (per-test logs and gtest JSON, logits metadata, records).
+# Exit status 1 if any check failed.
+set -uo pipefail
+source "$(dirname "$0")/common_device.sh"
+source "$(dirname "$0")/engine_device.sh"
+steps=",${1:-tests,cli,smoke},"
+check="$WORK/engine-check"
+rm -rf "$check"
+mkdir -p "$check/gtest" "$check/cli" "$WORK/models"
+summary="$check/summary.txt"
+failed=0
+record() {  # record STATUS NAME DETAIL (on one line)
+  printf '%-5s %s: %s\n' "$1" "$2" "$(echo "$3" | tr '\n' ' ' | cut -c1-1200)" | tee -a "$summary"
+  [ "$1" = FAIL ] && failed=1
+  return 0
+}
+finish() {
+  cp "$summary" "$OUT/engine-check.txt" 2>/dev/null
+  tar -C "$WORK" -czf "$OUT/engine-check.tar.gz" engine-check 2>/dev/null
+}
+trap finish EXIT
+exec > >(tee "$OUT/engine-check.log") 2>&1
+{ machine_header; echo "steps: $steps"; echo "cuBLASLt from: ${cublas_dir:-NOT FOUND}"; } | tee "$summary"
+nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.max.sm --format=csv | tee -a "$summary"
+missing=$(missing_libraries)
+if [ -n "$missing" ]; then
+  record FAIL libraries "the staged binaries cannot resolve: $missing"
+  exit 1
+fi
+threads=$(nproc)
+
+if [[ $steps == *,tests,* ]]; then
+  start=$SECONDS
+  mapfile -t names < <(tests_cmd --gtest_list_tests | awk '/^[^ ]/{suite=$1} /^  /{print suite $1}')
+  for name in "${names[@]}"; do
+    log="$check/gtest/$name.log"
+    timeout 600 env LD_LIBRARY_PATH="$DICE_LD_PATH" "$TESTS" --gtest_filter="$name" \
+      --gtest_output="json:$check/gtest/$name.json" >"$log" 2>&1
+    rc=$?
+    if grep -q '\[  SKIPPED \]' "$log"; then
+      record SKIP "$name" "$(grep -m1 -A1 Skipped "$log" | tail -1)"
+    elif [ $rc -eq 0 ]; then
+      record PASS "$name" "$(grep -m1 -oE '\([0-9]+ ms\)' "$log")"
+    else
+      record FAIL "$name" "exit $rc; $(grep -E 'Failure|Expected|Which is|error|Error|exception' "$log" | head -12 | tr '\n' ' ' | cut -c1-900)"
+    fi
+  done
+  echo "tests: $((SECONDS - start)) s"
+fi
+
+if [[ $steps == *,cli,* ]]; then
+  start=$SECONDS
+  python3 "$root/bench/engine_check.py" ids 61 --seed 1 >"$check/cli/ids.txt"
+  for shape in 1.7b 4b; do
+    m="$WORK/models/$shape-2layers"
+    dice_cmd model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" \
+      --layers 2 --dtype bf16 --out "$m" --no-tokenizer --threads "$threads" --force >/dev/null
+    for store in fused unfused; do
+      flag=(); [ $store = unfused ] && flag=(--no-fused-store)
+      for backend in cuda cpu; do
+        dice_cmd engine logits --model "$m" --out "$check/cli/$shape-$store-$backend.f32" \
+          --prompt-length 29 --backend $backend --threads "$threads" "${flag[@]}" \
+          <"$check/cli/ids.txt" >"$check/cli/$shape-$store-$backend.json" 2>"$check/cli/$shape-$store-$backend.err"
+      done
+      out=$(python3 "$root/bench/engine_check.py" logits "$check/cli/$shape-$store-cuda.f32" \
+        "$check/cli/$shape-$store-cpu.f32" "$check/cli/$shape-$store-cuda.json" --tolerance 1e-2 2>&1)
+      rc=$?
+      [ -s "$check/cli/$shape-$store-cuda.err" ] && out="$out; $(tail -2 "$check/cli/$shape-$store-cuda.err" | tr '\n' ' ')"
+      record "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "logits SDAR-$shape shape, 2 layers, bf16, $store store, cuda vs cpu" "$out"
+      rm -f "$check/cli/$shape-$store-"*.f32
+    done
+  done
+  tiny="$WORK/models/tiny-fp32"
+  dice_cmd model random --config tiny --dtype f32 --init-std 2.0 --out "$tiny" --no-tokenizer --force >/dev/null
+  tok=(--tokenizer "$root/.device/shared/tokenizer")
+  python3 - "$check/cli" <<'PY'
+import json, random, sys
+out = sys.argv[1]
+rng = random.Random(5)
+strategies = ["low_confidence_dynamic", "sequential", "low_confidence_static", "entropy_bounded"]
+with open(f"{out}/greedy.jsonl", "w") as g, open(f"{out}/sampled.jsonl", "w") as s:
+    for i in range(6):
+        ids = [rng.randrange(0, 151669) for _ in range(rng.choice([1, 4, 9, 30, 63]))]
+        rec = {"id": i, "prompt_ids": ids, "max_new_tokens": 40 + 11 * i, "stop_ids": [],
+               "strategy": strategies[i % 4], "temperature": 0}
+        g.write(json.dumps(rec) + "\n")
+        s.write(json.dumps({**rec, "temperature": 1.0, "seed": 100 + i, "samples": 3,
+                            "top_k": [0, 50][i % 2], "top_p": [1.0, 0.9][i % 2]}) + "\n")
+PY
+  run_batch() {  # run_batch NAME BATCH ARGS...
+    local name=$1 batch=$2; shift 2
+    dice_cmd generate --model "$tiny" "${tok[@]}" --batch "$check/cli/$batch.jsonl" \
+      --out "$check/cli/$name.jsonl" "$@" 2>"$check/cli/$name.err" \
+      || echo "dice generate failed: $(tail -3 "$check/cli/$name.err" | tr '\n' ' ')" >"$check/cli/$name.jsonl"
+  }
+  compare() {  # compare NAME A B [--report]
+    local name=$1 a=$2 b=$3; shift 3
+    out=$(python3 "$root/bench/engine_check.py" outputs "$check/cli/$a.jsonl" "$check/cli/$b.jsonl" "$@" 2>&1)
+    rc=$?
+    if [ "${1:-}" = --report ]; then record INFO "$name" "$out"; else
+      record "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$name" "$out"; fi
+  }
+  run_batch greedy-cpu greedy --backend cpu --threads "$threads"
+  run_batch greedy-cuda-fp32 greedy --backend cuda --cuda-dtype fp32
+  run_batch greedy-cuda-bf16 greedy --backend cuda
+  run_batch greedy-cuda-fp32-eager greedy --backend cuda --cuda-dtype fp32 --no-cuda-graphs
+  compare "greedy tiny fp32 checkpoint, --batch of 6, cuda fp32 vs cpu" greedy-cuda-fp32 greedy-cpu
+  compare "greedy tiny fp32 checkpoint, cuda fp32 without graphs vs cpu" greedy-cuda-fp32-eager greedy-cpu
+  compare "greedy tiny fp32 checkpoint, cuda bf16 vs cpu (agreement)" greedy-cuda-bf16 greedy-cpu --report
+  ids=$(python3 "$root/bench/engine_check.py" ids 13 --seed 9 | tr ' ' ',')
+  for b in cpu cuda; do
+    extra=(); [ $b = cuda ] && extra=(--cuda-dtype fp32)
+    dice_cmd generate --model "$tiny" "${tok[@]}" --prompt-ids "$ids" --json --backend $b \
+      --temperature 0 --max-new-tokens 64 --stop-ids "" --threads "$threads" "${extra[@]}" \
+      >"$check/cli/single-$b.jsonl" 2>"$check/cli/single-$b.err"
+  done
+  compare "greedy tiny fp32 checkpoint, single --json prompt, cuda fp32 vs cpu" single-cuda single-cpu
+  run_batch sampled-cuda-1 sampled --backend cuda
+  run_batch sampled-cuda-2 sampled --backend cuda
+  run_batch sampled-cuda-fp32 sampled --backend cuda --cuda-dtype fp32
+  run_batch sampled-cpu sampled --backend cpu --threads "$threads"
+  compare "seeded sampling (T=1, top-k/top-p), 6 prompts x 3 samples, cuda bf16 run twice" sampled-cuda-1 sampled-cuda-2
+  compare "seeded sampling, cuda fp32 vs cpu" sampled-cuda-fp32 sampled-cpu
+  echo "cli: $((SECONDS - start)) s"
+fi
+
+if [[ $steps == *,smoke,* ]]; then
+  start=$SECONDS
+  m="$WORK/models/1.7b"
+  dice_cmd model random --config "$root/.device/shared/configs/sdar-1.7b-chat.json" --dtype bf16 \
+    --out "$m" --no-tokenizer --threads "$threads" --force >/dev/null
+  echo "smoke: checkpoint written in $((SECONDS - start)) s"
+  dice_cmd engine bench --model "$m" --sequences 1,16 --new-tokens 256 --store fused \
+    --json "$check/smoke-dice.jsonl" >/dev/null 2>"$check/smoke-dice.err"
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    record FAIL "smoke: dice engine bench SDAR-1.7B shape" "$(tail -3 "$check/smoke-dice.err" | tr '\n' ' ')"
+  else
+    while read -r line; do record INFO "smoke: dice SDAR-1.7B shape" "$line"; done \
+      < <(grep "sequences x" "$check/smoke-dice.err")
+  fi
+  timeout 120 python3 "$root/bench/engine_torch_decode.py" --model "$m" --sequences 1 \
+    --new-tokens 256 --store fused --time-limit 20 --json "$check/smoke-torch.jsonl" \
+    >/dev/null 2>"$check/smoke-torch.err"
+  record INFO "smoke: pytorch SDAR-1.7B shape" "$(grep pytorch: "$check/smoke-torch.err" | tail -1) $(grep -m1 -i error "$check/smoke-torch.err")"
+  echo "smoke: $((SECONDS - start)) s"
+fi
+
+if [[ $steps == *,sanitize,* ]]; then
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$sanitizer" ]; then
+    record INFO sanitize "compute-sanitizer not found"
+  else
+    LD_LIBRARY_PATH="$DICE_LD_PATH" timeout 540 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$TESTS" --gtest_filter='CudaOps.*:-CudaOps.MeasuredCeilingsArePositive' >"$check/sanitize.log" 2>&1
+    rc=$?
+    record "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "compute-sanitizer memcheck, CudaOps" \
+      "exit $rc; $(grep -E 'ERROR SUMMARY|Invalid|out of bounds' "$check/sanitize.log" | head -5 | tr '\n' ' ')"
+  fi
+fi
+echo "engine check done; failed=$failed"
+exit $failed

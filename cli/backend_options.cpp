@@ -1,0 +1,136 @@
+// The backend factory of the CLI (CPU reference, or CUDA when dice was built with it).
+
+#include "backend_options.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+
+#include "dice/core/error.h"
+#include "dice/engine/cpu_backend.h"
+#include "dice/model/checkpoint.h"
+#ifdef DICE_HAVE_CUDA
+#include "dice/engine/cuda_backend.h"
+#endif
+
+namespace dice::cli {
+
+void add_backend_options(CLI::App* command, BackendArgs& args) {
+  command
+      ->add_option("--backend", args.backend,
+                   "auto (cuda when a GPU is present), cpu (the fp32 reference) or cuda")
+      ->capture_default_str();
+  command->add_option("--threads", args.threads, "cpu backend: threads (0: every core)")
+      ->capture_default_str();
+  command->add_option("--gpu-memory", args.gpu_memory,
+                      "cuda backend: device memory it may take for weights, work buffers and the "
+                      "KV cache, e.g. 40GB or 37.5GiB (default: free memory minus 5%)");
+  command
+      ->add_option("--cuda-dtype", args.dtype,
+                   "cuda backend: bf16, or fp32 (exact comparisons with the cpu backend)")
+      ->capture_default_str();
+  command
+      ->add_option("--cuda-attention", args.attention,
+                   "cuda backend: auto, tensor-cores or cuda-cores")
+      ->capture_default_str();
+  command->add_flag("--no-cuda-graphs", args.no_cuda_graphs,
+                    "cuda backend: launch every kernel instead of replaying captured graphs");
+}
+
+std::int64_t parse_bytes(std::string_view text, std::string_view what) {
+  std::string s(text);
+  std::size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = s.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "kb") scale = 1e3;
+  if (unit == "mb") scale = 1e6;
+  if (unit == "gb") scale = 1e9;
+  if (unit == "kib") scale = 1024.0;
+  if (unit == "mib") scale = 1024.0 * 1024;
+  if (unit == "gib") scale = 1024.0 * 1024 * 1024;
+  if (used == 0 || scale == 0 || !(value > 0) || !std::isfinite(value))
+    throw InputError(
+        fmt::format("{}: \"{}\" is not a size (e.g. 40GB, 37.5GiB, 512MiB)", what, text));
+  return static_cast<std::int64_t>(value * scale);
+}
+
+std::string resolve_backend(const BackendArgs& args) {
+  if (args.backend == "cpu") return "cpu";
+#ifdef DICE_HAVE_CUDA
+  const bool gpu = engine::cuda_device_count() > 0;
+#else
+  const bool gpu = false;
+#endif
+  if (args.backend == "auto") return gpu ? "cuda" : "cpu";
+  if (args.backend != "cuda")
+    throw InputError(fmt::format("--backend {}: expected auto, cpu or cuda", args.backend));
+#ifndef DICE_HAVE_CUDA
+  throw InputError("--backend cuda: this dice was built without CUDA (nvcc was not found)");
+#else
+  if (!gpu) throw InputError("--backend cuda: no CUDA device is present");
+  return "cuda";
+#endif
+}
+
+std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
+                                              const model::Checkpoint& checkpoint,
+                                              std::string* description) {
+  const std::int64_t memory_limit =
+      args.gpu_memory.empty() ? 0 : parse_bytes(args.gpu_memory, "--gpu-memory");
+  const std::string which = resolve_backend(args);
+  if (which == "cpu") {
+    auto cpu =
+        std::make_unique<engine::CpuBackend>(engine::CpuWeights::from_checkpoint(checkpoint),
+                                             engine::CpuBackendOptions{.threads = args.threads});
+    if (description != nullptr)
+      *description = fmt::format("cpu (fp32 reference, {} threads)", cpu->threads());
+    return cpu;
+  }
+#ifdef DICE_HAVE_CUDA
+  engine::CudaBackendOptions options;
+  if (args.dtype == "bf16")
+    options.dtype = engine::CudaDType::kBF16;
+  else if (args.dtype == "fp32")
+    options.dtype = engine::CudaDType::kF32;
+  else
+    throw InputError(fmt::format("--cuda-dtype {}: expected bf16 or fp32", args.dtype));
+  if (args.attention == "auto")
+    options.attention = engine::CudaAttention::kAuto;
+  else if (args.attention == "tensor-cores")
+    options.attention = engine::CudaAttention::kTensorCores;
+  else if (args.attention == "cuda-cores")
+    options.attention = engine::CudaAttention::kCudaCores;
+  else
+    throw InputError(fmt::format("--cuda-attention {}: expected auto, tensor-cores or cuda-cores",
+                                 args.attention));
+  if (options.attention == engine::CudaAttention::kTensorCores &&
+      options.dtype != engine::CudaDType::kBF16)
+    throw InputError("--cuda-attention tensor-cores needs --cuda-dtype bf16");
+  options.memory_limit_bytes = memory_limit;
+  options.cuda_graphs = !args.no_cuda_graphs;
+  auto cuda = std::make_unique<engine::CudaBackend>(checkpoint, options);
+  if (description != nullptr) {
+    const auto m = cuda->memory();
+    *description =
+        fmt::format("cuda ({}, {}, weights {:.2f} GiB, KV cache {:.2f} GiB = {} tokens of {} KiB)",
+                    m.device_name, args.dtype, static_cast<double>(m.weights) / (1 << 30),
+                    static_cast<double>(m.kv_cache) / (1 << 30), m.pages * m.page_tokens,
+                    m.bytes_per_token / 1024);
+  }
+  return cuda;
+#else
+  (void)memory_limit;
+  throw InputError("--backend cuda: this dice was built without CUDA");
+#endif
+}
+
+}  // namespace dice::cli

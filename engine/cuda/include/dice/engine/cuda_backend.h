@@ -1,0 +1,166 @@
+#pragma once
+// The CUDA backend of the engine (system.md §2; issue 6): SDAR/Qwen3 forwards on one GPU with
+// weights in bf16 (or fp32 for exactness tests), GEMMs through cuBLASLt, our kernels for the rest,
+// a paged KV cache shared by many sequences, CUDA graphs for the denoising steps and the fused
+// vocabulary pass that draws proposals exactly as sampling.h specifies.
+//
+// The CPU backend (cpu_backend.h) is its slow, obviously-correct twin: every test compares the two.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dice/engine/backend.h"
+#include "dice/model/config.h"
+
+namespace dice::model {
+class Checkpoint;
+}
+
+namespace dice::engine {
+
+struct CpuWeights;
+
+/// Element type of the weights, activations and KV cache on the GPU. Residual stream, GEMM
+/// accumulation, logits and the vocabulary pass are fp32 (doubles for the softmax sums) in both.
+enum class CudaDType {
+  kBF16,  ///< the production setting: bf16 weights (fp32/fp16 checkpoints are rounded)
+  kF32,   ///< fp32 everywhere (GEMMs without TF32): for tests against the fp32 CPU reference
+};
+
+/// Which attention kernel runs.
+enum class CudaAttention {
+  kAuto,         ///< tensor cores (mma.sync) for bf16, CUDA cores for fp32
+  kCudaCores,    ///< the simple CUDA-core kernel for both dtypes (slower; the fallback)
+  kTensorCores,  ///< mma.sync m16n8k16 bf16 (bf16 only; head_dim a multiple of 16)
+};
+
+/// Options of the CUDA backend.
+struct CudaBackendOptions {
+  CudaDType dtype = CudaDType::kBF16;
+  CudaAttention attention = CudaAttention::kAuto;
+  int device = 0;  ///< CUDA device ordinal
+  /// Device memory the backend may take in all (weights, work buffers, KV cache), bytes; 0: the
+  /// free memory at construction minus a margin of 5% of the card (at least 1 GiB).
+  std::int64_t memory_limit_bytes = 0;
+  /// Rows (tokens of all sequences) per pass through the layers; a forward with more rows (a long
+  /// prompt prefill) runs as several passes (exact: commit chunks are whole blocks, in order).
+  std::int64_t max_rows = 4096;
+  /// Block rows (rows that get logits) per pass: bounds the fp32 logits buffer.
+  std::int64_t max_block_rows = 1024;
+  /// Capture each batch shape's pass as a CUDA graph and replay it (rows up to graph_max_rows).
+  bool cuda_graphs = true;
+  std::int64_t graph_max_rows = 2048;
+};
+
+/// Where the device memory went (bytes), and the KV cache's size.
+struct CudaMemoryReport {
+  std::string device_name;
+  std::int64_t device_total = 0;     ///< the card's memory
+  std::int64_t free_at_start = 0;    ///< free when the backend was made
+  std::int64_t budget = 0;           ///< what the backend allowed itself
+  std::int64_t weights = 0;          ///< weights on the GPU
+  std::int64_t workspace = 0;        ///< activations, logits, metadata, cuBLASLt workspace, RoPE
+  std::int64_t kv_cache = 0;         ///< the paged KV cache
+  std::int64_t page_tokens = 0;      ///< tokens per KV page
+  std::int64_t pages = 0;            ///< KV pages for sequences (one more is scratch)
+  std::int64_t bytes_per_token = 0;  ///< KV bytes of one cached token (all layers, K and V)
+};
+
+/// Work counters since construction or reset_stats(), for benchmarks and floors.
+struct CudaForwardStats {
+  std::int64_t forwards = 0;
+  std::int64_t passes = 0;
+  std::int64_t graph_replays = 0;   ///< passes run as a CUDA graph replay
+  std::int64_t graph_captures = 0;  ///< graphs captured (one per batch-shape bucket)
+  std::int64_t rows = 0;            ///< token rows through the layers (commit + block)
+  std::int64_t padded_rows = 0;     ///< rows including the bucket padding of graph passes
+  std::int64_t block_rows = 0;      ///< rows through lm_head and the vocabulary pass
+  /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
+  /// per pass, as a kernel that reads it once would): the KV bytes read are this times
+  /// kv_bytes_per_position.
+  std::int64_t kv_positions_read = 0;
+  /// Score entries of attention (query rows x visible positions, summed): attention FLOPs are this
+  /// times 4 x heads x head_dim x layers.
+  std::int64_t attention_scores = 0;
+  /// The floor of the work (issue 6), per pass, summed: bytes that must move (every weight matrix
+  /// read once, lm_head only when the pass has block rows, the embedding rows, the KV cache read
+  /// once per sequence) and FLOPs (2 x rows x layer parameters, 2 x block rows x vocab x hidden,
+  /// attention); floor = max(bytes / copy bandwidth, FLOPs / GEMM rate) with the ceilings given
+  /// to set_ceilings() (0 until then).
+  double bytes = 0;
+  double flops = 0;
+  double floor_seconds = 0;
+};
+
+/// The CUDA backend. One GPU, one stream; not thread-safe (Backend's contract).
+///
+/// Forward pass per layer (rows of every item in one batch): RMSNorm -> fused q/k/v GEMM ->
+/// per-head q/k RMSNorm, NeoX RoPE and the K/V write into the paged cache -> attention over the
+/// paged cache (block-causal: commit rows see the cache up to the end of their own block, block
+/// rows the whole cache, the commit and the block) -> o_proj GEMM adding into the fp32 residual
+/// -> RMSNorm -> fused gate/up GEMM -> SwiGLU -> down GEMM adding into the residual. Then the
+/// final RMSNorm and lm_head over the block rows only, and one fused pass over the vocabulary per
+/// block row (softmax, confidence, entropy, top-k/top-p sampling; sampling.h's procedure).
+///
+/// KV cache: pages of `page_tokens` positions drawn from one pool sized from the memory budget;
+/// a sequence holds a list of pages (its block table). reserve() takes a sequence's pages up
+/// front (what generate() does, so that decoding never runs out); forward() takes any page still
+/// missing and throws dice::Error naming the sequence when the pool is empty.
+class CudaBackend final : public Backend {
+ public:
+  /// Uploads `checkpoint`'s tensors (converted to options.dtype). Throws dice::Error when no
+  /// CUDA device is usable, when the model's shapes are unsupported (head_dim not a multiple of
+  /// 16 or above 256, heads per KV head not dividing 16) and when the weights and work buffers
+  /// leave no room for a KV cache within the memory budget (the message gives the numbers).
+  CudaBackend(const model::Checkpoint& checkpoint, CudaBackendOptions options = {});
+  /// The same from fp32 host weights (tests: the very weights a CpuBackend holds).
+  CudaBackend(const CpuWeights& weights, CudaBackendOptions options = {});
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  const model::ModelConfig& config() const;
+  const CudaBackendOptions& options() const;
+  CudaMemoryReport memory() const;
+  const CudaForwardStats& stats() const;
+  void reset_stats();
+  /// Bytes of weights one pass reads (every matrix, lm_head included; the embedding rows are not
+  /// counted) and KV bytes per cached position and layer group (K and V of every layer).
+  std::int64_t weight_bytes_per_pass() const;
+  std::int64_t kv_bytes_per_position() const;
+  /// The ceilings the floor in stats() is computed with: device-to-device copy bandwidth (bytes
+  /// read plus written per second) and bf16 GEMM rate (FLOP/s), as measure_* return them.
+  void set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second);
+
+  std::int64_t vocab_rows() const override;
+  void open(SequenceId sequence, std::int32_t block_length) override;
+  void close(SequenceId sequence) override;
+  std::int64_t cached_tokens(SequenceId sequence) const override;
+  void forward(std::span<const ForwardItem> items, const ForwardRequest& request,
+               ForwardOutput& out) override;
+  bool can_reserve(std::int64_t tokens) const override;
+  std::optional<std::int64_t> cache_limit_tokens() const override;
+  void reserve(SequenceId sequence, std::int64_t tokens) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Number of usable CUDA devices (0 when there is no device or driver). Never throws.
+int cuda_device_count();
+
+/// "NVIDIA H100 80GB HBM3, 132 SMs, 79.1 GiB" for device `device`. Throws dice::Error on failure.
+std::string cuda_device_description(int device = 0);
+
+/// Ceilings measured on this device (METHOD.md): device-to-device copy bandwidth, counting bytes
+/// read plus bytes written, in bytes/s (median of `repeats` copies of `bytes` each), and the bf16
+/// GEMM rate through cuBLASLt (fp32 accumulation, random inputs, m x n x k) in FLOP/s (median).
+/// Throws dice::Error on a CUDA failure.
+double measure_copy_bandwidth(int device, std::int64_t bytes, int repeats);
+double measure_gemm_rate(int device, std::int64_t m, std::int64_t n, std::int64_t k, int repeats);
+
+}  // namespace dice::engine

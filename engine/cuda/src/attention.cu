@@ -1,0 +1,531 @@
+// Attention over the paged KV cache for every AttnWork of a pass (forward_plan.h builds them):
+// a tile of 16 query vectors (query rows x the heads of one KV head, GQA) against positions
+// [kv_begin, kv_end) of its sequence, each query row clipped to its own kv_len. That one rule
+// covers the block-causal prefill (a commit row sees the cache up to the end of its block), the
+// denoising block (the whole cache plus the block itself, whose K/V the pass wrote to the cache
+// first) and the fused store pass.
+//
+// Two kernels compute the same thing: attention_simple (CUDA cores, any dtype: the fp32 path and
+// the fallback) and attention_mma (bf16 tensor cores, mma.sync.m16n8k16 with fp32 accumulation,
+// FlashAttention-2's online softmax; Dao, "FlashAttention-2", 2023, §3.1). Both are persistent
+// (a fixed grid walks the work list, so a captured graph fits any pass of its bucket). A work
+// item with a split KV range writes a partial result (normalized output and log2-sum-exp) that
+// attention_combine merges (flash-decoding).
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "cuda_check.h"
+#include "device_utils.cuh"
+#include "dice/core/error.h"
+#include "ops.h"
+
+namespace dice::engine::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct AttnArgs {
+  const PassHeader* meta;
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  void* out;
+  float* partial_out;
+  float* partial_lse;
+  std::int32_t heads;
+  std::int32_t kv_heads;
+  std::int32_t group;
+  float scale_log2;  ///< log2(e) / sqrt(head_dim): scores in the log2 domain
+};
+
+/// Element offset of (page, kv head, slot 0) in a layer's cache.
+__device__ __forceinline__ std::int64_t page_offset(std::int32_t page, std::int32_t kv_head,
+                                                    std::int32_t kv_heads, int head_dim) {
+  return (static_cast<std::int64_t>(page) * kv_heads + kv_head) * kPageTokens * head_dim;
+}
+
+/// Writes one query vector's result: the output row (normalized) or the partial slot.
+template <typename T, int D>
+__device__ __forceinline__ void write_result(const AttnArgs& a, const AttnWork& w, int q, int d,
+                                             float o, float lse) {
+  if (w.partial < 0) {
+    const std::int32_t row = w.row0 + q / a.group;
+    const std::int32_t head = w.kv_head * a.group + q % a.group;
+    static_cast<T*>(a.out)[(static_cast<std::int64_t>(row) * a.heads + head) * D + d] =
+        from_float<T>(o);
+  } else {
+    a.partial_out[(static_cast<std::int64_t>(w.partial) * kTileQueries + q) * D + d] = o;
+    if (d == 0) a.partial_lse[static_cast<std::int64_t>(w.partial) * kTileQueries + q] = lse;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CUDA cores: each warp takes query vectors warp, warp + 4, ...; per 32-position chunk every
+// lane scores one position, then the lanes split head_dim for P V.
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_simple_kernel(AttnArgs a) {
+  constexpr int kPerLane = (D + 31) / 32;
+  __shared__ float q_shared[kTileQueries][D];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const PassHeader* meta = a.meta;
+  const auto* works = pass_section<AttnWork>(meta, meta->work_offset);
+  const auto* rows = pass_section<RowInfo>(meta, meta->rows_offset);
+  const auto* tables = pass_section<std::int32_t>(meta, meta->tables_offset);
+  const T* q_all = static_cast<const T*>(a.q);
+  const T* k_cache = static_cast<const T*>(a.k_cache);
+  const T* v_cache = static_cast<const T*>(a.v_cache);
+  for (std::int32_t item = blockIdx.x; item < meta->attn_work; item += gridDim.x) {
+    const AttnWork w = works[item];
+    __syncthreads();  // q_shared free
+    for (int e = threadIdx.x; e < kTileQueries * D; e += kThreads) {
+      const int q = e / D, d = e % D;
+      float v = 0.0f;
+      if (q / a.group < w.rows) {
+        const std::int32_t row = w.row0 + q / a.group;
+        const std::int32_t head = w.kv_head * a.group + q % a.group;
+        v = to_float(q_all[(static_cast<std::int64_t>(row) * a.heads + head) * D + d]);
+      }
+      q_shared[q][d] = v;
+    }
+    __syncthreads();
+    for (int q = warp; q < kTileQueries; q += kWarps) {
+      if (q / a.group >= w.rows) continue;
+      const std::int32_t kv_len = rows[w.row0 + q / a.group].kv_len;
+      const std::int32_t end = kv_len < w.kv_end ? kv_len : w.kv_end;
+      float m = -INFINITY, l = 0.0f, acc[kPerLane];
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) acc[k] = 0.0f;
+      for (std::int32_t c = w.kv_begin; c < end; c += kPageTokens) {
+        const std::int32_t page = tables[w.table + c / kPageTokens];
+        const std::int64_t base = page_offset(page, w.kv_head, a.kv_heads, D);
+        const std::int32_t p = c + lane;
+        float score = -INFINITY;
+        if (p < end) {
+          const T* key = k_cache + base + static_cast<std::int64_t>(lane) * D;
+          float dot = 0.0f;
+          for (int d = 0; d < D; ++d) dot += q_shared[q][d] * to_float(key[d]);
+          score = dot * a.scale_log2;
+        }
+        const float m_new = fmaxf(m, warp_max(score));  // finite: position c < end is valid
+        const float alpha = exp2f(m - m_new);           // 0 while m is -inf
+        const float prob = p < end ? exp2f(score - m_new) : 0.0f;
+        l = l * alpha + warp_sum(prob);
+#pragma unroll
+        for (int k = 0; k < kPerLane; ++k) acc[k] *= alpha;
+        const int count = end - c < kPageTokens ? end - c : kPageTokens;
+        for (int j = 0; j < count; ++j) {
+          const float pj = __shfl_sync(0xffffffffu, prob, j);
+          const T* value = v_cache + base + static_cast<std::int64_t>(j) * D;
+#pragma unroll
+          for (int k = 0; k < kPerLane; ++k) {
+            const int d = lane + 32 * k;
+            if (d < D) acc[k] += pj * to_float(value[d]);
+          }
+        }
+        m = m_new;
+      }
+      const float lse = l > 0.0f ? m + log2f(l) : -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) {
+        const int d = lane + 32 * k;
+        if (d < D) write_result<T, D>(a, w, q, d, l > 0.0f ? acc[k] / l : 0.0f, lse);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor cores. mma.sync.m16n8k16 (PTX ISA, "Matrix fragments for mma.m16n8k16"): with
+// g = lane / 4 and t = lane % 4, A (16 x 16, row) regs {a0a1, a2a3, a4a5, a6a7} hold (g, 2t..2t+1),
+// (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..); B (16 x 8, col) regs {b0b1, b2b3} hold (k 2t..2t+1, n g)
+// and (k 2t+8.., n g); C (16 x 8) {c0, c1, c2, c3} hold (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
+// The lower-indexed element sits in the lower 16 bits of a register.
+//
+// Each warp owns chunks kv_begin + 32 (warp + 4 i) (one page each) and keeps its own running
+// max, sum and output for the tile's 16 query vectors; the 4 warps merge through shared memory.
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4],
+                                         std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+__device__ __forceinline__ std::uint32_t pack_u16(std::uint16_t lo, std::uint16_t hi) {
+  return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+}
+
+template <int D>
+constexpr int mma_row_stride() {
+  return D + 8;  // bf16 elements per shared row: 16-byte aligned rows, no bank conflicts on K
+}
+
+template <int D>
+constexpr std::size_t mma_shared_bytes() {
+  const std::size_t kv =
+      static_cast<std::size_t>(kWarps) * 2 * kPageTokens * mma_row_stride<D>() * 2;
+  const std::size_t merge =
+      static_cast<std::size_t>(kWarps) * (kTileQueries * D + 2 * kTileQueries) * 4;
+  return kv > merge ? kv : merge;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
+  constexpr int kStride = mma_row_stride<D>();
+  constexpr int kSteps = D / 16;  // k-steps of Q K^T
+  constexpr int kDimTiles = D / 8;
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  auto* k_shared = reinterpret_cast<std::uint16_t*>(shared_raw) +
+                   static_cast<std::size_t>(warp) * 2 * kPageTokens * kStride;
+  std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
+  auto* merge = reinterpret_cast<float*>(shared_raw);
+  float* merge_m = merge;                              // [warp][16]
+  float* merge_l = merge + kWarps * kTileQueries;      // [warp][16]
+  float* merge_o = merge + 2 * kWarps * kTileQueries;  // [warp][16][D]
+
+  const PassHeader* meta = a.meta;
+  const auto* works = pass_section<AttnWork>(meta, meta->work_offset);
+  const auto* rows = pass_section<RowInfo>(meta, meta->rows_offset);
+  const auto* tables = pass_section<std::int32_t>(meta, meta->tables_offset);
+  const auto* q_all = static_cast<const std::uint16_t*>(a.q);
+  const auto* k_cache = static_cast<const std::uint16_t*>(a.k_cache);
+  const auto* v_cache = static_cast<const std::uint16_t*>(a.v_cache);
+
+  for (std::int32_t item = blockIdx.x; item < meta->attn_work; item += gridDim.x) {
+    const AttnWork w = works[item];
+    // The two query vectors of this thread's C rows, their visible ends, the tile's end.
+    const int q0 = g, q1 = g + 8;
+    const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
+    const auto visible_end = [&](bool valid, int q) {
+      if (!valid) return w.kv_begin;
+      const std::int32_t kv_len = rows[w.row0 + q / a.group].kv_len;
+      return kv_len < w.kv_end ? kv_len : w.kv_end;
+    };
+    const std::int32_t end0 = visible_end(valid0, q0), end1 = visible_end(valid1, q1);
+    std::int32_t tile_end = end0 > end1 ? end0 : end1;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const std::int32_t o = __shfl_xor_sync(0xffffffffu, tile_end, offset);
+      tile_end = o > tile_end ? o : tile_end;
+    }
+    const auto q_word = [&](bool valid, int q, int d) -> std::uint32_t {
+      if (!valid) return 0u;
+      const std::int32_t row = w.row0 + q / a.group;
+      const std::int32_t head = w.kv_head * a.group + q % a.group;
+      return *reinterpret_cast<const std::uint32_t*>(
+          q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + d);
+    };
+    std::uint32_t q_frag[kSteps][4];
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      q_frag[ks][0] = q_word(valid0, q0, ks * 16 + 2 * t);
+      q_frag[ks][1] = q_word(valid1, q1, ks * 16 + 2 * t);
+      q_frag[ks][2] = q_word(valid0, q0, ks * 16 + 8 + 2 * t);
+      q_frag[ks][3] = q_word(valid1, q1, ks * 16 + 8 + 2 * t);
+    }
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float acc[kDimTiles][4];
+#pragma unroll
+    for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
+
+    for (std::int32_t c = w.kv_begin + warp * kPageTokens; c < tile_end;
+         c += kWarps * kPageTokens) {
+      const std::int32_t page = tables[w.table + c / kPageTokens];
+      const std::int64_t base = page_offset(page, w.kv_head, a.kv_heads, D);
+      // K and V of the page into this warp's shared rows (16-byte loads; rows past the tile's
+      // end are zero so that masked positions cannot bring NaN into P V).
+      constexpr int kVectorsPerRow = D / 8;
+      for (int v = lane; v < kPageTokens * kVectorsPerRow; v += 32) {
+        const int r = v / kVectorsPerRow, c8 = (v % kVectorsPerRow) * 8;
+        uint4 kv = make_uint4(0u, 0u, 0u, 0u), vv = make_uint4(0u, 0u, 0u, 0u);
+        if (c + r < tile_end) {
+          kv = *reinterpret_cast<const uint4*>(k_cache + base + r * D + c8);
+          vv = *reinterpret_cast<const uint4*>(v_cache + base + r * D + c8);
+        }
+        *reinterpret_cast<uint4*>(k_shared + r * kStride + c8) = kv;
+        *reinterpret_cast<uint4*>(v_shared + r * kStride + c8) = vv;
+      }
+      __syncwarp();
+      // S = Q K^T for positions c + 0..31 (4 n-tiles of 8).
+      float s[4][4];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        const std::uint16_t* key = k_shared + (nt * 8 + g) * kStride;
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks) {
+          const std::uint32_t b0 = *reinterpret_cast<const std::uint32_t*>(key + ks * 16 + 2 * t);
+          const std::uint32_t b1 =
+              *reinterpret_cast<const std::uint32_t*>(key + ks * 16 + 8 + 2 * t);
+          mma_bf16(s[nt], q_frag[ks], b0, b1);
+        }
+      }
+      // Mask, scale, online softmax (rows g and g + 8; a row's 4 lanes t = 0..3 share it).
+      float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const std::int32_t position = c + nt * 8 + 2 * t + (e & 1);
+          const std::int32_t end = e < 2 ? end0 : end1;
+          s[nt][e] = position < end ? s[nt][e] * a.scale_log2 : -INFINITY;
+          row_max[e >> 1] = fmaxf(row_max[e >> 1], s[nt][e]);
+        }
+      float alpha[2], shift[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
+        row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
+        const float m_new = fmaxf(m[h], row_max[h]);
+        alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
+        shift[h] = m_new == -INFINITY ? 0.0f : m_new;
+        m[h] = m_new;
+        l[h] *= alpha[h];
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[nt][e] = exp2f(s[nt][e] - shift[e >> 1]);
+          l[e >> 1] += s[nt][e];
+        }
+#pragma unroll
+      for (int dn = 0; dn < kDimTiles; ++dn) {
+        acc[dn][0] *= alpha[0];
+        acc[dn][1] *= alpha[0];
+        acc[dn][2] *= alpha[1];
+        acc[dn][3] *= alpha[1];
+      }
+      // O += P V: P's C fragments of n-tiles 2kk, 2kk+1 are the A fragment of k-step kk.
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const std::uint32_t p_frag[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                                         pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                         pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                         pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        const std::uint16_t* v0 = v_shared + (kk * 16 + 2 * t) * kStride;
+#pragma unroll
+        for (int dn = 0; dn < kDimTiles; ++dn) {
+          const int col = dn * 8 + g;
+          const std::uint32_t b0 = pack_u16(v0[col], v0[kStride + col]);
+          const std::uint32_t b1 = pack_u16(v0[8 * kStride + col], v0[9 * kStride + col]);
+          mma_bf16(acc[dn], p_frag, b0, b1);
+        }
+      }
+      __syncwarp();  // shared rows are overwritten by the next chunk
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+    // Merge the 4 warps through shared memory (aliasing the K/V rows: all warps are done).
+    __syncthreads();
+    if (t == 0) {
+      merge_m[warp * kTileQueries + g] = m[0];
+      merge_m[warp * kTileQueries + g + 8] = m[1];
+      merge_l[warp * kTileQueries + g] = l[0];
+      merge_l[warp * kTileQueries + g + 8] = l[1];
+    }
+    float* o_warp = merge_o + static_cast<std::size_t>(warp) * kTileQueries * D;
+#pragma unroll
+    for (int dn = 0; dn < kDimTiles; ++dn) {
+      const int col = dn * 8 + 2 * t;
+      o_warp[g * D + col] = acc[dn][0];
+      o_warp[g * D + col + 1] = acc[dn][1];
+      o_warp[(g + 8) * D + col] = acc[dn][2];
+      o_warp[(g + 8) * D + col + 1] = acc[dn][3];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < kTileQueries * D; e += kThreads) {
+      const int q = e / D, d = e % D;
+      if (q / a.group >= w.rows) continue;
+      float big = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) big = fmaxf(big, merge_m[k * kTileQueries + q]);
+      float sum = 0.0f, o = 0.0f;
+      if (big != -INFINITY) {
+#pragma unroll
+        for (int k = 0; k < kWarps; ++k) {
+          const float scale = exp2f(merge_m[k * kTileQueries + q] - big);
+          sum += merge_l[k * kTileQueries + q] * scale;
+          o += merge_o[(static_cast<std::size_t>(k) * kTileQueries + q) * D + d] * scale;
+        }
+      }
+      write_result<__nv_bfloat16, D>(a, w, q, d, sum > 0.0f ? o / sum : 0.0f,
+                                     sum > 0.0f ? big + log2f(sum) : -INFINITY);
+    }
+    __syncthreads();  // the merge area is the next item's K/V rows
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+template <typename T, int D>
+__global__ void attention_combine_kernel(const PassHeader* meta, const float* partial_out,
+                                         const float* partial_lse, std::int32_t heads,
+                                         std::int32_t group, T* out) {
+  const auto* combines = pass_section<AttnCombine>(meta, meta->combine_offset);
+  for (std::int32_t item = blockIdx.x; item < meta->attn_combine; item += gridDim.x) {
+    const AttnCombine cb = combines[item];
+    for (int e = threadIdx.x; e < kTileQueries * D; e += blockDim.x) {
+      const int q = e / D, d = e % D;
+      if (q / group >= cb.rows) continue;
+      float big = -INFINITY;
+      for (int j = 0; j < cb.splits; ++j)
+        big = fmaxf(big, partial_lse[static_cast<std::int64_t>(cb.partial + j) * kTileQueries + q]);
+      float sum = 0.0f, o = 0.0f;
+      if (big != -INFINITY)
+        for (int j = 0; j < cb.splits; ++j) {
+          const std::int64_t slot = static_cast<std::int64_t>(cb.partial + j) * kTileQueries + q;
+          const float weight = exp2f(partial_lse[slot] - big);
+          sum += weight;
+          o += weight * partial_out[slot * D + d];
+        }
+      const std::int32_t row = cb.row0 + q / group;
+      const std::int32_t head = cb.kv_head * group + q % group;
+      out[(static_cast<std::int64_t>(row) * heads + head) * D + d] =
+          from_float<T>(sum > 0.0f ? o / sum : 0.0f);
+    }
+  }
+}
+
+template <int D>
+void run_attention(CudaDType dtype, bool tensor_cores, const AttnArgs& args, std::int32_t grid,
+                   cudaStream_t stream) {
+  if (tensor_cores) {
+    attention_mma_kernel<D><<<grid, kThreads, mma_shared_bytes<D>(), stream>>>(args);
+    DICE_CUDA_CHECK_LAUNCH("attention_mma_kernel");
+  } else if (dtype == CudaDType::kBF16) {
+    attention_simple_kernel<__nv_bfloat16, D><<<grid, kThreads, 0, stream>>>(args);
+    DICE_CUDA_CHECK_LAUNCH("attention_simple_kernel");
+  } else {
+    attention_simple_kernel<float, D><<<grid, kThreads, 0, stream>>>(args);
+    DICE_CUDA_CHECK_LAUNCH("attention_simple_kernel");
+  }
+}
+
+template <int D>
+void run_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
+                 const float* partial_lse, std::int32_t heads, std::int32_t group, void* out,
+                 std::int32_t grid, cudaStream_t stream) {
+  if (dtype == CudaDType::kBF16)
+    attention_combine_kernel<__nv_bfloat16, D><<<grid, kThreads, 0, stream>>>(
+        meta, partial_out, partial_lse, heads, group, static_cast<__nv_bfloat16*>(out));
+  else
+    attention_combine_kernel<float, D><<<grid, kThreads, 0, stream>>>(
+        meta, partial_out, partial_lse, heads, group, static_cast<float*>(out));
+  DICE_CUDA_CHECK_LAUNCH("attention_combine_kernel");
+}
+
+template <int D>
+std::int32_t grid_for(CudaDType dtype, bool tensor_cores) {
+  int device = 0, sms = 0, blocks = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (tensor_cores) {
+    const auto bytes = static_cast<int>(mma_shared_bytes<D>());
+    DICE_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<D>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, attention_mma_kernel<D>, kThreads, static_cast<std::size_t>(bytes)));
+  } else if (dtype == CudaDType::kBF16) {
+    DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, attention_simple_kernel<__nv_bfloat16, D>, kThreads, 0));
+  } else {
+    DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, attention_simple_kernel<float, D>, kThreads, 0));
+  }
+  return sms * (blocks > 0 ? blocks : 1);
+}
+
+AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, const LayerShape& shape,
+                   void* out, float* partial_out, float* partial_lse) {
+  AttnArgs a{};
+  a.meta = meta;
+  a.q = q;
+  a.k_cache = cache.k;
+  a.v_cache = cache.v;
+  a.out = out;
+  a.partial_out = partial_out;
+  a.partial_lse = partial_lse;
+  a.heads = shape.heads;
+  a.kv_heads = shape.kv_heads;
+  a.group = shape.heads / shape.kv_heads;
+  a.scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
+  return a;
+}
+
+}  // namespace
+
+bool attention_supports(std::int32_t head_dim) {
+  return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+namespace {
+
+/// Calls f(std::integral_constant<int, D>) for the supported head_dim D; throws for others.
+template <typename F>
+void with_head_dim(std::int32_t head_dim, F&& f) {
+  switch (head_dim) {
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    case 256:
+      return f(std::integral_constant<int, 256>{});
+    default:
+      throw Error("CUDA attention: head_dim " + std::to_string(head_dim) +
+                  " is not supported (16, 32, 64, 128 or 256)");
+  }
+}
+
+}  // namespace
+
+std::int32_t attention_grid(CudaDType dtype, bool tensor_cores, std::int32_t head_dim) {
+  std::int32_t grid = 0;
+  with_head_dim(head_dim,
+                [&](auto d) { grid = grid_for<decltype(d)::value>(dtype, tensor_cores); });
+  return grid;
+}
+
+void launch_attention(CudaDType dtype, bool tensor_cores, const PassHeader* meta, const void* q,
+                      CacheLayer cache, const LayerShape& shape, void* out, float* partial_out,
+                      float* partial_lse, std::int32_t grid, cudaStream_t stream) {
+  const AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse);
+  with_head_dim(shape.head_dim, [&](auto d) {
+    run_attention<decltype(d)::value>(dtype, tensor_cores, args, grid, stream);
+  });
+}
+
+void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
+                              const float* partial_lse, const LayerShape& shape, void* out,
+                              std::int32_t grid, cudaStream_t stream) {
+  const std::int32_t group = shape.heads / shape.kv_heads;
+  with_head_dim(shape.head_dim, [&](auto d) {
+    run_combine<decltype(d)::value>(dtype, meta, partial_out, partial_lse, shape.heads, group, out,
+                                    grid, stream);
+  });
+}
+
+}  // namespace dice::engine::cuda

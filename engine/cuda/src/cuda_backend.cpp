@@ -1,0 +1,739 @@
+// CudaBackend: weights upload, the paged KV cache, forward planning and the per-pass launch
+// sequence (eager or as a replayed CUDA graph). The kernels are in the .cu files beside.
+
+#include "dice/engine/cuda_backend.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "cuda_check.h"
+#include "device_memory.h"
+#include "dice/core/error.h"
+#include "dice/engine/cpu_backend.h"
+#include "dice/model/checkpoint.h"
+#include "dice/model/dtype.h"
+#include "forward_plan.h"
+#include "gemm.h"
+#include "ops.h"
+
+namespace dice::engine {
+
+namespace {
+
+using namespace cuda;
+
+constexpr std::int32_t kMaxPartials = 4096;
+constexpr std::size_t kAlign = 256;
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+std::size_t align_up(std::size_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+double gib(std::int64_t bytes) {
+  return static_cast<double>(bytes) / static_cast<double>(1ll << 30);
+}
+
+/// A tensor on the host: fp32 values, or raw bf16 bits when the source has them.
+struct HostTensor {
+  std::vector<float> f32;
+  std::vector<std::uint16_t> bf16;
+  std::size_t size() const { return f32.empty() ? bf16.size() : f32.size(); }
+};
+
+/// Where the weights come from: a tensor by its Hugging Face name.
+struct WeightSource {
+  model::ModelConfig config;
+  std::function<HostTensor(const std::string& name, bool want_bf16)> get;
+};
+
+WeightSource checkpoint_source(const model::Checkpoint& checkpoint) {
+  return {checkpoint.config(), [&checkpoint](const std::string& name, bool want_bf16) {
+            const model::TensorView& view = checkpoint.tensor(name);
+            HostTensor t;
+            if (want_bf16 && view.dtype == model::DType::kBF16) {
+              t.bf16.resize(static_cast<std::size_t>(view.numel()));
+              std::memcpy(t.bf16.data(), view.data.data(), view.data.size());
+            } else {
+              t.f32 = view.to_f32();
+            }
+            return t;
+          }};
+}
+
+WeightSource cpu_source(const CpuWeights& w) {
+  return {w.config, [&w](const std::string& name, bool) {
+            HostTensor t;
+            const auto layer_field = [&](const CpuLayerWeights& l,
+                                         const std::string& rest) -> const std::vector<float>& {
+              if (rest == "input_layernorm.weight") return l.input_layernorm;
+              if (rest == "self_attn.q_proj.weight") return l.q_proj;
+              if (rest == "self_attn.k_proj.weight") return l.k_proj;
+              if (rest == "self_attn.v_proj.weight") return l.v_proj;
+              if (rest == "self_attn.o_proj.weight") return l.o_proj;
+              if (rest == "self_attn.q_norm.weight") return l.q_norm;
+              if (rest == "self_attn.k_norm.weight") return l.k_norm;
+              if (rest == "post_attention_layernorm.weight") return l.post_attention_layernorm;
+              if (rest == "mlp.gate_proj.weight") return l.gate_proj;
+              if (rest == "mlp.up_proj.weight") return l.up_proj;
+              if (rest == "mlp.down_proj.weight") return l.down_proj;
+              throw Error("CUDA backend: no CPU weight " + rest);
+            };
+            if (name == "model.embed_tokens.weight") {
+              t.f32 = w.embed_tokens;
+            } else if (name == "model.norm.weight") {
+              t.f32 = w.norm;
+            } else if (name == "lm_head.weight") {
+              t.f32 = w.lm_head;
+            } else {
+              const std::string prefix = "model.layers.";
+              const std::size_t dot = name.find('.', prefix.size());
+              const auto layer = std::stoul(name.substr(prefix.size(), dot - prefix.size()));
+              t.f32 = layer_field(w.layers.at(layer), name.substr(dot + 1));
+            }
+            return t;
+          }};
+}
+
+}  // namespace
+
+struct CudaBackend::Impl {
+  struct Layer {
+    DeviceBuffer qkv, o, gate_up, down;                  // dtype
+    DeviceBuffer input_norm, post_norm, q_norm, k_norm;  // fp32
+  };
+  struct Sequence {
+    std::int32_t block_length = 1;
+    std::int64_t length = 0;
+    std::vector<std::int32_t> pages;
+  };
+  using GraphKey = std::tuple<std::int32_t, std::int32_t, bool>;
+
+  CudaBackendOptions options;
+  model::ModelConfig config;
+  LayerShape shape{};
+  CudaDType dtype = CudaDType::kBF16;
+  std::size_t elem = 2;
+  bool tensor_cores = true;
+  std::int32_t sms = 0;
+  std::int32_t attn_grid = 0;
+  std::int32_t combine_grid = 0;
+  std::int64_t max_positions = 0;
+  std::int32_t rows_cap = 0;
+  std::int32_t block_rows_cap = 0;
+  CudaMemoryReport memory;
+  CudaForwardStats stats;
+  std::int64_t weight_bytes_per_pass = 0;
+  std::int64_t lm_head_bytes = 0;
+  std::int64_t layer_params = 0;  ///< parameters of one layer's matrices
+  std::int64_t kv_bytes_per_position = 0;
+  double copy_bandwidth = 0;
+  double gemm_rate = 0;
+
+  std::unique_ptr<Stream> stream;
+  std::unique_ptr<Gemm> gemm;
+  DeviceBuffer embed, lm_head, final_norm, rope;
+  std::vector<Layer> layers;
+  DeviceBuffer x, h, qkv, q, attn, gate_up, act, hn, logits, partial_out, partial_lse, proposals;
+  DeviceBuffer meta;
+  PinnedBuffer meta_host, proposals_host;
+  DeviceBuffer k_cache, v_cache;
+  std::int64_t pages = 0;
+  std::vector<std::int32_t> free_pages;
+  std::map<SequenceId, Sequence> sequences;
+  std::map<GraphKey, GraphExec> graphs;
+
+  Impl(const WeightSource& source, CudaBackendOptions opts) : options(opts), config(source.config) {
+    if (cuda_device_count() <= options.device)
+      throw Error(fmt::format("CUDA backend: no CUDA device {} (devices found: {})", options.device,
+                              cuda_device_count()));
+    DICE_CUDA_CHECK(cudaSetDevice(options.device));
+    dtype = options.dtype;
+    elem = dtype == CudaDType::kBF16 ? 2 : 4;
+    tensor_cores = options.attention == CudaAttention::kTensorCores ||
+                   (options.attention == CudaAttention::kAuto && dtype == CudaDType::kBF16);
+    if (tensor_cores && dtype != CudaDType::kBF16)
+      throw Error("CUDA backend: the tensor-core attention needs bf16 (dtype is fp32)");
+    validate_shape();
+    shape = LayerShape{static_cast<std::int32_t>(config.hidden_size),
+                       static_cast<std::int32_t>(config.num_heads),
+                       static_cast<std::int32_t>(config.num_kv_heads),
+                       static_cast<std::int32_t>(config.head_dim),
+                       static_cast<std::int32_t>(config.intermediate_size),
+                       config.rms_norm_eps};
+    max_positions = config.max_position_embeddings;
+
+    cudaDeviceProp prop{};
+    DICE_CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
+    sms = prop.multiProcessorCount;
+    std::size_t free_bytes = 0, total_bytes = 0;
+    DICE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    memory.device_name = prop.name;
+    memory.device_total = static_cast<std::int64_t>(total_bytes);
+    memory.free_at_start = static_cast<std::int64_t>(free_bytes);
+    const auto margin = std::max<std::int64_t>(1ll << 30, memory.device_total / 20);
+    const std::int64_t usable = memory.free_at_start - (256ll << 20);
+    memory.budget = options.memory_limit_bytes > 0 ? std::min(options.memory_limit_bytes, usable)
+                                                   : memory.free_at_start - margin;
+
+    stream = std::make_unique<Stream>();
+    gemm = std::make_unique<Gemm>();
+    upload_weights(source);
+    build_rope();
+    allocate_workspace();
+    allocate_cache();
+    attn_grid = attention_grid(dtype, tensor_cores, shape.head_dim);
+    combine_grid = sms * 4;
+  }
+
+  void validate_shape() const {
+    const auto& c = config;
+    if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 ||
+        c.intermediate_size <= 0 || c.vocab_size <= 0 || c.num_heads % c.num_kv_heads != 0)
+      throw Error("CUDA backend: model sizes out of range");
+    if (!attention_supports(static_cast<std::int32_t>(c.head_dim)))
+      throw Error(fmt::format("CUDA backend: head_dim {} is not supported (16, 32, 64, 128, 256)",
+                              c.head_dim));
+    if (kTileQueries % (c.num_heads / c.num_kv_heads) != 0)
+      throw Error(
+          fmt::format("CUDA backend: {} query heads per KV head is not supported (a divisor of 16)",
+                      c.num_heads / c.num_kv_heads));
+    if (c.hidden_size % 8 != 0 || c.intermediate_size % 8 != 0)
+      throw Error(fmt::format(
+          "CUDA backend: hidden size {} and intermediate size {} must be multiples of 8",
+          c.hidden_size, c.intermediate_size));
+  }
+
+  /// Allocates `count` elements of the compute dtype and uploads the tensors `names` into it
+  /// one after the other (each tensor's rows follow the previous one's).
+  DeviceBuffer upload(const WeightSource& source, const std::vector<std::string>& names,
+                      std::int64_t count) {
+    DeviceBuffer buffer(align_up(static_cast<std::size_t>(count) * elem));
+    std::size_t offset = 0;
+    for (const auto& name : names) {
+      HostTensor t = source.get(name, dtype == CudaDType::kBF16);
+      auto* dst = static_cast<char*>(buffer.get()) + offset * elem;
+      if (dtype == CudaDType::kBF16) {
+        if (t.bf16.empty()) {
+          t.bf16.resize(t.f32.size());
+          for (std::size_t i = 0; i < t.f32.size(); ++i) t.bf16[i] = model::f32_to_bf16(t.f32[i]);
+        }
+        DICE_CUDA_CHECK(cudaMemcpy(dst, t.bf16.data(), t.bf16.size() * 2, cudaMemcpyHostToDevice));
+      } else {
+        if (t.f32.empty()) {
+          t.f32.resize(t.bf16.size());
+          for (std::size_t i = 0; i < t.bf16.size(); ++i) t.f32[i] = model::bf16_to_f32(t.bf16[i]);
+        }
+        DICE_CUDA_CHECK(cudaMemcpy(dst, t.f32.data(), t.f32.size() * 4, cudaMemcpyHostToDevice));
+      }
+      offset += t.size();
+    }
+    if (static_cast<std::int64_t>(offset) != count)
+      throw Error(fmt::format("CUDA backend: {} hold {} values, the config needs {}", names.front(),
+                              offset, count));
+    memory.weights += static_cast<std::int64_t>(buffer.bytes());
+    return buffer;
+  }
+
+  /// An fp32 vector (norm weights) of `count` values.
+  DeviceBuffer upload_f32(const WeightSource& source, const std::string& name, std::int64_t count) {
+    HostTensor t = source.get(name, false);
+    if (t.f32.empty()) {
+      t.f32.resize(t.bf16.size());
+      for (std::size_t i = 0; i < t.bf16.size(); ++i) t.f32[i] = model::bf16_to_f32(t.bf16[i]);
+    }
+    if (std::ssize(t.f32) != count)
+      throw Error(fmt::format("CUDA backend: {} holds {} values, the config needs {}", name,
+                              t.f32.size(), count));
+    DeviceBuffer buffer(align_up(static_cast<std::size_t>(count) * 4));
+    DICE_CUDA_CHECK(
+        cudaMemcpy(buffer.get(), t.f32.data(), t.f32.size() * 4, cudaMemcpyHostToDevice));
+    memory.weights += static_cast<std::int64_t>(buffer.bytes());
+    return buffer;
+  }
+
+  void upload_weights(const WeightSource& source) {
+    const auto& c = config;
+    const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
+                       kvd = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
+    embed = upload(source, {"model.embed_tokens.weight"}, c.vocab_size * hd);
+    if (!c.tie_word_embeddings) lm_head = upload(source, {"lm_head.weight"}, c.vocab_size * hd);
+    final_norm = upload_f32(source, "model.norm.weight", hd);
+    for (std::int64_t i = 0; i < c.num_layers; ++i) {
+      const std::string p = fmt::format("model.layers.{}.", i);
+      Layer l;
+      l.qkv = upload(source,
+                     {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                      p + "self_attn.v_proj.weight"},
+                     (qd + 2 * kvd) * hd);
+      l.o = upload(source, {p + "self_attn.o_proj.weight"}, hd * qd);
+      l.gate_up =
+          upload(source, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, 2 * in * hd);
+      l.down = upload(source, {p + "mlp.down_proj.weight"}, hd * in);
+      l.input_norm = upload_f32(source, p + "input_layernorm.weight", hd);
+      l.post_norm = upload_f32(source, p + "post_attention_layernorm.weight", hd);
+      l.q_norm = upload_f32(source, p + "self_attn.q_norm.weight", c.head_dim);
+      l.k_norm = upload_f32(source, p + "self_attn.k_norm.weight", c.head_dim);
+      layers.push_back(std::move(l));
+    }
+    weight_bytes_per_pass = c.num_layers * ((qd + 2 * kvd) * hd + hd * qd + 2 * in * hd + hd * in) *
+                                static_cast<std::int64_t>(elem) +
+                            c.vocab_size * hd * static_cast<std::int64_t>(elem);
+  }
+
+  /// cos/sin of position * inv_freq_i, computed exactly as the CPU reference (fp32 angle, double
+  /// cos/sin rounded to fp32), [max_positions, head_dim / 2] float2.
+  void build_rope() {
+    const std::int64_t d = config.head_dim, half = d / 2;
+    std::vector<float> inv_freq;
+    for (std::int64_t i = 0; i < d; i += 2) {
+      const float exponent = static_cast<float>(i) / static_cast<float>(d);
+      const auto power =
+          static_cast<float>(std::pow(config.rope_theta, static_cast<double>(exponent)));
+      inv_freq.push_back(1.0f / power);
+    }
+    std::vector<float2> table(static_cast<std::size_t>(max_positions * half));
+    for (std::int64_t p = 0; p < max_positions; ++p) {
+      const auto pos = static_cast<float>(p);
+      for (std::int64_t i = 0; i < half; ++i) {
+        const float angle = pos * inv_freq[static_cast<std::size_t>(i)];
+        table[static_cast<std::size_t>(p * half + i)] =
+            float2{static_cast<float>(std::cos(static_cast<double>(angle))),
+                   static_cast<float>(std::sin(static_cast<double>(angle)))};
+      }
+    }
+    rope = DeviceBuffer(align_up(table.size() * sizeof(float2)));
+    DICE_CUDA_CHECK(cudaMemcpy(rope.get(), table.data(), table.size() * sizeof(float2),
+                               cudaMemcpyHostToDevice));
+    memory.workspace += static_cast<std::int64_t>(rope.bytes());
+  }
+
+  DeviceBuffer work_buffer(std::int64_t bytes) {
+    DeviceBuffer b(align_up(static_cast<std::size_t>(bytes)));
+    memory.workspace += static_cast<std::int64_t>(b.bytes());
+    return b;
+  }
+
+  void allocate_workspace() {
+    const auto& c = config;
+    const auto e = static_cast<std::int64_t>(elem);
+    rows_cap = bucket_rows(static_cast<std::int32_t>(options.max_rows));
+    block_rows_cap = bucket_rows(static_cast<std::int32_t>(options.max_block_rows));
+    const std::int64_t r = rows_cap, br = block_rows_cap, qd = c.num_heads * c.head_dim,
+                       kvd = c.num_kv_heads * c.head_dim;
+    x = work_buffer(r * c.hidden_size * 4);
+    h = work_buffer(r * c.hidden_size * e);
+    qkv = work_buffer(r * (qd + 2 * kvd) * 4);
+    q = work_buffer(r * qd * e);
+    attn = work_buffer(r * qd * e);
+    gate_up = work_buffer(r * 2 * c.intermediate_size * 4);
+    act = work_buffer(r * c.intermediate_size * e);
+    hn = work_buffer(br * c.hidden_size * e);
+    logits = work_buffer(br * c.vocab_size * 4);
+    proposals = work_buffer(br * static_cast<std::int64_t>(sizeof(ProposalOut)));
+    partial_out = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * c.head_dim * 4);
+    partial_lse = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * 4);
+    proposals_host = PinnedBuffer(static_cast<std::size_t>(br) * sizeof(ProposalOut));
+    ensure_meta(1 << 20);
+    memory.workspace += static_cast<std::int64_t>(gemm->workspace_bytes());
+  }
+
+  void ensure_meta(std::size_t bytes) {
+    if (meta.bytes() >= bytes) return;
+    std::size_t capacity = std::max<std::size_t>(meta.bytes(), 1 << 20);
+    while (capacity < bytes) capacity *= 2;
+    if (meta.bytes() > 0) {
+      stream->synchronize();
+      graphs.clear();  // they captured the old block's address
+      memory.workspace -= static_cast<std::int64_t>(meta.bytes());
+    }
+    meta = DeviceBuffer(capacity);
+    meta_host = PinnedBuffer(capacity);
+    memory.workspace += static_cast<std::int64_t>(capacity);
+  }
+
+  void allocate_cache() {
+    const auto& c = config;
+    kv_bytes_per_position =
+        c.num_layers * 2 * c.num_kv_heads * c.head_dim * static_cast<std::int64_t>(elem);
+    const std::int64_t page_bytes = kv_bytes_per_position * kPageTokens;
+    const std::int64_t used = memory.weights + memory.workspace;
+    const std::int64_t room = memory.budget - used;
+    pages = room > 0 ? room / page_bytes : 0;
+    if (pages < 2)
+      throw Error(fmt::format(
+          "CUDA backend: not enough GPU memory for a KV cache on {}: weights {:.2f} GiB and work "
+          "buffers {:.2f} GiB leave {:.2f} GiB of the {:.2f} GiB budget ({:.2f} GiB free at "
+          "start), less than two pages of {:.1f} MiB; raise --gpu-memory or free the device",
+          memory.device_name, gib(memory.weights), gib(memory.workspace),
+          gib(std::max<std::int64_t>(room, 0)), gib(memory.budget), gib(memory.free_at_start),
+          static_cast<double>(page_bytes) / (1 << 20)));
+    const std::int64_t half = pages * page_bytes / 2;  // K and V
+    k_cache = DeviceBuffer(static_cast<std::size_t>(half));
+    v_cache = DeviceBuffer(static_cast<std::size_t>(half));
+    memory.kv_cache = 2 * half;
+    memory.page_tokens = kPageTokens;
+    memory.pages = pages - 1;
+    memory.bytes_per_token = kv_bytes_per_position;
+    free_pages.clear();
+    for (std::int64_t p = pages - 1; p >= 1; --p)  // page 0 is the scratch page
+      free_pages.push_back(static_cast<std::int32_t>(p));
+  }
+
+  CacheLayer cache_layer(std::int64_t layer) const {
+    const std::int64_t stride = pages * config.num_kv_heads * kPageTokens * config.head_dim *
+                                static_cast<std::int64_t>(elem);
+    return CacheLayer{static_cast<char*>(k_cache.get()) + layer * stride,
+                      static_cast<char*>(v_cache.get()) + layer * stride};
+  }
+
+  /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows.
+  void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine) {
+    const cudaStream_t s = stream->get();
+    const auto* header = meta.as<const PassHeader>();
+    const auto& c = config;
+    const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
+                       kvd = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
+    launch_embedding(dtype, header, embed.get(), shape.hidden, x.as<float>(), rows_pad, s);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const Layer& l = layers[i];
+      launch_rms_norm(dtype, x.as<float>(), l.input_norm.as<float>(), shape.hidden, shape.eps,
+                      h.get(), rows_pad, nullptr, s);
+      gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false, s);
+      const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
+      launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
+                          l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
+                          s);
+      launch_attention(dtype, tensor_cores, header, q.get(), cache, shape, attn.get(),
+                       partial_out.as<float>(), partial_lse.as<float>(), attn_grid, s);
+      if (combine)
+        launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
+                                 shape, attn.get(), combine_grid, s);
+      gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
+      launch_rms_norm(dtype, x.as<float>(), l.post_norm.as<float>(), shape.hidden, shape.eps,
+                      h.get(), rows_pad, nullptr, s);
+      gemm->run(dtype, h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in, false,
+                s);
+      launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s);
+      gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
+    }
+    if (block_rows_pad > 0) {
+      launch_rms_norm(dtype, x.as<float>(), final_norm.as<float>(), shape.hidden, shape.eps,
+                      hn.get(), block_rows_pad, header, s);
+      gemm->run(dtype, hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(),
+                logits.as<float>(), block_rows_pad, hd, c.vocab_size, false, s);
+      launch_vocab_pass(header, logits.as<float>(), static_cast<std::int32_t>(c.vocab_size),
+                        proposals.as<ProposalOut>(), block_rows_pad, s);
+    }
+  }
+
+  /// Runs one planned pass; writes its block rows' proposals / logits at the given host spans.
+  void run_pass(const PassPlan& plan, Proposal* proposals_out, float* logits_out) {
+    ensure_meta(plan.bytes.size());
+    std::memcpy(meta_host.get(), plan.bytes.data(), plan.bytes.size());
+    const cudaStream_t s = stream->get();
+    DICE_CUDA_CHECK(
+        cudaMemcpyAsync(meta.get(), meta_host.get(), plan.bytes.size(), cudaMemcpyHostToDevice, s));
+    const bool graph = options.cuda_graphs && plan.rows <= options.graph_max_rows;
+    const std::int32_t rows_pad = graph ? bucket_rows(plan.rows) : plan.rows;
+    const std::int32_t block_rows_pad = graph ? bucket_rows(plan.block_rows) : plan.block_rows;
+    const bool combine = plan.attn_combine > 0;
+    if (graph) {
+      const GraphKey key{rows_pad, block_rows_pad, combine};
+      auto it = graphs.find(key);
+      if (it == graphs.end()) {
+        DICE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        try {
+          enqueue(rows_pad, block_rows_pad, combine);
+        } catch (...) {
+          cudaGraph_t broken = nullptr;
+          cudaStreamEndCapture(s, &broken);
+          if (broken != nullptr) cudaGraphDestroy(broken);
+          throw;
+        }
+        cudaGraph_t captured = nullptr;
+        DICE_CUDA_CHECK(cudaStreamEndCapture(s, &captured));
+        it = graphs.emplace(key, GraphExec(captured)).first;
+        ++stats.graph_captures;
+      }
+      it->second.launch(s);
+      ++stats.graph_replays;
+    } else {
+      enqueue(rows_pad, block_rows_pad, combine);
+    }
+    const std::int64_t vocab = config.vocab_size;
+    if (plan.block_rows > 0) {
+      DICE_CUDA_CHECK(
+          cudaMemcpyAsync(proposals_host.get(), proposals.get(),
+                          static_cast<std::size_t>(plan.block_rows) * sizeof(ProposalOut),
+                          cudaMemcpyDeviceToHost, s));
+      if (logits_out != nullptr)
+        DICE_CUDA_CHECK(cudaMemcpyAsync(logits_out, logits.get(),
+                                        static_cast<std::size_t>(plan.block_rows * vocab) * 4,
+                                        cudaMemcpyDeviceToHost, s));
+    }
+    stream->synchronize();
+    ++stats.passes;
+    stats.rows += plan.rows;
+    stats.padded_rows += rows_pad;
+    stats.block_rows += plan.block_rows;
+    stats.kv_positions_read += plan.kv_positions_read;
+    stats.attention_scores += plan.attention_scores;
+    const auto& c = config;
+    const double bytes =
+        static_cast<double>(weight_bytes_per_pass - (plan.block_rows > 0 ? 0 : lm_head_bytes)) +
+        static_cast<double>(plan.rows) * static_cast<double>(c.hidden_size * elem) +
+        static_cast<double>(plan.kv_positions_read) * static_cast<double>(kv_bytes_per_position);
+    const double flops = 2.0 * plan.rows * static_cast<double>(c.num_layers * layer_params) +
+                         2.0 * plan.block_rows * static_cast<double>(c.vocab_size * c.hidden_size) +
+                         4.0 * static_cast<double>(plan.attention_scores) *
+                             static_cast<double>(c.num_heads * c.head_dim * c.num_layers);
+    stats.bytes += bytes;
+    stats.flops += flops;
+    if (copy_bandwidth > 0 && gemm_rate > 0)
+      stats.floor_seconds += std::max(bytes / copy_bandwidth, flops / gemm_rate);
+    if (proposals_out == nullptr) return;
+    const auto* got = proposals_host.as<const ProposalOut>();
+    const auto* samples =
+        reinterpret_cast<const SampleInfo*>(plan.bytes.data() + plan.header().samples_offset);
+    for (std::int32_t r = 0; r < plan.block_rows; ++r) {
+      const ProposalOut& p = got[r];
+      if (p.status == kProposalNaN)
+        throw Error(fmt::format("sampling at position {}: logit of id {} is NaN",
+                                samples[r].position, p.token));
+      if (p.status != kProposalOk)
+        throw Error(fmt::format(
+            "sampling at position {}: no allowed id with a finite logit (vocab rows {}, vocab "
+            "limit {}, mask id {})",
+            samples[r].position, vocab, samples[r].vocab_limit, samples[r].mask_id));
+      proposals_out[r] = Proposal{p.token, p.confidence, p.entropy};
+    }
+  }
+
+  Sequence& sequence(SequenceId id) {
+    const auto it = sequences.find(id);
+    if (it == sequences.end())
+      throw Error(fmt::format("CUDA backend: sequence {} is not open", id));
+    return it->second;
+  }
+
+  /// Gives `seq` pages up to `tokens` positions. Throws (changing nothing) when too few are free.
+  void grow(SequenceId id, Sequence& seq, std::int64_t tokens) {
+    const std::int64_t need = ceil_div(tokens, kPageTokens) - std::ssize(seq.pages);
+    if (need <= 0) return;
+    if (need > std::ssize(free_pages))
+      throw Error(fmt::format(
+          "CUDA backend: the KV cache is full: sequence {} needs {} more pages for {} positions, "
+          "{} of {} pages ({} tokens each) are free; run fewer sequences at once or raise "
+          "--gpu-memory",
+          id, need, tokens, free_pages.size(), pages - 1, kPageTokens));
+    for (std::int64_t i = 0; i < need; ++i) {
+      seq.pages.push_back(free_pages.back());
+      free_pages.pop_back();
+    }
+  }
+
+  void check(std::span<const ForwardItem> items) const {
+    std::set<SequenceId> seen;
+    for (const auto& item : items) {
+      const auto it = sequences.find(item.sequence);
+      if (it == sequences.end())
+        throw Error(
+            fmt::format("CUDA backend: forward of sequence {}, which is not open", item.sequence));
+      if (!seen.insert(item.sequence).second)
+        throw Error(
+            fmt::format("CUDA backend: sequence {} appears twice in one forward", item.sequence));
+      const std::int32_t b = it->second.block_length;
+      if (std::ssize(item.commit) % b != 0)
+        throw Error(fmt::format(
+            "CUDA backend: sequence {}: commit of {} tokens is not a whole number of blocks of {}",
+            item.sequence, item.commit.size(), b));
+      if (std::ssize(item.block) > b)
+        throw Error(fmt::format("CUDA backend: sequence {}: block of {} tokens is longer than {}",
+                                item.sequence, item.block.size(), b));
+      const std::int64_t start = it->second.length;
+      const auto check_ids = [&](std::span<const std::int32_t> ids, std::int64_t first) {
+        for (std::size_t i = 0; i < ids.size(); ++i)
+          if (ids[i] < 0 || ids[i] >= config.vocab_size)
+            throw InputError(fmt::format(
+                "sequence {}: token id {} at position {} is outside the vocabulary [0, {})",
+                item.sequence, ids[i], first + static_cast<std::int64_t>(i), config.vocab_size));
+      };
+      check_ids(item.commit, start);
+      check_ids(item.block, start + std::ssize(item.commit));
+      const std::int64_t end = start + std::ssize(item.commit) + std::ssize(item.block);
+      if (end > max_positions)
+        throw InputError(
+            fmt::format("sequence {}: position {} is beyond the model's {} positions "
+                        "(max_position_embeddings)",
+                        item.sequence, end - 1, max_positions));
+    }
+  }
+
+  void forward(std::span<const ForwardItem> items, const ForwardRequest& request,
+               ForwardOutput& out) {
+    check(items);
+    // Pages for every row this forward writes (block rows included), all or nothing.
+    std::int64_t need = 0;
+    for (const auto& item : items) {
+      const Sequence& seq = sequences.at(item.sequence);
+      const std::int64_t end = seq.length + std::ssize(item.commit) + std::ssize(item.block);
+      need += std::max<std::int64_t>(0, ceil_div(end, kPageTokens) - std::ssize(seq.pages));
+    }
+    if (need > std::ssize(free_pages)) {
+      for (const auto& item : items) {  // throws naming the first sequence that cannot grow
+        Sequence& seq = sequences.at(item.sequence);
+        const std::int64_t end = seq.length + std::ssize(item.commit) + std::ssize(item.block);
+        if (ceil_div(end, kPageTokens) - std::ssize(seq.pages) > std::ssize(free_pages))
+          grow(item.sequence, seq, end);
+      }
+      throw Error(fmt::format(
+          "CUDA backend: the KV cache is full: this forward needs {} more pages, {} of {} are "
+          "free; run fewer sequences at once or raise --gpu-memory",
+          need, free_pages.size(), pages - 1));
+    }
+    for (const auto& item : items) {
+      Sequence& seq = sequences.at(item.sequence);
+      grow(item.sequence, seq, seq.length + std::ssize(item.commit) + std::ssize(item.block));
+    }
+
+    out.row_offsets.assign(1, 0);
+    for (const auto& item : items)
+      out.row_offsets.push_back(out.row_offsets.back() + item.block.size());
+    const std::size_t block_rows = out.row_offsets.back();
+    out.vocab_rows = config.vocab_size;
+    out.proposals.assign(request.proposals ? block_rows : 0, Proposal{});
+    out.logits.clear();
+    if (request.logits) out.logits.resize(block_rows * static_cast<std::size_t>(config.vocab_size));
+
+    std::vector<ItemSize> sizes;
+    sizes.reserve(items.size());
+    for (const auto& item : items)
+      sizes.push_back({std::ssize(item.commit), std::ssize(item.block),
+                       sequences.at(item.sequence).block_length});
+    const auto passes = split_forward(sizes, options.max_rows, options.max_block_rows);
+    const PlanShape plan_shape{shape.heads, shape.kv_heads, attn_grid, kMaxPartials};
+    std::size_t out_row = 0;
+    std::vector<PassItem> pass_items;
+    for (const auto& pieces : passes) {
+      pass_items.clear();
+      for (const PassPiece& piece : pieces) {
+        const ForwardItem& item = items[piece.item];
+        const Sequence& seq = sequences.at(item.sequence);
+        PassItem p;
+        p.commit =
+            item.commit.subspan(static_cast<std::size_t>(piece.commit_begin),
+                                static_cast<std::size_t>(piece.commit_end - piece.commit_begin));
+        if (piece.with_block) p.block = item.block;
+        p.start = seq.length + piece.commit_begin;
+        p.block_length = seq.block_length;
+        p.pages = seq.pages;
+        p.sampling = item.sampling;
+        p.step = item.step;
+        pass_items.push_back(p);
+      }
+      const PassPlan plan = plan_pass(pass_items, plan_shape);
+      run_pass(plan, request.proposals ? out.proposals.data() + out_row : nullptr,
+               request.logits
+                   ? out.logits.data() + out_row * static_cast<std::size_t>(config.vocab_size)
+                   : nullptr);
+      out_row += static_cast<std::size_t>(plan.block_rows);
+    }
+    for (const auto& item : items) sequences.at(item.sequence).length += std::ssize(item.commit);
+    ++stats.forwards;
+  }
+};
+
+CudaBackend::CudaBackend(const model::Checkpoint& checkpoint, CudaBackendOptions options)
+    : impl_(std::make_unique<Impl>(checkpoint_source(checkpoint), options)) {}
+
+CudaBackend::CudaBackend(const CpuWeights& weights, CudaBackendOptions options)
+    : impl_(std::make_unique<Impl>(cpu_source(weights), options)) {}
+
+CudaBackend::~CudaBackend() = default;
+
+const model::ModelConfig& CudaBackend::config() const {
+  return impl_->config;
+}
+const CudaBackendOptions& CudaBackend::options() const {
+  return impl_->options;
+}
+CudaMemoryReport CudaBackend::memory() const {
+  return impl_->memory;
+}
+const CudaForwardStats& CudaBackend::stats() const {
+  return impl_->stats;
+}
+void CudaBackend::reset_stats() {
+  impl_->stats = CudaForwardStats{};
+}
+std::int64_t CudaBackend::weight_bytes_per_pass() const {
+  return impl_->weight_bytes_per_pass;
+}
+std::int64_t CudaBackend::kv_bytes_per_position() const {
+  return impl_->kv_bytes_per_position;
+}
+void CudaBackend::set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second) {
+  impl_->copy_bandwidth = copy_bytes_per_second;
+  impl_->gemm_rate = gemm_flops_per_second;
+}
+std::int64_t CudaBackend::vocab_rows() const {
+  return impl_->config.vocab_size;
+}
+
+void CudaBackend::open(SequenceId sequence, std::int32_t block_length) {
+  if (block_length < 1 || 2 * static_cast<std::int64_t>(block_length) > impl_->options.max_rows ||
+      block_length > impl_->options.max_block_rows)
+    throw Error(fmt::format(
+        "CUDA backend: sequence {}: block length {} outside [1, {}] (max rows {} per pass)",
+        sequence, block_length,
+        std::min(impl_->options.max_rows / 2, impl_->options.max_block_rows),
+        impl_->options.max_rows));
+  if (impl_->sequences.contains(sequence))
+    throw Error(fmt::format("CUDA backend: sequence {} is already open", sequence));
+  impl_->sequences[sequence] = Impl::Sequence{block_length, 0, {}};
+}
+
+void CudaBackend::close(SequenceId sequence) {
+  const auto it = impl_->sequences.find(sequence);
+  if (it == impl_->sequences.end()) return;
+  auto& pages = it->second.pages;
+  impl_->free_pages.insert(impl_->free_pages.end(), pages.rbegin(), pages.rend());
+  impl_->sequences.erase(it);
+}
+
+std::int64_t CudaBackend::cached_tokens(SequenceId sequence) const {
+  const auto it = impl_->sequences.find(sequence);
+  if (it == impl_->sequences.end())
+    throw Error(fmt::format("CUDA backend: sequence {} is not open", sequence));
+  return it->second.length;
+}
+
+void CudaBackend::forward(std::span<const ForwardItem> items, const ForwardRequest& request,
+                          ForwardOutput& out) {
+  impl_->forward(items, request, out);
+}
+
+bool CudaBackend::can_reserve(std::int64_t tokens) const {
+  return ceil_div(std::max<std::int64_t>(tokens, 0), kPageTokens) <= std::ssize(impl_->free_pages);
+}
+
+std::optional<std::int64_t> CudaBackend::cache_limit_tokens() const {
+  return (impl_->pages - 1) * kPageTokens;
+}
+
+void CudaBackend::reserve(SequenceId sequence, std::int64_t tokens) {
+  impl_->grow(sequence, impl_->sequence(sequence), tokens);
+}
+
+}  // namespace dice::engine

@@ -1,0 +1,105 @@
+// CUDA error checks and the RAII owners of device_memory.h.
+
+#include "device_memory.h"
+
+#include <fmt/format.h>
+
+#include "cuda_check.h"
+#include "dice/core/error.h"
+
+namespace dice::engine::cuda {
+
+void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
+  if (status == cudaSuccess) return;
+  throw Error(fmt::format("CUDA error at {}:{}: {}: {} ({})", file, line, call,
+                          cudaGetErrorName(status), cudaGetErrorString(status)));
+}
+
+void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw Error(fmt::format("cuBLAS error at {}:{}: {}: {} ({})", file, line, call,
+                          cublasLtGetStatusName(status), cublasLtGetStatusString(status)));
+}
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  const cudaError_t status = cudaMalloc(&data_, bytes);
+  if (status != cudaSuccess) {
+    data_ = nullptr;
+    bytes_ = 0;
+    throw Error(fmt::format("CUDA: cannot allocate {:.3f} GiB of device memory: {}",
+                            static_cast<double>(bytes) / (1 << 30), cudaGetErrorString(status)));
+  }
+  DICE_CUDA_CHECK(cudaMemset(data_, 0, bytes));
+}
+
+void DeviceBuffer::release() noexcept {
+  if (data_ != nullptr) cudaFree(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+PinnedBuffer::PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  const cudaError_t status = cudaMallocHost(&data_, bytes);
+  if (status != cudaSuccess) {
+    data_ = nullptr;
+    bytes_ = 0;
+    throw Error(fmt::format("CUDA: cannot allocate {} bytes of pinned host memory: {}", bytes,
+                            cudaGetErrorString(status)));
+  }
+}
+
+void PinnedBuffer::release() noexcept {
+  if (data_ != nullptr) cudaFreeHost(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+Stream::Stream() {
+  DICE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+Stream::~Stream() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void Stream::synchronize() const {
+  DICE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+Event::Event() {
+  DICE_CUDA_CHECK(cudaEventCreate(&event_));
+}
+
+Event::~Event() {
+  if (event_ != nullptr) cudaEventDestroy(event_);
+}
+
+void Event::record(cudaStream_t stream) const {
+  DICE_CUDA_CHECK(cudaEventRecord(event_, stream));
+}
+
+float Event::since(const Event& start) const {
+  float ms = 0;
+  DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event_, event_));
+  return ms;
+}
+
+GraphExec::GraphExec(cudaGraph_t graph) {
+  const cudaError_t status = cudaGraphInstantiate(&exec_, graph, 0);
+  cudaGraphDestroy(graph);
+  if (status != cudaSuccess) exec_ = nullptr;
+  DICE_CUDA_CHECK(status);
+}
+
+void GraphExec::launch(cudaStream_t stream) const {
+  DICE_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+}
+
+void GraphExec::release() noexcept {
+  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  exec_ = nullptr;
+}
+
+}  // namespace dice::engine::cuda

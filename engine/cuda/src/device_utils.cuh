@@ -1,0 +1,58 @@
+#pragma once
+// Device helpers shared by the kernels: element conversion, warp and block reductions.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dice::engine::cuda {
+
+__device__ __forceinline__ float to_float(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+/// Sum over the block (blockDim.x a multiple of 32, at most 1024), the same value returned to
+/// every thread; deterministic (fixed order). `scratch` holds 32 values; it is reused after a
+/// barrier, so consecutive calls are safe.
+template <typename T>
+__device__ T block_sum(T v, T* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // scratch free (a previous call may still read it)
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T total = lane < warps ? scratch[lane] : T(0);
+  if (warp == 0) total = warp_sum(total);
+  if (threadIdx.x == 0) scratch[0] = total;
+  __syncthreads();
+  return scratch[0];
+}
+
+}  // namespace dice::engine::cuda

@@ -1,0 +1,228 @@
+#include "forward_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "dice/core/error.h"
+
+namespace dice::engine::cuda {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+std::int32_t align16(std::size_t bytes) {
+  return static_cast<std::int32_t>((bytes + 15) / 16 * 16);
+}
+
+template <typename T>
+void put_section(std::vector<std::byte>& bytes, std::int32_t offset, const std::vector<T>& v) {
+  if (!v.empty()) std::memcpy(bytes.data() + offset, v.data(), v.size() * sizeof(T));
+}
+
+struct Tile {
+  std::int32_t row0, rows, kv_end, table;
+};
+
+}  // namespace
+
+std::vector<std::vector<PassPiece>> split_forward(std::span<const ItemSize> items,
+                                                  std::int64_t max_rows,
+                                                  std::int64_t max_block_rows) {
+  std::vector<std::vector<PassPiece>> passes;
+  std::vector<PassPiece> current;
+  std::int64_t rows = 0, block_rows = 0;
+  const auto flush = [&] {
+    if (current.empty()) return;
+    passes.push_back(std::move(current));
+    current.clear();
+    rows = block_rows = 0;
+  };
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const ItemSize& it = items[i];
+    const std::int64_t b = it.block_length;
+    if (b < 1 || 2 * b > max_rows || b > max_block_rows || it.block > b)
+      throw Error(fmt::format(
+          "CUDA backend: item {} (block length {}, block {}) does not fit passes of {} rows and "
+          "{} block rows",
+          i, b, it.block, max_rows, max_block_rows));
+    std::int64_t c = 0;
+    while (true) {
+      const std::int64_t need = (it.commit - c) + it.block;
+      if (need <= max_rows - rows && it.block <= max_block_rows - block_rows) {
+        current.push_back({i, c, it.commit, true});
+        rows += need;
+        block_rows += it.block;
+        break;
+      }
+      if (!current.empty()) {
+        flush();
+        continue;
+      }
+      // Alone and still too large: a commit-only chunk of as many whole blocks as fit.
+      const std::int64_t chunk = std::min(it.commit - c, max_rows / b * b);
+      current.push_back({i, c, c + chunk, false});
+      flush();
+      c += chunk;
+    }
+  }
+  flush();
+  return passes;
+}
+
+PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
+  if (shape.kv_heads < 1 || shape.heads % shape.kv_heads != 0 ||
+      kTileQueries % (shape.heads / shape.kv_heads) != 0)
+    throw Error(fmt::format("CUDA backend: {} heads over {} KV heads: the group must divide {}",
+                            shape.heads, shape.kv_heads, kTileQueries));
+  const std::int32_t group = shape.heads / shape.kv_heads;
+  const std::int32_t tile_rows = kTileQueries / group;
+
+  PassPlan plan;
+  std::vector<RowInfo> rows;
+  std::vector<std::int32_t> block_index;
+  std::vector<SampleInfo> samples;
+  std::vector<std::int32_t> tables;
+  std::vector<Tile> tiles;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const PassItem& item = items[i];
+    const auto commit = std::ssize(item.commit), n = commit + std::ssize(item.block);
+    if (n == 0) continue;
+    const std::int64_t b = item.block_length;
+    if (b < 1 || item.start % b != 0 || commit % b != 0)
+      throw Error(fmt::format(
+          "CUDA backend: pass item {}: start {} and commit {} must be multiples of the block "
+          "length {}",
+          i, item.start, commit, b));
+    const std::int64_t end = item.start + n;
+    const std::int64_t pages = ceil_div(end, kPageTokens);
+    if (std::ssize(item.pages) < pages)
+      throw Error(fmt::format(
+          "CUDA backend: pass item {}: {} pages cover {} positions, the pass writes up to {}", i,
+          item.pages.size(), std::ssize(item.pages) * kPageTokens, end));
+    const auto table = static_cast<std::int32_t>(tables.size());
+    tables.insert(tables.end(), item.pages.begin(), item.pages.begin() + pages);
+    const auto row0 = static_cast<std::int32_t>(rows.size());
+    for (std::int64_t r = 0; r < n; ++r) {
+      const std::int64_t position = item.start + r;
+      const bool is_block = r >= commit;
+      RowInfo info{};
+      info.token = is_block ? item.block[static_cast<std::size_t>(r - commit)]
+                            : item.commit[static_cast<std::size_t>(r)];
+      info.position = static_cast<std::int32_t>(position);
+      info.kv_len = static_cast<std::int32_t>(is_block ? end : (position / b + 1) * b);
+      info.page = item.pages[static_cast<std::size_t>(position / kPageTokens)];
+      info.slot = static_cast<std::int32_t>(position % kPageTokens);
+      rows.push_back(info);
+      plan.attention_scores += info.kv_len;
+      if (is_block) {
+        block_index.push_back(row0 + static_cast<std::int32_t>(r));
+        SampleInfo s{};
+        s.temperature = item.sampling.temperature;
+        s.top_p = item.sampling.top_p;
+        s.seed = item.sampling.seed;
+        s.position = position;
+        s.step = item.step;
+        s.top_k = item.sampling.top_k;
+        s.mask_id = item.sampling.mask_id;
+        s.vocab_limit = item.sampling.vocab_limit;
+        samples.push_back(s);
+      }
+    }
+    plan.kv_positions_read += end;
+    for (std::int64_t t0 = 0; t0 < n; t0 += tile_rows) {
+      const std::int64_t count = std::min<std::int64_t>(tile_rows, n - t0);
+      tiles.push_back({row0 + static_cast<std::int32_t>(t0), static_cast<std::int32_t>(count),
+                       rows[static_cast<std::size_t>(row0 + t0 + count - 1)].kv_len, table});
+    }
+  }
+
+  // Attention work: one item per tile and KV head; KV ranges split (flash-decoding) while the
+  // tiles alone leave the GPU's blocks idle.
+  std::vector<AttnWork> work;
+  std::vector<AttnCombine> combines;
+  const std::int64_t base = std::ssize(tiles) * shape.kv_heads;
+  const std::int64_t wanted =
+      base >= shape.target_work || base == 0 ? 1 : ceil_div(shape.target_work, base);
+  std::int32_t partial = 0;
+  for (const Tile& tile : tiles) {
+    std::int64_t splits = 1, split_len = tile.kv_end;
+    if (wanted > 1) {
+      splits = std::min<std::int64_t>(wanted, ceil_div(tile.kv_end, 2 * kPageTokens));
+      if (splits > 1) {
+        split_len = ceil_div(ceil_div(tile.kv_end, splits), kPageTokens) * kPageTokens;
+        splits = ceil_div(tile.kv_end, split_len);
+      }
+      if (splits > 1 && partial + splits * shape.kv_heads > shape.max_partials) {
+        splits = 1;
+        split_len = tile.kv_end;
+      }
+    }
+    for (std::int32_t h = 0; h < shape.kv_heads; ++h) {
+      if (splits == 1) {
+        work.push_back({tile.row0, tile.rows, h, 0, tile.kv_end, tile.table, -1, 0});
+        continue;
+      }
+      combines.push_back(
+          {tile.row0, tile.rows, h, partial, static_cast<std::int32_t>(splits), {0, 0, 0}});
+      for (std::int64_t j = 0; j < splits; ++j) {
+        const auto begin = static_cast<std::int32_t>(j * split_len);
+        const auto end =
+            static_cast<std::int32_t>(std::min<std::int64_t>(tile.kv_end, (j + 1) * split_len));
+        work.push_back({tile.row0, tile.rows, h, begin, end, tile.table, partial, 0});
+        ++partial;
+      }
+    }
+  }
+  // Longest first, so that the persistent grid's round-robin ends evenly.
+  std::stable_sort(work.begin(), work.end(), [](const AttnWork& a, const AttnWork& b) {
+    return a.kv_end - a.kv_begin > b.kv_end - b.kv_begin;
+  });
+
+  PassHeader header{};
+  header.rows = static_cast<std::int32_t>(rows.size());
+  header.block_rows = static_cast<std::int32_t>(block_index.size());
+  header.attn_work = static_cast<std::int32_t>(work.size());
+  header.attn_combine = static_cast<std::int32_t>(combines.size());
+  std::int32_t offset = align16(sizeof(PassHeader));
+  const auto place = [&](std::size_t bytes) {
+    const std::int32_t at = offset;
+    offset = align16(static_cast<std::size_t>(offset) + bytes);
+    return at;
+  };
+  header.rows_offset = place(rows.size() * sizeof(RowInfo));
+  header.block_index_offset = place(block_index.size() * sizeof(std::int32_t));
+  header.samples_offset = place(samples.size() * sizeof(SampleInfo));
+  header.work_offset = place(work.size() * sizeof(AttnWork));
+  header.combine_offset = place(combines.size() * sizeof(AttnCombine));
+  header.tables_offset = place(tables.size() * sizeof(std::int32_t));
+  plan.bytes.assign(static_cast<std::size_t>(offset), std::byte{0});
+  std::memcpy(plan.bytes.data(), &header, sizeof header);
+  put_section(plan.bytes, header.rows_offset, rows);
+  put_section(plan.bytes, header.block_index_offset, block_index);
+  put_section(plan.bytes, header.samples_offset, samples);
+  put_section(plan.bytes, header.work_offset, work);
+  put_section(plan.bytes, header.combine_offset, combines);
+  put_section(plan.bytes, header.tables_offset, tables);
+  plan.rows = header.rows;
+  plan.block_rows = header.block_rows;
+  plan.attn_work = header.attn_work;
+  plan.attn_combine = header.attn_combine;
+  plan.partials = partial;
+  return plan;
+}
+
+std::int32_t bucket_rows(std::int32_t rows) {
+  const auto round = [&](std::int32_t m) { return (rows + m - 1) / m * m; };
+  if (rows <= 0) return 0;
+  if (rows <= 64) return round(8);
+  if (rows <= 256) return round(32);
+  if (rows <= 1024) return round(64);
+  return round(128);
+}
+
+}  // namespace dice::engine::cuda

@@ -1,0 +1,88 @@
+#pragma once
+// Host-side planning of the CUDA backend's forwards (no CUDA calls: unit-tested without a GPU).
+//
+// split_forward cuts a forward into passes that fit the work buffers; plan_pass lays out one
+// pass's rows and builds its metadata block (ops.h): per-row token, position, visible KV length
+// and cache slot; the block rows and their sampling parameters; the attention work list (tiles
+// of 16 query vectors per KV head, KV ranges split when there are too few tiles to fill the GPU)
+// and the page tables.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "dice/engine/sampling.h"
+#include "ops.h"
+
+namespace dice::engine::cuda {
+
+/// Sizes of one forward item for split_forward.
+struct ItemSize {
+  std::int64_t commit = 0;        ///< commit tokens (a multiple of block_length)
+  std::int64_t block = 0;         ///< block rows (at most block_length)
+  std::int32_t block_length = 1;  ///< B
+};
+
+/// A piece of a forward: item `item`'s commit tokens [commit_begin, commit_end), with its block
+/// rows when `with_block` (always in the item's last piece).
+struct PassPiece {
+  std::size_t item = 0;
+  std::int64_t commit_begin = 0;
+  std::int64_t commit_end = 0;
+  bool with_block = false;
+};
+
+/// Groups the items, in order, into passes of at most `max_rows` rows and `max_block_rows` block
+/// rows. An item too large for an empty pass has its commit cut into chunks of whole blocks, each
+/// a pass of its own, in order (exact: a chunk never attends to a later one). Every item gets a
+/// piece, empty ones included. Throws dice::Error if 2 * block_length > max_rows or
+/// block_length > max_block_rows (no progress possible).
+std::vector<std::vector<PassPiece>> split_forward(std::span<const ItemSize> items,
+                                                  std::int64_t max_rows,
+                                                  std::int64_t max_block_rows);
+
+/// One sequence's rows in a pass.
+struct PassItem {
+  std::span<const std::int32_t> commit;  ///< committed this pass (whole blocks)
+  std::span<const std::int32_t> block;   ///< block rows (get proposals), may be empty
+  std::int64_t start = 0;                ///< cached positions before this pass (a multiple of B)
+  std::int32_t block_length = 1;
+  std::span<const std::int32_t> pages;  ///< the sequence's page ids, covering start + rows
+  SamplingParams sampling;
+  std::int32_t step = 0;
+};
+
+/// What plan_pass needs of the model and the device.
+struct PlanShape {
+  std::int32_t heads = 1;
+  std::int32_t kv_heads = 1;
+  std::int32_t target_work = 1;   ///< split KV ranges until about this many work items exist
+  std::int32_t max_partials = 0;  ///< partial slots available for split tiles
+};
+
+/// A pass's metadata block and its counts.
+struct PassPlan {
+  std::vector<std::byte> bytes;  ///< PassHeader then its sections, 16-byte aligned
+  std::int32_t rows = 0;
+  std::int32_t block_rows = 0;
+  std::int32_t attn_work = 0;
+  std::int32_t attn_combine = 0;
+  std::int32_t partials = 0;  ///< partial slots used
+  std::int64_t kv_positions_read = 0;
+  std::int64_t attention_scores = 0;
+  const PassHeader& header() const { return *reinterpret_cast<const PassHeader*>(bytes.data()); }
+};
+
+/// Builds the metadata of one pass: rows in item order (commit rows, then block rows). Row r of
+/// an item at position p = start + r attends to [0, kv_len): (p / B + 1) * B for commit rows,
+/// start + rows for block rows; its K/V goes to page pages[p / kPageTokens], slot
+/// p % kPageTokens. Throws dice::Error naming the item if its pages do not cover its rows, if
+/// start is not a multiple of B, or if heads is not kv_heads times a divisor of 16.
+PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape);
+
+/// Rows rounded up to the bucket of CUDA graph shapes: multiples of 8 up to 64, of 32 up to 256,
+/// of 64 up to 1024, then of 128.
+std::int32_t bucket_rows(std::int32_t rows);
+
+}  // namespace dice::engine::cuda

@@ -1,0 +1,172 @@
+#pragma once
+// The kernels of the CUDA backend and their launchers, one .cu file per op (embedding.cu,
+// rms_norm.cu, qk_norm_rope.cu, attention.cu, swiglu.cu, vocab_pass.cu). Matrices are row-major.
+//
+// A pass is one trip of a batch of rows (tokens of several sequences) through the layers. What
+// varies from pass to pass (token ids, positions, cache slots, attention work, sampling
+// parameters) lives in one metadata block in device memory, a PassHeader followed by sections,
+// so that kernels take fixed pointers and a captured CUDA graph replays with new contents. Every
+// launcher checks its launch (DICE_CUDA_CHECK_LAUNCH) and throws dice::Error on failure.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "dice/engine/cuda_backend.h"
+
+namespace dice::engine::cuda {
+
+/// Tokens per KV page. Attention reads the cache in chunks of one page.
+inline constexpr int kPageTokens = 32;
+/// Query vectors (rows x heads of one KV head) per attention tile: one m16 MMA tile.
+inline constexpr int kTileQueries = 16;
+
+/// One row (token) of a pass.
+struct RowInfo {
+  std::int32_t token;
+  std::int32_t position;  ///< absolute position in its sequence (RoPE)
+  std::int32_t kv_len;    ///< it attends to cache positions [0, kv_len), its own K/V included
+  std::int32_t page;      ///< its K/V are written to this page (0: the scratch page) ...
+  std::int32_t slot;      ///< ... at this slot, position % kPageTokens
+};
+
+/// One unit of attention work: a tile of query rows of one sequence, one KV head, one split of
+/// the KV range. The tile's query vectors are q = 0..15 -> row row0 + q / group, head
+/// kv_head * group + q % group (valid when q / group < rows).
+struct AttnWork {
+  std::int32_t row0;
+  std::int32_t rows;
+  std::int32_t kv_head;
+  std::int32_t kv_begin;  ///< a multiple of kPageTokens
+  std::int32_t kv_end;    ///< positions [kv_begin, kv_end), clipped per row to its kv_len
+  std::int32_t table;     ///< index of the sequence's first page id in the tables section
+  std::int32_t partial;   ///< -1: write the normalized output; else the partial slot
+  std::int32_t pad;
+};
+
+/// A tile whose KV range was split: its partial slots [partial, partial + splits) are merged.
+struct AttnCombine {
+  std::int32_t row0;
+  std::int32_t rows;
+  std::int32_t kv_head;
+  std::int32_t partial;
+  std::int32_t splits;
+  std::int32_t pad[3];
+};
+
+/// Sampling parameters of one block row (sampling.h).
+struct SampleInfo {
+  double temperature;
+  double top_p;
+  std::uint64_t seed;
+  std::int64_t position;
+  std::int32_t step;
+  std::int32_t top_k;
+  std::int32_t mask_id;
+  std::int32_t vocab_limit;
+};
+
+/// What the vocabulary pass returns per block row.
+struct ProposalOut {
+  std::int32_t token;
+  float confidence;
+  float entropy;
+  std::int32_t status;  ///< kProposalOk, or why none was drawn
+};
+inline constexpr std::int32_t kProposalOk = 0;
+inline constexpr std::int32_t kProposalNaN = 1;        ///< a logit is NaN (token: its id)
+inline constexpr std::int32_t kProposalNoAllowed = 2;  ///< no allowed id with a finite logit
+
+/// The metadata block of one pass: this header, then the sections at the byte offsets given.
+struct PassHeader {
+  std::int32_t rows;          ///< valid rows (kernels launched over a padded count skip the rest)
+  std::int32_t block_rows;    ///< rows that get logits
+  std::int32_t attn_work;     ///< AttnWork entries
+  std::int32_t attn_combine;  ///< AttnCombine entries
+  std::int32_t rows_offset;   ///< RowInfo[rows]
+  std::int32_t block_index_offset;  ///< int32[block_rows]: the pass row of each block row
+  std::int32_t samples_offset;      ///< SampleInfo[block_rows]
+  std::int32_t work_offset;         ///< AttnWork[attn_work]
+  std::int32_t combine_offset;      ///< AttnCombine[attn_combine]
+  std::int32_t tables_offset;       ///< int32 page ids
+  std::int32_t pad[2];
+};
+
+/// A section of a metadata block (host or device pointer alike).
+template <typename T>
+__host__ __device__ inline const T* pass_section(const PassHeader* header, std::int32_t offset) {
+  return reinterpret_cast<const T*>(reinterpret_cast<const char*>(header) + offset);
+}
+
+/// Shapes the layer kernels need.
+struct LayerShape {
+  std::int32_t hidden;
+  std::int32_t heads;
+  std::int32_t kv_heads;
+  std::int32_t head_dim;
+  std::int32_t intermediate;
+  double eps;
+};
+
+/// Where one layer's K and V pages are: page p, KV head h, slot s starts at
+/// base + ((p * kv_heads + h) * kPageTokens + s) * head_dim elements.
+struct CacheLayer {
+  void* k;
+  void* v;
+};
+
+/// x[r] = embedding[token of row r] as fp32, [rows_pad, hidden]; rows at or past header->rows get
+/// zeros. `table` is [vocab, hidden] of `dtype`.
+void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table,
+                      std::int32_t hidden, float* x, std::int32_t rows_pad, cudaStream_t stream);
+
+/// out[r] = weight * x[r] / sqrt(mean(x[r]^2) + eps) (fp32 math, sum in double, as the CPU
+/// reference), written as `dtype`; x [rows, hidden] fp32. With `gather` (a metadata block), out
+/// row r normalizes x row block_index[r] for r < header->block_rows and is zero after that.
+void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
+                     double eps, void* out, std::int32_t rows, const PassHeader* gather,
+                     cudaStream_t stream);
+
+/// From the fused projection output qkv [rows_pad, (heads + 2 kv_heads) head_dim] fp32: per-head
+/// RMSNorm of q and k with q_norm / k_norm [head_dim], NeoX rotate-half RoPE at the row's
+/// position from `rope` (cos, sin) [max_position, head_dim / 2], q written to q_out
+/// [rows_pad, heads, head_dim] and k, v into the paged cache at the row's page and slot (all
+/// `dtype`). Rows at or past header->rows are skipped.
+void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
+                         const float* q_norm, const float* k_norm, const float2* rope,
+                         const LayerShape& shape, void* q_out, CacheLayer cache,
+                         std::int32_t rows_pad, cudaStream_t stream);
+
+/// Attention of every AttnWork of the pass: softmax(q k^T / sqrt(head_dim)) v over the paged
+/// cache, per query row over positions [kv_begin, min(kv_end, kv_len)). Output [rows, heads,
+/// head_dim] `dtype`, or partial results (normalized output fp32 [slot, 16, head_dim] and log2
+/// of the softmax denominator plus the max, fp32 [slot, 16]) that launch_attention_combine
+/// merges. `grid`: blocks of the persistent kernel.
+void launch_attention(CudaDType dtype, bool tensor_cores, const PassHeader* meta, const void* q,
+                      CacheLayer cache, const LayerShape& shape, void* out, float* partial_out,
+                      float* partial_lse, std::int32_t grid, cudaStream_t stream);
+/// Merges the split tiles' partial results into `out`.
+void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
+                              const float* partial_lse, const LayerShape& shape, void* out,
+                              std::int32_t grid, cudaStream_t stream);
+/// Blocks of the persistent attention kernel that fit on the device at once (occupancy).
+std::int32_t attention_grid(CudaDType dtype, bool tensor_cores, std::int32_t head_dim);
+/// Whether the kernels support this head_dim (16, 32, 64, 128, 256).
+bool attention_supports(std::int32_t head_dim);
+
+/// out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i] (as `dtype`) for rows_pad rows.
+void launch_swiglu(CudaDType dtype, const float* gate_up, std::int32_t inter, void* out,
+                   std::int32_t rows_pad, cudaStream_t stream);
+
+/// One block per block row r < header->block_rows of logits [.., vocab] fp32: the proposal of
+/// sampling.h (allowed ids, greedy or temperature / top-k / top-p with the Philox uniform of
+/// (seed, position, step), confidence and entropy of the temperature-1 softmax).
+void launch_vocab_pass(const PassHeader* meta, const float* logits, std::int32_t vocab,
+                       ProposalOut* out, std::int32_t block_rows_pad, cudaStream_t stream);
+
+/// Fills `count` elements of `dtype` at `data` with normal(0, std) values from a counter-based
+/// hash of (seed, index) (benchmarks and GEMM-rate measurement: never zeros).
+void launch_fill_random(CudaDType dtype, void* data, std::int64_t count, float std,
+                        std::uint64_t seed, cudaStream_t stream);
+
+}  // namespace dice::engine::cuda

@@ -1,0 +1,335 @@
+// The fused pass over the vocabulary: one block per block row computes the proposal of
+// sampling.h exactly (greedy argmax or temperature sampling with top-k / top-p and the Philox
+// uniform; confidence and entropy of the temperature-1 softmax of the allowed logits).
+//
+// Every reduction is deterministic (fixed partition and order), so a seed gives the same tokens
+// run to run. Softmax sums are in double as on the CPU; they differ from the CPU's sequential
+// sums only in association (relative 1e-16), so a drawn token can differ from the CPU's only
+// when u * total falls within that of a boundary.
+//
+// top-k and top-p need the order "logit descending, id ascending". Instead of sorting, a bitwise
+// binary search over the order-preserving 32-bit key of the logit finds the threshold key (32
+// reductions), and a scan in id order resolves ties at the threshold.
+
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+
+#include "cuda_check.h"
+#include "device_utils.cuh"
+#include "ops.h"
+
+namespace dice::engine::cuda {
+
+namespace {
+
+constexpr int kThreads = 512;
+
+constexpr std::uint32_t kPhiloxM0 = 0xD2511F53u;
+constexpr std::uint32_t kPhiloxM1 = 0xCD9E8D57u;
+constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u;
+constexpr std::uint32_t kPhiloxW1 = 0xBB67AE85u;
+
+/// philox_uniform of sampling.h: Philox4x32-10, key (seed lo, seed hi), counter (position lo,
+/// position hi, step, 0), u = out[0] / 2^32.
+__device__ double philox_uniform(std::uint64_t seed, std::int64_t position, std::int32_t step) {
+  const auto pos = static_cast<std::uint64_t>(position);
+  std::uint32_t c0 = static_cast<std::uint32_t>(pos), c1 = static_cast<std::uint32_t>(pos >> 32),
+                c2 = static_cast<std::uint32_t>(step), c3 = 0u;
+  std::uint32_t k0 = static_cast<std::uint32_t>(seed), k1 = static_cast<std::uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += kPhiloxW0;
+      k1 += kPhiloxW1;
+    }
+    const std::uint32_t hi0 = __umulhi(kPhiloxM0, c0), lo0 = kPhiloxM0 * c0;
+    const std::uint32_t hi1 = __umulhi(kPhiloxM1, c2), lo1 = kPhiloxM1 * c2;
+    const std::uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+  }
+  return static_cast<double>(c0) * 0x1p-32;
+}
+
+/// Order-preserving key of a logit: a > b (as floats) iff key(a) > key(b); -0 and +0 are equal
+/// (the CPU compares floats).
+__device__ __forceinline__ std::uint32_t order_key(float f) {
+  if (f == 0.0f) f = 0.0f;
+  const std::uint32_t bits = __float_as_uint(f);
+  return (bits & 0x80000000u) != 0u ? ~bits : (bits | 0x80000000u);
+}
+
+struct Scratch {
+  double sums[32];
+  double inclusive[kThreads];
+  float best[32];
+  int best_id[32];
+  int ints[32];
+  int result;
+};
+
+/// (value, id) with the larger value, the lower id on ties; id -1 loses to everything.
+__device__ __forceinline__ void better(float& v, int& id, float v2, int id2) {
+  if (id2 < 0) return;
+  if (id < 0 || v2 > v || (v2 == v && id2 < id)) {
+    v = v2;
+    id = id2;
+  }
+}
+
+__device__ void block_argmax(float& v, int& id, Scratch& s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    better(v, id, __shfl_xor_sync(0xffffffffu, v, offset),
+           __shfl_xor_sync(0xffffffffu, id, offset));
+  __syncthreads();
+  if (lane == 0) {
+    s.best[warp] = v;
+    s.best_id[warp] = id;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kThreads / 32 ? s.best[lane] : 0.0f;
+    id = lane < kThreads / 32 ? s.best_id[lane] : -1;
+    for (int offset = 16; offset > 0; offset >>= 1)
+      better(v, id, __shfl_xor_sync(0xffffffffu, v, offset),
+             __shfl_xor_sync(0xffffffffu, id, offset));
+    if (lane == 0) {
+      s.best[0] = v;
+      s.best_id[0] = id;
+    }
+  }
+  __syncthreads();
+  v = s.best[0];
+  id = s.best_id[0];
+}
+
+/// min (or max with `max`) over the block.
+__device__ int block_min_max(int v, bool max, Scratch& s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const int o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = max ? (o > v ? o : v) : (o < v ? o : v);
+  }
+  __syncthreads();
+  if (lane == 0) s.ints[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int r = s.ints[0];
+    for (int w = 1; w < kThreads / 32; ++w)
+      r = max ? (s.ints[w] > r ? s.ints[w] : r) : (s.ints[w] < r ? s.ints[w] : r);
+    s.ints[0] = r;
+  }
+  __syncthreads();
+  return s.ints[0];
+}
+
+/// Inclusive prefix sums over the threads in thread order, stored in s.inclusive; returns the
+/// thread's own. One thread adds the 512 values in order: deterministic, and non-decreasing for
+/// non-negative values (a tree scan is not: two threads could each see the crossing).
+__device__ double block_inclusive_scan(double v, Scratch& s) {
+  __syncthreads();  // s.inclusive free
+  s.inclusive[threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    s.result = -1;  // for scan_select's crossing thread, which writes after the next barrier
+    double running = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      running += s.inclusive[t];
+      s.inclusive[t] = running;
+    }
+  }
+  __syncthreads();
+  return s.inclusive[threadIdx.x];
+}
+
+/// Walks ids 0..limit-1 in ascending order accumulating weight(i) over members (member(i)),
+/// starting from `start`: returns the first member id at which the running sum reaches `target`
+/// (> with `strict`, >= otherwise); if none does (rounding), the last member id; -1 if there
+/// is no member. Each thread owns a contiguous chunk of ids; chunk sums are scanned in thread
+/// order, then the one thread whose chunk crosses the target walks it.
+template <typename Member, typename Weight>
+__device__ int scan_select(int limit, Member member, Weight weight, double start, double target,
+                           bool strict, Scratch& s) {
+  const int chunk = (limit + kThreads - 1) / kThreads;
+  const int lo = threadIdx.x * chunk;
+  const int hi = lo + chunk < limit ? lo + chunk : limit;
+  double sum = 0;
+  int last = -1;
+  for (int i = lo; i < hi; ++i)
+    if (member(i)) {
+      sum += weight(i);
+      last = i;
+    }
+  const double inclusive = block_inclusive_scan(sum, s);
+  const double exclusive = threadIdx.x > 0 ? s.inclusive[threadIdx.x - 1] : 0.0;
+  const auto reached = [&](double running) {
+    return strict ? running > target : running >= target;
+  };
+  if (reached(start + inclusive) && !reached(start + exclusive)) {
+    double running = start + exclusive;
+    int found = last;
+    for (int i = lo; i < hi; ++i)
+      if (member(i)) {
+        running += weight(i);
+        if (reached(running)) {
+          found = i;
+          break;
+        }
+      }
+    s.result = found;
+  }
+  __syncthreads();
+  const int found = s.result;
+  if (found >= 0) return found;
+  return block_min_max(last, true, s);
+}
+
+/// The largest key t such that sum over members with key >= t of weight reaches `target` (>=):
+/// a bitwise binary search, one block reduction per bit.
+template <typename Member, typename Weight>
+__device__ std::uint32_t search_key(const float* logits, int limit, Member member, Weight weight,
+                                    double target, Scratch& s) {
+  std::uint32_t t = 0;
+  for (int bit = 31; bit >= 0; --bit) {
+    const std::uint32_t candidate = t | (1u << bit);
+    double mass = 0;
+    for (int i = threadIdx.x; i < limit; i += kThreads)
+      if (member(i) && order_key(logits[i]) >= candidate) mass += weight(i);
+    mass = block_sum(mass, s.sums);
+    if (mass >= target) t = candidate;
+  }
+  return t;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    vocab_pass_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
+                      ProposalOut* out) {
+  __shared__ Scratch s;
+  const std::int32_t row = blockIdx.x;
+  if (row >= meta->block_rows) return;
+  const SampleInfo p = pass_section<SampleInfo>(meta, meta->samples_offset)[row];
+  const float* logits = logits_all + static_cast<std::int64_t>(row) * vocab;
+  const int limit = vocab < p.vocab_limit ? vocab : p.vocab_limit;
+  const int mask = p.mask_id;
+  const auto allowed = [&](int i) { return i != mask; };  // i < limit by the loops
+
+  // The maximum over allowed ids (lowest id on ties): the greedy choice and the softmax shift.
+  float best = -INFINITY;
+  int best_id = -1, nan_id = INT_MAX;
+  for (int i = threadIdx.x; i < limit; i += kThreads) {
+    if (!allowed(i)) continue;
+    const float v = logits[i];
+    if (isnan(v)) {
+      if (i < nan_id) nan_id = i;
+      continue;
+    }
+    better(best, best_id, v, i);
+  }
+  block_argmax(best, best_id, s);
+  nan_id = block_min_max(nan_id, false, s);
+  if (nan_id != INT_MAX || best_id < 0 || isinf(best)) {
+    if (threadIdx.x == 0)
+      out[row] = ProposalOut{nan_id != INT_MAX ? nan_id : best_id, 0.0f, 0.0f,
+                             nan_id != INT_MAX ? kProposalNaN : kProposalNoAllowed};
+    return;
+  }
+
+  // Temperature-1 softmax over the allowed ids: confidence and entropy (double, as the CPU).
+  const double m = best;
+  double sum = 0, weighted = 0;
+  for (int i = threadIdx.x; i < limit; i += kThreads) {
+    if (!allowed(i)) continue;
+    const double d = static_cast<double>(logits[i]) - m;
+    const double w = exp(d);
+    sum += w;
+    if (w > 0) weighted += w * d;
+  }
+  sum = block_sum(sum, s.sums);
+  weighted = block_sum(weighted, s.sums);
+  const double log_sum = log(sum);
+  const auto finish = [&](int token) {
+    if (threadIdx.x != 0) return;
+    const double d = static_cast<double>(logits[token]) - m;
+    const double entropy = log_sum - weighted / sum;
+    out[row] = ProposalOut{token, static_cast<float>(exp(d - log_sum)),
+                           static_cast<float>(entropy > 0.0 ? entropy : 0.0), kProposalOk};
+  };
+  if (p.temperature <= 0) {
+    finish(best_id);
+    return;
+  }
+
+  // Sampling weights at the temperature; top-k and top-p choose which ids are kept.
+  const double temperature = p.temperature;
+  const auto weight = [&](int i) {
+    return exp((static_cast<double>(logits[i]) - m) / temperature);
+  };
+  const int allowed_count = limit - (mask >= 0 && mask < limit ? 1 : 0);
+  const bool use_top_k = p.top_k > 0 && p.top_k < allowed_count;
+  const bool use_top_p = p.top_p < 1.0;
+  // kept by top-k: key > k_key, or key == k_key and id <= k_id (everything allowed without it).
+  std::uint32_t k_key = 0;
+  int k_id = INT_MAX;
+  if (use_top_k) {
+    const auto one = [](int) { return 1.0; };
+    k_key = search_key(logits, limit, allowed, one, static_cast<double>(p.top_k), s);
+    double greater = 0;
+    if (k_key != 0xFFFFFFFFu) {
+      for (int i = threadIdx.x; i < limit; i += kThreads)
+        if (allowed(i) && order_key(logits[i]) > k_key) greater += 1.0;
+      greater = block_sum(greater, s.sums);
+    }
+    const auto tie = [&](int i) { return allowed(i) && order_key(logits[i]) == k_key; };
+    k_id = scan_select(limit, tie, one, greater, static_cast<double>(p.top_k), false, s);
+  }
+  const auto kept_k = [&](int i) {
+    if (!allowed(i)) return false;
+    const std::uint32_t key = order_key(logits[i]);
+    return key > k_key || (key == k_key && i <= k_id);
+  };
+  std::uint32_t p_key = 0;
+  int p_id = INT_MAX;
+  if (use_top_p) {
+    double total = 0;
+    for (int i = threadIdx.x; i < limit; i += kThreads)
+      if (kept_k(i)) total += weight(i);
+    total = block_sum(total, s.sums);
+    const double target = p.top_p * total;
+    p_key = search_key(logits, limit, kept_k, weight, target, s);
+    double greater = 0;
+    if (p_key != 0xFFFFFFFFu) {
+      for (int i = threadIdx.x; i < limit; i += kThreads)
+        if (kept_k(i) && order_key(logits[i]) > p_key) greater += weight(i);
+      greater = block_sum(greater, s.sums);
+    }
+    const auto tie = [&](int i) { return kept_k(i) && order_key(logits[i]) == p_key; };
+    p_id = scan_select(limit, tie, weight, greater, target, false, s);
+  }
+  const auto kept = [&](int i) {
+    if (!kept_k(i)) return false;
+    const std::uint32_t key = order_key(logits[i]);
+    return key > p_key || (key == p_key && i <= p_id);
+  };
+  // u * (sum of kept weights), then the first kept id (ascending) whose running sum exceeds it.
+  double total = 0;
+  for (int i = threadIdx.x; i < limit; i += kThreads)
+    if (kept(i)) total += weight(i);
+  total = block_sum(total, s.sums);
+  const double target = philox_uniform(p.seed, p.position, p.step) * total;
+  const int chosen = scan_select(limit, kept, weight, 0.0, target, true, s);
+  finish(chosen);
+}
+
+}  // namespace
+
+void launch_vocab_pass(const PassHeader* meta, const float* logits, std::int32_t vocab,
+                       ProposalOut* out, std::int32_t block_rows_pad, cudaStream_t stream) {
+  if (block_rows_pad <= 0) return;
+  vocab_pass_kernel<<<block_rows_pad, kThreads, 0, stream>>>(meta, logits, vocab, out);
+  DICE_CUDA_CHECK_LAUNCH("vocab_pass_kernel");
+}
+
+}  // namespace dice::engine::cuda

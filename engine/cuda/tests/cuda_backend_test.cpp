@@ -1,0 +1,304 @@
+// CudaBackend against its twin, the CPU reference backend, on the same weights: logits, greedy and
+// sampled decoding through generate(), CUDA graphs, the paged cache's admission, chunked prefill
+// and bad input. Skipped without a GPU.
+
+#include "dice/engine/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dice/core/error.h"
+#include "dice/engine/block_decoder.h"
+#include "dice/engine/cpu_backend.h"
+#include "dice/engine/scoring.h"
+#include "dice/model/dtype.h"
+
+namespace dice::engine {
+namespace {
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+model::ModelConfig small_config(std::int64_t vocab, std::int64_t hidden, std::int64_t layers,
+                                std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim,
+                                std::int64_t inter, bool tied = false) {
+  model::ModelConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = hidden;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.num_kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.intermediate_size = inter;
+  c.rope_theta = 10000;
+  c.tie_word_embeddings = tied;
+  c.max_position_embeddings = 2048;
+  return c;
+}
+
+/// Random weights; with `bf16` every value is rounded to bf16 so that the CPU reference and the
+/// bf16 GPU backend compute with the very same weights.
+CpuWeights random_weights(const model::ModelConfig& c, float std, bool bf16,
+                          std::uint32_t seed = 1) {
+  CpuWeights w;
+  w.config = c;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto round = [&](float x) { return bf16 ? model::bf16_to_f32(model::f32_to_bf16(x)) : x; };
+  const auto random = [&](std::int64_t n, float s) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = round(s * normal(rng));
+    return v;
+  };
+  const auto norm = [&](std::int64_t n) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = round(1.0f + 0.1f * normal(rng));
+    return v;
+  };
+  const std::int64_t h = c.hidden_size, q = c.num_heads * c.head_dim,
+                     kv = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
+  w.embed_tokens = random(c.vocab_size * h, 1.0f);
+  for (std::int64_t i = 0; i < c.num_layers; ++i) {
+    CpuLayerWeights l;
+    l.input_layernorm = norm(h);
+    l.q_proj = random(q * h, std);
+    l.k_proj = random(kv * h, std);
+    l.v_proj = random(kv * h, std);
+    l.o_proj = random(h * q, std);
+    l.q_norm = norm(c.head_dim);
+    l.k_norm = norm(c.head_dim);
+    l.post_attention_layernorm = norm(h);
+    l.gate_proj = random(in * h, std);
+    l.up_proj = random(in * h, std);
+    l.down_proj = random(h * in, std);
+    w.layers.push_back(std::move(l));
+  }
+  w.norm = norm(h);
+  if (!c.tie_word_embeddings) w.lm_head = random(c.vocab_size * h, std);
+  return w;
+}
+
+std::vector<std::int32_t> random_ids(std::int64_t n, std::int64_t vocab, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::int32_t> pick(0, static_cast<std::int32_t>(vocab - 1));
+  std::vector<std::int32_t> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = pick(rng);
+  return v;
+}
+
+double rel_l2(std::span<const float> a, std::span<const float> b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+/// Largest per-row relative L2 between two scorings of the same sequence.
+double max_row_rel_l2(const ScoredLogits& a, const ScoredLogits& b) {
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_EQ(a.vocab_rows, b.vocab_rows);
+  double worst = 0;
+  const auto v = static_cast<std::size_t>(a.vocab_rows);
+  for (std::int64_t r = 0; r < std::min(a.rows, b.rows); ++r) {
+    const std::span<const float> ra(a.logits.data() + r * v, v), rb(b.logits.data() + r * v, v);
+    worst = std::max(worst, rel_l2(ra, rb));
+  }
+  return worst;
+}
+
+struct Shape {
+  std::string name;
+  model::ModelConfig config;
+  float std;
+};
+
+std::vector<Shape> shapes() {
+  return {{"group 2, head_dim 32", small_config(1000, 128, 2, 4, 2, 32, 256), 0.3f},
+          {"group 4, head_dim 64, tied", small_config(2048, 256, 3, 8, 2, 64, 512, true), 0.15f},
+          {"SDAR-1.7B widths, 2 layers", small_config(8192, 2048, 2, 16, 8, 128, 6144), 0.02f}};
+}
+
+TEST_F(CudaBackendTest, LogitsMatchTheCpuReference) {
+  for (const auto& shape : shapes())
+    for (const auto dtype : {CudaDType::kBF16, CudaDType::kF32}) {
+      const bool bf16 = dtype == CudaDType::kBF16;
+      const CpuWeights weights = random_weights(shape.config, shape.std, bf16);
+      CpuBackend cpu(weights);
+      CudaBackend gpu(weights, {.dtype = dtype});
+      const auto ids = random_ids(41, shape.config.vocab_size, 3);
+      for (const std::int64_t prompt : {13, 12})
+        for (const bool fused : {true, false}) {
+          const auto want = score_blocks(cpu, ids, prompt, 4, fused);
+          const auto got = score_blocks(gpu, ids, prompt, 4, fused);
+          EXPECT_LT(max_row_rel_l2(got, want), bf16 ? 1e-2 : 1e-4)
+              << shape.name << (bf16 ? ", bf16" : ", fp32") << ", prompt " << prompt
+              << (fused ? ", fused" : ", unfused");
+          EXPECT_EQ(got.forwards, want.forwards);
+        }
+    }
+}
+
+TEST_F(CudaBackendTest, CudaCoreAndTensorCoreAttentionAgree) {
+  const auto shape = shapes()[1];
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackend mma(weights, {.attention = CudaAttention::kTensorCores});
+  CudaBackend simple(weights, {.attention = CudaAttention::kCudaCores});
+  const auto ids = random_ids(300, shape.config.vocab_size, 4);
+  const auto a = score_blocks(mma, ids, 250, 4, true);
+  const auto b = score_blocks(simple, ids, 250, 4, true);
+  EXPECT_LT(max_row_rel_l2(a, b), 1e-2);
+}
+
+std::vector<GenerationRequest> requests_for(std::int64_t vocab, double temperature,
+                                            std::int32_t top_k = 0, double top_p = 1) {
+  std::vector<GenerationRequest> requests;
+  const std::vector<std::int64_t> prompts{5, 12, 1, 30, 9};
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    GenerationOptions o;
+    o.max_new_tokens = 24 + 7 * static_cast<std::int64_t>(i);
+    o.sampling.temperature = temperature;
+    o.sampling.top_k = top_k;
+    o.sampling.top_p = top_p;
+    o.sampling.seed = 100 + i;
+    o.fused_store = i % 2 == 0;
+    o.remasking.strategy =
+        i == 1 ? RemaskingStrategy::kSequential : RemaskingStrategy::kLowConfidenceDynamic;
+    o.remasking.threshold = 0.5;
+    requests.push_back({random_ids(prompts[i], vocab, static_cast<std::uint32_t>(10 + i)), o});
+  }
+  return requests;
+}
+
+void expect_same(const std::vector<GenerationResult>& got,
+                 const std::vector<GenerationResult>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].output_ids, want[i].output_ids) << what << ", request " << i;
+    ASSERT_EQ(got[i].trace.size(), want[i].trace.size()) << what << ", request " << i;
+    for (std::size_t t = 0; t < got[i].trace.size(); ++t) {
+      EXPECT_EQ(got[i].trace[t].step, want[i].trace[t].step) << what << ", request " << i;
+      EXPECT_EQ(got[i].trace[t].forward, want[i].trace[t].forward) << what << ", request " << i;
+    }
+    EXPECT_EQ(got[i].counts.forwards, want[i].counts.forwards) << what << ", request " << i;
+  }
+}
+
+TEST_F(CudaBackendTest, Fp32DecodingGivesTheCpuReferenceTokens) {
+  const auto shape = shapes()[0];
+  const CpuWeights weights = random_weights(shape.config, shape.std, false);
+  CpuBackend cpu(weights);
+  CudaBackend gpu(weights, {.dtype = CudaDType::kF32});
+  for (const double temperature : {0.0, 1.0}) {
+    const auto requests = requests_for(shape.config.vocab_size, temperature);
+    const auto want = generate(cpu, requests);
+    const auto got = generate(gpu, requests);
+    expect_same(got, want, temperature == 0 ? "greedy" : "sampled");
+  }
+  EXPECT_GT(gpu.stats().graph_replays, 0);
+}
+
+TEST_F(CudaBackendTest, SeededSamplingReproducesRunToRun) {
+  const auto shape = shapes()[1];
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  for (const auto& [k, p] : std::vector<std::pair<std::int32_t, double>>{{0, 1}, {20, 0.9}}) {
+    const auto requests = requests_for(shape.config.vocab_size, 1.0, k, p);
+    CudaBackend first(weights), second(weights);
+    const auto a = generate(first, requests);
+    const auto b = generate(second, requests);
+    const auto c = generate(first, requests);  // the same backend again: graphs replayed
+    expect_same(a, b, "two backends");
+    expect_same(a, c, "one backend twice");
+    auto reseeded = requests;
+    for (auto& r : reseeded) r.options.sampling.seed += 1000;
+    const auto d = generate(first, reseeded);
+    int differ = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) differ += a[i].output_ids != d[i].output_ids;
+    EXPECT_GT(differ, 0) << "other seeds should draw other tokens";
+  }
+}
+
+TEST_F(CudaBackendTest, GraphsAndChunkedPrefillDoNotChangeLogits) {
+  const auto shape = shapes()[0];
+  const CpuWeights weights = random_weights(shape.config, shape.std, false);
+  CudaBackend eager(weights, {.dtype = CudaDType::kF32, .cuda_graphs = false});
+  CudaBackend graphs(weights, {.dtype = CudaDType::kF32});
+  CudaBackend chunked(weights, {.dtype = CudaDType::kF32, .max_rows = 16, .max_block_rows = 8});
+  const auto ids = random_ids(90, shape.config.vocab_size, 5);
+  const auto a = score_blocks(eager, ids, 61, 4, true);
+  const auto b = score_blocks(graphs, ids, 61, 4, true);
+  const auto c = score_blocks(chunked, ids, 61, 4, true);
+  EXPECT_LT(max_row_rel_l2(b, a), 1e-5);
+  EXPECT_LT(max_row_rel_l2(c, a), 1e-5);
+  EXPECT_GT(graphs.stats().graph_captures, 0);
+  EXPECT_EQ(eager.stats().graph_replays, 0);
+  EXPECT_GT(chunked.stats().passes, chunked.stats().forwards);  // the prefill took several passes
+}
+
+TEST_F(CudaBackendTest, PagedCacheAdmitsRequestsAsRoomFreesUp) {
+  const auto shape = shapes()[0];
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  const auto requests = requests_for(shape.config.vocab_size, 0.0);
+  CudaBackend roomy(weights);
+  const auto want = generate(roomy, requests);
+  // A budget with room for the two largest requests' caches only.
+  const CudaMemoryReport m = roomy.memory();
+  std::int64_t need = 0;
+  for (std::size_t i = requests.size() - 2; i < requests.size(); ++i)
+    need += (cache_tokens_needed(requests[i]) + m.page_tokens - 1) / m.page_tokens;
+  const std::int64_t budget =
+      m.weights + m.workspace + (need + 1) * m.page_tokens * m.bytes_per_token;
+  CudaBackend tight(weights, {.memory_limit_bytes = budget});
+  EXPECT_EQ(tight.memory().pages, need);
+  const auto got = generate(tight, requests);
+  expect_same(got, want, "tight cache");
+  // A request larger than the whole cache is refused with an input error.
+  auto huge = requests;
+  huge[2].options.max_new_tokens = need * m.page_tokens + 100;
+  EXPECT_THROW(generate(tight, huge), InputError);
+  // Without reservations a forward that overflows the pool throws and commits nothing.
+  tight.open(1, 4);
+  const auto ids = random_ids(need * m.page_tokens + 4, shape.config.vocab_size, 6);
+  const ForwardItem item{.sequence = 1, .commit = ids};
+  ForwardOutput out;
+  EXPECT_THROW(tight.forward(std::span(&item, 1), {}, out), Error);
+  EXPECT_EQ(tight.cached_tokens(1), 0);
+  tight.close(1);
+}
+
+TEST_F(CudaBackendTest, BadInputIsRejectedAndNothingCommitted) {
+  const auto shape = shapes()[0];
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackend gpu(weights);
+  gpu.open(7, 4);
+  const std::vector<std::int32_t> good{1, 2, 3, 4}, bad{1, 2, 3, 5000};
+  ForwardOutput out;
+  ForwardItem item{.sequence = 7, .commit = good, .block = bad};
+  EXPECT_THROW(gpu.forward(std::span(&item, 1), {}, out), InputError);
+  EXPECT_EQ(gpu.cached_tokens(7), 0);
+  item.block = good;
+  gpu.forward(std::span(&item, 1), {}, out);
+  EXPECT_EQ(gpu.cached_tokens(7), 4);
+  EXPECT_EQ(out.proposals.size(), 4u);
+  const std::vector<std::int32_t> three{1, 2, 3};
+  item.commit = three;  // not a whole block
+  EXPECT_THROW(gpu.forward(std::span(&item, 1), {}, out), Error);
+  item.sequence = 8;  // not open
+  EXPECT_THROW(gpu.forward(std::span(&item, 1), {}, out), Error);
+  EXPECT_THROW(gpu.open(7, 4), Error);
+  gpu.close(7);
+  EXPECT_THROW(gpu.cached_tokens(7), Error);
+}
+
+}  // namespace
+}  // namespace dice::engine

@@ -1,0 +1,584 @@
+// Every CUDA op of the backend against a plain CPU reference on random inputs (like llama.cpp's
+// test-backend-ops): each failure names the op and its configuration. Skipped without a GPU.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_check.h"
+#include "device_memory.h"
+#include "dice/engine/cuda_backend.h"
+#include "dice/engine/sampling.h"
+#include "dice/model/dtype.h"
+#include "forward_plan.h"
+#include "gemm.h"
+#include "ops.h"
+
+namespace dice::engine::cuda {
+namespace {
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    DICE_CUDA_CHECK(cudaSetDevice(0));
+    stream_ = std::make_unique<Stream>();
+  }
+  cudaStream_t stream() const { return stream_->get(); }
+  void synchronize() const { stream_->synchronize(); }
+
+ private:
+  std::unique_ptr<Stream> stream_;
+};
+
+std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+/// Values as the device holds them: bf16-rounded (widened back) or unchanged.
+std::vector<float> as_dtype(std::vector<float> v, CudaDType dtype) {
+  if (dtype == CudaDType::kBF16)
+    for (auto& x : v) x = model::bf16_to_f32(model::f32_to_bf16(x));
+  return v;
+}
+
+DeviceBuffer upload(const std::vector<float>& v, CudaDType dtype) {
+  DeviceBuffer b(v.size() * (dtype == CudaDType::kBF16 ? 2 : 4) + 256);
+  if (dtype == CudaDType::kBF16) {
+    std::vector<std::uint16_t> bits(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) bits[i] = model::f32_to_bf16(v[i]);
+    DICE_CUDA_CHECK(cudaMemcpy(b.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+  } else {
+    DICE_CUDA_CHECK(cudaMemcpy(b.get(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  }
+  return b;
+}
+
+std::vector<float> download(const DeviceBuffer& b, std::size_t n, CudaDType dtype) {
+  std::vector<float> v(n);
+  if (dtype == CudaDType::kBF16) {
+    std::vector<std::uint16_t> bits(n);
+    DICE_CUDA_CHECK(cudaMemcpy(bits.data(), b.get(), n * 2, cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < n; ++i) v[i] = model::bf16_to_f32(bits[i]);
+  } else {
+    DICE_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), n * 4, cudaMemcpyDeviceToHost));
+  }
+  return v;
+}
+
+DeviceBuffer upload_bytes(const std::vector<std::byte>& bytes) {
+  DeviceBuffer b(bytes.size());
+  DICE_CUDA_CHECK(cudaMemcpy(b.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  return b;
+}
+
+double rel_l2(const std::vector<float>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+const char* name(CudaDType dtype) {
+  return dtype == CudaDType::kBF16 ? "bf16" : "fp32";
+}
+
+/// A pass of one sequence committing `n` tokens from `start`, pages 1.. in order.
+PassPlan commit_pass(const std::vector<std::int32_t>& tokens, std::int64_t start,
+                     const std::vector<std::int32_t>& pages, std::int32_t heads = 4,
+                     std::int32_t kv_heads = 2) {
+  PassItem item;
+  item.commit = tokens;
+  item.start = start;
+  item.block_length = 4;
+  item.pages = pages;
+  return plan_pass(std::span(&item, 1), {heads, kv_heads, 1, 0});
+}
+
+TEST_F(CudaOps, Embedding) {
+  for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16}) {
+    const int vocab = 97, hidden = 48;
+    const auto table = as_dtype(random_vector(vocab * hidden, 1), dtype);
+    const std::vector<std::int32_t> tokens{5, 96, 0, 5, 17, 3, 60, 2};
+    const PassPlan plan = commit_pass(tokens, 0, {1});
+    const auto meta = upload_bytes(plan.bytes);
+    const auto d_table = upload(table, dtype);
+    DeviceBuffer x(16 * hidden * 4);
+    std::vector<float> poison(16 * hidden, 7.0f);
+    DICE_CUDA_CHECK(cudaMemcpy(x.get(), poison.data(), poison.size() * 4, cudaMemcpyHostToDevice));
+    launch_embedding(dtype, meta.as<PassHeader>(), d_table.get(), hidden, x.as<float>(), 16,
+                     stream());
+    synchronize();
+    const auto got = download(x, 16 * hidden, CudaDType::kF32);
+    for (int r = 0; r < 16; ++r)
+      for (int i = 0; i < hidden; ++i) {
+        const float want = r < 8 ? table[tokens[r] * hidden + i] : 0.0f;
+        ASSERT_EQ(got[r * hidden + i], want) << "embedding " << name(dtype) << " row " << r;
+      }
+  }
+}
+
+std::vector<float> cpu_rms_norm(const std::vector<float>& x, int rows, int dim,
+                                const std::vector<float>& w, double eps) {
+  std::vector<float> out(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int i = 0; i < dim; ++i) sum += static_cast<double>(x[r * dim + i]) * x[r * dim + i];
+    const auto scale = static_cast<float>(1.0 / std::sqrt(sum / dim + eps));
+    for (int i = 0; i < dim; ++i) out[r * dim + i] = w[i] * (x[r * dim + i] * scale);
+  }
+  return out;
+}
+
+TEST_F(CudaOps, RmsNormPlainAndGathered) {
+  for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16}) {
+    const int rows = 9, hidden = 2560;
+    const auto x = random_vector(rows * hidden, 2, 3.0f);
+    auto w = random_vector(hidden, 3, 0.1f);
+    for (auto& v : w) v += 1.0f;
+    const auto want = as_dtype(cpu_rms_norm(x, rows, hidden, w, 1e-6), dtype);
+    const auto d_x = upload(x, CudaDType::kF32), d_w = upload(w, CudaDType::kF32);
+    DeviceBuffer out(rows * hidden * 4);
+    launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, out.get(), rows, nullptr,
+                    stream());
+    synchronize();
+    const auto got = download(out, rows * hidden, dtype);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-6 * std::abs(want[i]) + 1e-30)
+          << "rms_norm " << name(dtype) << " element " << i;
+
+    // Gather: block rows of a pass (rows 4..7 of a fused-store pass), padded to 8 rows.
+    PassItem item;
+    const std::vector<std::int32_t> commit{1, 2, 3, 4}, block{5, 6, 7, 8};
+    const std::vector<std::int32_t> pages{1};
+    item.commit = commit;
+    item.block = block;
+    item.block_length = 4;
+    item.pages = pages;
+    const PassPlan plan = plan_pass(std::span(&item, 1), {4, 2, 1, 0});
+    const auto meta = upload_bytes(plan.bytes);
+    DeviceBuffer gathered(8 * hidden * 4);
+    launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, gathered.get(), 8,
+                    meta.as<PassHeader>(), stream());
+    synchronize();
+    const auto g = download(gathered, 8 * hidden, dtype);
+    for (int r = 0; r < 8; ++r)
+      for (int i = 0; i < hidden; ++i) {
+        const float expect = r < 4 ? want[(4 + r) * hidden + i] : 0.0f;
+        ASSERT_NEAR(g[r * hidden + i], expect, 2e-6 * std::abs(expect) + 1e-30)
+            << "rms_norm gather " << name(dtype) << " row " << r;
+      }
+  }
+}
+
+/// cos/sin table as the backend builds it.
+std::vector<float2> rope_table(int positions, int d, double theta) {
+  std::vector<float> inv_freq;
+  for (int i = 0; i < d; i += 2)
+    inv_freq.push_back(
+        1.0f / static_cast<float>(std::pow(
+                   theta, static_cast<double>(static_cast<float>(i) / static_cast<float>(d)))));
+  std::vector<float2> t(static_cast<std::size_t>(positions * d / 2));
+  for (int p = 0; p < positions; ++p)
+    for (int i = 0; i < d / 2; ++i) {
+      const float angle = static_cast<float>(p) * inv_freq[i];
+      t[p * d / 2 + i] = float2{static_cast<float>(std::cos(static_cast<double>(angle))),
+                                static_cast<float>(std::sin(static_cast<double>(angle)))};
+    }
+  return t;
+}
+
+TEST_F(CudaOps, QkNormRopeAndCacheWrite) {
+  for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
+    for (const int d : {16, 128}) {
+      const int heads = 4, kv_heads = 2, vectors = heads + 2 * kv_heads, pages = 4;
+      const LayerShape shape{64, heads, kv_heads, d, 128, 1e-6};
+      const std::vector<std::int32_t> tokens(8, 1);
+      const std::vector<std::int32_t> page_ids{3, 1};  // positions 28..35 span two pages
+      const PassPlan plan = commit_pass(tokens, 28, page_ids, heads, kv_heads);
+      const auto meta = upload_bytes(plan.bytes);
+      const auto qkv = random_vector(8 * vectors * d, 4, 2.0f);
+      auto qn = random_vector(d, 5, 0.1f), kn = random_vector(d, 6, 0.1f);
+      for (auto& v : qn) v += 1.0f;
+      for (auto& v : kn) v += 1.0f;
+      const auto table = rope_table(64, d, 1e6);
+      const auto d_qkv = upload(qkv, CudaDType::kF32), d_qn = upload(qn, CudaDType::kF32),
+                 d_kn = upload(kn, CudaDType::kF32);
+      DeviceBuffer d_rope(table.size() * sizeof(float2));
+      DICE_CUDA_CHECK(cudaMemcpy(d_rope.get(), table.data(), table.size() * sizeof(float2),
+                                 cudaMemcpyHostToDevice));
+      const std::size_t cache_n = static_cast<std::size_t>(pages * kv_heads * kPageTokens * d);
+      const std::vector<float> poison(cache_n, 3.0f);
+      const auto k_cache = upload(poison, dtype), v_cache = upload(poison, dtype);
+      DeviceBuffer q_out(8 * heads * d * 4);
+      launch_qk_norm_rope(dtype, meta.as<PassHeader>(), d_qkv.as<float>(), d_qn.as<float>(),
+                          d_kn.as<float>(), d_rope.as<float2>(), shape, q_out.get(),
+                          CacheLayer{k_cache.get(), v_cache.get()}, 8, stream());
+      synchronize();
+      const auto q_got = download(q_out, 8 * heads * d, dtype);
+      const auto k_got = download(k_cache, cache_n, dtype);
+      const auto v_got = download(v_cache, cache_n, dtype);
+      std::vector<bool> written(cache_n, false);
+      for (int r = 0; r < 8; ++r) {
+        const int position = 28 + r;
+        const int page = page_ids[position / kPageTokens], slot = position % kPageTokens;
+        for (int v = 0; v < vectors; ++v) {
+          const float* src = qkv.data() + (r * vectors + v) * d;
+          std::vector<float> ref(src, src + d);
+          const bool is_q = v < heads, is_k = !is_q && v < heads + kv_heads;
+          if (is_q || is_k) {
+            ref = cpu_rms_norm(ref, 1, d, is_q ? qn : kn, 1e-6);
+            std::vector<float> rotated(d);
+            for (int i = 0; i < d / 2; ++i) {
+              const float2 cs = table[position * d / 2 + i];
+              rotated[i] = ref[i] * cs.x - ref[i + d / 2] * cs.y;
+              rotated[i + d / 2] = ref[i + d / 2] * cs.x + ref[i] * cs.y;
+            }
+            ref = rotated;
+          }
+          ref = as_dtype(ref, dtype);
+          for (int i = 0; i < d; ++i) {
+            float got;
+            if (is_q) {
+              got = q_got[(r * heads + v) * d + i];
+            } else {
+              const int h = is_k ? v - heads : v - heads - kv_heads;
+              const std::size_t at =
+                  static_cast<std::size_t>(((page * kv_heads + h) * kPageTokens + slot) * d + i);
+              got = is_k ? k_got[at] : v_got[at];
+              written[at] = true;
+            }
+            const float tol = dtype == CudaDType::kBF16 ? 8e-3f : 2e-6f;
+            ASSERT_NEAR(got, ref[i], tol * std::abs(ref[i]) + 1e-6f)
+                << "qk_norm_rope " << name(dtype) << " d " << d << " row " << r << " vector " << v
+                << " dim " << i;
+          }
+        }
+      }
+      for (std::size_t i = 0; i < cache_n; ++i)
+        if (!written[i]) {
+          ASSERT_EQ(k_got[i], 3.0f) << "qk_norm_rope wrote outside its slots at " << i;
+          ASSERT_EQ(v_got[i], 3.0f) << "qk_norm_rope wrote outside its slots at " << i;
+        }
+    }
+}
+
+TEST_F(CudaOps, SwiGlu) {
+  for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16}) {
+    const int rows = 5, inter = 1000;
+    const auto gu = random_vector(rows * 2 * inter, 7, 4.0f);
+    const auto d_gu = upload(gu, CudaDType::kF32);
+    DeviceBuffer out(rows * inter * 4);
+    launch_swiglu(dtype, d_gu.as<float>(), inter, out.get(), rows, stream());
+    synchronize();
+    const auto got = download(out, rows * inter, dtype);
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < inter; ++i) {
+        const float g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
+        const float want = as_dtype({g / (1.0f + std::exp(-g)) * u}, dtype)[0];
+        ASSERT_NEAR(got[r * inter + i], want,
+                    (dtype == CudaDType::kBF16 ? 8e-3f : 1e-6f) * std::abs(want) + 1e-7f)
+            << "swiglu " << name(dtype) << " row " << r << " i " << i;
+      }
+  }
+}
+
+TEST_F(CudaOps, GemmThroughCublasLt) {
+  Gemm gemm;
+  for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
+    for (const int rows : {1, 7, 64})
+      for (const bool accumulate : {false, true}) {
+        const int in = 256, out = 384;
+        const auto x = as_dtype(random_vector(rows * in, 8), dtype);
+        const auto w = as_dtype(random_vector(out * in, 9, 0.05f), dtype);
+        const auto y0 = random_vector(rows * out, 10);
+        const auto d_x = upload(x, dtype), d_w = upload(w, dtype);
+        const auto d_y = upload(y0, CudaDType::kF32);
+        gemm.run(dtype, d_x.get(), d_w.get(), d_y.as<float>(), rows, in, out, accumulate, stream());
+        synchronize();
+        const auto got = download(d_y, rows * out, CudaDType::kF32);
+        std::vector<double> want(rows * out);
+        for (int r = 0; r < rows; ++r)
+          for (int o = 0; o < out; ++o) {
+            double s = accumulate ? y0[r * out + o] : 0.0;
+            for (int i = 0; i < in; ++i) s += static_cast<double>(x[r * in + i]) * w[o * in + i];
+            want[r * out + o] = s;
+          }
+        EXPECT_LT(rel_l2(got, want), 1e-5)
+            << "gemm " << name(dtype) << " rows " << rows << " accumulate " << accumulate;
+      }
+}
+
+struct AttnCase {
+  CudaDType dtype;
+  bool tensor_cores;
+  int d, heads, kv_heads;
+  std::int32_t target_work;  // large: split the KV ranges
+};
+
+TEST_F(CudaOps, AttentionOverThePagedCache) {
+  const std::vector<AttnCase> cases{
+      {CudaDType::kF32, false, 16, 4, 2, 1},     {CudaDType::kF32, false, 128, 16, 8, 1},
+      {CudaDType::kF32, false, 128, 32, 8, 600}, {CudaDType::kF32, false, 64, 4, 4, 1},
+      {CudaDType::kBF16, false, 128, 16, 8, 1},  {CudaDType::kBF16, true, 128, 16, 8, 1},
+      {CudaDType::kBF16, true, 128, 32, 8, 1},   {CudaDType::kBF16, true, 128, 32, 8, 600},
+      {CudaDType::kBF16, true, 16, 4, 2, 300},   {CudaDType::kBF16, true, 64, 4, 4, 1},
+      {CudaDType::kBF16, true, 32, 16, 1, 1},    {CudaDType::kBF16, true, 256, 8, 1, 100},
+      {CudaDType::kBF16, true, 128, 16, 2, 1}};
+  for (const auto& c : cases) {
+    const int group = c.heads / c.kv_heads, pages = 120;
+    const std::string what =
+        std::string("attention ") + name(c.dtype) + (c.tensor_cores ? " mma" : " simple") + " d " +
+        std::to_string(c.d) + " heads " + std::to_string(c.heads) + "/" +
+        std::to_string(c.kv_heads) + " target " + std::to_string(c.target_work);
+    // Sequences: (cached start, commit, block): a long denoising block, a fused store pass, a
+    // prefill chunk, a short block; pages shuffled.
+    struct Seq {
+      std::int64_t start, commit, block;
+    };
+    const std::vector<Seq> seqs{{1004, 0, 4}, {36, 4, 4}, {0, 52, 0}, {8, 0, 3}, {120, 8, 2}};
+    std::vector<std::int32_t> pool(pages - 1);
+    std::iota(pool.begin(), pool.end(), 1);
+    std::shuffle(pool.begin(), pool.end(), std::mt19937(11));
+    std::vector<std::vector<std::int32_t>> seq_pages, tokens_commit, tokens_block;
+    std::size_t next = 0;
+    for (const auto& s : seqs) {
+      const auto n = (s.start + s.commit + s.block + kPageTokens - 1) / kPageTokens;
+      seq_pages.emplace_back(pool.begin() + static_cast<std::ptrdiff_t>(next),
+                             pool.begin() + static_cast<std::ptrdiff_t>(next + n));
+      next += static_cast<std::size_t>(n);
+      tokens_commit.emplace_back(s.commit, 1);
+      tokens_block.emplace_back(s.block, 1);
+    }
+    std::vector<PassItem> items(seqs.size());
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      items[i].commit = tokens_commit[i];
+      items[i].block = tokens_block[i];
+      items[i].start = seqs[i].start;
+      items[i].block_length = 4;
+      items[i].pages = seq_pages[i];
+    }
+    const PassPlan plan = plan_pass(items, {c.heads, c.kv_heads, c.target_work, 4096});
+    if (c.target_work > 1) {
+      ASSERT_GT(plan.attn_combine, 0) << what;
+    }
+    const auto meta = upload_bytes(plan.bytes);
+    const std::size_t cache_n = static_cast<std::size_t>(pages) * c.kv_heads * kPageTokens * c.d;
+    const auto k = as_dtype(random_vector(cache_n, 12, 1.0f), c.dtype);
+    const auto v = as_dtype(random_vector(cache_n, 13, 1.0f), c.dtype);
+    const auto q = as_dtype(
+        random_vector(static_cast<std::size_t>(plan.rows * c.heads * c.d), 14, 1.0f), c.dtype);
+    const auto d_k = upload(k, c.dtype), d_v = upload(v, c.dtype), d_q = upload(q, c.dtype);
+    const std::vector<float> poison(static_cast<std::size_t>(plan.rows * c.heads * c.d),
+                                    std::numeric_limits<float>::quiet_NaN());
+    const auto d_out = upload(poison, c.dtype);
+    DeviceBuffer partial_out(4096ull * kTileQueries * c.d * 4),
+        partial_lse(4096ull * kTileQueries * 4);
+    const LayerShape shape{c.heads * c.d, c.heads, c.kv_heads, c.d, 64, 1e-6};
+    const std::int32_t grid = attention_grid(c.dtype, c.tensor_cores, c.d);
+    launch_attention(c.dtype, c.tensor_cores, meta.as<PassHeader>(), d_q.get(),
+                     CacheLayer{d_k.get(), d_v.get()}, shape, d_out.get(), partial_out.as<float>(),
+                     partial_lse.as<float>(), grid, stream());
+    launch_attention_combine(c.dtype, meta.as<PassHeader>(), partial_out.as<float>(),
+                             partial_lse.as<float>(), shape, d_out.get(), 4 * 132, stream());
+    synchronize();
+    const auto got = download(d_out, poison.size(), c.dtype);
+    // Reference in double.
+    const auto rows = std::vector<RowInfo>(
+        pass_section<RowInfo>(&plan.header(), plan.header().rows_offset),
+        pass_section<RowInfo>(&plan.header(), plan.header().rows_offset) + plan.rows);
+    std::vector<double> want(poison.size());
+    int row = 0;
+    for (std::size_t s = 0; s < seqs.size(); ++s) {
+      const auto n = seqs[s].commit + seqs[s].block;
+      for (std::int64_t r = 0; r < n; ++r, ++row) {
+        const int kv_len = rows[row].kv_len;
+        for (int hq = 0; hq < c.heads; ++hq) {
+          const int kvh = hq / group;
+          const float* qv = q.data() + (row * c.heads + hq) * c.d;
+          std::vector<double> scores(kv_len);
+          double big = -1e300;
+          for (int j = 0; j < kv_len; ++j) {
+            const std::size_t base = static_cast<std::size_t>(
+                ((seq_pages[s][j / kPageTokens] * c.kv_heads + kvh) * kPageTokens +
+                 j % kPageTokens) *
+                c.d);
+            double dot = 0;
+            for (int i = 0; i < c.d; ++i) dot += static_cast<double>(qv[i]) * k[base + i];
+            scores[j] = dot / std::sqrt(static_cast<double>(c.d));
+            big = std::max(big, scores[j]);
+          }
+          double sum = 0;
+          for (auto& sc : scores) sum += (sc = std::exp(sc - big));
+          for (int i = 0; i < c.d; ++i) {
+            double o = 0;
+            for (int j = 0; j < kv_len; ++j) {
+              const std::size_t base = static_cast<std::size_t>(
+                  ((seq_pages[s][j / kPageTokens] * c.kv_heads + kvh) * kPageTokens +
+                   j % kPageTokens) *
+                  c.d);
+              o += scores[j] * v[base + i];
+            }
+            want[(row * c.heads + hq) * c.d + i] = o / sum;
+          }
+        }
+      }
+    }
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_FALSE(std::isnan(got[i])) << what << ": output " << i << " not written";
+    const double tolerance = c.dtype == CudaDType::kF32 ? 1e-5 : (c.tensor_cores ? 1.5e-2 : 6e-3);
+    EXPECT_LT(rel_l2(got, want), tolerance) << what;
+    // Row by row too: an error confined to one sequence or head must not hide in the total.
+    for (int r = 0; r < plan.rows; ++r) {
+      const auto from = static_cast<std::ptrdiff_t>(r * c.heads * c.d);
+      const std::vector<float> g(got.begin() + from, got.begin() + from + c.heads * c.d);
+      const std::vector<double> w(want.begin() + from, want.begin() + from + c.heads * c.d);
+      ASSERT_LT(rel_l2(g, w), 3 * tolerance) << what << ", row " << r;
+    }
+  }
+}
+
+struct VocabCase {
+  SamplingParams params;
+  std::string what;
+  int logits_kind;  // 0: normal, 1: ties (multiples of 0.5), 2: some -inf, 3: peaked
+};
+
+TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
+  const int vocab = 151936;
+  std::vector<VocabCase> cases;
+  const auto add = [&](double t, int k, double p, std::uint64_t seed, int kind,
+                       const std::string& what, int limit = 151670, int mask = 151669) {
+    VocabCase c;
+    c.params.temperature = t;
+    c.params.top_k = k;
+    c.params.top_p = p;
+    c.params.seed = seed;
+    c.params.vocab_limit = limit;
+    c.params.mask_id = mask;
+    c.logits_kind = kind;
+    c.what = what;
+    cases.push_back(c);
+  };
+  for (int kind = 0; kind < 4; ++kind) {
+    const std::string k = " logits " + std::to_string(kind);
+    add(0, 0, 1, 0, kind, "greedy" + k);
+    add(1.0, 0, 1, 7, kind, "T=1" + k);
+    add(0.7, 0, 1, 8, kind, "T=0.7" + k);
+    add(1.5, 0, 1, 9, kind, "T=1.5" + k);
+    add(1.0, 1, 1, 10, kind, "top-k 1" + k);
+    add(1.0, 40, 1, 11, kind, "top-k 40" + k);
+    add(0.8, 1000, 1, 12, kind, "top-k 1000" + k);
+    add(1.0, 0, 0.9, 13, kind, "top-p 0.9" + k);
+    add(1.0, 0, 0.3, 14, kind, "top-p 0.3" + k);
+    add(0.8, 40, 0.9, 15, kind, "top-k 40 top-p 0.9" + k);
+    add(1.0, 0, 1, 16, kind, "limit 1000, mask 7" + k, 1000, 7);
+    add(0, 0, 1, 0, kind, "greedy mask 0" + k, 151670, 0);
+  }
+  // Many rows of one pass, each with its own parameters, positions and steps.
+  std::vector<float> logits(cases.size() * vocab);
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (std::size_t r = 0; r < cases.size(); ++r)
+    for (int i = 0; i < vocab; ++i) {
+      float x = normal(rng);
+      switch (cases[r].logits_kind) {
+        case 1:
+          x = std::round(x * 2.0f) / 2.0f;
+          break;
+        case 2:
+          if (i % 3 == 0) x = -std::numeric_limits<float>::infinity();
+          break;
+        case 3:
+          if (i % 5000 == 17) x += 25.0f;
+          break;
+        default:
+          break;
+      }
+      logits[r * vocab + i] = x;
+    }
+  std::vector<std::int32_t> block_tokens(1, 1);
+  std::vector<std::vector<std::int32_t>> pages(cases.size(), std::vector<std::int32_t>{1});
+  std::vector<PassItem> items(cases.size());
+  for (std::size_t r = 0; r < cases.size(); ++r) {
+    items[r].block = block_tokens;
+    items[r].start = static_cast<std::int64_t>(4 * r);
+    items[r].block_length = 4;
+    pages[r].assign(static_cast<std::size_t>(r / 8 + 1), 1);
+    items[r].pages = pages[r];
+    items[r].sampling = cases[r].params;
+    items[r].step = static_cast<std::int32_t>(r % 4);
+  }
+  const PassPlan plan = plan_pass(items, {4, 2, 1, 0});
+  const auto meta = upload_bytes(plan.bytes);
+  const auto d_logits = upload(logits, CudaDType::kF32);
+  const int rows_pad = bucket_rows(static_cast<std::int32_t>(cases.size()));
+  DeviceBuffer out(rows_pad * sizeof(ProposalOut));
+  launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(),
+                    rows_pad, stream());
+  synchronize();
+  std::vector<ProposalOut> got(cases.size());
+  DICE_CUDA_CHECK(
+      cudaMemcpy(got.data(), out.get(), got.size() * sizeof(ProposalOut), cudaMemcpyDeviceToHost));
+  for (std::size_t r = 0; r < cases.size(); ++r) {
+    const std::span<const float> row(logits.data() + r * vocab, vocab);
+    const Proposal want = propose(row, cases[r].params, items[r].start, items[r].step);
+    ASSERT_EQ(got[r].status, kProposalOk) << "vocab pass " << cases[r].what;
+    EXPECT_EQ(got[r].token, want.token) << "vocab pass " << cases[r].what;
+    EXPECT_NEAR(got[r].confidence, want.confidence, 1e-6 * want.confidence + 1e-12)
+        << "vocab pass " << cases[r].what;
+    EXPECT_NEAR(got[r].entropy, want.entropy, 1e-5 * want.entropy + 1e-9)
+        << "vocab pass " << cases[r].what;
+  }
+}
+
+TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
+  const int vocab = 5000;
+  std::vector<float> logits(2 * vocab, 0.5f);
+  logits[1234] = std::numeric_limits<float>::quiet_NaN();
+  logits[777] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<PassItem> items(2);
+  const std::vector<std::int32_t> block(1, 1), pages(1, 1);
+  for (auto& item : items) {
+    item.block = block;
+    item.block_length = 4;
+    item.pages = pages;
+  }
+  items[1].sampling.vocab_limit = 1;
+  items[1].sampling.mask_id = 0;  // nothing allowed
+  const PassPlan plan = plan_pass(items, {4, 2, 1, 0});
+  const auto meta = upload_bytes(plan.bytes);
+  const auto d_logits = upload(logits, CudaDType::kF32);
+  DeviceBuffer out(8 * sizeof(ProposalOut));
+  launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(), 8,
+                    stream());
+  synchronize();
+  std::vector<ProposalOut> got(2);
+  DICE_CUDA_CHECK(
+      cudaMemcpy(got.data(), out.get(), 2 * sizeof(ProposalOut), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(got[0].status, kProposalNaN);
+  EXPECT_EQ(got[0].token, 777);  // the lowest NaN id, as the CPU reports it
+  EXPECT_EQ(got[1].status, kProposalNoAllowed);
+}
+
+TEST_F(CudaOps, MeasuredCeilingsArePositive) {
+  EXPECT_GT(measure_copy_bandwidth(0, 64 << 20, 3), 1e10);
+  EXPECT_GT(measure_gemm_rate(0, 1024, 1024, 1024, 3), 1e12);
+}
+
+}  // namespace
+}  // namespace dice::engine::cuda

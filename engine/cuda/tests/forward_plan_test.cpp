@@ -1,0 +1,238 @@
+// The CUDA backend's host-side planning: passes, row metadata, attention work (no GPU needed).
+
+#include "forward_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "dice/core/error.h"
+
+namespace dice::engine::cuda {
+namespace {
+
+std::vector<std::int32_t> ids(std::int64_t n, std::int32_t first = 100) {
+  std::vector<std::int32_t> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+template <typename T>
+std::vector<T> section(const PassPlan& plan, std::int32_t offset, std::int32_t count) {
+  const auto* p = pass_section<T>(&plan.header(), offset);
+  return std::vector<T>(p, p + count);
+}
+
+TEST(SplitForward, SmallItemsShareOnePass) {
+  const std::vector<ItemSize> items{{4, 4, 4}, {0, 4, 4}, {8, 4, 4}};
+  const auto passes = split_forward(items, 64, 16);
+  ASSERT_EQ(passes.size(), 1u);
+  ASSERT_EQ(passes[0].size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(passes[0][i].item, i);
+    EXPECT_EQ(passes[0][i].commit_begin, 0);
+    EXPECT_EQ(passes[0][i].commit_end, items[i].commit);
+    EXPECT_TRUE(passes[0][i].with_block);
+  }
+}
+
+TEST(SplitForward, RowAndBlockRowLimitsStartNewPasses) {
+  const std::vector<ItemSize> items{{8, 4, 4}, {8, 4, 4}, {0, 4, 4}, {0, 4, 4}};
+  const auto by_rows = split_forward(items, 24, 64);  // 12 + 12, then 4 + 4
+  ASSERT_EQ(by_rows.size(), 2u);
+  EXPECT_EQ(by_rows[0].size(), 2u);
+  EXPECT_EQ(by_rows[1].size(), 2u);
+  const auto by_block_rows = split_forward(items, 1000, 8);
+  ASSERT_EQ(by_block_rows.size(), 2u);
+  EXPECT_EQ(by_block_rows[1][0].item, 2u);
+}
+
+TEST(SplitForward, LongCommitIsChunkedInWholeBlocksInOrder) {
+  const std::vector<ItemSize> items{{0, 4, 4}, {100, 4, 4}, {0, 2, 4}};
+  const auto passes = split_forward(items, 30, 64);
+  // item 0 alone would leave 26 rows: item 1 (104 rows) flushes it and is cut into chunks of 28.
+  std::int64_t next = 0;
+  bool block_seen = false;
+  std::size_t count = 0;
+  for (const auto& pass : passes) {
+    std::int64_t rows = 0;
+    for (const auto& piece : pass) {
+      rows +=
+          piece.commit_end - piece.commit_begin + (piece.with_block ? items[piece.item].block : 0);
+      if (piece.item != 1) continue;
+      ++count;
+      EXPECT_FALSE(block_seen);
+      EXPECT_EQ(piece.commit_begin, next);
+      EXPECT_EQ((piece.commit_end - piece.commit_begin) % 4, 0);
+      next = piece.commit_end;
+      block_seen = piece.with_block;
+    }
+    EXPECT_LE(rows, 30);
+  }
+  EXPECT_EQ(next, 100);
+  EXPECT_TRUE(block_seen);
+  EXPECT_GE(count, 4u);
+  EXPECT_THROW(split_forward(std::vector<ItemSize>{{0, 4, 16}}, 30, 64), Error);
+}
+
+TEST(PlanPass, RowsPositionsVisibilityAndSlots) {
+  // One sequence with 64 cached positions commits a finished block and denoises the next one
+  // (the fused store pass); pages deliberately out of order.
+  const auto commit = ids(4), block = ids(4, 200);
+  const std::vector<std::int32_t> pages{7, 3, 9};
+  PassItem item;
+  item.commit = commit;
+  item.block = block;
+  item.start = 64;
+  item.block_length = 4;
+  item.pages = pages;
+  item.sampling.temperature = 0.5;
+  item.sampling.seed = 99;
+  item.step = 2;
+  const PassPlan plan = plan_pass(std::span(&item, 1), {16, 8, 1, 0});
+  ASSERT_EQ(plan.rows, 8);
+  ASSERT_EQ(plan.block_rows, 4);
+  const auto& h = plan.header();
+  for (const std::int32_t offset : {h.rows_offset, h.block_index_offset, h.samples_offset,
+                                    h.work_offset, h.combine_offset, h.tables_offset}) {
+    EXPECT_EQ(offset % 16, 0);
+    EXPECT_LE(static_cast<std::size_t>(offset), plan.bytes.size());
+  }
+  const auto rows = section<RowInfo>(plan, h.rows_offset, 8);
+  for (int r = 0; r < 8; ++r) {
+    const int position = 64 + r;
+    EXPECT_EQ(rows[r].position, position);
+    EXPECT_EQ(rows[r].token, r < 4 ? commit[r] : block[r - 4]);
+    // The finished block sees the cache and itself; the block being denoised sees everything.
+    EXPECT_EQ(rows[r].kv_len, r < 4 ? 68 : 72);
+    EXPECT_EQ(rows[r].page, 9);  // position 64..71 is on the third page
+    EXPECT_EQ(rows[r].slot, position % kPageTokens);
+  }
+  EXPECT_EQ(section<std::int32_t>(plan, h.block_index_offset, 4),
+            (std::vector<std::int32_t>{4, 5, 6, 7}));
+  const auto samples = section<SampleInfo>(plan, h.samples_offset, 4);
+  EXPECT_EQ(samples[1].position, 69);
+  EXPECT_EQ(samples[1].step, 2);
+  EXPECT_EQ(samples[1].seed, 99u);
+  EXPECT_DOUBLE_EQ(samples[1].temperature, 0.5);
+  EXPECT_EQ(samples[1].mask_id, 151669);
+  EXPECT_EQ(section<std::int32_t>(plan, h.tables_offset, 3), pages);
+  EXPECT_EQ(plan.kv_positions_read, 72);
+  EXPECT_EQ(plan.attention_scores, 4 * 68 + 4 * 72);
+}
+
+TEST(PlanPass, PrefillRowsSeeTheirOwnBlockOnly) {
+  const auto commit = ids(12);
+  const std::vector<std::int32_t> pages{1};
+  PassItem item;
+  item.commit = commit;
+  item.block_length = 4;
+  item.pages = pages;
+  const PassPlan plan = plan_pass(std::span(&item, 1), {8, 4, 1, 0});
+  EXPECT_EQ(plan.block_rows, 0);
+  const auto rows = section<RowInfo>(plan, plan.header().rows_offset, 12);
+  for (int r = 0; r < 12; ++r) EXPECT_EQ(rows[r].kv_len, (r / 4 + 1) * 4) << r;
+  // Group 2: tiles of 8 rows, 4 KV heads: 2 tiles x 4 heads, no split (target 1).
+  ASSERT_EQ(plan.attn_work, 8);
+  const auto work = section<AttnWork>(plan, plan.header().work_offset, 8);
+  for (const auto& w : work) {
+    EXPECT_EQ(w.partial, -1);
+    EXPECT_EQ(w.kv_begin, 0);
+    EXPECT_EQ(w.kv_end, w.row0 == 0 ? 8 : 12);  // the last row of the tile decides
+    EXPECT_EQ(w.rows, w.row0 == 0 ? 8 : 4);
+  }
+}
+
+TEST(PlanPass, FewTilesSplitTheKvRangeIntoPageAlignedParts) {
+  const auto block = ids(4);
+  std::vector<std::int32_t> pages(40);
+  std::iota(pages.begin(), pages.end(), 1);
+  PassItem item;
+  item.block = block;
+  item.start = 1000;
+  item.block_length = 4;
+  item.pages = pages;
+  const PassPlan plan = plan_pass(std::span(&item, 1), {32, 8, 200, 4096});
+  // One tile (4 rows x 4 heads) per KV head: 8 tiles; about 200 / 8 = 25 splits of 1004.
+  ASSERT_EQ(plan.attn_combine, 8);
+  const auto combines = section<AttnCombine>(plan, plan.header().combine_offset, 8);
+  const auto work = section<AttnWork>(plan, plan.header().work_offset, plan.attn_work);
+  EXPECT_EQ(plan.attn_work, plan.partials);
+  for (const auto& c : combines) {
+    EXPECT_GT(c.splits, 1);
+    EXPECT_EQ(c.rows, 4);
+    std::vector<AttnWork> parts;
+    for (const auto& w : work)
+      if (w.partial >= c.partial && w.partial < c.partial + c.splits) parts.push_back(w);
+    ASSERT_EQ(std::ssize(parts), c.splits);
+    std::sort(parts.begin(), parts.end(),
+              [](const AttnWork& a, const AttnWork& b) { return a.kv_begin < b.kv_begin; });
+    std::int32_t next = 0;
+    for (const auto& p : parts) {
+      EXPECT_EQ(p.kv_begin, next);
+      EXPECT_EQ(p.kv_begin % kPageTokens, 0);
+      EXPECT_EQ(p.kv_head, c.kv_head);
+      EXPECT_GT(p.kv_end, p.kv_begin);
+      next = p.kv_end;
+    }
+    EXPECT_EQ(next, 1004);
+  }
+  // No room for partial results: no split.
+  const PassPlan unsplit = plan_pass(std::span(&item, 1), {32, 8, 200, 10});
+  EXPECT_EQ(unsplit.attn_combine, 0);
+  EXPECT_EQ(unsplit.attn_work, 8);
+}
+
+TEST(PlanPass, SeveralSequencesAndBadInput) {
+  const auto a = ids(4), b = ids(8), c = ids(3);
+  const std::vector<std::int32_t> pa{5}, pb{6, 8}, pc{2};
+  std::vector<PassItem> items(3);
+  items[0].block = a;
+  items[0].start = 8;
+  items[0].block_length = 4;
+  items[0].pages = pa;
+  items[1].commit = b;
+  items[1].start = 28;
+  items[1].block_length = 4;
+  items[1].pages = pb;
+  items[2].block = c;
+  items[2].block_length = 4;
+  items[2].pages = pc;
+  const PassPlan plan = plan_pass(items, {4, 4, 1, 0});
+  EXPECT_EQ(plan.rows, 15);
+  EXPECT_EQ(plan.block_rows, 7);
+  const auto rows = section<RowInfo>(plan, plan.header().rows_offset, 15);
+  EXPECT_EQ(rows[4].position, 28);
+  EXPECT_EQ(rows[4].page, 6);
+  EXPECT_EQ(rows[8].position, 32);
+  EXPECT_EQ(rows[8].page, 8);
+  EXPECT_EQ(rows[8].kv_len, 36);
+  EXPECT_EQ(rows[14].kv_len, 3);
+  // Group 1 (MHA): 16 rows per tile.
+  const auto tables = section<std::int32_t>(plan, plan.header().tables_offset, 4);
+  EXPECT_EQ(tables, (std::vector<std::int32_t>{5, 6, 8, 2}));
+
+  items[1].pages = std::span(pb).first(1);  // positions 32..35 have no page
+  EXPECT_THROW(plan_pass(items, {4, 4, 1, 0}), Error);
+  items[1].pages = pb;
+  items[0].start = 6;  // not a multiple of the block length
+  EXPECT_THROW(plan_pass(items, {4, 4, 1, 0}), Error);
+  items[0].start = 8;
+  EXPECT_THROW(plan_pass(items, {12, 4, 1, 0}), Error);  // group 3 does not divide 16
+}
+
+TEST(PlanPass, BucketRows) {
+  EXPECT_EQ(bucket_rows(0), 0);
+  EXPECT_EQ(bucket_rows(1), 8);
+  EXPECT_EQ(bucket_rows(8), 8);
+  EXPECT_EQ(bucket_rows(9), 16);
+  EXPECT_EQ(bucket_rows(65), 96);
+  EXPECT_EQ(bucket_rows(512), 512);
+  EXPECT_EQ(bucket_rows(513), 576);
+  EXPECT_EQ(bucket_rows(1025), 1152);
+}
+
+}  // namespace
+}  // namespace dice::engine::cuda
