@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "backend_options.h"
 #include "commands.h"
 #include "dice/core/error.h"
 #include "dice/core/signals.h"
-#include "dice/engine/cpu_backend.h"
 #include "dice/generation/bench.h"
 #include "dice/generation/bench_store.h"
 #include "dice/generation/endpoint.h"
@@ -34,9 +34,8 @@ namespace {
 struct GeneratorArgs {
   std::string model;
   std::string tokenizer;
-  std::string backend = "cpu";
-  int threads = 0;
-  std::size_t batch_size = 0;
+  BackendArgs backend;
+  std::size_t max_active = 0;
   std::string strategy = "low_confidence_dynamic";
   std::string stop_ids = "151645,151643";
   std::int32_t vocab_limit = 0;
@@ -52,9 +51,13 @@ struct GeneratorArgs {
   json to_json() const {
     return {{"model", model},
             {"tokenizer", tokenizer},
-            {"backend", backend},
-            {"threads", threads},
-            {"batch_size", batch_size},
+            {"backend", backend.backend},
+            {"threads", backend.threads},
+            {"gpu_memory", backend.gpu_memory},
+            {"cuda_dtype", backend.dtype},
+            {"cuda_attention", backend.attention},
+            {"cuda_graphs", !backend.no_cuda_graphs},
+            {"max_active", max_active},
             {"block_length", options.block_length},
             {"steps", options.steps},
             {"strategy", strategy},
@@ -78,8 +81,13 @@ struct GeneratorArgs {
   void from_json(const json& j) {
     model = j.value("model", model);
     tokenizer = j.value("tokenizer", tokenizer);
-    backend = j.value("backend", backend);
-    batch_size = j.value("batch_size", batch_size);
+    backend.backend = j.value("backend", backend.backend);
+    backend.threads = j.value("threads", backend.threads);
+    backend.gpu_memory = j.value("gpu_memory", backend.gpu_memory);
+    backend.dtype = j.value("cuda_dtype", backend.dtype);
+    backend.attention = j.value("cuda_attention", backend.attention);
+    backend.no_cuda_graphs = !j.value("cuda_graphs", !backend.no_cuda_graphs);
+    max_active = j.value("max_active", max_active);
     options.block_length = j.value("block_length", options.block_length);
     options.steps = j.value("steps", options.steps);
     strategy = j.value("strategy", strategy);
@@ -139,8 +147,6 @@ class ModelGenerator final : public generation::Generator {
   explicit ModelGenerator(const GeneratorArgs& args)
       : tokenizer_(tokenizer::Tokenizer::load(
             args.tokenizer.empty() ? default_tokenizer(args.model) : args.tokenizer)) {
-    if (args.backend != "cpu")
-      throw InputError(fmt::format("--backend {}: expected cpu", args.backend));
     generation::EngineGeneratorOptions options;
     options.generation = args.options;
     const auto strategy = engine::parse_strategy(args.strategy);
@@ -153,19 +159,18 @@ class ModelGenerator final : public generation::Generator {
     options.generation.stop_ids = parse_token_ids(args.stop_ids, "--stop-ids");
     options.chat_template = !args.no_chat_template;
     options.enable_thinking = args.enable_thinking;
-    options.batch_size = args.batch_size;
+    options.max_active = args.max_active;
+    std::string description;
     {
-      const auto checkpoint = model::Checkpoint::open(args.model);
+      const auto checkpoint = model::Checkpoint::open(args.model);  // unmapped after the copy
       options.generation.sampling.mask_id = checkpoint.config().mask_token_id;
-      backend_ = std::make_unique<engine::CpuBackend>(
-          engine::CpuWeights::from_checkpoint(checkpoint),
-          engine::CpuBackendOptions{.threads = args.threads});
+      backend_ = make_backend(args.backend, checkpoint, &description);
     }
     options.generation.sampling.vocab_limit =
         args.vocab_limit > 0 ? args.vocab_limit : tokenizer_.vocab_size();
     engine_ = std::make_unique<generation::EngineGenerator>(
         *backend_, tokenizer_, std::move(options),
-        fmt::format("engine: {} (cpu, {} threads)", args.model, backend_->threads()));
+        fmt::format("engine: {} ({})", args.model, description));
   }
   void generate(std::span<const generation::SampleRequest> requests,
                 const generation::SampleCallback& done) override {
@@ -175,7 +180,7 @@ class ModelGenerator final : public generation::Generator {
 
  private:
   tokenizer::Tokenizer tokenizer_;
-  std::unique_ptr<engine::CpuBackend> backend_;
+  std::unique_ptr<engine::Backend> backend_;
   std::unique_ptr<generation::EngineGenerator> engine_;
 };
 
@@ -253,9 +258,9 @@ void add_bench_command(CLI::App& app) {
                 "generate and store only; a later --resume evaluates what was generated");
   // decoding, as `dice generate`
   auto& o = g.options;
-  cmd->add_option("--backend", g.backend, "cpu")->capture_default_str();
-  cmd->add_option("--threads", g.threads, "CPU threads (0: every core)")->capture_default_str();
-  cmd->add_option("--batch-size", g.batch_size, "sequences decoded together (0: all)")
+  add_backend_options(cmd, g.backend);
+  cmd->add_option("--max-active", g.max_active,
+                  "sequences decoded at once (0: as many as the KV cache holds)")
       ->capture_default_str();
   cmd->add_option("--block-length", o.block_length, "tokens per block")
       ->capture_default_str()

@@ -84,7 +84,7 @@ def test_tiny_checkpoint_end_to_end_on_cpu(model: Path, cache: Path, tmp_path: P
 def test_sigkill_then_resume_redoes_only_unfinished(model: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = [str(DICE), "bench", "--model", str(model), "--problems", "kernelbench:L1",
-            "--limit", "3", "--samples", "2", "--batch-size", "1", "--max-new-tokens", "64",
+            "--limit", "3", "--samples", "2", "--max-active", "1", "--max-new-tokens", "64",
             "--threads", "1", "--no-eval", "--progress", "lines", "--out", str(out)]  # fmt: skip
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     assert proc.stderr is not None

@@ -31,7 +31,7 @@ struct SampleOutput {
   std::string text;         ///< the output (stop id left out)
   std::string stop_reason;  ///< "stop", "length" (token limit), or the endpoint's finish_reason
   std::int64_t output_tokens = 0;
-  double seconds = 0;
+  double seconds = 0;  ///< from the start of its batch (engine) or its request (endpoint)
   std::string error;  ///< set when the generator gave up on this sample
 };
 
@@ -55,11 +55,14 @@ struct EngineGeneratorOptions {
   engine::GenerationOptions generation;  ///< sampling.seed is replaced by each request's seed
   bool chat_template = true;
   bool enable_thinking = false;
-  /// Sequences decoded together: requests are taken in chunks of this size (0: all at once).
-  std::size_t batch_size = 0;
+  /// Sequences decoded at once (0: as many as the backend's KV cache holds); finished ones are
+  /// replaced by waiting requests (engine::generate's admission).
+  std::size_t max_active = 0;
 };
 
-/// Block-diffusion generation on `backend` (system.md §2), many samples per batched forward;
+/// Block-diffusion generation on `backend` (system.md §2), many samples per batched forward
+/// (engine::generate, the loop under engine::generate_batch, used directly so that each sample is
+/// reported the moment its output is decided; sample seeds follow generate_batch: seed + j);
 /// prompts wrapped in the tokenizer's chat template (thinking disabled unless asked). The
 /// backend and tokenizer must outlive the generator.
 class EngineGenerator final : public Generator {
