@@ -145,8 +145,8 @@ std::string default_tokenizer(const std::string& model_dir) {
 class ModelGenerator final : public generation::Generator {
  public:
   explicit ModelGenerator(const GeneratorArgs& args)
-      : tokenizer_(tokenizer::Tokenizer::load(
-            args.tokenizer.empty() ? default_tokenizer(args.model) : args.tokenizer)) {
+      : tokenizer_(tokenizer::Tokenizer::load(args.tokenizer.empty() ? default_tokenizer(args.model)
+                                                                     : args.tokenizer)) {
     generation::EngineGeneratorOptions options;
     options.generation = args.options;
     const auto strategy = engine::parse_strategy(args.strategy);
@@ -210,8 +210,8 @@ void print_result(const generation::BenchRun& run, const fs::path& out) {
   std::cout << "\n" << generation::report_markdown(run.report);
   if (!run.device_note.empty()) std::cout << "\nnote: " << run.device_note << "\n";
   std::cout << "\nreport: " << (out / "report.html").string()
-            << "\nsummary: " << (out / "report.md").string() << "\nstore: "
-            << (out / "bench.db").string() << "\n";
+            << "\nsummary: " << (out / "report.md").string()
+            << "\nstore: " << (out / "bench.db").string() << "\n";
 }
 
 }  // namespace
@@ -234,8 +234,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--mode", b.mode, "e2e (KernelBench one-shot) or infill (BiC-RL stage 1)")
       ->capture_default_str();
   b.infill_jsonl = shared_path("data", "dice", "infilling_eval_99.jsonl");
-  cmd->add_option("--infill-data", b.infill_jsonl, "infill: records {id, pytorch_code, prefix, "
-                                                   "middle, suffix}")
+  cmd->add_option("--infill-data", b.infill_jsonl,
+                  "infill: records {id, pytorch_code, prefix, "
+                  "middle, suffix}")
       ->capture_default_str();
   cmd->add_flag("--oracle-middle", b.oracle_middle,
                 "infill: substitute the true middle for the model's output (self-check)");
@@ -300,14 +301,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--concurrency", g.concurrency, "endpoint requests in flight")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--retries", g.retries, "endpoint: more tries after 408/429/5xx/connection "
-                                          "errors (exponential backoff from 1 s)")
+  cmd->add_option("--retries", g.retries,
+                  "endpoint: more tries after 408/429/5xx/connection "
+                  "errors (exponential backoff from 1 s)")
       ->capture_default_str()
       ->check(CLI::Range(0, 20));
   // evaluation, as `dice eval`
   auto& e = b.eval;
-  e.kernelbench_jsonl = env_or("DICE_KERNELBENCH",
-                               shared_path("data", "kernelbench", "problems.jsonl").string());
+  e.kernelbench_jsonl =
+      env_or("DICE_KERNELBENCH", shared_path("data", "kernelbench", "problems.jsonl").string());
   cmd->add_option("--kernelbench", e.kernelbench_jsonl, "KernelBench problems as JSON Lines")
       ->capture_default_str();
   e.cache_dir = env_or("DICE_CACHE", default_cache().string());
@@ -382,9 +384,10 @@ void add_bench_command(CLI::App& app) {
     if (run.interrupted) throw Interrupted(signals.signal());
     print_result(run, bench.eval.out_dir);
     if (run.generation_failures > 0)
-      throw Error(fmt::format("{} samples failed to generate (see report.html; --resume retries "
-                              "them)",
-                              run.generation_failures));
+      throw Error(
+          fmt::format("{} samples failed to generate (see report.html; --resume retries "
+                      "them)",
+                      run.generation_failures));
   });
 }
 

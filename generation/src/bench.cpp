@@ -49,8 +49,8 @@ std::vector<InfillRecord> load_infill_records(const fs::path& path) {
       rec.suffix = r.at("suffix").get<std::string>();
       out.push_back(std::move(rec));
     } catch (const json::exception& e) {
-      throw InputError(where + ": expected {id, pytorch_code, prefix, middle, suffix}: " +
-                       e.what());
+      throw InputError(where +
+                       ": expected {id, pytorch_code, prefix, middle, suffix}: " + e.what());
     }
   }
   return out;
@@ -114,8 +114,7 @@ class BenchProgress {
     for (const auto& [v, n] : verdicts_) verdicts += fmt::format(" {} {}", v, n);
     fmt::print(out_, "\rgenerate {} {}/{}  evaluate {} {}/{} {}\x1b[K", bar(generated_, total_),
                generated_, total_, bar(evaluated_, total_), evaluated_, total_,
-               eval::ProgressView::duration(
-                   std::chrono::duration<double>(now - start_).count()) +
+               eval::ProgressView::duration(std::chrono::duration<double>(now - start_).count()) +
                    verdicts);
     out_.flush();
   }
@@ -174,10 +173,9 @@ std::vector<std::string> pick_devices(const eval::EvalOptions& options,
   } else if (device == "cpu") {
     devices.assign(static_cast<std::size_t>(std::max(1, options.gpus)), "cpu");
   } else if (device == "none") {
-    note = toolchain.cuda_available
-               ? "--device none: samples were compiled, not run"
-               : "no GPU found: samples were generated and compiled for " + arch +
-                     "; correctness and timing need a GPU";
+    note = toolchain.cuda_available ? "--device none: samples were compiled, not run"
+                                    : "no GPU found: samples were generated and compiled for " +
+                                          arch + "; correctness and timing need a GPU";
   } else {
     throw InputError("--device " + device + ": expected auto, cuda, cpu or none");
   }
@@ -336,14 +334,14 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
     generated_before += s.generated();
     evaluated_before += s.evaluated();
   }
-  fmt::print(progress,
-             "dice bench: {} mode, {} problems x {} samples = {} ({} generated, {} evaluated "
-             "before); torch {}; {}\n",
-             mode, set.problems.size(), run_options.at("samples").get<int>(), samples.size(),
-             generated_before, evaluated_before,
-             evaluate ? toolchain.torch_version : std::string("not queried"),
-             devices.empty() ? run.device_note
-                             : fmt::format("workers on {}", fmt::join(devices, ", ")));
+  fmt::print(
+      progress,
+      "dice bench: {} mode, {} problems x {} samples = {} ({} generated, {} evaluated "
+      "before); torch {}; {}\n",
+      mode, set.problems.size(), run_options.at("samples").get<int>(), samples.size(),
+      generated_before, evaluated_before,
+      evaluate ? toolchain.torch_version : std::string("not queried"),
+      devices.empty() ? run.device_note : fmt::format("workers on {}", fmt::join(devices, ", ")));
   progress.flush();
 
   BenchProgress view(progress, options.eval.progress, samples.size(), generated_before,
@@ -392,10 +390,11 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
       if (!pipeline) return;
       const eval::Problem& problem = *problem_by_id.at(s.problem_id);
       const eval::Candidate candidate{
-          s.problem_id, fmt::format("{}/bench.db#{}:{}#{}", out_dir.string(), s.id, s.problem_id,
-                                    s.sample),
+          s.problem_id,
+          fmt::format("{}/bench.db#{}:{}#{}", out_dir.string(), s.id, s.problem_id, s.sample),
           s.candidate};
-      const std::int64_t eval_run = results.create_run("bench", eval_options, {{&problem, &candidate}});
+      const std::int64_t eval_run =
+          results.create_run("bench", eval_options, {{&problem, &candidate}});
       store.set_eval_run(s.id, eval_run);
       s.eval_run = eval_run;
       std::vector<eval::Job> jobs;

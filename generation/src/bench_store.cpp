@@ -110,7 +110,7 @@ class Stmt {
   std::string text(int c) const {
     const auto* p = sqlite3_column_text(stmt_, c);
     return p != nullptr ? std::string(reinterpret_cast<const char*>(p),
-                                       static_cast<std::size_t>(sqlite3_column_bytes(stmt_, c)))
+                                      static_cast<std::size_t>(sqlite3_column_bytes(stmt_, c)))
                         : std::string();
   }
   std::int64_t integer(int c) const { return sqlite3_column_int64(stmt_, c); }

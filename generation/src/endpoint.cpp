@@ -64,8 +64,7 @@ SampleOutput EndpointGenerator::ask(const SampleRequest& request) const {
   if (!options_.model.empty()) body["model"] = options_.model;
   const std::string payload = body.dump(-1, ' ', false, json::error_handler_t::replace);
   httplib::Headers headers;
-  if (!options_.api_key.empty())
-    headers.emplace("Authorization", "Bearer " + options_.api_key);
+  if (!options_.api_key.empty()) headers.emplace("Authorization", "Bearer " + options_.api_key);
   const auto start = Clock::now();
   auto wait = options_.backoff;
   std::string last_error;
@@ -122,8 +121,8 @@ void EndpointGenerator::generate(std::span<const SampleRequest> requests,
   std::exception_ptr failure;
   {
     std::vector<std::jthread> threads;
-    const auto n = std::min<std::size_t>(static_cast<std::size_t>(options_.concurrency),
-                                         requests.size());
+    const auto n =
+        std::min<std::size_t>(static_cast<std::size_t>(options_.concurrency), requests.size());
     for (std::size_t t = 0; t < n; ++t)
       threads.emplace_back([&] {
         for (std::size_t i = next++; i < requests.size(); i = next++) {

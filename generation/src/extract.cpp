@@ -24,7 +24,9 @@ for line in sys.stdin:
 
 }  // namespace
 
-CodeExtractor::CodeExtractor(const eval::PythonEnv& env) : env_(env) { start(); }
+CodeExtractor::CodeExtractor(const eval::PythonEnv& env) : env_(env) {
+  start();
+}
 
 void CodeExtractor::start() {
   ProcessOptions options;

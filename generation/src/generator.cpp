@@ -55,9 +55,8 @@ void EngineGenerator::generate(std::span<const SampleRequest> requests,
   const auto on_output = [&](std::size_t i, std::span<const std::int32_t> new_tokens) {
     if (reported[i]) return;
     tokens[i].insert(tokens[i].end(), new_tokens.begin(), new_tokens.end());
-    const bool stopped =
-        !tokens[i].empty() &&
-        std::find(stop_ids.begin(), stop_ids.end(), tokens[i].back()) != stop_ids.end();
+    const bool stopped = !tokens[i].empty() && std::find(stop_ids.begin(), stop_ids.end(),
+                                                         tokens[i].back()) != stop_ids.end();
     if (stopped ||
         static_cast<std::int64_t>(tokens[i].size()) >= options_.generation.max_new_tokens)
       report(i, stopped);

@@ -9,7 +9,9 @@ namespace dice::generation {
 
 namespace fs = std::filesystem;
 
-fs::path default_prompt_dir() { return fs::path(DICE_SOURCE_DIR) / "generation" / "prompts"; }
+fs::path default_prompt_dir() {
+  return fs::path(DICE_SOURCE_DIR) / "generation" / "prompts";
+}
 
 namespace {
 

@@ -14,8 +14,8 @@ using nlohmann::json;
 
 double pass_at_k(int n, int c, int k) {
   if (n < 1 || c < 0 || c > n || k < 1 || k > n)
-    throw InputError(fmt::format("pass@k needs 0 <= c <= n and 1 <= k <= n, got n={} c={} k={}",
-                                 n, c, k));
+    throw InputError(
+        fmt::format("pass@k needs 0 <= c <= n and 1 <= k <= n, got n={} c={} k={}", n, c, k));
   if (n - c < k) return 1.0;
   // 1 - prod_{i = n-c+1}^{n} (1 - k / i)
   double miss = 1.0;
@@ -41,7 +41,9 @@ std::optional<std::string> degenerate_reason(std::string_view id) {
 
 namespace {
 
-bool correct(const SampleRow& s) { return s.verdict() == "correct"; }
+bool correct(const SampleRow& s) {
+  return s.verdict() == "correct";
+}
 bool faster(const SampleRow& s, double p) {
   const auto sp = s.speedup();
   return correct(s) && (p <= 0 || (sp && *sp > p));
@@ -98,7 +100,9 @@ ReportRow make_row(const std::string& level, const std::vector<const SampleRow*>
   return r;
 }
 
-std::string pct(double x) { return fmt::format("{:.1f}", 100.0 * x); }
+std::string pct(double x) {
+  return fmt::format("{:.1f}", 100.0 * x);
+}
 
 }  // namespace
 
@@ -134,7 +138,8 @@ BenchReport compute_report(const std::vector<SampleRow>& samples,
     if (s.verdict() == "compiled") report.compile_only = true;
     if (const auto sp = s.speedup(); correct(s) && sp) report.speedups.push_back(*sp);
   }
-  for (const auto& [level, rows] : by_level) report.rows.push_back(make_row(level, rows, report.ks));
+  for (const auto& [level, rows] : by_level)
+    report.rows.push_back(make_row(level, rows, report.ks));
   report.rows.push_back(make_row("all", all, report.ks));
   return report;
 }
@@ -148,8 +153,7 @@ std::string report_markdown(const BenchReport& report) {
                        r.degenerate > 0 ? fmt::format(" ({} degenerate)", r.degenerate) : "",
                        r.samples, pct(r.rate(r.compiled)), pct(r.rate(r.correct)),
                        pct(r.rate(r.fast_1)), pct(r.rate(r.fast_2)),
-                       r.timed > 0 ? fmt::format("{:.3f}x", r.geomean_speedup) : "-",
-                       r.truncated);
+                       r.timed > 0 ? fmt::format("{:.3f}x", r.geomean_speedup) : "-", r.truncated);
   if (!report.ks.empty()) {
     out += "\n| level |";
     std::string rule = "|---|";
@@ -169,9 +173,10 @@ std::string report_markdown(const BenchReport& report) {
       }
       out += "\n";
     }
-    out += fmt::format("\npass@k and fast_p@k: unbiased estimator (Chen et al. 2021), {} samples "
-                       "per problem, averaged over problems.\n",
-                       report.samples_per_problem);
+    out += fmt::format(
+        "\npass@k and fast_p@k: unbiased estimator (Chen et al. 2021), {} samples "
+        "per problem, averaged over problems.\n",
+        report.samples_per_problem);
   }
   std::string verdicts;
   for (const auto& [v, n] : report.verdicts)
@@ -186,8 +191,9 @@ std::string report_markdown(const BenchReport& report) {
     out += fmt::format("\n{} samples not finished (continue with --resume)\n", report.pending);
   if (report.failed > 0) out += fmt::format("{} samples failed to generate\n", report.failed);
   if (report.compile_only)
-    out += "\nnote: no GPU ran these samples: they were generated and compiled only (verdict "
-           "`compiled`); correctness and timing need a GPU, so Exec and fast_p are 0 here.\n";
+    out +=
+        "\nnote: no GPU ran these samples: they were generated and compiled only (verdict "
+        "`compiled`); correctness and timing need a GPU, so Exec and fast_p are 0 here.\n";
   if (!report.stages.empty()) {
     out += "\nwall time per stage:";
     for (const auto& [stage, seconds] : report.stages)
@@ -202,12 +208,23 @@ std::string html_escape(std::string_view text) {
   out.reserve(text.size());
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -227,8 +244,7 @@ details{margin:2px 0}summary{cursor:pointer}.deg{color:#a60}
 
 /// A histogram of log2 speedups of correct samples (bins of 0.5).
 std::string speedup_svg(const std::vector<double>& speedups) {
-  if (speedups.empty())
-    return "<p>No correct timed samples: no speedup distribution.</p>";
+  if (speedups.empty()) return "<p>No correct timed samples: no speedup distribution.</p>";
   std::map<int, int> bins;
   for (const double s : speedups)
     ++bins[static_cast<int>(std::floor(std::log2(std::max(s, 1e-6)) * 2.0))];
@@ -237,14 +253,14 @@ std::string speedup_svg(const std::vector<double>& speedups) {
   for (const auto& [b, n] : bins) top = std::max(top, n);
   const int w = 600, h = 200, n = hi - lo + 1;
   const double bw = double(w - 40) / n;
-  std::string svg = fmt::format(
-      "<svg width='{}' height='{}' role='img'>", w, h + 40);
+  std::string svg = fmt::format("<svg width='{}' height='{}' role='img'>", w, h + 40);
   for (int b = lo; b <= hi; ++b) {
     const int count = bins.count(b) ? bins.at(b) : 0;
     const double bh = double(h - 10) * count / top;
     const double x = 30 + (b - lo) * bw;
     svg += fmt::format(
-        "<rect x='{:.1f}' y='{:.1f}' width='{:.1f}' height='{:.1f}' fill='{}'><title>{:.2f}x-{:.2f}x:"
+        "<rect x='{:.1f}' y='{:.1f}' width='{:.1f}' height='{:.1f}' "
+        "fill='{}'><title>{:.2f}x-{:.2f}x:"
         " {}</title></rect>",
         x, h - bh, bw - 1, bh, b >= 0 ? "#4a8" : "#c66", std::exp2(b / 2.0),
         std::exp2((b + 1) / 2.0), count);
@@ -301,8 +317,9 @@ std::string verdict_class(const std::string& v) {
 
 std::string report_html(const BenchReport& report, const std::vector<SampleRow>& samples,
                         const json& options) {
-  std::string h = "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dice bench "
-                  "report</title><style>";
+  std::string h =
+      "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dice bench "
+      "report</title><style>";
   h += kCss;
   h += "</style></head><body><h1>dice bench report</h1>";
   if (report.compile_only)
@@ -310,9 +327,10 @@ std::string report_html(const BenchReport& report, const std::vector<SampleRow>&
          "(verdict <code>compiled</code>). Correctness and timing need a GPU, so Exec and fast_p "
          "are 0 here.</p>";
   if (report.pending > 0)
-    h += fmt::format("<p class='note'>{} samples are not finished (continue with "
-                     "<code>--resume</code>).</p>",
-                     report.pending);
+    h += fmt::format(
+        "<p class='note'>{} samples are not finished (continue with "
+        "<code>--resume</code>).</p>",
+        report.pending);
   h += "<h2>Table</h2><table><tr><th>level</th><th>problems</th><th>samples</th><th>compiled "
        "%</th><th>Exec %</th><th>fast_1 %</th><th>fast_2 %</th><th>geomean speedup</th>"
        "<th>truncated</th></tr>";
@@ -364,7 +382,8 @@ std::string report_html(const BenchReport& report, const std::vector<SampleRow>&
   }
   h += "<h2>Samples</h2>";
   for (const auto& s : samples) {
-    const std::string v = s.evaluated() ? s.verdict() : (s.status == "failed" ? "failed" : "pending");
+    const std::string v =
+        s.evaluated() ? s.verdict() : (s.status == "failed" ? "failed" : "pending");
     const auto sp = s.speedup();
     const auto deg = degenerate_reason(s.problem_id);
     h += fmt::format(

@@ -25,7 +25,7 @@ SampleRow sample(const std::string& problem, const std::string& level, int index
 
 TEST(PassAtK, MatchesTheClosedForm) {
   EXPECT_DOUBLE_EQ(pass_at_k(5, 1, 1), 0.2);
-  EXPECT_NEAR(pass_at_k(10, 3, 2), 1.0 - 21.0 / 45.0, 1e-12);  // 1 - C(7,2)/C(10,2)
+  EXPECT_NEAR(pass_at_k(10, 3, 2), 1.0 - 21.0 / 45.0, 1e-12);         // 1 - C(7,2)/C(10,2)
   EXPECT_NEAR(pass_at_k(20, 5, 10), 1.0 - 3003.0 / 184756.0, 1e-12);  // C(15,10)/C(20,10)
   EXPECT_DOUBLE_EQ(pass_at_k(4, 0, 3), 0.0);
   EXPECT_DOUBLE_EQ(pass_at_k(3, 2, 2), 1.0);  // n - c < k: every k-subset holds a pass
@@ -62,8 +62,7 @@ TEST(Report, PaperTableOneSamplePerProblem) {
   EXPECT_DOUBLE_EQ(fast_p(samples, 1), 0.4);
   EXPECT_DOUBLE_EQ(fast_p(samples, 2), 0.2);
   const std::string md = report_markdown(r);
-  EXPECT_NE(md.find("| L1 | 4 (1 degenerate) | 4 | 75.0 | 50.0 | 25.0 | 25.0 |"),
-            std::string::npos)
+  EXPECT_NE(md.find("| L1 | 4 (1 degenerate) | 4 | 75.0 | 50.0 | 25.0 | 25.0 |"), std::string::npos)
       << md;
 }
 
@@ -112,8 +111,7 @@ TEST(ReportHtml, SelfContainedAndEscaped) {
 }
 
 TEST(ReportHtml, EscapesEveryMetacharacter) {
-  EXPECT_EQ(html_escape("<a href='x'>&\"</a>"),
-            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;");
+  EXPECT_EQ(html_escape("<a href='x'>&\"</a>"), "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;");
 }
 
 TEST(Degenerate, KnownBrokenProblemsAreListed) {

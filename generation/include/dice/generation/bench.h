@@ -34,15 +34,15 @@ std::vector<InfillRecord> load_infill_records(const std::filesystem::path& path)
 
 /// What a bench run does.
 struct BenchOptions {
-  std::string mode = "e2e";     ///< e2e (KernelBench one-shot) or infill (BiC-RL stage 1)
-  std::string problems;         ///< e2e: eval::load_problems spec (kernelbench:L1,L2,L3, ...)
+  std::string mode = "e2e";  ///< e2e (KernelBench one-shot) or infill (BiC-RL stage 1)
+  std::string problems;      ///< e2e: eval::load_problems spec (kernelbench:L1,L2,L3, ...)
   std::filesystem::path infill_jsonl;  ///< infill: the records
-  int limit = 0;                ///< only the first N problems (0: all)
-  int samples = 1;              ///< samples per problem (K)
-  std::uint64_t seed = 0;       ///< sample j of a problem uses seed + j
-  bool oracle_middle = false;   ///< infill: the true middle instead of a generator
-  std::filesystem::path prompt_dir;  ///< kernelbench_oneshot.txt, kernel_infilling.txt
-  bool resume = false;          ///< continue the run stored in eval.out_dir
+  int limit = 0;                       ///< only the first N problems (0: all)
+  int samples = 1;                     ///< samples per problem (K)
+  std::uint64_t seed = 0;              ///< sample j of a problem uses seed + j
+  bool oracle_middle = false;          ///< infill: the true middle instead of a generator
+  std::filesystem::path prompt_dir;    ///< kernelbench_oneshot.txt, kernel_infilling.txt
+  bool resume = false;                 ///< continue the run stored in eval.out_dir
   /// Generate and store only (no toolchain, no evaluation); a later --resume evaluates.
   bool no_eval = false;
   /// Generator settings, stored with the run for the record (model, decoding flags, endpoint).

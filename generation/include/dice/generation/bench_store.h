@@ -28,10 +28,10 @@ struct SampleRow {
   /// pending (not generated yet), generated, truncated (the output ended inside a code block or
   /// at the token limit), failed (the generator gave up: `error` says why).
   std::string status = "pending";
-  std::string prompt;     ///< what the generator was given (chat-templated for the engine)
-  std::string output;     ///< the generated text
-  std::string code;       ///< extracted code (e2e: the program; infill: the middle)
-  std::string candidate;  ///< the program handed to the evaluator
+  std::string prompt;       ///< what the generator was given (chat-templated for the engine)
+  std::string output;       ///< the generated text
+  std::string code;         ///< extracted code (e2e: the program; infill: the middle)
+  std::string candidate;    ///< the program handed to the evaluator
   std::string stop_reason;  ///< stop, length, or the endpoint's finish_reason
   std::int64_t output_tokens = 0;
   double gen_seconds = 0;

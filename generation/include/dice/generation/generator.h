@@ -32,7 +32,7 @@ struct SampleOutput {
   std::string stop_reason;  ///< "stop", "length" (token limit), or the endpoint's finish_reason
   std::int64_t output_tokens = 0;
   double seconds = 0;  ///< from the start of its batch (engine) or its request (endpoint)
-  std::string error;  ///< set when the generator gave up on this sample
+  std::string error;   ///< set when the generator gave up on this sample
 };
 
 /// Called once per request, as soon as it is finished; calls are serialized (never concurrent).

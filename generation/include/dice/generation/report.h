@@ -28,15 +28,15 @@ std::optional<std::string> degenerate_reason(std::string_view problem_id);
 struct ReportRow {
   std::string level;
   int problems = 0;
-  int samples = 0;       ///< problems x samples per problem
-  int evaluated = 0;     ///< samples with a verdict
-  int compiled = 0;      ///< samples that passed the compile stage
-  int correct = 0;       ///< Exec
-  int fast_1 = 0;        ///< correct and speedup > 1
-  int fast_2 = 0;        ///< correct and speedup > 2
-  int truncated = 0;     ///< outputs that ended inside a code block or at the token limit
-  int degenerate = 0;    ///< problems of this row on the degenerate list
-  int timed = 0;         ///< correct samples with a speedup
+  int samples = 0;             ///< problems x samples per problem
+  int evaluated = 0;           ///< samples with a verdict
+  int compiled = 0;            ///< samples that passed the compile stage
+  int correct = 0;             ///< Exec
+  int fast_1 = 0;              ///< correct and speedup > 1
+  int fast_2 = 0;              ///< correct and speedup > 2
+  int truncated = 0;           ///< outputs that ended inside a code block or at the token limit
+  int degenerate = 0;          ///< problems of this row on the degenerate list
+  int timed = 0;               ///< correct samples with a speedup
   double geomean_speedup = 0;  ///< over timed correct samples; 0 if none
   /// k -> mean over problems of pass@k / fast_1@k / fast_2@k (only when samples per problem > 1).
   std::map<int, double> pass_at, fast_1_at, fast_2_at;
@@ -53,9 +53,9 @@ struct BenchReport {
   std::map<std::string, std::string> degenerate;
   std::vector<double> speedups;  ///< of correct timed samples
   std::map<std::string, int> verdicts;
-  int pending = 0;            ///< samples not generated or not evaluated yet
-  int failed = 0;             ///< samples the generator gave up on
-  bool compile_only = false;  ///< verdicts are `compiled`: no GPU ran them
+  int pending = 0;                       ///< samples not generated or not evaluated yet
+  int failed = 0;                        ///< samples the generator gave up on
+  bool compile_only = false;             ///< verdicts are `compiled`: no GPU ran them
   std::map<std::string, double> stages;  ///< stage -> wall seconds
 };
 
