@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -163,11 +164,9 @@ class _ChatServer(BaseHTTPRequestHandler):
 
 
 @pytest.fixture()
-def server() -> str:
-    code = (ROOT / "examples" / "candidates").glob("*.py")
+def server() -> Iterator[str]:
     _ChatServer.answer = "Here you go.\n```python\nimport torch\nclass ModelNew(torch.nn.Module):\n"
     _ChatServer.answer += "    def forward(self, x):\n        return torch.relu(x)\n```\n"
-    del code
     _ChatServer.seen = []
     _ChatServer.failed_once = set()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
