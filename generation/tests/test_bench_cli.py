@@ -66,10 +66,10 @@ def test_tiny_checkpoint_end_to_end_on_cpu(model: Path, cache: Path, tmp_path: P
     assert "correctness and timing need a GPU" in done.stdout
     assert "| L1 | 2 | 2 |" in done.stdout
     rows = samples(out)
-    assert len(rows) == 2 and all(r["status"] == "truncated" for r in rows)  # token limit
+    assert len(rows) == 2 and all(r["status"] in ("generated", "truncated") for r in rows)
     assert all(r["verdict"] for r in rows)  # evaluated: compiled or a CPU-stage verdict
     assert all(r["prompt"].startswith("<|im_start|>user\n") for r in rows)
-    assert all("def get_inputs" in r["prompt"] and r["output_tokens"] == 12 for r in rows)
+    assert all("def get_inputs" in r["prompt"] and 0 < r["output_tokens"] <= 12 for r in rows)
     summary = json.loads((out / "summary.json").read_text())
     assert {"load", "generation"} <= set(summary["stages_seconds"])
     html = (out / "report.html").read_text()
@@ -85,7 +85,7 @@ def test_tiny_checkpoint_end_to_end_on_cpu(model: Path, cache: Path, tmp_path: P
 def test_sigkill_then_resume_redoes_only_unfinished(model: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = [str(DICE), "bench", "--model", str(model), "--problems", "kernelbench:L1",
-            "--limit", "3", "--samples", "2", "--max-active", "1", "--max-new-tokens", "64",
+            "--limit", "3", "--samples", "2", "--max-active", "1", "--max-new-tokens", "1024",
             "--threads", "1", "--no-eval", "--progress", "lines", "--out", str(out)]  # fmt: skip
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     assert proc.stderr is not None
@@ -101,7 +101,7 @@ def test_sigkill_then_resume_redoes_only_unfinished(model: Path, tmp_path: Path)
     assert f"({len(before)} generated" in done.stderr
     assert done.stderr.count("generated [") == 6 - len(before)
     after = samples(out)
-    assert all(r["status"] == "truncated" for r in after)
+    assert all(r["status"] in ("generated", "truncated") for r in after)
     for r in after:  # finished samples were kept as they were
         if r["id"] in before:
             assert r["output"] == before[r["id"]]["output"]
@@ -125,7 +125,7 @@ def test_infill_oracle_rebuilds_the_reference_solution(tmp_path: Path) -> None:
 
 
 class _ChatServer(BaseHTTPRequestHandler):
-    """Speaks /v1/chat/completions: the first request of each prompt gets a 503 (to be retried)."""
+    """Speaks /v1/chat/completions; each sample's first request gets a 503 (to be retried)."""
 
     answer = ""
     seen: list[dict] = []
@@ -135,9 +135,9 @@ class _ChatServer(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _ChatServer.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
                                  "body": body})  # fmt: skip
-        prompt = body["messages"][0]["content"]
-        if prompt not in _ChatServer.failed_once:
-            _ChatServer.failed_once.add(prompt)
+        key = f"{body['messages'][0]['content']}#{body.get('seed')}"
+        if key not in _ChatServer.failed_once:
+            _ChatServer.failed_once.add(key)
             self.send_response(503)
             self.end_headers()
             self.wfile.write(b"busy")
