@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -73,7 +74,8 @@ def test_tiny_checkpoint_end_to_end_on_cpu(model: Path, cache: Path, tmp_path: P
     summary = json.loads((out / "summary.json").read_text())
     assert {"load", "generation"} <= set(summary["stages_seconds"])
     html = (out / "report.html").read_text()
-    assert "<svg" in html and "http" not in html and "<script" not in html
+    assert "<svg" in html and "<style>" in html and "<script" not in html
+    assert not re.search(r"<[a-z]+[^>]*\s(src|href)=", html)  # nothing fetched
     # The store is enough to re-report; a second run into the same folder is refused.
     again = run("bench", "report", "--out", str(out))
     assert again.returncode == 0, again.stderr
