@@ -35,6 +35,10 @@ missing=$(missing_libraries)
 run_dice() {
   local name=$1
   shift
+  if [ "$(left)" -lt 15 ]; then
+    echo "$name: no time left in this call" | tee -a "$WORK/$step/machine.txt"
+    return 124
+  fi
   set +e
   timeout --kill-after=15 "$(left)" bash -c 'LD_LIBRARY_PATH="$DICE_LD_PATH" "$@"' _ "$DICE" "$@" \
     2>&1 | tee -a "$OUT/$step.log"
