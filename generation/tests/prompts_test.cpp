@@ -38,7 +38,7 @@ TEST(Prompts, MissingPlaceholderOrFileNamesTheFile) {
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("{problem}"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("placeholder"), std::string::npos);
   }
   fs::remove(file);
   EXPECT_THROW(render_oneshot_prompt(file, "x"), InputError);

@@ -103,7 +103,7 @@ TEST(ReportHtml, SelfContainedAndEscaped) {
   EXPECT_EQ(html.find("<img"), std::string::npos);
   EXPECT_EQ(html.find("http"), std::string::npos);  // nothing fetched: no URL at all
   EXPECT_EQ(html.find("<link"), std::string::npos);
-  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;q&quot;"),
+  EXPECT_NE(html.find("x = &#39;&lt;script&gt;alert(1)&lt;/script&gt;&#39; &amp; &quot;q&quot;"),
             std::string::npos);
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("<style>"), std::string::npos);
