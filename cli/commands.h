@@ -37,6 +37,9 @@ void add_serve_command(CLI::App& eval, std::shared_ptr<eval::EvalOptions> option
 /// Adds `dice model` (`random`: random checkpoints; `inspect`: validate and list a model folder).
 void add_model_command(CLI::App& app);
 
+/// Adds `dice bench` and `dice bench report` (generate, verify and report over a problem set).
+void add_bench_command(CLI::App& app);
+
 /// Adds `dice tokenize` to `app`.
 void add_tokenize_command(CLI::App& app);
 

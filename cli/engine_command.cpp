@@ -113,7 +113,7 @@ void run_bench(const BenchArgs& args) {
   }
   const std::string which = resolve_backend(args.backend);
   nlohmann::json ceilings = nullptr;
-  double bandwidth = 0, rate = 0;
+  [[maybe_unused]] double bandwidth = 0, rate = 0;
 #ifdef DICE_HAVE_CUDA
   if (which == "cuda" && !args.no_ceilings) {  // before the backend takes the memory
     bandwidth = engine::measure_copy_bandwidth(0, 1ll << 30, 20);

@@ -354,7 +354,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--kernelbench", args->kernelbench, "KernelBench problems as JSON Lines")
       ->capture_default_str();
   args->prompt_template =
-      (fs::path(DICE_SOURCE_DIR) / "engine" / "prompts" / "kernelbench_oneshot.txt").string();
+      (fs::path(DICE_SOURCE_DIR) / "generation" / "prompts" / "kernelbench_oneshot.txt").string();
   cmd->add_option("--prompt-template", args->prompt_template,
                   "prompt template of --problem ({problem} is replaced by the problem's code)")
       ->capture_default_str();

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   dice::cli::add_tokenize_command(app);
   dice::cli::add_generate_command(app);
   dice::cli::add_engine_command(app);
+  dice::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

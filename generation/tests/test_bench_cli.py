@@ -1,0 +1,212 @@
+"""`dice bench` as a user runs it, on the CPU: a tiny random checkpoint end to end, resume after
+SIGKILL, the infilling oracle, re-reporting, and an OpenAI-compatible endpoint on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DICE = Path(os.environ.get("DICE_BIN", ROOT / "build" / "dice"))
+SHARED = ROOT.parent / "shared"
+KERNELBENCH = SHARED / "data" / "kernelbench" / "problems.jsonl"
+INFILL = SHARED / "data" / "dice" / "infilling_eval_99.jsonl"
+
+pytestmark = [
+    pytest.mark.skipif(not DICE.exists(), reason=f"{DICE} not built (scripts/build.sh)"),
+    pytest.mark.skipif(not KERNELBENCH.exists(), reason=f"{KERNELBENCH} absent (shared data)"),
+]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(DICE), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def samples(out: Path) -> list[dict]:
+    with sqlite3.connect(out / "bench.db") as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute("SELECT * FROM samples ORDER BY id")]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bench") / "tiny"
+    done = run("model", "random", "--config", "tiny", "--out", str(path), "--init-std", "2.0")
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+def test_tiny_checkpoint_end_to_end_on_cpu(model: Path, cache: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = run("bench", "--model", str(model), "--problems", "kernelbench:L1", "--limit", "2",
+               "--max-new-tokens", "12", "--threads", "1", "--device", "none", "--jobs", "1",
+               "--cache", str(cache), "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "correctness and timing need a GPU" in done.stdout
+    assert "| L1 | 2 | 2 |" in done.stdout
+    rows = samples(out)
+    assert len(rows) == 2 and all(r["status"] in ("generated", "truncated") for r in rows)
+    assert all(r["verdict"] for r in rows)  # evaluated: compiled or a CPU-stage verdict
+    assert all(r["prompt"].startswith("<|im_start|>user\n") for r in rows)
+    assert all("def get_inputs" in r["prompt"] and 0 < r["output_tokens"] <= 12 for r in rows)
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"load", "generation"} <= set(summary["stages_seconds"])
+    html = (out / "report.html").read_text()
+    assert "<svg" in html and "<style>" in html and "<script" not in html
+    assert not re.search(r"<[a-z]+[^>]*\s(src|href)=", html)  # nothing fetched
+    # The store is enough to re-report; a second run into the same folder is refused.
+    again = run("bench", "report", "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    assert "| L1 | 2 | 2 |" in again.stdout
+    refused = run("bench", "--model", str(model), "--out", str(out))
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+
+
+def test_sigkill_then_resume_redoes_only_unfinished(model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [str(DICE), "bench", "--model", str(model), "--problems", "kernelbench:L1",
+            "--limit", "3", "--samples", "2", "--max-active", "1", "--max-new-tokens", "1024",
+            "--threads", "1", "--no-eval", "--progress", "lines", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("generated [2/"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    before = {r["id"]: r for r in samples(out) if r["status"] != "pending"}
+    assert 2 <= len(before) < 6
+    done = run("bench", "--resume", "--no-eval", "--out", str(out), "--progress", "lines")
+    assert done.returncode == 0, done.stderr
+    assert f"({len(before)} generated" in done.stderr
+    assert done.stderr.count("generated [") == 6 - len(before)
+    after = samples(out)
+    assert all(r["status"] in ("generated", "truncated") for r in after)
+    for r in after:  # finished samples were kept as they were
+        if r["id"] in before:
+            assert r["output"] == before[r["id"]]["output"]
+    # Samples j of a problem use seed + j: the two samples of a problem differ in seed.
+    assert {r["seed"] for r in after} == {0, 1}
+
+
+@pytest.mark.skipif(not INFILL.exists(), reason=f"{INFILL} absent (shared data)")
+def test_infill_oracle_rebuilds_the_reference_solution(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = run("bench", "--mode", "infill", "--oracle-middle", "--limit", "2", "--no-eval",
+               "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in INFILL.read_text().splitlines()[:2]]
+    rows = samples(out)
+    assert [r["problem_id"] for r in rows] == [f"dice/{r['id']}" for r in records]
+    for row, rec in zip(rows, records, strict=True):
+        assert row["candidate"] == rec["cuda_code"]  # prefix + true middle + suffix
+        assert row["code"] == rec["middle"] and row["status"] == "generated"
+        assert rec["prefix"] in row["prompt"] and rec["suffix"] in row["prompt"]
+
+
+class _ChatServer(BaseHTTPRequestHandler):
+    """Speaks /v1/chat/completions; each sample's first request gets a 503 (to be retried)."""
+
+    answer = ""
+    seen: list[dict] = []
+    failed_once: set[str] = set()
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _ChatServer.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
+                                 "body": body})  # fmt: skip
+        key = f"{body['messages'][0]['content']}#{body.get('seed')}"
+        if key not in _ChatServer.failed_once:
+            _ChatServer.failed_once.add(key)
+            self.send_response(503)
+            self.end_headers()
+            self.wfile.write(b"busy")
+            return
+        if body.get("model") == "nope":
+            self._send(404, {"error": {"message": "model nope does not exist"}})
+            return
+        self._send(200, {
+            "choices": [{"message": {"role": "assistant", "content": _ChatServer.answer},
+                         "finish_reason": "stop"}],
+            "usage": {"completion_tokens": 42},
+        })  # fmt: skip
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def server() -> Iterator[str]:
+    _ChatServer.answer = "Here you go.\n```python\nimport torch\nclass ModelNew(torch.nn.Module):\n"
+    _ChatServer.answer += "    def forward(self, x):\n        return torch.relu(x)\n```\n"
+    _ChatServer.seen = []
+    _ChatServer.failed_once = set()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_endpoint_on_loopback(server: str, cache: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    start = time.monotonic()
+    done = run("bench", "--endpoint", server, "--endpoint-model", "m", "--api-key-env", "DICE_K",
+               "--problems", "kernelbench:L1/19", "--samples", "2", "--device", "none",
+               "--cache", str(cache), "--jobs", "1", "--out", str(out),
+               env={"DICE_K": "secret"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 120
+    rows = samples(out)
+    assert len(rows) == 2
+    assert all(r["code"].startswith("import torch\nclass ModelNew") for r in rows)
+    assert all(r["output_tokens"] == 42 and r["verdict"] == "compiled" for r in rows)
+    ok = [s for s in _ChatServer.seen if s["body"].get("model") == "m"]
+    assert len(ok) == 4  # each sample: a 503, then retried
+    assert {s["path"] for s in ok} == {"/v1/chat/completions"}
+    assert {s["auth"] for s in ok} == {"Bearer secret"}
+    assert sorted(s["body"]["seed"] for s in ok) == [0, 0, 1, 1]
+
+
+def test_endpoint_errors_are_clear(server: str, tmp_path: Path) -> None:
+    done = run("bench", "--endpoint", server, "--endpoint-model", "nope", "--problems",
+               "kernelbench:L1/19", "--no-eval", "--retries", "1", "--out",
+               str(tmp_path / "a"))  # fmt: skip
+    assert done.returncode == 1
+    assert "HTTP 404" in done.stdout + done.stderr and "does not exist" in done.stderr
+    unset = run("bench", "--endpoint", server, "--api-key-env", "DICE_UNSET_VAR", "--problems",
+                "kernelbench:L1/19", "--no-eval", "--out", str(tmp_path / "b"))  # fmt: skip
+    assert unset.returncode == 2 and "DICE_UNSET_VAR" in unset.stderr
+    dead = run("bench", "--endpoint", "http://127.0.0.1:9", "--problems", "kernelbench:L1/19",
+               "--no-eval", "--retries", "0", "--out", str(tmp_path / "c"))  # fmt: skip
+    assert dead.returncode == 1 and "127.0.0.1:9" in dead.stderr
