@@ -12,7 +12,7 @@
 #                                 comparison of verdicts (bench/bench_compare.py). Each part is
 #                                 resumable: call again until it prints "agreement"; the runs live
 #                                 in out/device-bench/ of the device's working copy, kept while the
-#                                 machine stays warm.
+#                                 machine stays warm. INFILL_LIMIT=N: the first N records only.
 # Each dice run stops after STEP_LIMIT seconds (default 540) so that what finished is reported.
 # Leaves $OUT/STEP.report.txt, $OUT/STEP.log and $OUT/STEP.tar.gz (reports, summaries, logs).
 set -euo pipefail
@@ -71,10 +71,16 @@ case "$step" in
     bench_out=$RUNS/infill-oracle
     eval_out=$RUNS/infill-eval
     data=$root/.device/shared/infilling_eval_99.jsonl
+    limit=()
+    if [ -n "${INFILL_LIMIT:-}" ]; then  # the first N records on both sides
+      head -n "$INFILL_LIMIT" "$data" >"$RUNS/infill-first-$INFILL_LIMIT.jsonl"
+      data=$RUNS/infill-first-$INFILL_LIMIT.jsonl
+      limit=(--limit "$INFILL_LIMIT")
+    fi
     resume=(); [ -f "$bench_out/bench.db" ] && resume=(--resume)
     bench_ok=0
     run_dice bench bench --mode infill --oracle-middle --infill-data "$data" --device cuda \
-      --progress lines --out "$bench_out" "${resume[@]}" "$@" && bench_ok=1
+      --progress lines --out "$bench_out" "${limit[@]}" "${resume[@]}" "$@" && bench_ok=1
     eval_ok=0
     if [ "$bench_ok" = 1 ] && [ "$(left)" -gt 30 ]; then
       resume=(); [ -f "$eval_out/results.db" ] && resume=(--resume)

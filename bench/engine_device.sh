@@ -9,6 +9,6 @@ missing_libraries() {
   local b
   for b in "$DICE" "$TESTS"; do
     [ -e "$b" ] || { echo "$b: not staged (bench/device_prepare.sh after a build with nvcc)"; continue; }
-    ldd "$b" 2>&1 | grep -i "not found" | sed "s|^|$(basename "$b"): |"
+    ldd "$b" 2>&1 | grep -i "not found" | sed "s|^|$(basename "$b"): |" || true
   done | sort -u
 }
