@@ -144,6 +144,22 @@ std::vector<GenerationResult> generate(Backend& backend,
                                        std::size_t max_active) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  // Ids the decoding itself writes or looks for must be ids of the backend's model (a model with
+  // a small vocabulary needs its own mask id: the default is SDAR's).
+  const std::int64_t vocab = backend.vocab_rows();
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const GenerationOptions& o = requests[i].options;
+    if (o.sampling.mask_id < 0 || o.sampling.mask_id >= vocab)
+      throw InputError(fmt::format(
+          "request {}: option mask_id {} is outside the model's vocabulary [0, {}); take it "
+          "from the model config's mask_token_id",
+          i, o.sampling.mask_id, vocab));
+    for (const std::int32_t id : o.stop_ids)
+      if (id < 0 || id >= vocab)
+        throw InputError(fmt::format(
+            "request {}: option stop_ids holds {}, outside the model's vocabulary [0, {})", i, id,
+            vocab));
+  }
   std::vector<SequenceDecoder> decoders;
   decoders.reserve(requests.size());
   for (const auto& request : requests) decoders.emplace_back(request.prompt_ids, request.options);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dice/core/error.h"
+#include "dice/engine/block_decoder.h"
 #include "dice/engine/scoring.h"
 
 namespace dice::engine {
@@ -202,6 +203,42 @@ TEST(CpuBackend, BadForwardsThrowAndCommitNothing) {
   EXPECT_THROW(backend.open(7, 4), Error);
   backend.close(7);
   EXPECT_THROW(backend.cached_tokens(7), Error);
+}
+
+TEST(CpuBackend, GenerateRejectsAMaskOrStopIdOutsideTheVocabulary) {
+  CpuBackend backend(tiny_weights());
+  GenerationOptions valid;  // this model's ids: mask 96 (the last row), no stop id
+  valid.sampling.mask_id = 96;
+  valid.stop_ids = {};
+  valid.max_new_tokens = 5;
+  // What generate() says about a second request with options `o` (after a valid first one).
+  const auto message = [&](const GenerationOptions& o) -> std::string {
+    try {
+      generate(backend, std::vector<GenerationRequest>{{{1, 2, 3}, valid}, {{4, 5}, o}});
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  GenerationOptions o = valid;
+  o.sampling.mask_id = GenerationOptions{}.sampling.mask_id;  // SDAR's 151669
+  EXPECT_NE(
+      message(o).find("request 1: option mask_id 151669 is outside the model's vocabulary [0, 97)"),
+      std::string::npos)
+      << message(o);
+  o = valid;
+  o.stop_ids = {3, 97};
+  EXPECT_NE(message(o).find("request 1: option stop_ids holds 97"), std::string::npos)
+      << message(o);
+  o.stop_ids = GenerationOptions{}.stop_ids;  // SDAR's <|im_end|>, <|endoftext|>
+  EXPECT_NE(message(o).find("option stop_ids holds 151645"), std::string::npos) << message(o);
+  o.stop_ids = {3};
+  EXPECT_EQ(message(o), "no error");
+  const auto results =
+      generate(backend, std::vector<GenerationRequest>{{{1, 2, 3}, valid}, {{4, 5}, o}});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].output_ids.size(), 5u);
+  EXPECT_LE(results[1].output_ids.size(), 5u);
 }
 
 TEST(CpuWeights, ValidateNamesTheTensor) {

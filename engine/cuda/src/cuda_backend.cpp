@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "cuda_check.h"
@@ -185,6 +186,22 @@ struct CudaBackend::Impl {
     const std::int64_t usable = memory.free_at_start - (256ll << 20);
     memory.budget = options.memory_limit_bytes > 0 ? std::min(options.memory_limit_bytes, usable)
                                                    : memory.free_at_start - margin;
+    if (memory.budget <= 0) {
+      // Nothing is left before any upload: say why instead of reporting a negative budget.
+      if (options.memory_limit_bytes > 0)
+        throw Error(fmt::format(
+            "CUDA backend: only {:.2f} GiB of {:.2f} GiB are free on {}, not more than the "
+            "0.25 GiB kept for the CUDA context and libraries; another process or CUDA backend "
+            "holds the memory: free the device",
+            gib(memory.free_at_start), gib(memory.device_total), memory.device_name));
+      throw Error(fmt::format(
+          "CUDA backend: only {:.2f} GiB of {:.2f} GiB are free on {}, not more than the {:.2f} "
+          "GiB (5% of the card, at least 1 GiB) that sizing by the free memory leaves free; "
+          "another process or CUDA backend holds the memory (every backend without a limit takes "
+          "the rest of the card): free the device or give each backend a limit (--gpu-memory, "
+          "CudaBackendOptions::memory_limit_bytes)",
+          gib(memory.free_at_start), gib(memory.device_total), memory.device_name, gib(margin)));
+    }
 
     stream = std::make_unique<Stream>();
     gemm = std::make_unique<Gemm>();
@@ -370,14 +387,17 @@ struct CudaBackend::Impl {
     const std::int64_t used = memory.weights + memory.workspace;
     const std::int64_t room = memory.budget - used;
     pages = room > 0 ? room / page_bytes : 0;
-    if (pages < 2)
+    if (pages < 2) {
+      const std::string left = room >= 0 ? fmt::format("leave {:.3f} GiB of", gib(room))
+                                         : fmt::format("need {:.3f} GiB more than", gib(-room));
       throw Error(fmt::format(
-          "CUDA backend: not enough GPU memory for a KV cache on {}: weights {:.2f} GiB and work "
-          "buffers {:.2f} GiB leave {:.2f} GiB of the {:.2f} GiB budget ({:.2f} GiB free at "
-          "start), less than two pages of {:.1f} MiB; raise --gpu-memory or free the device",
-          memory.device_name, gib(memory.weights), gib(memory.workspace),
-          gib(std::max<std::int64_t>(room, 0)), gib(memory.budget), gib(memory.free_at_start),
-          static_cast<double>(page_bytes) / (1 << 20)));
+          "CUDA backend: not enough GPU memory for a KV cache on {}: weights {:.3f} GiB and work "
+          "buffers {:.3f} GiB {} the {:.3f} GiB budget ({:.2f} GiB free at start), which needs "
+          "room for at least two KV pages of {:.1f} KiB; raise --gpu-memory (memory_limit_bytes), "
+          "lower max_rows / max_block_rows, or free the device",
+          memory.device_name, gib(memory.weights), gib(memory.workspace), left, gib(memory.budget),
+          gib(memory.free_at_start), static_cast<double>(page_bytes) / 1024.0));
+    }
     const std::int64_t half = pages * page_bytes / 2;  // K and V
     k_cache = DeviceBuffer(static_cast<std::size_t>(half));
     v_cache = DeviceBuffer(static_cast<std::size_t>(half));

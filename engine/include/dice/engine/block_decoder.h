@@ -90,8 +90,9 @@ std::int64_t cache_tokens_needed(const GenerationRequest& request);
 /// run (0: no limit), so the batch never drains while requests wait. Sequences are opened on the
 /// backend with ids 0..n-1 offset by `first_id` and closed when they finish. Results (in request
 /// order) do not depend on which requests share the batch. Throws dice::InputError naming the
-/// request when its cache could not fit even alone, and what the backend or SequenceDecoder
-/// throws (the sequences are closed first).
+/// request and option, before any forward, when its mask_id or a stop id is outside
+/// [0, backend.vocab_rows()); dice::InputError naming the request when its cache could not fit
+/// even alone; and what the backend or SequenceDecoder throws (the sequences are closed first).
 std::vector<GenerationResult> generate(Backend& backend,
                                        std::span<const GenerationRequest> requests,
                                        const OutputCallback& on_output = {},

@@ -43,7 +43,9 @@ struct CudaBackendOptions {
   CudaAttention attention = CudaAttention::kAuto;
   int device = 0;  ///< CUDA device ordinal
   /// Device memory the backend may take in all (weights, work buffers, KV cache), bytes; 0: the
-  /// free memory at construction minus a margin of 5% of the card (at least 1 GiB).
+  /// free memory at construction minus a margin of 5% of the card (at least 1 GiB). A backend
+  /// sized that way holds nearly the whole card, so a second backend in the same process (or a
+  /// test run beside it) needs an explicit limit on both.
   std::int64_t memory_limit_bytes = 0;
   /// Rows (tokens of all sequences) per pass through the layers; a forward with more rows (a long
   /// prompt prefill) runs as several passes (exact: commit chunks are whole blocks, in order).
