@@ -6,6 +6,8 @@ DICE=${DICE:-$root/.device/dice}
 export DICE_WORKER_PATH=$root/evaluator/worker
 export DICE_PYTHON=${DICE_PYTHON:-python3}
 export DICE_CACHE=${DICE_CACHE:-/tmp/dice-cache}
+# bubblewrap staged by device_prepare.sh (the device image has none).
+[ -x "$root/.device/bwrap" ] && export DICE_BWRAP=${DICE_BWRAP:-$root/.device/bwrap}
 OUT=${OUT:-$root/out}
 WORK=${WORK:-/tmp/dice-device-work}
 mkdir -p "$OUT" "$WORK"
@@ -16,6 +18,7 @@ machine_header() {
   $DICE_PYTHON -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
   nvcc --version | tail -1
   c++ --version | head -1
+  echo "bubblewrap: ${DICE_BWRAP:-bwrap} ($("${DICE_BWRAP:-bwrap}" --version 2>&1 | head -1))"
 }
 # pack_step STEP: $WORK/STEP (records, summaries, logs) -> $OUT/STEP.tar.gz
 pack_step() {

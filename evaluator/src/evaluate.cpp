@@ -89,6 +89,24 @@ std::vector<double> numbers(const json& j, const char* key) {
   return j.at(key).get<std::vector<double>>();
 }
 
+/// The C++ side's timing findings (RULES.md: timing.launch_bound, timing.within_noise).
+void timing_findings(EvalRecord& r, const RulePolicy& policy) {
+  if (!r.speedup || !r.reference_ms) return;
+  const auto add = [&](const char* rule, std::string message) {
+    const RuleAction a = policy.action(rule);
+    if (a != RuleAction::kOff) r.findings.push_back({rule, a, std::move(message), 0, "timing"});
+  };
+  if (r.reference_ms->median < 0.030)
+    add("timing.launch_bound", fmt::format("the reference takes {:.1f} us: launch overhead "
+                                           "dominates the speedup",
+                                           r.reference_ms->median * 1e3));
+  if (r.speedup->ci95_low <= 1.0 && r.speedup->ci95_high >= 1.0)
+    add("timing.within_noise",
+        fmt::format("speedup {:.3f}, 95% interval [{:.3f}, {:.3f}] "
+                    "contains 1.0",
+                    r.speedup->value, r.speedup->ci95_low, r.speedup->ci95_high));
+}
+
 /// Fills verdict, correctness and timing from a worker's result event.
 void apply_result(EvalRecord& r, const json& result, const std::string& protocol) {
   const auto verdict = parse_verdict(result.value("verdict", ""));
@@ -101,6 +119,7 @@ void apply_result(EvalRecord& r, const json& result, const std::string& protocol
   for (const auto& reason : result.value("reasons", json::array()))
     if (reason.is_string()) r.reasons.push_back(reason.get<std::string>());
   r.correctness = result.value("correctness", json::object());
+  r.problem = result.value("problem", json::object());
   if (r.verdict != Verdict::kCorrect || !result.contains("timing")) return;
   const json& timing = result.at("timing");
   try {
@@ -125,6 +144,9 @@ void apply_result(EvalRecord& r, const json& result, const std::string& protocol
 EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
   if (options.protocol != "dice" && options.protocol != "kernelbench")
     throw InputError("--protocol " + options.protocol + ": expected dice or kernelbench");
+  RulePolicy policy = RulePolicy::named(options.policy);
+  for (const auto& spec : options.rule_overrides) policy.override_rule(spec);
+  const RulePolicy rules_off = RulePolicy::named("kernelbench");
   Workload workload;
   workload.problems = options.problems.empty()
                           ? std::vector<Problem>{}
@@ -167,13 +189,18 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
       devices.empty() ? run.device_note : fmt::format("workers on {}", fmt::join(devices, ", ")),
       options.jobs);
 
+  SandboxOptions sandbox_options = options.sandbox;
+  sandbox_options.workers = std::max<std::size_t>(1, devices.size());
+  const Sandbox sandbox(sandbox_options);
+  fmt::print(progress, "policy {}; isolation: {}\n", policy.name(), sandbox.isolation());
   fs::create_directories(options.out_dir / "logs");
   ExtensionBuilder builder(toolchain, {.cache_dir = options.cache_dir,
                                        .arch = options.arch,
                                        .jobs = options.jobs,
                                        .timeout = options.compile_timeout});
-  CandidatePreparer preparer(options.python, builder, options.cache_dir, toolchain.torch_version,
-                             options.capture_timeout);
+  CandidatePreparer preparer(
+      options.python, builder, options.cache_dir, toolchain.torch_version, options.capture_timeout,
+      {.policy = &policy, .sandbox = &sandbox, .static_only = options.static_only});
   // Problems go to the worker as files, named by content.
   std::map<std::string, fs::path> problem_paths;
   for (const auto& p : workload.problems) {
@@ -188,7 +215,11 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
 
   const auto record_for = [&](std::size_t index, const PreparedCandidate& prep) {
     const Candidate& c = workload.candidates[index];
-    return base_record(*problem_by_id.at(c.problem_id), c, prep);
+    EvalRecord r = base_record(*problem_by_id.at(c.problem_id), c, prep);
+    r.policy = c.reference ? "off (the reference as its own candidate)" : policy.name();
+    r.findings = prep.findings;
+    r.isolation = prep.isolation;
+    return r;
   };
 
   // CPU stage: capture and build, `jobs` candidates at a time (compiler processes are bounded by
@@ -230,27 +261,44 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
   const auto gpu_loop = [&](const std::string& dev, std::size_t slot) {
     WorkerClient worker(options.python, dev,
                         options.out_dir / "logs" / fmt::format("worker-{}.log", slot),
-                        options.stages);
+                        options.stages, &sandbox);
     while (auto job = gpu_queue.pop()) {
       const Candidate& c = workload.candidates[job->index];
       const Problem& p = *problem_by_id.at(c.problem_id);
       EvalRecord r = record_for(job->index, job->prepared);
       json extensions = json::object();
       for (const auto& [digest, so] : job->prepared.extensions) extensions[digest] = so.string();
-      json request = {
-          {"problem", {{"id", p.id}, {"path", problem_paths.at(p.id).string()}}},
-          {"candidate",
-           {{"path", fs::absolute(job->prepared.code_path).string()}, {"extensions", extensions}}},
-          {"options", worker_options}};
+      json request_options = worker_options;
+      request_options.update((c.reference ? rules_off : policy).worker_options());
+      json request = {{"problem", {{"id", p.id}, {"path", problem_paths.at(p.id).string()}}},
+                      {"candidate",
+                       {{"path", fs::absolute(job->prepared.code_path).string()},
+                        {"extensions", extensions},
+                        {"kernels", job->prepared.kernels},
+                        {"code_sha256",
+                         job->prepared.code_hash.substr(job->prepared.code_hash.find(':') + 1)}}},
+                      {"options", request_options}};
       try {
         const WorkerReply reply = worker.evaluate(std::move(request));
         r.device = worker.device_name();
         r.worker_log_tail = reply.log_tail;
+        r.isolation = worker.isolation();
+        const RulePolicy& rules = c.reference ? rules_off : policy;
         if (reply.result) {
           apply_result(r, *reply.result, options.protocol);
+          const auto found =
+              resolve_findings(reply.result->value("findings", json::array()), rules);
+          r.findings.insert(r.findings.end(), found.begin(), found.end());
+          timing_findings(r, rules);
+          if (r.verdict == Verdict::kCorrect && !rejecting_rules(r.findings).empty()) {
+            r.verdict = Verdict::kRejected;
+            r.speedup.reset();
+          }
         } else {
           r.verdict = reply.verdict;
           r.reasons.push_back(reply.reason);
+          if (!reply.rule.empty())
+            r.findings.push_back({reply.rule, RuleAction::kReject, reply.reason, 0, "run"});
         }
       } catch (const Error& e) {
         const std::lock_guard lock(fatal_mutex);
@@ -283,6 +331,8 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
                          {"device", devices.empty() ? json("none") : json(devices)},
                          {"note", run.device_note},
                          {"protocol", options.protocol},
+                         {"policy", policy.name()},
+                         {"isolation", sandbox.isolation()},
                          {"torch", toolchain.torch_version},
                          {"nvcc", toolchain.nvcc_version},
                          {"arch", options.arch}}

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dice/evaluator/record.h"
+#include "dice/evaluator/sandbox.h"
 #include "dice/evaluator/summary.h"
 #include "dice/evaluator/toolchain.h"
 #include "dice/evaluator/worker.h"
@@ -38,6 +39,10 @@ struct EvalOptions {
   std::chrono::seconds compile_timeout{600};
   StageTimeouts stages;
   PythonEnv python;
+  std::string policy = "strict";            ///< strict, lenient, kernelbench (RULES.md)
+  std::vector<std::string> rule_overrides;  ///< "ID=reject|warn|off", applied in order
+  SandboxOptions sandbox;                   ///< isolation of captures and workers
+  bool static_only = false;  ///< stop after capture and the static rules (verdict `captured`)
 };
 
 struct EvalRun {

@@ -11,6 +11,7 @@
 
 #include "dice/core/process.h"
 #include "dice/evaluator/record.h"
+#include "dice/evaluator/sandbox.h"
 #include "dice/evaluator/toolchain.h"
 
 namespace dice::eval {
@@ -30,14 +31,18 @@ struct WorkerReply {
   Verdict verdict = Verdict::kRuntimeError;  ///< when `result` is empty: kTimeout or kRuntimeError
   std::string reason;                        ///< when `result` is empty: what happened
   std::string log_tail;                      ///< the worker's stderr during this request
+  std::string rule;  ///< when a sandbox limit decided (verdict kRejected): sandbox.processes, ...
 };
 
 /// One worker process bound to one device ("cuda:0", "cpu"), started lazily and restarted after
 /// it dies. Not thread-safe: one thread drives one client.
 class WorkerClient {
  public:
+  /// With `sandbox`, the worker runs isolated (bubblewrap when it works; a worker that cannot
+  /// start under it is started again without, and isolation() says so) and each request is
+  /// watched against Sandbox::worker_limits().
   WorkerClient(PythonEnv env, std::string device, std::filesystem::path log_path,
-               StageTimeouts timeouts);
+               StageTimeouts timeouts, const Sandbox* sandbox = nullptr);
   ~WorkerClient();
   WorkerClient(const WorkerClient&) = delete;
   WorkerClient& operator=(const WorkerClient&) = delete;
@@ -50,6 +55,8 @@ class WorkerClient {
   const std::string& device_name() const { return device_name_; }
   /// How many times a worker process was started.
   int starts() const { return starts_; }
+  /// How the worker runs: Sandbox::isolation(), its fallback, or "none: no sandbox".
+  const std::string& isolation() const { return isolation_; }
 
  private:
   void start();
@@ -60,6 +67,10 @@ class WorkerClient {
   std::string device_;
   std::filesystem::path log_path_;
   StageTimeouts timeouts_;
+  const Sandbox* sandbox_;
+  bool use_bwrap_ = true;
+  std::string isolation_ = "none: no sandbox";
+  std::optional<SandboxLease> lease_;  // outlives process_ (declared first)
   std::optional<Process> process_;
   std::string device_name_;
   int starts_ = 0;
