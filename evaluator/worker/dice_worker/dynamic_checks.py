@@ -159,7 +159,7 @@ def changed_inputs(after: Any, pristine: Any) -> list[int]:
 
 def poison_count(output: torch.Tensor, reference: torch.Tensor) -> int:
     """Elements of a floating-point ``output`` that hold the poison bit pattern where the
-    reference does not: memory the candidate never wrote."""
+    reference is not NaN (a negated NaN has the same bits): memory the candidate never wrote."""
     bits = _BITS.get(output.dtype)
     if bits is None or output.shape != reference.shape or output.dtype != reference.dtype:
         return 0
@@ -169,8 +169,8 @@ def poison_count(output: torch.Tensor, reference: torch.Tensor) -> int:
     n = 0
     for start in range(0, co.numel(), COMPARE_CHUNK):
         c = co[start : start + COMPARE_CHUNK].contiguous().view(bits)
-        r = ro[start : start + COMPARE_CHUNK].contiguous().view(bits)
-        n += int(torch.count_nonzero((c == -1) & (r != -1)))
+        r = ro[start : start + COMPARE_CHUNK]
+        n += int(torch.count_nonzero((c == -1) & ~torch.isnan(r)))
     return n
 
 

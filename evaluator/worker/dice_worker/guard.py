@@ -315,7 +315,7 @@ class Guard:
         if share.own_us == 0:
             self.rules.fire(
                 "dynamic.no_own_kernel",
-                f"none of the candidate's kernels ({', '.join(sorted(own))[:80] or 'none declared'}) "
+                f"none of the candidate's kernels ({', '.join(sorted(self.kernels))[:80] or 'none declared'}) "
                 f"ran in a forward; {len(events)} GPU activities ran",
             )
         if share.foreign_share > self.rules.foreign_share_limit:

@@ -72,23 +72,47 @@ def elf_function_names(path: Path) -> set[str]:
     return names
 
 
+def signature(kernel: str) -> str:
+    """A demangled name without its ``void`` prefix and spaces, for exact comparison."""
+    name = kernel.strip()
+    return (name[5:] if name.startswith("void ") else name).replace(" ", "")
+
+
+@dataclass(frozen=True)
+class OwnKernels:
+    """How to recognize the candidate's kernels: exact signatures of the functions its libraries
+    define, and the ``__global__`` names of its sources that those libraries also define."""
+
+    signatures: frozenset[str]
+    names: frozenset[str]
+
+    def __contains__(self, kernel: str) -> bool:
+        return signature(kernel) in self.signatures or base_name(kernel) in self.names
+
+
 def own_kernel_names(
     kernels: Iterable[str], libraries: Iterable[Path], demangle: Callable[[str], str]
-) -> tuple[set[str], str]:
-    """The base names that count as the candidate's own: ``__global__`` names of its sources
-    that its libraries define. Returns them and a note when the libraries could not be read (then
-    the source names alone decide)."""
+) -> tuple[OwnKernels, str]:
+    """The candidate's own kernels (see OwnKernels). A kernel launched from the candidate's
+    library has the signature of a function defined there (its host stub), templates and
+    CUB/CUTLASS instantiations included. Returns a note when the libraries could not be read:
+    then the source names alone decide."""
     declared = set(kernels)
-    defined: set[str] = set()
+    signatures: set[str] = set()
+    bases: set[str] = set()
     unreadable = []
     for lib in libraries:
         try:
-            defined |= {base_name(demangle(n)) for n in elf_function_names(lib)}
+            for mangled in elf_function_names(lib):
+                name = demangle(mangled)
+                signatures.add(signature(name))
+                bases.add(base_name(name))
         except (OSError, struct.error, IndexError) as e:
             unreadable.append(f"{lib.name}: {e}")
-    if unreadable or not defined:
-        return declared, "extension symbols unreadable; kernels matched by source names only"
-    return declared & defined, ""
+    if unreadable or not signatures:
+        note = "extension symbols unreadable; kernels matched by source names only"
+        return OwnKernels(frozenset(), frozenset(declared)), note
+    return OwnKernels(frozenset(signatures), frozenset(declared & bases)), ""
 
 
 @dataclass
@@ -121,12 +145,14 @@ class KernelShare:
         }
 
 
-def classify(events: Iterable[tuple[str, float]], own_names: set[str]) -> KernelShare:
+def classify(
+    events: Iterable[tuple[str, float]], own: OwnKernels | set[str] | frozenset[str]
+) -> KernelShare:
     """Splits (kernel name, microseconds) events into the candidate's own kernels, data
-    movement and the rest (torch, cuBLAS, cuDNN, ...)."""
+    movement and the rest (torch, cuBLAS, cuDNN, ...). ``own``: OwnKernels, or base names."""
     share = KernelShare()
     for name, us in events:
-        if base_name(name) in own_names:
+        if (name in own) if isinstance(own, OwnKernels) else (base_name(name) in own):
             share.own_us += us
             share.own.append(base_name(name))
         elif _DATA_MOVEMENT.search(name):

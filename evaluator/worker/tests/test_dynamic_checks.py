@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import RELU_PROBLEM
+from conftest import RELU_PROBLEM, Worker
 from dice_worker.dynamic_checks import (
     alias_problem,
     changed_inputs,
@@ -159,13 +159,24 @@ def test_elf_function_names(tmp_path):
     names = elf_function_names(lib)
     assert any("c10" in n for n in names) and len(names) > 100
     own, note = own_kernel_names(["not_in_the_library"], [lib], torch._C._demangle)
-    assert own == set() and note == ""
+    assert note == "" and own.names == frozenset() and len(own.signatures) > 100
+    defined = next(iter(own.signatures))
+    assert defined in own and "void not_in_the_library(float*)" not in own
     fake = tmp_path / "fake.so"
     fake.write_bytes(b"\x7fELF" + struct.pack("<BB", 1, 1) + b"\0" * 64)
     assert elf_function_names(fake) == set()
 
 
 # -- the worker with the strict rules ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    """One worker for the whole module: requests are independent, and starting torch is slow."""
+    w = Worker(tmp_path_factory.mktemp("dynamic"))
+    yield w
+    w.close()
+
 
 HONEST = module("    def forward(self, x):\n        return torch.relu(x)\n")
 
