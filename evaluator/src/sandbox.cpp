@@ -190,6 +190,44 @@ std::string size_text(std::size_t bytes) {
 
 }  // namespace
 
+std::vector<pid_t> marked_processes(const fs::path& home) {
+  const std::string marker = "HOME=" + home.string();
+  std::vector<pid_t> out;
+  const pid_t self = ::getpid();
+  for (pid_t pid : numeric_entries("/proc")) {
+    if (pid == self) continue;
+    const auto env = read_small(fmt::format("/proc/{}/environ", pid));
+    if (!env) continue;
+    for (std::size_t at = 0; at < env->size();) {
+      const auto end = env->find('\0', at);
+      const std::string_view entry(env->data() + at,
+                                   (end == std::string::npos ? env->size() : end) - at);
+      if (entry == marker) {
+        out.push_back(pid);
+        break;
+      }
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
+  }
+  return out;
+}
+
+std::size_t kill_marked(const fs::path& home) {
+  std::size_t killed = 0;
+  // Stopped first, then killed: a process that forks while we look is stopped before its
+  // children can fork again, and the sweep repeats until it finds nothing.
+  for (int sweep = 0; sweep < 100; ++sweep) {
+    const auto pids = marked_processes(home);
+    if (pids.empty()) break;
+    for (pid_t pid : pids) ::kill(pid, SIGSTOP);
+    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    killed += pids.size();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return killed;
+}
+
 TreeUsage sample_tree(pid_t root) {
   TreeUsage usage;
   const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
@@ -279,6 +317,10 @@ SandboxLease::~SandboxLease() {
 
 void SandboxLease::release() {
   std::error_code ec;
+  // Processes that left the tree (a new session whose leader exited, a double fork) are found by
+  // the $HOME every sandboxed process inherits; bubblewrap's pid namespace and the pids cgroup
+  // already end them where those exist, this covers a root run with neither.
+  if (!scratch_.empty()) kill_marked(scratch_);
   if (!cgroup_.empty()) {
     // Whatever is still in the cgroup (daemonized children included) is killed, then the
     // cgroup removed once the kernel has let go of its tasks.

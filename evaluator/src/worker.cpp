@@ -37,8 +37,12 @@ void WorkerClient::stop() {
     process_->wait_until(Clock::now() + std::chrono::seconds(10));
   } catch (const Error&) {
   }
+  drop_process();
+}
+
+void WorkerClient::drop_process() {
   process_.reset();  // kills the group if still running
-  lease_.reset();
+  lease_.reset();    // kills what left the group, removes the scratch folder and the cgroup
 }
 
 std::string WorkerClient::log_since(std::uintmax_t offset) const {
@@ -62,7 +66,11 @@ void WorkerClient::start() {
   process_.emplace(Process::spawn(options));
   ++starts_;
   std::string line;
-  const auto deadline = Clock::now() + timeouts_.start;
+  // A worker that cannot start under bubblewrap is started again without it: the first try gets
+  // at most 90 s so that the retry fits the start limit's budget.
+  const auto deadline = Clock::now() + (bwrap ? std::min<std::chrono::seconds>(
+                                                    timeouts_.start, std::chrono::seconds(90))
+                                              : timeouts_.start);
   for (;;) {
     const auto status = process_->read_line(line, deadline);
     if (status != Process::ReadStatus::kLine) {
@@ -114,7 +122,7 @@ WorkerReply WorkerClient::evaluate(json request) {
   } catch (const Error& e) {
     reply.reason = std::string("worker does not accept requests: ") + e.what();
     reply.log_tail = log_since(offset);
-    process_.reset();
+    drop_process();
     return reply;
   }
   std::string stage = "load";
@@ -128,7 +136,7 @@ WorkerReply WorkerClient::evaluate(json request) {
     if (status == Process::ReadStatus::kTimeout && Clock::now() < deadline) {
       if (const auto violation = watchdog.check()) {
         process_->kill();
-        process_.reset();
+        drop_process();
         reply.reason = fmt::format("stage {}: {}", stage, violation->reason);
         reply.log_tail = log_since(offset);
         reply.verdict = violation->kind == Violation::Kind::kMemory ? Verdict::kOutOfMemory
@@ -141,7 +149,7 @@ WorkerReply WorkerClient::evaluate(json request) {
     }
     if (status == Process::ReadStatus::kTimeout) {
       process_->kill();
-      process_.reset();
+      drop_process();
       reply.verdict = Verdict::kTimeout;
       const auto limit = stage == "load"          ? timeouts_.load
                          : stage == "correctness" ? timeouts_.correctness
@@ -152,7 +160,7 @@ WorkerReply WorkerClient::evaluate(json request) {
     }
     if (status == Process::ReadStatus::kEof) {
       const auto [exit, _] = process_->wait_until(Clock::now() + std::chrono::seconds(10));
-      process_.reset();
+      drop_process();
       reply.verdict = Verdict::kRuntimeError;
       reply.reason = fmt::format("the worker died during stage {}: {}", stage, exit.describe());
       if (!exit.exited && exit.signal == SIGXFSZ) {
@@ -181,7 +189,7 @@ WorkerReply WorkerClient::evaluate(json request) {
       if (event.value("fatal", false)) {
         process_->close_stdin();
         process_->wait_until(Clock::now() + std::chrono::seconds(10));
-        process_.reset();
+        drop_process();
       }
       reply.log_tail = log_since(offset);
       reply.result = std::move(event);

@@ -8,6 +8,7 @@
 
 #include "dice/core/error.h"
 #include "dice/evaluator/evaluate.h"
+#include "dice/evaluator/worker.h"
 #include "test_support.h"
 
 namespace dice::eval {
@@ -84,6 +85,78 @@ TEST(Sandbox, BubblewrapConfinesAProcess) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "escaped"));
 }
 
+/// Sleepers that leave the process tree (a new session, their parent gone) are still found by
+/// the sandbox's $HOME and killed when the lease ends; under bubblewrap the pid namespace ends
+/// them as soon as the sandboxed command exits.
+TEST(Sandbox, ProcessesThatLeaveTheTreeAreKilled) {
+  const std::string script =
+      "import os, subprocess\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "    os.setsid()\n"
+      "    for _ in range(3):\n"
+      "        subprocess.Popen(['sleep', '60'], stdout=subprocess.DEVNULL,\n"
+      "                         stderr=subprocess.DEVNULL, start_new_session=True)\n"
+      "    os._exit(0)\n"
+      "os.waitpid(pid, 0)\n"
+      "print('left')\n";
+  const auto marked_after = [](const SandboxLease& lease) {
+    std::vector<pid_t> pids = marked_processes(lease.scratch());
+    for (int i = 0; i < 100 && !pids.empty(); ++i) {
+      ::usleep(20000);
+      pids = marked_processes(lease.scratch());
+    }
+    return pids;
+  };
+  {
+    const Sandbox none({.mode = "none"});
+    ProcessOptions o{.argv = {testing::test_python().python, "-c", script}};
+    auto lease = none.wrap(o);
+    const auto r = run_command(o, std::chrono::seconds(60));
+    ASSERT_TRUE(r.status.ok()) << r.output;
+    EXPECT_EQ(marked_processes(lease.scratch()).size(), 3u);
+    const auto scratch = lease.scratch();
+    lease = SandboxLease();
+    EXPECT_TRUE(marked_processes(scratch).empty());
+  }
+  const Sandbox sandbox({});
+  if (!sandbox.bubblewrap()) GTEST_SKIP() << sandbox.isolation();
+  ProcessOptions o{.argv = {testing::test_python().python, "-c", script}};
+  const auto lease = sandbox.wrap(o);
+  const auto r = run_command(o, std::chrono::seconds(60));
+  ASSERT_TRUE(r.status.ok()) << r.output;
+  EXPECT_NE(r.output.find("left"), std::string::npos) << r.output;
+  EXPECT_TRUE(marked_after(lease).empty());
+}
+
+/// A bubblewrap that passes the probe but cannot run the worker (as when a GPU is not usable
+/// inside it): the worker starts again without it and says so.
+TEST(Sandbox, WorkerFallsBackWhenBubblewrapFails) {
+  ScratchDir dir("dice_fallback");
+  const auto fake = dir.write("fake-bwrap",
+                              "#!/bin/sh\n"
+                              "for last; do :; done\n"
+                              "[ \"$last\" = true ] && exit 0\n"
+                              "echo 'no GPU in here' >&2; exit 1\n");
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  const Sandbox sandbox({.bwrap = fake.string()});
+  ASSERT_TRUE(sandbox.bubblewrap()) << sandbox.isolation();
+  const auto problem = dir.write("relu.py", testing::kReluProblem);
+  const auto good = dir.write("good.py",
+                              "import torch\nclass ModelNew(torch.nn.Module):\n"
+                              "    def forward(self, x):\n        return torch.relu(x)\n");
+  WorkerClient worker(testing::test_python(), "cpu", dir.path() / "worker.log", {}, &sandbox);
+  const auto reply = worker.evaluate(
+      {{"problem", {{"id", "relu"}, {"path", problem.string()}}},
+       {"candidate", {{"path", good.string()}, {"extensions", nlohmann::json::object()}}},
+       {"options", {{"correct_trials", 1}, {"measure_timing", false}}}});
+  ASSERT_TRUE(reply.result) << reply.reason;
+  EXPECT_EQ(reply.result->value("verdict", ""), "correct");
+  EXPECT_EQ(worker.isolation().rfind("none: bubblewrap worker failed to start", 0), 0u)
+      << worker.isolation();
+  EXPECT_EQ(worker.starts(), 2);
+}
+
 /// Every attack of evaluator/defenses/attacks on the CPU, in one run under policy kernelbench
 /// (static rules off, so that the sandbox meets them), followed by an honest candidate: each
 /// ends with a clear verdict and the run goes on.
@@ -115,6 +188,7 @@ TEST(Sandbox, AttacksEndAsVerdictsAndTheRunGoesOn) {
   o.stages.correctness = std::chrono::seconds(20);
   o.sandbox.worker_memory_bytes = std::size_t{3} << 30;
   o.sandbox.max_tasks = 512;
+  o.sandbox.scratch_root = dir.path() / "sandbox";
   std::ostringstream progress;
   const EvalRun run = run_eval(o, progress);
   std::map<std::string, const EvalRecord*> by_name;
@@ -141,6 +215,20 @@ TEST(Sandbox, AttacksEndAsVerdictsAndTheRunGoesOn) {
     EXPECT_EQ(verdict("relu__a_rewrite_code.py"), "rejected");  // sandbox.code_changed
   }
   for (const auto& r : run.records) EXPECT_FALSE(r.isolation.empty()) << r.candidate;
+  // Nothing the attacks started is left: every sandbox of the run had a scratch folder under
+  // o.sandbox.scratch_root as $HOME.
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string env;
+    try {
+      env = read_file(entry.path() / "environ");
+    } catch (const Error&) {
+      continue;
+    }
+    if (env.find("HOME=" + o.sandbox.scratch_root.string() + "/") != std::string::npos)
+      left.push_back(entry.path().filename().string());
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " processes left, e.g. pid " << left.front();
 }
 
 }  // namespace

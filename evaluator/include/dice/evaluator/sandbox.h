@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dice/core/process.h"
 
@@ -51,6 +52,15 @@ struct TreeUsage {
 /// The usage of `root` and every descendant (found through /proc/PID/task/TID/children, or a
 /// scan of /proc where the kernel lacks it). A process that is gone counts as nothing.
 TreeUsage sample_tree(pid_t root);
+
+/// Processes other than this one whose environment has HOME=`home` exactly: every process a
+/// sandbox starts inherits its scratch folder as $HOME (Sandbox::wrap), also after it left the
+/// process tree. Processes whose environment cannot be read are skipped.
+std::vector<pid_t> marked_processes(const std::filesystem::path& home);
+
+/// Stops and kills marked_processes(`home`), sweeping again until none is left (at most 100
+/// sweeps). Returns how many kills were sent.
+std::size_t kill_marked(const std::filesystem::path& home);
 
 /// A limit a process tree went past.
 struct Violation {

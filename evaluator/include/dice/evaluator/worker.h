@@ -61,6 +61,7 @@ class WorkerClient {
  private:
   void start();
   void stop();
+  void drop_process();
   std::string log_since(std::uintmax_t offset) const;
 
   PythonEnv env_;
