@@ -20,11 +20,11 @@ cp "$suite"/honest/*.py "$suite"/cheats/*.py "$candidates"/
 set +e
 # Timing only needs to be long enough for the timing.* rules and the re-checked timed calls.
 timeout --kill-after=15 "${STEP_LIMIT:-420}" "$DICE" eval "$suite/problems" --candidates "$candidates" \
-  --device cuda --policy strict --timing-trials 30 --warmup 3 --out-dir "$WORK/$step/strict" "$@" \
+  --device "${DEVICE:-cuda}" --policy strict --timing-trials 30 --warmup 3 --out-dir "$WORK/$step/strict" "$@" \
   2>&1 | tee "$OUT/$step.log"
 strict_status=${PIPESTATUS[0]}
 timeout --kill-after=15 "${ATTACK_LIMIT:-150}" "$DICE" eval "$suite/problems" \
-  --candidates "$suite/attacks" --device cuda --policy kernelbench --correct-trials 1 \
+  --candidates "$suite/attacks" --device "${DEVICE:-cuda}" --policy kernelbench --correct-trials 1 \
   --timing-trials 5 --warmup 1 --timeout-correctness 30 --memory-limit 16 \
   --out-dir "$WORK/$step/attacks" "$@" 2>&1 | tee -a "$OUT/$step.log"
 attack_status=${PIPESTATUS[0]}

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "dice/core/signals.h"
 #include "dice/evaluator/evaluate.h"
 
 namespace dice::cli {
@@ -68,7 +69,8 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", options->device, "auto, cuda, cpu or none (compile only)")
       ->capture_default_str();
-  cmd->add_option("--gpus", options->gpus, "with cuda: how many GPUs (0 = all)")
+  cmd->add_option("--gpus", options->gpus,
+                  "with cuda: how many GPUs (0 = all); with cpu: how many CPU workers")
       ->capture_default_str();
   options->jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cmd->add_option("-j,--jobs", options->jobs, "parallel compiler processes")->capture_default_str();
@@ -132,11 +134,34 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   options->python.worker_path =
       env_or("DICE_WORKER_PATH", (fs::path(DICE_SOURCE_DIR) / "evaluator" / "worker").string());
+  cmd->add_flag("--resume", options->resume,
+                "continue the run stored in --out-dir (results.db): only unfinished candidates "
+                "are evaluated; inputs and result options come from the store");
+  cmd->add_flag("--fresh-reference-timing", options->fresh_reference_timing,
+                "time the reference with every candidate instead of reusing its stored timing");
+  cmd->add_flag("!--no-pch", options->pch,
+                "compile main.cpp without the precompiled header of torch/extension.h");
+  cmd->add_option("--main-compiler", options->main_compiler,
+                  "compiler of main.cpp: auto (clang++ if present), cxx, or a program")
+      ->capture_default_str();
+  auto progress_mode = std::make_shared<std::string>("auto");
+  cmd->add_option("--progress", *progress_mode,
+                  "auto (a bar when stderr is a terminal, else lines), bar, lines or none")
+      ->capture_default_str();
+  add_serve_command(*cmd, options);
 
-  cmd->callback([options] {
-    if (options->problems.empty() && options->candidates.empty())
-      throw CLI::ValidationError("dice eval", "give problems (and --candidates)");
-    const eval::EvalRun run = eval::run_eval(*options, std::cerr);
+  cmd->callback([cmd, options, progress_mode] {
+    if (cmd->got_subcommand("serve")) return;
+    if (options->problems.empty() && options->candidates.empty() && !options->resume)
+      throw CLI::ValidationError("dice eval", "give problems (and --candidates), or --resume");
+    options->progress =
+        *progress_mode == "auto"
+            ? (::isatty(STDERR_FILENO) ? eval::ProgressMode::kBar : eval::ProgressMode::kLines)
+            : eval::parse_progress_mode(*progress_mode);
+    std::stop_source stop;
+    const SignalStop signals(stop);
+    const eval::EvalRun run = eval::run_eval(*options, std::cerr, stop.get_token());
+    if (run.interrupted) throw Interrupted(signals.signal());
     std::cout << "\n" << eval::to_markdown(run.summary);
     if (!run.device_note.empty()) std::cout << "\nnote: " << run.device_note << "\n";
     std::cout << "\nrecords: " << (options->out_dir / "records.jsonl").string()

@@ -14,10 +14,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   dice::cli::add_eval_command(app);
   dice::cli::add_model_command(app);
+  dice::cli::add_tokenize_command(app);
+  dice::cli::add_generate_command(app);
+  dice::cli::add_engine_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const dice::cli::Interrupted& e) {
+    fmt::print(stderr, "dice: {}\n", e.what());
+    return 128 + e.signal();
   } catch (const dice::InputError& e) {
     fmt::print(stderr, "dice: error: {}\n", e.what());
     return 2;

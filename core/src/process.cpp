@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,8 +46,16 @@ struct Pipe {
   int release_write() { return std::exchange(write_end, -1); }
 };
 
-ExitStatus decode(int raw) {
+double cpu_seconds(const rusage& usage) {
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+ExitStatus decode(int raw, const rusage& usage) {
   ExitStatus s;
+  s.cpu_seconds = cpu_seconds(usage);
   if (WIFEXITED(raw)) {
     s.exited = true;
     s.code = WEXITSTATUS(raw);
@@ -109,6 +118,7 @@ Process Process::spawn(const ProcessOptions& options) {
     }
   }
   const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
 
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -125,6 +135,13 @@ Process Process::spawn(const ProcessOptions& options) {
     }
     ::setpgid(0, 0);
     ::signal(SIGPIPE, SIG_DFL);
+    // Signals our threads block (SignalStop) are the child's again; the child dies with us even
+    // when we are killed with SIGKILL (no orphaned workers or compilers).
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(125);
     if (in_pipe) {
       ::dup2(in_pipe->read_end, STDIN_FILENO);
     } else if (dev_null >= 0) {
@@ -254,9 +271,10 @@ std::optional<ExitStatus> Process::try_wait() {
   if (status_) return status_;
   if (pid_ <= 0) return std::nullopt;
   int raw = 0;
-  const pid_t r = ::waitpid(pid_, &raw, WNOHANG);
+  rusage usage{};
+  const pid_t r = ::wait4(pid_, &raw, WNOHANG, &usage);
   if (r == pid_) {
-    status_ = decode(raw);
+    status_ = decode(raw, usage);
     ::kill(-pid_, SIGKILL);  // anything the child left behind in its group
   }
   return status_;
@@ -276,9 +294,10 @@ ExitStatus Process::kill() {
   ::kill(-pid_, SIGKILL);
   ::kill(pid_, SIGKILL);
   int raw = 0;
-  while (::waitpid(pid_, &raw, 0) < 0 && errno == EINTR) {
+  rusage usage{};
+  while (::wait4(pid_, &raw, 0, &usage) < 0 && errno == EINTR) {
   }
-  status_ = decode(raw);
+  status_ = decode(raw, usage);
   return *status_;
 }
 

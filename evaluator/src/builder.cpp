@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <functional>
 #include <regex>
 #include <thread>
 
@@ -18,7 +19,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kBuilderVersion = 1;  // bump when the generated files or commands change
+constexpr int kBuilderVersion = 2;  // bump when the generated files or commands change
 constexpr std::size_t kLogTail = 8000;
 
 std::vector<std::string> string_list(const json& j, const char* key) {
@@ -80,12 +81,41 @@ ExtensionSpec ExtensionSpec::from_json(const json& j) {
   return s;
 }
 
+struct ExtensionBuilder::Keys {
+  std::string full, main, cuda;  // cuda is empty without CUDA sources
+  std::string module;            // the module's name: sanitized name + main key
+  // main.cpp's flags (also those of its precompiled header), less the defines that torch's headers
+  // do not read: TORCH_EXTENSION_NAME and WITH_CUDA.
+  std::vector<std::string> main_flags;
+  bool cuda_needed = false;
+};
+
+struct ExtensionBuilder::Object {
+  bool ok = false;
+  ObjectOutcome outcome;
+  fs::path path;  // object.o when ok
+  std::string log;
+};
+
 ExtensionBuilder::ExtensionBuilder(Toolchain toolchain, BuildOptions options)
     : toolchain_(std::move(toolchain)),
       options_(std::move(options)),
       fingerprint_(toolchain_.fingerprint()),
-      compiler_slots_(std::max(1, options_.jobs)) {
+      compiler_slots_(std::max(1, options_.jobs)),
+      pch_(options_.cache_dir, options_.timeout) {
   gencode_flag(options_.arch);  // validates
+  cxx_ = {.path = toolchain_.cxx, .version = toolchain_.cxx_version, .clang = false};
+  cxx_.clang = cxx_.version.find("clang") != std::string::npos;
+  main_compiler_ = cxx_;
+  const std::string& wanted = options_.main_compiler;
+  if (wanted == "auto") {
+    if (auto clang = Compiler::probe("clang++", std::chrono::seconds(30)); clang && clang->clang)
+      main_compiler_ = *clang;
+  } else if (!wanted.empty() && wanted != "cxx") {
+    auto probed = Compiler::probe(wanted, std::chrono::seconds(30));
+    if (!probed) throw InputError("--main-compiler " + wanted + ": does not run");
+    main_compiler_ = *probed;
+  }
 }
 
 std::string ExtensionBuilder::gencode_flag(const std::string& arch) {
@@ -96,51 +126,180 @@ std::string ExtensionBuilder::gencode_flag(const std::string& arch) {
   return fmt::format("-gencode=arch=compute_{0},code=sm_{0}", m[1].str());
 }
 
+ExtensionBuilder::Keys ExtensionBuilder::keys(const ExtensionSpec& spec) const {
+  Keys k;
+  k.cuda_needed = spec.with_cuda || !spec.cuda_sources.empty();
+  std::vector<std::string> includes;
+  for (const auto& p : spec.extra_include_paths) includes.push_back("-I" + p);
+  for (const auto& p : toolchain_.include_paths) includes.insert(includes.end(), {"-isystem", p});
+  k.main_flags = {"-fPIC", "-std=c++17", "-O2"};
+  k.main_flags.insert(k.main_flags.end(), toolchain_.cflags.begin(), toolchain_.cflags.end());
+  k.main_flags.insert(k.main_flags.end(), includes.begin(), includes.end());
+  k.main_flags.insert(k.main_flags.end(), spec.extra_cflags.begin(), spec.extra_cflags.end());
+  k.main = sha256_hex(json{
+      {"builder", kBuilderVersion},
+      {"with_cuda", k.cuda_needed},
+      {"toolchain", fingerprint_},
+      {"compiler", main_compiler_.version},
+      {"name", spec.name},
+      {"cpp", spec.cpp_sources},
+      {"functions", spec.functions},
+      {"flags",
+       k.main_flags}}.dump());
+  k.module = sanitize(spec.name) + "_" + k.main.substr(0, 12);
+  if (k.cuda_needed) {
+    k.cuda = sha256_hex(json{{"builder", kBuilderVersion},
+                             {"toolchain", fingerprint_},
+                             {"arch", options_.arch},
+                             {"module", k.module},
+                             {"cuda", spec.cuda_sources},
+                             {"cuda_cflags", spec.extra_cuda_cflags},
+                             {"include", spec.extra_include_paths}}
+                            .dump());
+  }
+  k.full = sha256_hex(json{{"builder", kBuilderVersion},
+                           {"toolchain", fingerprint_},
+                           {"main", k.main},
+                           {"cuda", k.cuda},
+                           {"ldflags", spec.extra_ldflags}}
+                          .dump());
+  return k;
+}
+
 std::string ExtensionBuilder::key(const ExtensionSpec& spec) const {
-  const json j = {{"builder", kBuilderVersion},
-                  {"toolchain", fingerprint_},
-                  {"arch", options_.arch},
-                  {"name", spec.name},
-                  {"cpp", spec.cpp_sources},
-                  {"cuda", spec.cuda_sources},
-                  {"functions", spec.functions},
-                  {"cflags", spec.extra_cflags},
-                  {"cuda_cflags", spec.extra_cuda_cflags},
-                  {"ldflags", spec.extra_ldflags},
-                  {"include", spec.extra_include_paths},
-                  {"with_cuda", spec.with_cuda}};
-  return sha256_hex(j.dump());
+  return keys(spec).full;
+}
+
+CommandResult ExtensionBuilder::run_compiler(const std::vector<std::string>& argv,
+                                             const fs::path& cwd) {
+  compiler_slots_.acquire();
+  struct Release {
+    std::counting_semaphore<>& slots;
+    ~Release() { slots.release(); }
+  } release{compiler_slots_};
+  return run_command({.argv = argv, .cwd = cwd}, options_.timeout, kLogTail * 4);
+}
+
+namespace {
+
+/// Appends a command and its output to `log`; the status of the command as an object outcome.
+std::string note(std::string& log, const std::vector<std::string>& argv, const CommandResult& r) {
+  log += "$";
+  for (const auto& a : argv) log += " " + a;
+  log += "\n" + r.output;
+  if (r.status.ok()) return "built";
+  log += fmt::format("[{}{}]\n", r.status.describe(), r.timed_out ? ", timed out" : "");
+  if (r.timed_out) return "timeout";
+  return r.status.exited ? "failed" : "killed";  // killed: by us, or out of memory
+}
+
+}  // namespace
+
+ExtensionBuilder::Object ExtensionBuilder::object(
+    const std::string& key, const std::string& what,
+    const std::function<ObjectOutcome(const fs::path&, std::string&)>& compile) {
+  const fs::path dir = options_.cache_dir / "obj" / key;
+  const auto lock = building_.lock("obj/" + key);
+  Object o;
+  if (fs::exists(dir / "result.json")) {
+    try {
+      const json cached = json::parse(read_file(dir / "result.json"));
+      o.ok = cached.at("ok").get<bool>();
+      o.outcome.status = "cached";
+      o.outcome.pch = cached.value("pch", false);
+      o.outcome.compiler = cached.value("compiler", "");
+      o.path = fs::absolute(dir / "object.o");
+      o.log = read_file_tail(dir / "build.log", kLogTail);
+      if (!o.ok || fs::exists(o.path)) return o;
+    } catch (const std::exception&) {
+    }
+    fs::remove_all(dir);  // a damaged entry is rebuilt
+  }
+  const fs::path tmp = options_.cache_dir / "obj" /
+                       fmt::format("{}.tmp-{}-{}", key, ::getpid(),
+                                   std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  o = {};
+  o.outcome = compile(tmp, o.log);
+  o.ok = o.outcome.status == "built";
+  if (o.outcome.status == "timeout" || o.outcome.status == "killed") {
+    fs::remove_all(tmp);  // not cached: the machine's fault, or an interruption
+    return o;
+  }
+  write_file_atomic(tmp / "build.log", o.log);
+  write_file_atomic(tmp / "result.json", json{{"ok", o.ok},
+                                              {"what", what},
+                                              {"pch", o.outcome.pch},
+                                              {"compiler", o.outcome.compiler},
+                                              {"seconds", o.outcome.seconds},
+                                              {"cpu_seconds", o.outcome.cpu_seconds}}
+                                             .dump());
+  std::error_code ec;
+  fs::rename(tmp, dir, ec);
+  if (ec) {  // another process stored the same object first: use its copy
+    fs::remove_all(tmp);
+    if (!fs::exists(dir / "result.json"))
+      throw Error("cannot store an object in cache folder " + dir.string() + ": " + ec.message());
+  }
+  o.path = fs::absolute(dir / "object.o");
+  return o;
+}
+
+ObjectOutcome ExtensionBuilder::compile_main(const ExtensionSpec& spec, const Keys& k,
+                                             const fs::path& dir, std::string& log) {
+  write_file_atomic(dir / "main.cpp", main_cpp(spec));
+  const CompileRunner runner = [this](const std::vector<std::string>& argv, const fs::path& cwd) {
+    return run_compiler(argv, cwd);
+  };
+  const auto attempt = [&](const Compiler& compiler) {
+    const auto start = Clock::now();
+    std::vector<std::string> argv{compiler.path, "-c",       "main.cpp",
+                                  "-o",          "object.o", "-DTORCH_EXTENSION_NAME=" + k.module};
+    if (k.cuda_needed) argv.push_back("-DWITH_CUDA");
+    argv.insert(argv.end(), k.main_flags.begin(), k.main_flags.end());
+    std::vector<std::string> pch;
+    if (options_.pch) pch = pch_.flags_for(compiler, k.main_flags, runner);
+    argv.insert(argv.end(), pch.begin(), pch.end());
+    const std::size_t log_start = log.size();
+    ObjectOutcome out;
+    const CommandResult r = run_compiler(argv, dir);
+    out.status = note(log, argv, r);
+    out.cpu_seconds = r.status.cpu_seconds;
+    out.compiler = compiler.version;
+    // gcc says why it did not use a precompiled header it found (-Winvalid-pch).
+    out.pch = !pch.empty() && log.find(".gch", log_start) == std::string::npos;
+    out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return out;
+  };
+  ObjectOutcome out = attempt(main_compiler_);
+  if (out.status == "failed" && main_compiler_.path != cxx_.path) {
+    log += fmt::format("# {} failed; the toolchain's compiler decides:\n", main_compiler_.path);
+    const double first = out.seconds, first_cpu = out.cpu_seconds;
+    out = attempt(cxx_);
+    out.seconds += first;
+    out.cpu_seconds += first_cpu;
+  }
+  return out;
 }
 
 BuildResult ExtensionBuilder::build(const ExtensionSpec& spec) {
   const auto start = Clock::now();
-  const std::string k = key(spec);
-  const fs::path dir = options_.cache_dir / "ext" / k;
-  {
-    // One build per key at a time in this process; others wait and then read the cache.
-    std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return !in_flight_.contains(k); });
-    in_flight_[k] = true;
-  }
-  struct Release {
-    ExtensionBuilder* self;
-    const std::string& key;
-    ~Release() {
-      {
-        const std::lock_guard lock(self->mutex_);
-        self->in_flight_.erase(key);
-      }
-      self->done_.notify_all();
-    }
-  } release{this, k};
-
+  const Keys k = keys(spec);
+  const fs::path dir = options_.cache_dir / "ext" / k.full;
+  // One build per key at a time in this process; others wait and then read the cache.
+  const auto lock = building_.lock("ext/" + k.full);
   BuildResult result;
   if (fs::exists(dir / "result.json")) {
     try {
       const json cached = json::parse(read_file(dir / "result.json"));
       result.ok = cached.at("ok").get<bool>();
-      result.key = k;
+      result.key = k.full;
+      result.main_key = k.main;
+      result.cuda_key = k.cuda;
       result.cached = true;
+      result.main.status = "cached";
+      if (k.cuda_needed) result.cuda.status = "cached";
       result.module_path = dir / cached.at("module").get<std::string>();
       result.log_tail = read_file_tail(dir / "build.log", kLogTail);
       result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -154,97 +313,89 @@ BuildResult ExtensionBuilder::build(const ExtensionSpec& spec) {
   return result;
 }
 
-BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const std::string& k) {
-  const fs::path final_dir = options_.cache_dir / "ext" / k;
+BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const Keys& k) {
+  BuildResult result;
+  result.key = k.full;
+  result.main_key = k.main;
+  result.cuda_key = k.cuda;
+  // The C++ and CUDA halves compile at the same time (each from its own cache), then link.
+  Object cuda;
+  std::jthread cuda_thread;
+  if (k.cuda_needed) {
+    cuda_thread = std::jthread([&] {
+      cuda = object(k.cuda, "cuda.cu", [&](const fs::path& dir, std::string& log) {
+        const auto start = Clock::now();
+        write_file_atomic(dir / "cuda.cu", cuda_cu(spec));
+        std::vector<std::string> nvcc{toolchain_.nvcc,
+                                      "-c",
+                                      "cuda.cu",
+                                      "-o",
+                                      "object.o",
+                                      "--compiler-options",
+                                      "-fPIC",
+                                      "-std=c++17",
+                                      gencode_flag(options_.arch),
+                                      "-DTORCH_EXTENSION_NAME=" + k.module};
+        nvcc.insert(nvcc.end(), toolchain_.cuda_cflags.begin(), toolchain_.cuda_cflags.end());
+        for (const auto& p : spec.extra_include_paths) nvcc.push_back("-I" + p);
+        for (const auto& p : toolchain_.include_paths) nvcc.insert(nvcc.end(), {"-isystem", p});
+        nvcc.insert(nvcc.end(), spec.extra_cuda_cflags.begin(), spec.extra_cuda_cflags.end());
+        ObjectOutcome out;
+        const CommandResult r = run_compiler(nvcc, dir);
+        out.status = note(log, nvcc, r);
+        out.cpu_seconds = r.status.cpu_seconds;
+        out.compiler = toolchain_.nvcc_version;
+        out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        return out;
+      });
+    });
+  }
+  Object main = object(k.main, "main.cpp", [&](const fs::path& dir, std::string& log) {
+    return compile_main(spec, k, dir, log);
+  });
+  if (cuda_thread.joinable()) cuda_thread.join();
+  result.main = main.outcome;
+  result.cuda = cuda.outcome;
+  std::string log = main.log + cuda.log;
+  const bool compiled = main.ok && (!k.cuda_needed || cuda.ok);
+  result.timed_out = main.outcome.status == "timeout" || cuda.outcome.status == "timeout";
+  const bool killed = main.outcome.status == "killed" || cuda.outcome.status == "killed";
+
+  const fs::path final_dir = options_.cache_dir / "ext" / k.full;
   const fs::path dir = options_.cache_dir / "ext" /
-                       fmt::format("{}.tmp-{}-{}", k, ::getpid(),
+                       fmt::format("{}.tmp-{}-{}", k.full, ::getpid(),
                                    std::hash<std::thread::id>{}(std::this_thread::get_id()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const std::string module = sanitize(spec.name) + "_" + k.substr(0, 12);
-  const bool cuda = spec.with_cuda || !spec.cuda_sources.empty();
-  write_file_atomic(dir / "main.cpp", main_cpp(spec));
-  if (cuda) write_file_atomic(dir / "cuda.cu", cuda_cu(spec));
-
-  std::vector<std::string> defines{"-DTORCH_EXTENSION_NAME=" + module};
-  std::vector<std::string> includes;
-  for (const auto& p : spec.extra_include_paths) includes.push_back("-I" + p);
-  for (const auto& p : toolchain_.include_paths) includes.insert(includes.end(), {"-isystem", p});
-
-  std::vector<std::string> cxx{toolchain_.cxx, "-c",    "main.cpp",   "-o",
-                               "main.o",       "-fPIC", "-std=c++17", "-O2"};
-  cxx.insert(cxx.end(), defines.begin(), defines.end());
-  cxx.insert(cxx.end(), toolchain_.cflags.begin(), toolchain_.cflags.end());
-  cxx.insert(cxx.end(), includes.begin(), includes.end());
-  cxx.insert(cxx.end(), spec.extra_cflags.begin(), spec.extra_cflags.end());
-  if (cuda) cxx.push_back("-DWITH_CUDA");
-
-  std::vector<std::string> nvcc{toolchain_.nvcc,
-                                "-c",
-                                "cuda.cu",
-                                "-o",
-                                "cuda.o",
-                                "--compiler-options",
-                                "-fPIC",
-                                "-std=c++17",
-                                gencode_flag(options_.arch)};
-  nvcc.insert(nvcc.end(), defines.begin(), defines.end());
-  nvcc.insert(nvcc.end(), toolchain_.cuda_cflags.begin(), toolchain_.cuda_cflags.end());
-  nvcc.insert(nvcc.end(), includes.begin(), includes.end());
-  nvcc.insert(nvcc.end(), spec.extra_cuda_cflags.begin(), spec.extra_cuda_cflags.end());
-
-  std::vector<std::string> link{toolchain_.cxx, "main.o"};
-  if (cuda) link.push_back("cuda.o");
-  link.insert(link.end(), {"-shared", "-o", module + ".so"});
-  link.insert(link.end(), toolchain_.ldflags.begin(), toolchain_.ldflags.end());
-  link.insert(link.end(), spec.extra_ldflags.begin(), spec.extra_ldflags.end());
-
-  std::string log;
-  bool ok = true, timed_out = false;
-  const auto run = [&](const std::vector<std::string>& argv) {
-    compiler_slots_.acquire();
-    CommandResult r;
-    try {
-      r = run_command({.argv = argv, .cwd = dir}, options_.timeout, kLogTail * 4);
-    } catch (...) {
-      compiler_slots_.release();
-      throw;
+  bool linked = false;
+  if (compiled) {
+    std::vector<std::string> link{toolchain_.cxx, main.path.string()};
+    if (k.cuda_needed) link.push_back(cuda.path.string());
+    link.insert(link.end(), {"-shared", "-o", k.module + ".so"});
+    link.insert(link.end(), toolchain_.ldflags.begin(), toolchain_.ldflags.end());
+    link.insert(link.end(), spec.extra_ldflags.begin(), spec.extra_ldflags.end());
+    const auto start = Clock::now();
+    const CommandResult linked_by = run_compiler(link, dir);
+    const std::string status = note(log, link, linked_by);
+    result.link_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    result.link_cpu_seconds = linked_by.status.cpu_seconds;
+    linked = status == "built";
+    result.timed_out = result.timed_out || status == "timeout";
+    if (status == "killed") {
+      fs::remove_all(dir);
+      result.log_tail = tail_text(log, kLogTail);
+      return result;
     }
-    compiler_slots_.release();
-    return r;
-  };
-  const auto note = [&](const std::vector<std::string>& argv, const CommandResult& r) {
-    log += "$";
-    for (const auto& a : argv) log += " " + a;
-    log += "\n" + r.output;
-    if (!r.status.ok()) {
-      ok = false;
-      timed_out = timed_out || r.timed_out;
-      log += fmt::format("[{}{}]\n", r.status.describe(), r.timed_out ? ", timed out" : "");
-    }
-  };
-  // The C++ and CUDA halves compile at the same time, then link.
-  CommandResult cuda_result;
-  std::jthread cuda_thread;
-  if (cuda) cuda_thread = std::jthread([&] { cuda_result = run(nvcc); });
-  const CommandResult cxx_result = run(cxx);
-  if (cuda_thread.joinable()) cuda_thread.join();
-  note(cxx, cxx_result);
-  if (cuda) note(nvcc, cuda_result);
-  if (ok) note(link, run(link));
-  write_file_atomic(dir / "build.log", log);
-  for (const char* object : {"main.o", "cuda.o"}) fs::remove(dir / object);
-
-  BuildResult result;
-  result.ok = ok;
-  result.timed_out = timed_out;
-  result.key = k;
+  }
+  result.ok = linked;
   result.log_tail = tail_text(log, kLogTail);
-  if (timed_out) {  // not cached: a time-out may be the machine's fault
+  if (result.timed_out || killed) {  // not cached: a time-out may be the machine's fault
     fs::remove_all(dir);
     return result;
   }
-  write_file_atomic(dir / "result.json", json{{"ok", ok}, {"module", module + ".so"}}.dump());
+  write_file_atomic(dir / "build.log", log);
+  write_file_atomic(dir / "result.json",
+                    json{{"ok", result.ok}, {"module", k.module + ".so"}}.dump());
   std::error_code ec;
   fs::rename(dir, final_dir, ec);
   if (ec) {  // another process finished the same key first: use its copy
@@ -252,7 +403,7 @@ BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const st
     if (!fs::exists(final_dir / "result.json"))
       throw Error("cannot store build in cache folder " + final_dir.string() + ": " + ec.message());
   }
-  result.module_path = final_dir / (module + ".so");
+  result.module_path = final_dir / (k.module + ".so");
   return result;
 }
 

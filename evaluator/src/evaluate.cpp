@@ -2,72 +2,27 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
-#include <atomic>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <thread>
 
-#include "dice/core/blocking_queue.h"
 #include "dice/core/error.h"
+#include "dice/core/file_lock.h"
 #include "dice/core/files.h"
-#include "dice/core/hash.h"
+#include "dice/evaluator/pipeline.h"
 #include "dice/evaluator/prepare.h"
 #include "dice/evaluator/problem.h"
+#include "dice/evaluator/store.h"
+#include "record_parts.h"
 
 namespace dice::eval {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-
-/// A candidate that passed the CPU stages and waits for a worker.
-struct GpuJob {
-  std::size_t index;
-  PreparedCandidate prepared;
-  Clock::time_point started;
-};
-
-/// Appends records to records.jsonl as they finish (flushed per line, so that nothing finished is
-/// lost if the run is interrupted) and prints a progress line for each.
-class RecordSink {
- public:
-  RecordSink(const fs::path& path, std::size_t total, std::ostream& progress)
-      : out_(path, std::ios::trunc), total_(total), progress_(progress) {
-    if (!out_) throw Error("cannot write " + path.string());
-  }
-
-  void add(EvalRecord record) {
-    const std::lock_guard lock(mutex_);
-    out_ << record.to_json().dump() << '\n';
-    out_.flush();
-    std::string detail;
-    if (record.speedup) detail = fmt::format(" {:.3f}x", record.speedup->value);
-    if (!record.correct() && !record.reasons.empty()) detail = ": " + record.reasons.front();
-    if (detail.size() > 160) detail = detail.substr(0, 157) + "...";
-    fmt::print(progress_, "[{}/{}] {} {} -> {}{} ({:.1f} s)\n", records_.size() + 1, total_,
-               record.problem_id, record.candidate, to_string(record.verdict), detail,
-               record.seconds);
-    progress_.flush();
-    records_.push_back(std::move(record));
-  }
-
-  std::vector<EvalRecord> take() {
-    const std::lock_guard lock(mutex_);
-    return std::move(records_);
-  }
-
- private:
-  std::mutex mutex_;
-  std::ofstream out_;
-  std::size_t total_;
-  std::ostream& progress_;
-  std::vector<EvalRecord> records_;
-};
 
 EvalRecord base_record(const Problem& p, const Candidate& c, const PreparedCandidate& prep) {
   EvalRecord r;
@@ -81,15 +36,19 @@ EvalRecord base_record(const Problem& p, const Candidate& c, const PreparedCandi
   r.compiled = !prep.failed.has_value();
   r.reasons = prep.reasons;
   if (prep.failed) r.compile_log_tail = prep.log_tail;
+  r.compile_detail = prep.build_detail;
   return r;
 }
+
+namespace {
 
 std::vector<double> numbers(const json& j, const char* key) {
   if (!j.contains(key)) return {};
   return j.at(key).get<std::vector<double>>();
 }
 
-/// The C++ side's timing findings (RULES.md: timing.launch_bound, timing.within_noise).
+}  // namespace
+
 void timing_findings(EvalRecord& r, const RulePolicy& policy) {
   if (!r.speedup || !r.reference_ms) return;
   const auto add = [&](const char* rule, std::string message) {
@@ -105,6 +64,22 @@ void timing_findings(EvalRecord& r, const RulePolicy& policy) {
         fmt::format("speedup {:.3f}, 95% interval [{:.3f}, {:.3f}] "
                     "contains 1.0",
                     r.speedup->value, r.speedup->ci95_low, r.speedup->ci95_high));
+}
+
+RulePolicy policy_of(const json& options) {
+  RulePolicy policy = RulePolicy::named(options.value("policy", "strict"));
+  for (const auto& spec : options.value("rule_overrides", json::array()))
+    policy.override_rule(spec.get<std::string>());
+  return policy;
+}
+
+std::string policy_label(const json& options) {
+  std::string label = options.value("policy", "strict");
+  std::vector<std::string> specs;
+  for (const auto& spec : options.value("rule_overrides", json::array()))
+    specs.push_back(spec.get<std::string>());
+  if (!specs.empty()) label += fmt::format(" ({})", fmt::join(specs, ", "));
+  return label;
 }
 
 /// Fills verdict, correctness and timing from a worker's result event.
@@ -139,28 +114,41 @@ void apply_result(EvalRecord& r, const json& result, const std::string& protocol
   }
 }
 
-}  // namespace
+namespace {
 
-EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
-  if (options.protocol != "dice" && options.protocol != "kernelbench")
-    throw InputError("--protocol " + options.protocol + ": expected dice or kernelbench");
-  RulePolicy policy = RulePolicy::named(options.policy);
-  for (const auto& spec : options.rule_overrides) policy.override_rule(spec);
-  const RulePolicy rules_off = RulePolicy::named("kernelbench");
-  Workload workload;
-  workload.problems = options.problems.empty()
-                          ? std::vector<Problem>{}
-                          : load_problems(options.problems, options.kernelbench_jsonl);
-  if (!options.candidates.empty()) load_candidates(options.candidates, workload);
-  if (options.reference_as_candidate) add_reference_candidates(workload);
-  for (const auto& s : workload.skipped) fmt::print(progress, "skipped: {}\n", s);
-  if (workload.candidates.empty())
-    throw InputError("no candidates to evaluate (give --candidates or --reference-as-candidate)");
-  std::map<std::string, const Problem*> problem_by_id;
-  for (const auto& p : workload.problems) problem_by_id[p.id] = &p;
+/// records.jsonl: rewritten from the store when a session starts, appended to (flushed per line)
+/// as records are committed, rewritten from the store again at the end.
+class RecordsFile {
+ public:
+  RecordsFile(fs::path path, const std::vector<StoredRecord>& done) : path_(std::move(path)) {
+    rewrite(done);
+    out_.open(path_, std::ios::app);
+    if (!out_) throw Error("cannot write " + path_.string());
+  }
 
-  const Toolchain toolchain = query_toolchain(options.python, std::chrono::seconds(300));
-  EvalRun run;
+  void append(const EvalRecord& record) {
+    const std::lock_guard lock(mutex_);
+    out_ << record.to_json().dump() << '\n';
+    out_.flush();
+  }
+
+  void rewrite(const std::vector<StoredRecord>& done) {
+    const std::lock_guard lock(mutex_);
+    if (out_.is_open()) out_.close();
+    std::string text;
+    for (const auto& s : done) text += s.record.to_json().dump() + "\n";
+    write_file_atomic(path_, text);
+  }
+
+ private:
+  fs::path path_;
+  std::mutex mutex_;
+  std::ofstream out_;
+};
+
+/// The devices of a run: one worker each.
+std::vector<std::string> pick_devices(const EvalOptions& options, const Toolchain& toolchain,
+                                      const std::string& arch, std::string& note) {
   std::vector<std::string> devices;
   std::string device = options.device;
   if (device == "auto") device = toolchain.cuda_available ? "cuda" : "none";
@@ -172,172 +160,169 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress) {
         options.gpus > 0 ? std::min(options.gpus, toolchain.device_count) : toolchain.device_count;
     for (int i = 0; i < n; ++i) devices.push_back(fmt::format("cuda:{}", i));
   } else if (device == "cpu") {
-    devices.push_back("cpu");
+    devices.assign(static_cast<std::size_t>(std::max(1, options.gpus)), "cpu");
   } else if (device == "none") {
-    run.device_note = toolchain.cuda_available
-                          ? "--device none: candidates were compiled, not run"
-                          : "no GPU found: candidates were compiled for " + options.arch +
-                                "; correctness and timing need a GPU";
+    note = toolchain.cuda_available ? "--device none: candidates were compiled, not run"
+                                    : "no GPU found: candidates were compiled for " + arch +
+                                          "; correctness and timing need a GPU";
   } else {
     throw InputError("--device " + device + ": expected auto, cuda, cpu or none");
   }
+  return devices;
+}
+
+/// The worker's options of a run (PROTOCOL.md).
+json worker_options(const json& run_options) {
+  json out = json::object();
+  for (const char* key : {"protocol", "seed", "correct_trials", "timing_trials", "warmup",
+                          "measure_timing", "policy", "rule_overrides", "static_only"})
+    if (run_options.contains(key)) out[key] = run_options.at(key);
+  return out;
+}
+
+}  // namespace
+
+json run_options_json(const EvalOptions& options) {
+  return {{"protocol", options.protocol},
+          {"seed", options.seed},
+          {"correct_trials", options.correct_trials},
+          {"timing_trials", options.timing_trials},
+          {"warmup", options.warmup},
+          {"measure_timing", options.measure_timing},
+          {"arch", options.arch},
+          {"problems", options.problems},
+          {"candidates", options.candidates},
+          {"reference_as_candidate", options.reference_as_candidate},
+          {"policy", options.policy},
+          {"rule_overrides", options.rule_overrides},
+          {"static_only", options.static_only}};
+}
+
+EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_token stop) {
+  if (options.protocol != "dice" && options.protocol != "kernelbench")
+    throw InputError("--protocol " + options.protocol + ": expected dice or kernelbench");
+  policy_of(run_options_json(options));  // an unknown policy or rule fails before anything runs
+  fs::create_directories(options.out_dir / "logs");
+  const FileLock lock(options.out_dir / ".lock", "output folder " + options.out_dir.string());
+  ResultStore store(options.out_dir / "results.db");
+  EvalRun run;
+  json run_options;
+  if (options.resume) {
+    const auto latest = store.latest_run("cli");
+    if (!latest)
+      throw InputError("--resume: " + store.path().string() + " holds no run to continue");
+    run.run_id = latest->id;
+    run_options = latest->options;
+    fmt::print(progress, "dice eval: resuming run {} of {} ({} of {} candidates finished)\n",
+               latest->id, latest->created_at, latest->done, latest->total);
+  } else {
+    if (const auto last = store.latest_run("cli"); last && last->done < last->total)
+      fmt::print(progress,
+                 "note: run {} in {} stopped with {} of {} candidates finished; starting a new "
+                 "run (--resume continues the newest run)\n",
+                 last->id, options.out_dir.string(), last->done, last->total);
+    Workload workload;
+    workload.problems = options.problems.empty()
+                            ? std::vector<Problem>{}
+                            : load_problems(options.problems, options.kernelbench_jsonl);
+    if (!options.candidates.empty()) load_candidates(options.candidates, workload);
+    if (options.reference_as_candidate) add_reference_candidates(workload);
+    for (const auto& s : workload.skipped) fmt::print(progress, "skipped: {}\n", s);
+    if (workload.candidates.empty())
+      throw InputError("no candidates to evaluate (give --candidates or --reference-as-candidate)");
+    std::map<std::string, const Problem*> problem_by_id;
+    for (const auto& p : workload.problems) problem_by_id[p.id] = &p;
+    std::vector<std::pair<const Problem*, const Candidate*>> items;
+    for (const auto& c : workload.candidates)
+      items.emplace_back(problem_by_id.at(c.problem_id), &c);
+    run_options = run_options_json(options);
+    run.run_id = store.create_run("cli", run_options, items);
+  }
+  const std::string arch = run_options.value("arch", options.arch);
+
+  const Toolchain toolchain = query_toolchain(options.python, std::chrono::seconds(300));
+  const std::vector<std::string> devices = pick_devices(options, toolchain, arch, run.device_note);
   if (toolchain.nvcc_version.empty())
     fmt::print(progress, "warning: nvcc not found; CUDA extensions will fail to compile\n");
+
+  const std::vector<WorkItem> all = store.items(run.run_id, false);
+  std::vector<Job> jobs;
+  const json per_job = worker_options(run_options);
+  for (const auto& item : all)
+    if (!item.done) jobs.push_back({item, per_job});
+  run.total = all.size();
+  run.resumed = all.size() - jobs.size();
   fmt::print(
-      progress, "dice eval: {} candidates, {} problems; torch {}; {}; {} compile jobs\n",
-      workload.candidates.size(), workload.problems.size(), toolchain.torch_version,
+      progress, "dice eval: run {}: {} candidates ({} to do); torch {}; {}; {} compile jobs\n",
+      run.run_id, run.total, jobs.size(), toolchain.torch_version,
       devices.empty() ? run.device_note : fmt::format("workers on {}", fmt::join(devices, ", ")),
       options.jobs);
+  progress.flush();
 
-  SandboxOptions sandbox_options = options.sandbox;
-  sandbox_options.workers = std::max<std::size_t>(1, devices.size());
-  const Sandbox sandbox(sandbox_options);
-  fmt::print(progress, "policy {}; isolation: {}\n", policy.name(), sandbox.isolation());
-  fs::create_directories(options.out_dir / "logs");
-  ExtensionBuilder builder(toolchain, {.cache_dir = options.cache_dir,
-                                       .arch = options.arch,
-                                       .jobs = options.jobs,
-                                       .timeout = options.compile_timeout});
-  CandidatePreparer preparer(
-      options.python, builder, options.cache_dir, toolchain.torch_version, options.capture_timeout,
-      {.policy = &policy, .sandbox = &sandbox, .static_only = options.static_only});
-  // Problems go to the worker as files, named by content.
-  std::map<std::string, fs::path> problem_paths;
-  for (const auto& p : workload.problems) {
-    const fs::path path =
-        fs::absolute(options.cache_dir / "problems" / (sha256_hex(p.code) + ".py"));
-    if (!fs::exists(path)) write_file_atomic(path, p.code);
-    problem_paths[p.id] = path;
-  }
-  RecordSink sink(options.out_dir / "records.jsonl", workload.candidates.size(), progress);
-  BlockingQueue<GpuJob> gpu_queue;
-  std::atomic<std::size_t> next_candidate{0};
-
-  const auto record_for = [&](std::size_t index, const PreparedCandidate& prep) {
-    const Candidate& c = workload.candidates[index];
-    EvalRecord r = base_record(*problem_by_id.at(c.problem_id), c, prep);
-    r.policy = c.reference ? "off (the reference as its own candidate)" : policy.name();
-    r.findings = prep.findings;
-    r.isolation = prep.isolation;
-    return r;
-  };
-
-  // CPU stage: capture and build, `jobs` candidates at a time (compiler processes are bounded by
-  // the builder as well).
-  const auto prepare_loop = [&] {
-    for (;;) {
-      const std::size_t i = next_candidate++;
-      if (i >= workload.candidates.size()) return;
-      const auto started = Clock::now();
-      PreparedCandidate prep;
-      try {
-        prep = preparer.prepare(workload.candidates[i]);
-      } catch (const std::exception& e) {
-        prep.failed = Verdict::kCompileError;
-        prep.compile_status = "failed";
-        prep.reasons.push_back(std::string("preparing the candidate failed: ") + e.what());
-      }
-      if (prep.failed || devices.empty()) {
-        EvalRecord r = record_for(i, prep);
-        r.verdict = prep.failed ? *prep.failed : Verdict::kCompiled;
-        if (!prep.failed) r.reasons.push_back(run.device_note);
-        r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-        sink.add(std::move(r));
-      } else {
-        gpu_queue.push({i, std::move(prep), started});
-      }
-    }
-  };
-
-  // GPU stage: one thread and one worker per device.
-  const json worker_options = {{"protocol", options.protocol},
-                               {"seed", options.seed},
-                               {"correct_trials", options.correct_trials},
-                               {"timing_trials", options.timing_trials},
-                               {"warmup", options.warmup},
-                               {"measure_timing", options.measure_timing}};
-  std::mutex fatal_mutex;
-  std::string fatal_error;
-  const auto gpu_loop = [&](const std::string& dev, std::size_t slot) {
-    WorkerClient worker(options.python, dev,
-                        options.out_dir / "logs" / fmt::format("worker-{}.log", slot),
-                        options.stages, &sandbox);
-    while (auto job = gpu_queue.pop()) {
-      const Candidate& c = workload.candidates[job->index];
-      const Problem& p = *problem_by_id.at(c.problem_id);
-      EvalRecord r = record_for(job->index, job->prepared);
-      json extensions = json::object();
-      for (const auto& [digest, so] : job->prepared.extensions) extensions[digest] = so.string();
-      json request_options = worker_options;
-      request_options.update((c.reference ? rules_off : policy).worker_options());
-      json request = {{"problem", {{"id", p.id}, {"path", problem_paths.at(p.id).string()}}},
-                      {"candidate",
-                       {{"path", fs::absolute(job->prepared.code_path).string()},
-                        {"extensions", extensions},
-                        {"kernels", job->prepared.kernels},
-                        {"code_sha256",
-                         job->prepared.code_hash.substr(job->prepared.code_hash.find(':') + 1)}}},
-                      {"options", request_options}};
-      try {
-        const WorkerReply reply = worker.evaluate(std::move(request));
-        r.device = worker.device_name();
-        r.worker_log_tail = reply.log_tail;
-        r.isolation = worker.isolation();
-        const RulePolicy& rules = c.reference ? rules_off : policy;
-        if (reply.result) {
-          apply_result(r, *reply.result, options.protocol);
-          const auto found =
-              resolve_findings(reply.result->value("findings", json::array()), rules);
-          r.findings.insert(r.findings.end(), found.begin(), found.end());
-          timing_findings(r, rules);
-          if (r.verdict == Verdict::kCorrect && !rejecting_rules(r.findings).empty()) {
-            r.verdict = Verdict::kRejected;
-            r.speedup.reset();
-          }
-        } else {
-          r.verdict = reply.verdict;
-          r.reasons.push_back(reply.reason);
-          if (!reply.rule.empty())
-            r.findings.push_back({reply.rule, RuleAction::kReject, reply.reason, 0, "run"});
-        }
-      } catch (const Error& e) {
-        const std::lock_guard lock(fatal_mutex);
-        fatal_error = e.what();
-        gpu_queue.close();
-        return;
-      }
-      r.seconds = std::chrono::duration<double>(Clock::now() - job->started).count();
-      sink.add(std::move(r));
-    }
-  };
-
+  RecordsFile records_file(options.out_dir / "records.jsonl", store.records(run.run_id));
+  std::string error;
+  std::string isolation;
+  bool complete = false;
   {
-    std::vector<std::jthread> gpu_threads;
-    for (std::size_t s = 0; s < devices.size(); ++s)
-      gpu_threads.emplace_back(gpu_loop, devices[s], s);
-    {
-      std::vector<std::jthread> cpu_threads;
-      const int n = std::max(1, options.jobs);
-      for (int t = 0; t < n; ++t) cpu_threads.emplace_back(prepare_loop);
-    }
-    gpu_queue.close();
-  }
-  if (!fatal_error.empty()) throw Error(fatal_error);
+    ProgressView view(progress, options.progress, run.total, run.resumed);
+    PipelineConfig config{.python = options.python,
+                          .cache_dir = options.cache_dir,
+                          .log_dir = options.out_dir / "logs",
+                          .devices = devices,
+                          .device_note = run.device_note,
+                          .jobs = options.jobs,
+                          .build = {.cache_dir = options.cache_dir,
+                                    .arch = arch,
+                                    .jobs = options.jobs,
+                                    .timeout = options.compile_timeout,
+                                    .pch = options.pch,
+                                    .main_compiler = options.main_compiler},
+                          .capture_timeout = options.capture_timeout,
+                          .stages = options.stages,
+                          .fresh_reference_timing = options.fresh_reference_timing,
+                          .sandbox = options.sandbox};
+    Pipeline pipeline(toolchain, std::move(config), store, [&](const Job&, const EvalRecord& r) {
+      records_file.append(r);
+      view.add(r);
+    });
+    isolation = pipeline.isolation();
+    fmt::print(progress, "policy {}; isolation: {}\n", policy_label(run_options), isolation);
+    progress.flush();
+    const std::stop_callback on_stop(stop, [&] { pipeline.cancel(); });
+    pipeline.submit(std::move(jobs));
+    complete = pipeline.wait_idle();
+    error = pipeline.error();
+    view.finish();
+  }  // the pipeline stops its workers here
+  store.set_run_state(run.run_id, complete ? "finished" : "interrupted");
+  run.interrupted = !complete;
 
-  run.records = sink.take();
+  const std::vector<StoredRecord> stored = store.records(run.run_id);
+  records_file.rewrite(stored);
+  for (const auto& s : stored) run.records.push_back(s.record);
   run.summary = summarize(run.records);
   write_file_atomic(options.out_dir / "summary.json",
                     json{{"summary", to_json(run.summary)},
+                         {"run", run.run_id},
+                         {"state", complete ? "finished" : "interrupted"},
+                         {"candidates", run.total},
+                         {"finished", stored.size()},
                          {"device", devices.empty() ? json("none") : json(devices)},
                          {"note", run.device_note},
-                         {"protocol", options.protocol},
-                         {"policy", policy.name()},
-                         {"isolation", sandbox.isolation()},
+                         {"protocol", run_options.value("protocol", options.protocol)},
+                         {"policy", policy_label(run_options)},
+                         {"isolation", isolation},
                          {"torch", toolchain.torch_version},
                          {"nvcc", toolchain.nvcc_version},
-                         {"arch", options.arch}}
+                         {"arch", arch}}
                         .dump(2));
   write_file_atomic(options.out_dir / "summary.md", to_markdown(run.summary));
+  if (!error.empty()) throw Error(error);
+  if (run.interrupted)
+    fmt::print(progress,
+               "dice eval: interrupted with {} of {} candidates finished; continue with "
+               "--resume --out-dir {}\n",
+               stored.size(), run.total, options.out_dir.string());
   return run;
 }
 

@@ -34,6 +34,24 @@ std::string last_json_line(const std::string& output) {
   }
   return {};
 }
+json object_detail(const ObjectOutcome& o) {
+  return {{"status", o.status},
+          {"pch", o.pch},
+          {"compiler", o.compiler},
+          {"seconds", o.seconds},
+          {"cpu_seconds", o.cpu_seconds}};
+}
+
+json build_detail(const ExtensionSpec& spec, const BuildResult& b) {
+  return {{"name", spec.name},
+          {"key", b.key},
+          {"cached", b.cached},
+          {"main", object_detail(b.main)},
+          {"cuda", object_detail(b.cuda)},
+          {"link_seconds", b.link_seconds},
+          {"link_cpu_seconds", b.link_cpu_seconds},
+          {"seconds", b.seconds}};
+}
 }  // namespace
 
 CandidatePreparer::CandidatePreparer(PythonEnv env, ExtensionBuilder& builder, fs::path cache_dir,
@@ -101,11 +119,14 @@ json CandidatePreparer::run_step(const std::vector<std::string>& args, const fs:
       fmt::format("{} of the candidate module killed its process: {}", what, r.status.describe()));
 }
 
-PreparedCandidate CandidatePreparer::prepare(const Candidate& candidate) {
+PreparedCandidate CandidatePreparer::prepare(const Candidate& candidate, const RulePolicy* rules,
+                                             bool static_only) {
   PreparedCandidate out;
   const auto start = Clock::now();
-  const RulePolicy& policy =
-      candidate.reference || checks_.policy == nullptr ? rules_off_ : *checks_.policy;
+  const RulePolicy& policy = candidate.reference         ? rules_off_
+                             : rules != nullptr          ? *rules
+                             : checks_.policy != nullptr ? *checks_.policy
+                                                         : rules_off_;
   if (checks_.sandbox != nullptr) out.isolation = checks_.sandbox->isolation();
   const std::string text_hash = sha256_hex(candidate.text);
   const std::string key =
@@ -177,7 +198,7 @@ PreparedCandidate CandidatePreparer::prepare(const Candidate& candidate) {
   for (const auto& k : scanned.value("kernels", json::array()))
     if (k.is_string()) out.kernels.push_back(k.get<std::string>());
   if (apply_findings(scanned.value("findings", json::array()))) return out;
-  if (checks_.static_only) {
+  if (static_only || checks_.static_only) {
     out.failed = Verdict::kCaptured;
     out.reasons.emplace_back("--static-only: passed the static rules; not built");
     out.compile_status = "skipped";
@@ -198,6 +219,7 @@ PreparedCandidate CandidatePreparer::prepare(const Candidate& candidate) {
       break;
     }
     const BuildResult built = builder_.build(spec);
+    out.build_detail.push_back(build_detail(spec, built));
     if (!built.cached) out.compile_status = "built";
     if (!built.ok) {
       out.failed = built.timed_out ? Verdict::kTimeout : Verdict::kCompileError;

@@ -72,7 +72,8 @@ json EvalRecord::to_json() const {
              {{"compiled", compiled},
               {"status", compile_status},
               {"seconds", compile_seconds},
-              {"log_tail", compile_log_tail}}},
+              {"log_tail", compile_log_tail},
+              {"detail", compile_detail.is_null() ? json::array() : compile_detail}}},
             {"correctness", correctness.is_null() ? json::object() : correctness},
             {"device", device},
             {"worker_log_tail", worker_log_tail},
@@ -83,6 +84,7 @@ json EvalRecord::to_json() const {
     timing["candidate_ms"] = eval::to_json(*candidate_ms);
   }
   if (reference_ms) timing["reference_ms"] = eval::to_json(*reference_ms);
+  if (!reference_timing.empty()) timing["reference"] = reference_timing;
   j["timing"] = timing;
   j["speedup"] = speedup ? json(speedup->value) : json();
   j["speedup_ci95"] = speedup ? json{speedup->ci95_low, speedup->ci95_high} : json();
@@ -126,11 +128,13 @@ EvalRecord EvalRecord::from_json(const json& j) {
     r.compile_status = c.value("status", "");
     r.compile_seconds = c.value("seconds", 0.0);
     r.compile_log_tail = c.value("log_tail", "");
+    r.compile_detail = c.value("detail", json::array());
     r.correctness = j.value("correctness", json::object());
     const json& t = j.value("timing", json::object());
     r.protocol = t.value("protocol", "");
     if (t.contains("candidate_ms")) r.candidate_ms = stats_from_json(t.at("candidate_ms"));
     if (t.contains("reference_ms")) r.reference_ms = stats_from_json(t.at("reference_ms"));
+    r.reference_timing = t.value("reference", "");
     if (j.contains("speedup") && j.at("speedup").is_number()) {
       Speedup s;
       s.value = j.at("speedup");

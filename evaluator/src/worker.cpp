@@ -92,6 +92,7 @@ void WorkerClient::start() {
       const json event = json::parse(line);
       if (event.value("event", "") == "ready") {
         device_name_ = event.value("device_name", device_);
+        ready_ = event;
         return;
       }
     } catch (const json::exception&) {
@@ -99,17 +100,23 @@ void WorkerClient::start() {
   }
 }
 
+bool WorkerClient::ensure_started() {
+  if (process_) return true;
+  try {
+    start();
+    failed_starts_ = 0;
+    return true;
+  } catch (const Error&) {
+    if (++failed_starts_ >= 3) throw;
+    return false;
+  }
+}
+
 WorkerReply WorkerClient::evaluate(json request) {
-  if (!process_) {
-    try {
-      start();
-      failed_starts_ = 0;
-    } catch (const Error&) {
-      if (++failed_starts_ >= 3) throw;
-      WorkerReply reply;
-      reply.reason = "the worker process could not be started";
-      return reply;
-    }
+  if (!ensure_started()) {
+    WorkerReply reply;
+    reply.reason = "the worker process could not be started";
+    return reply;
   }
   std::error_code ec;
   const auto offset = fs::file_size(log_path_, ec);
@@ -163,6 +170,7 @@ WorkerReply WorkerClient::evaluate(json request) {
       drop_process();
       reply.verdict = Verdict::kRuntimeError;
       reply.reason = fmt::format("the worker died during stage {}: {}", stage, exit.describe());
+      reply.signal = exit.signal;
       if (!exit.exited && exit.signal == SIGXFSZ) {
         reply.verdict = Verdict::kRejected;
         reply.rule = "sandbox.file_size";

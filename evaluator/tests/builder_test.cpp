@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "dice/core/error.h"
+#include "dice/core/process.h"
 #include "test_support.h"
 
 namespace dice::eval {
@@ -39,8 +40,10 @@ torch::Tensor add_one(torch::Tensor x) {
 }
 )";
 
-/// Builds real extensions against the installed torch: slow (two compiles), so one test.
-TEST(Builder, BuildsCachesAndReportsCompileErrors) {
+/// Builds real extensions against the installed torch: slow (a precompiled header, two compiles
+/// of main.cpp, two of cuda.cu), so one test. Objects are cached by their own inputs: a candidate
+/// with the same C++ half and another CUDA half reuses main.o.
+TEST(Builder, BuildsCachesObjectsAndReportsCompileErrors) {
   const Toolchain toolchain = query_toolchain(testing::test_python(), std::chrono::seconds(300));
   if (toolchain.nvcc_version.empty()) GTEST_SKIP() << "nvcc not found: CUDA builds not tested";
   ScratchDir cache("dice_build_cache");
@@ -50,8 +53,13 @@ TEST(Builder, BuildsCachesAndReportsCompileErrors) {
   const BuildResult first = builder.build(good);
   ASSERT_TRUE(first.ok) << first.log_tail;
   EXPECT_FALSE(first.cached);
+  EXPECT_EQ(first.main.status, "built");
+  EXPECT_TRUE(first.main.pch) << first.log_tail;  // the precompiled header was built and used
+  EXPECT_EQ(first.main.compiler, builder.main_compiler().version) << first.log_tail;
+  EXPECT_EQ(first.cuda.status, "built");
   EXPECT_TRUE(std::filesystem::exists(first.module_path));
-  EXPECT_EQ(first.module_path.filename().string(), "add_one_" + first.key.substr(0, 12) + ".so");
+  EXPECT_EQ(first.module_path.filename().string(),
+            "add_one_" + first.main_key.substr(0, 12) + ".so");
   const BuildResult second = builder.build(good);
   EXPECT_TRUE(second.ok);
   EXPECT_TRUE(second.cached);
@@ -64,10 +72,52 @@ TEST(Builder, BuildsCachesAndReportsCompileErrors) {
   const BuildResult broken = builder.build(bad);
   EXPECT_FALSE(broken.ok);
   EXPECT_FALSE(broken.timed_out);
+  EXPECT_EQ(broken.main.status, "cached");  // same C++ half: main.o was not compiled again
+  EXPECT_EQ(broken.main_key, first.main_key);
+  EXPECT_EQ(broken.cuda.status, "failed");
   EXPECT_NE(broken.log_tail.find("error"), std::string::npos) << broken.log_tail;
   const BuildResult broken_again = builder.build(bad);
   EXPECT_FALSE(broken_again.ok);
   EXPECT_TRUE(broken_again.cached);  // same sources, same failure: not rebuilt
+
+  // A C++-only extension from the same cache: the precompiled header is shared (WITH_CUDA and
+  // the module name are not part of it), the module loads in Python and its functions work,
+  // errors included: the main.cpp compiler (clang++ when present) is ABI-compatible with torch.
+  ExtensionSpec cpp;
+  cpp.digest = "c";
+  cpp.name = "scale";
+  cpp.with_cuda = false;
+  cpp.cpp_sources = R"(
+torch::Tensor scale(torch::Tensor x, double s) {
+  TORCH_CHECK(x.dim() == 1, "scale: need a 1-d tensor, got ", x.dim(), " dims");
+  return x * s;
+}
+std::vector<torch::Tensor> split_sum(torch::Tensor x) { return {x, x.sum()}; })";
+  cpp.functions = nlohmann::json::array({"scale", "split_sum"});
+  const BuildResult cpu_only = builder.build(cpp);
+  ASSERT_TRUE(cpu_only.ok) << cpu_only.log_tail;
+  EXPECT_TRUE(cpu_only.main.pch);
+  EXPECT_EQ(cpu_only.cuda.status, "none");
+  const auto py = testing::test_python();
+  const std::string script =
+      "import sys, torch\n"
+      "from pathlib import Path\n"
+      "from dice_worker.loader import load_extension\n"
+      "m = load_extension(Path(sys.argv[1]))\n"
+      "print('scaled', m.scale(torch.arange(3.0), 2.0).tolist())\n"
+      "print('pair', [t.tolist() for t in m.split_sum(torch.ones(2))])\n"
+      "try:\n"
+      "    m.scale(torch.ones(2, 2), 1.0)\n"
+      "except RuntimeError as e:\n"
+      "    print('raised', str(e).splitlines()[0])\n";
+  ProcessOptions run{.argv = {py.python, "-c", script, cpu_only.module_path.string()}};
+  run.env["PYTHONPATH"] = py.worker_path.string();
+  const auto r = run_command(run, std::chrono::seconds(120));
+  EXPECT_TRUE(r.status.ok()) << r.output;
+  EXPECT_NE(r.output.find("scaled [0.0, 2.0, 4.0]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pair [[1.0, 1.0], 2.0]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("raised scale: need a 1-d tensor, got 2 dims"), std::string::npos)
+      << r.output;
 }
 
 TEST(Builder, SpecFromCaptureRecord) {

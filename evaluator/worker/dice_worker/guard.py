@@ -246,11 +246,14 @@ class Guard:
         seed: int,
         trials: int,
         warmup: int,
+        time_reference: bool = True,
     ) -> tuple[list[float], list[float]]:
         """Protocol ``dice`` timing with fresh inputs for every timed pair (system.md §4 items 4
         and 10): each trial draws new inputs (seed + trial), times candidate and reference on
         their own copies (order alternating), then checks the candidate's output against the
-        reference's: a cached, stale or deferred result fires dynamic.stale_output."""
+        reference's: a cached, stale or deferred result fires dynamic.stale_output. Without
+        ``time_reference`` (its samples are stored) the reference still runs, untimed, for the
+        check, and the reference list comes back empty."""
         cand_ms: list[float] = []
         ref_ms: list[float] = []
         box: dict[str, Any] = {}
@@ -265,13 +268,17 @@ class Guard:
             inputs = make_inputs(seed)
             for _ in range(warmup):
                 model(*_clone(inputs))
-                reference(*_clone(inputs))
+                if time_reference:
+                    reference(*_clone(inputs))
             del inputs
             self.previous = None
             for t in range(trials):
                 inputs = make_inputs((seed * 1_000_003 + t + 1) % (2**32 - 1))
                 cand_inputs = _clone(inputs)
-                if t % 2 == 0:
+                if not time_reference:
+                    cand_ms.append(timer.time_ms(run_candidate, cand_inputs))
+                    run_reference(*inputs)
+                elif t % 2 == 0:
                     cand_ms.append(timer.time_ms(run_candidate, cand_inputs))
                     ref_ms.append(timer.time_ms(run_reference, inputs))
                 else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
 import sys
@@ -28,9 +29,12 @@ def exec_module(path: Path, name: str) -> types.ModuleType:
 
 
 def load_extension(so_path: Path) -> types.ModuleType:
-    """Imports a prebuilt extension; its module name is the file stem (the builder compiles
-    ``TORCH_EXTENSION_NAME`` to it). Raises ImportError if the library cannot be loaded."""
-    name = so_path.stem
+    """Imports a prebuilt extension. Its init function is named after the file stem (the builder
+    compiles ``TORCH_EXTENSION_NAME`` to it); it is registered as ``dice_ext_<hash of path>.<stem>``
+    because several candidates may share a stem (the same main.cpp, another CUDA file). Raises
+    ImportError if the library cannot be loaded."""
+    digest = hashlib.sha256(str(so_path.resolve()).encode()).hexdigest()[:16]
+    name = f"dice_ext_{digest}.{so_path.stem}"
     if name in sys.modules:
         return sys.modules[name]
     loader = importlib.machinery.ExtensionFileLoader(name, str(so_path))

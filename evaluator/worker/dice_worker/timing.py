@@ -78,3 +78,14 @@ def time_models(
                 ref.append(timer.time_ms(reference, reference_args))
                 cand.append(timer.time_ms(candidate, candidate_args))
         return cand, ref
+
+
+def time_candidate(
+    timer: Timer, candidate: Callable[..., Any], args: list[Any], trials: int, warmup: int
+) -> list[float]:
+    """Candidate ms alone (the reference's are stored): ``warmup`` calls, then ``trials`` timed
+    calls (protocol ``kernelbench``: 3 warm-ups, as KernelBench)."""
+    with torch.no_grad():
+        for _ in range(3 if timer.protocol == "kernelbench" else warmup):
+            candidate(*args)
+        return [timer.time_ms(candidate, args) for _ in range(trials)]

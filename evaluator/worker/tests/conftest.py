@@ -50,6 +50,7 @@ class Worker:
         assert self.proc.stdout is not None
         ready = json.loads(self.proc.stdout.readline())
         assert ready["event"] == "ready"
+        self.ready: dict[str, Any] = ready
         self.next_id = 1
 
     def send(self, candidate: str, problem: str = RELU_PROBLEM, **options: Any) -> int:

@@ -236,6 +236,27 @@ def test_stale_results_in_timing_are_rejected(worker):
     assert "timing" not in r
 
 
+def test_stale_results_are_rejected_with_stored_reference_timing(worker):
+    # The reference's samples come from the store: it is not timed, but still runs beside every
+    # timed call of the candidate so that its outputs are checked.
+    init = "        self.calls = 0\n        self.last = None"
+    body = (
+        "    def forward(self, x):\n        self.calls += 1\n"
+        "        if self.calls <= 3:\n            self.last = torch.relu(x)\n"
+        "        return self.last.clone()\n"
+    )
+    r = strict(worker, module(body, init), reference_ms=[1.0, 1.0, 1.0])
+    assert r["verdict"] == "rejected" and rules(r) == {"dynamic.stale_output"}, r
+    honest = strict(
+        worker,
+        module("    def forward(self, x):\n        return torch.relu(x)\n"),
+        reference_ms=[1.0, 2.0],
+    )
+    assert honest["verdict"] == "correct", honest
+    assert honest["timing"]["reference_ms"] == [1.0, 2.0]
+    assert len(honest["timing"]["candidate_ms"]) > 0
+
+
 def test_fixed_timing_inputs_do_not_notice_stale_results_without_the_rule(worker):
     init = "        self.calls = 0\n        self.last = None"
     body = (

@@ -22,6 +22,8 @@ struct ExitStatus {
   bool exited = false;  ///< true: returned `code`; false: killed by `signal`
   int code = 0;
   int signal = 0;
+  /// CPU time (user + system) of the child and of the descendants it waited for, in seconds.
+  double cpu_seconds = 0.0;
   bool ok() const { return exited && code == 0; }
   /// "exit code 1", "killed by signal 11 (Segmentation fault)".
   std::string describe() const;
@@ -36,8 +38,10 @@ struct ResourceLimits {
 };
 
 /// What to start. The child gets its own process group, so that killing it kills everything it
-/// started. Standard streams not piped or redirected are connected to /dev/null (stdin) or
-/// inherited (stdout, stderr).
+/// started, an empty signal mask, and SIGKILL when the thread that started it ends (so that no
+/// child outlives a killed dice: start long-lived children from threads that outlive them).
+/// Standard streams not piped or redirected are connected to /dev/null (stdin) or inherited
+/// (stdout, stderr).
 struct ProcessOptions {
   std::vector<std::string> argv;           ///< argv[0] is looked up on PATH
   std::map<std::string, std::string> env;  ///< variables set on top of ours

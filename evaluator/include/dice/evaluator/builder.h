@@ -1,18 +1,18 @@
 #pragma once
-// Builds candidates' inline CUDA/C++ extensions on the CPU into a content-addressed cache: the
-// same sources, flags and toolchain give the same artifact, built once.
+// Builds candidates' inline CUDA/C++ extensions on the CPU into content-addressed caches: objects
+// (main.o keyed by its own inputs, cuda.o by its own) and linked modules. The same sources, flags
+// and toolchain give the same artifact, built once; main.cpp compiles use a precompiled header.
 
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
-#include <map>
-#include <memory>
-#include <mutex>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <semaphore>
 #include <string>
 #include <vector>
 
+#include "dice/core/keyed_mutex.h"
+#include "dice/evaluator/pch.h"
 #include "dice/evaluator/toolchain.h"
 
 namespace dice::eval {
@@ -32,27 +32,50 @@ struct ExtensionSpec {
   static ExtensionSpec from_json(const nlohmann::json& j);
 };
 
+/// How one object file of a build was obtained.
+struct ObjectOutcome {
+  std::string status = "none";  ///< none (not needed), built, cached, failed, timeout
+  bool pch = false;             ///< main.cpp: compiled with the precompiled header
+  std::string compiler;         ///< the compiler that produced the verdict (main.cpp)
+  double seconds = 0.0;         ///< compile wall time when built here
+  double cpu_seconds = 0.0;     ///< CPU time of the compiler processes (user + system)
+};
+
 /// The outcome of building one extension.
 struct BuildResult {
   bool ok = false;
-  bool cached = false;  ///< served from the cache, nothing compiled
+  bool cached = false;  ///< the linked module came from the cache, nothing compiled or linked
   bool timed_out = false;
   std::string key;                    ///< SHA-256 of sources, flags, arch and toolchain
+  std::string main_key;               ///< key of main.o (also names the module)
+  std::string cuda_key;               ///< key of cuda.o; empty without CUDA sources
   std::filesystem::path module_path;  ///< the .so when ok
   std::string log_tail;               ///< compiler output, last bytes
   double seconds = 0.0;               ///< wall time of this call
+  ObjectOutcome main, cuda;           ///< per object; both "cached" when `cached`
+  double link_seconds = 0.0;
+  double link_cpu_seconds = 0.0;
 };
 
 struct BuildOptions {
-  std::filesystem::path cache_dir;    ///< artifacts in cache_dir/ext/<key>/
+  std::filesystem::path cache_dir;    ///< modules in cache_dir/ext/<key>/, objects in obj/, pch/
   std::string arch = "sm_90";         ///< target: sm_XY or sm_XYa
   int jobs = 1;                       ///< compiler processes at once, over all threads
   std::chrono::seconds timeout{600};  ///< per compiler process
+  bool pch = true;                    ///< main.cpp with a precompiled header of torch/extension.h
+  /// The compiler of main.cpp: "auto" (clang++ when it runs, else the toolchain's C++ compiler),
+  /// "cxx" (the toolchain's), or a program name or path. A main.cpp that fails with another
+  /// compiler than the toolchain's, or with the precompiled header, is compiled again plainly
+  /// with the toolchain's compiler, whose result decides.
+  std::string main_compiler = "auto";
 };
 
 /// Builds extensions the way torch.utils.cpp_extension.load_inline would (main.cpp with the
-/// pybind11 bindings of `functions`, cuda.cu with the CUDA sources), with our compilers, in
-/// parallel and cached. Thread-safe: concurrent builds of one key wait for the first.
+/// pybind11 bindings of `functions`, cuda.cu with the CUDA sources; both compile at the same
+/// time, then link), with our compilers, in parallel and cached at two levels: objects (main.o and
+/// cuda.o each keyed by their own inputs: the rollouts of one infilling problem share main.o) and
+/// linked modules. The module is named after main.o's key. Thread-safe: concurrent builds of one
+/// key wait for the first.
 class ExtensionBuilder {
  public:
   ExtensionBuilder(Toolchain toolchain, BuildOptions options);
@@ -64,19 +87,35 @@ class ExtensionBuilder {
   /// The cache key of `spec` under this builder's toolchain and arch.
   std::string key(const ExtensionSpec& spec) const;
 
+  /// The compiler main.cpp is compiled with (after resolving BuildOptions::main_compiler).
+  const Compiler& main_compiler() const { return main_compiler_; }
+
   /// "-gencode=arch=compute_90,code=sm_90" for "sm_90". Throws dice::InputError on a bad arch.
   static std::string gencode_flag(const std::string& arch);
 
  private:
-  BuildResult build_uncached(const ExtensionSpec& spec, const std::string& key);
+  struct Keys;
+  Keys keys(const ExtensionSpec& spec) const;
+  BuildResult build_uncached(const ExtensionSpec& spec, const Keys& keys);
+  /// An object in cache_dir/obj/<key>/: from the cache or compiled by `compile` (which runs in a
+  /// fresh folder and leaves `object.o` there on success).
+  struct Object;
+  Object object(const std::string& key, const std::string& what,
+                const std::function<ObjectOutcome(const std::filesystem::path& dir,
+                                                  std::string& log)>& compile);
+  ObjectOutcome compile_main(const ExtensionSpec& spec, const Keys& keys,
+                             const std::filesystem::path& dir, std::string& log);
+  CommandResult run_compiler(const std::vector<std::string>& argv,
+                             const std::filesystem::path& cwd);
 
   Toolchain toolchain_;
   BuildOptions options_;
   std::string fingerprint_;
+  Compiler cxx_;            // the toolchain's C++ compiler (reference behaviour, linking)
+  Compiler main_compiler_;  // main.cpp's
   std::counting_semaphore<> compiler_slots_;
-  std::mutex mutex_;
-  std::condition_variable done_;
-  std::map<std::string, bool> in_flight_;
+  KeyedMutex building_;
+  PchCache pch_;
 };
 
 }  // namespace dice::eval

@@ -1,15 +1,18 @@
 #pragma once
-// `dice eval`: the orchestrator. Reads problems and candidates, builds candidates on the CPU in
-// parallel, runs them on one worker per GPU, writes one record per candidate as it finishes and a
-// summary table at the end.
+// `dice eval`: the orchestrator. Reads problems and candidates, stores them as a run in the
+// results database (OUT/results.db), evaluates the run's unfinished items through the pipeline
+// (pipeline.h), writes one record per candidate as it finishes and a summary table at the end. An
+// interrupted run continues with `resume`.
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
+#include <stop_token>
 #include <string>
 #include <vector>
 
+#include "dice/evaluator/progress.h"
 #include "dice/evaluator/record.h"
 #include "dice/evaluator/sandbox.h"
 #include "dice/evaluator/summary.h"
@@ -26,8 +29,8 @@ struct EvalOptions {
   std::filesystem::path out_dir;            ///< records.jsonl, summary.json, summary.md, logs/
   std::filesystem::path cache_dir;          ///< builds and captures
   std::string device = "auto";              ///< auto (cuda if any GPU, else none), cuda, cpu, none
-  int gpus = 0;                             ///< with cuda: how many (0 = all)
-  int jobs = 0;                             ///< compiler processes (0 = one per core)
+  int gpus = 0;  ///< with cuda: how many (0 = all); with cpu: how many CPU workers (0 = one)
+  int jobs = 0;  ///< compiler processes (0 = one per core)
   std::string arch = "sm_90";
   std::string protocol = "dice";  ///< dice or kernelbench (PROTOCOL.md)
   int correct_trials = 5;
@@ -43,18 +46,38 @@ struct EvalOptions {
   std::vector<std::string> rule_overrides;  ///< "ID=reject|warn|off", applied in order
   SandboxOptions sandbox;                   ///< isolation of captures and workers
   bool static_only = false;  ///< stop after capture and the static rules (verdict `captured`)
+  /// Continue the newest run stored in out_dir/results.db instead of starting one: its inputs and
+  /// result-deciding options come from the store; only unfinished items are evaluated.
+  bool resume = false;
+  /// Time the reference with every candidate (interleaved) instead of reusing samples measured
+  /// once per problem, device and software (PROTOCOL.md, "Reference timing").
+  bool fresh_reference_timing = false;
+  bool pch = true;                     ///< BuildOptions::pch
+  std::string main_compiler = "auto";  ///< BuildOptions::main_compiler
+  ProgressMode progress = ProgressMode::kLines;
 };
 
 struct EvalRun {
-  std::vector<EvalRecord> records;
+  std::vector<EvalRecord> records;  ///< every finished record of the run, in finishing order
   std::vector<LevelSummary> summary;
-  std::string device_note;  ///< e.g. "no GPU: candidates were compiled, not run"
+  std::string device_note;   ///< e.g. "no GPU: candidates were compiled, not run"
+  std::int64_t run_id = 0;   ///< in out_dir/results.db
+  std::size_t total = 0;     ///< candidates of the run
+  std::size_t resumed = 0;   ///< records that were finished before this call
+  bool interrupted = false;  ///< stopped before every candidate finished (resume continues it)
 };
 
-/// Runs an evaluation and writes out_dir/records.jsonl (one line per candidate, written as each
-/// finishes), summary.json and summary.md. Progress lines go to `progress`. Throws
-/// dice::InputError for unusable inputs and dice::Error when the toolchain or the workers cannot
-/// run at all; a bad candidate never throws.
-EvalRun run_eval(const EvalOptions& options, std::ostream& progress);
+/// Runs (or with options.resume continues) an evaluation. Every verdict is committed to
+/// out_dir/results.db first; out_dir/records.jsonl (one line per record, appended as each
+/// finishes, rewritten from the database at the end), summary.json and summary.md follow. A stop
+/// request on `stop` (SIGINT/SIGTERM) kills compilers and workers, keeps what was committed and
+/// returns with `interrupted`. Progress goes to `progress`. Throws dice::InputError for unusable
+/// inputs (or an out_dir in use by another process) and dice::Error when the toolchain or the
+/// workers cannot run at all; a bad candidate never throws.
+EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_token stop = {});
+
+/// The result-deciding options of `options` as stored with a run: protocol, seed, trials, warmup,
+/// measure_timing, arch, and the inputs' specs (informative).
+nlohmann::json run_options_json(const EvalOptions& options);
 
 }  // namespace dice::eval

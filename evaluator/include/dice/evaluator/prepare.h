@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,9 @@ struct PreparedCandidate {
   std::vector<Finding> findings;     ///< static findings under the policy (reject and warn)
   std::vector<std::string> kernels;  ///< `__global__` names of the captured sources
   std::string isolation;             ///< how the capture ran (Sandbox::isolation)
+  /// Per extension: {name, key, cached, main, cuda, link_seconds, seconds}, main and cuda as
+  /// {status, pch, compiler, seconds} (how each object was obtained).
+  nlohmann::json build_detail = nlohmann::json::array();
 };
 
 /// What the CPU stage checks besides building (RULES.md, evaluator/README.md "Isolation").
@@ -50,8 +54,11 @@ class CandidatePreparer {
   /// Never throws for a bad candidate: every failure is a verdict. Throws dice::Error only when
   /// the cache cannot be written. Steps: `analyze` (extraction, Python rules), `capture`
   /// (sandboxed: runs the candidate's module), `scan` (CUDA/C++ rules), build; a rule whose
-  /// action is reject ends it with verdict `rejected` before anything later runs.
-  PreparedCandidate prepare(const Candidate& candidate);
+  /// action is reject ends it with verdict `rejected` before anything later runs. `rules`: the
+  /// policy of this candidate's run (null: PrepareChecks::policy; a reference candidate always
+  /// runs with every rule off); `static_only` as PrepareChecks::static_only, for this candidate.
+  PreparedCandidate prepare(const Candidate& candidate, const RulePolicy* rules = nullptr,
+                            bool static_only = false);
 
  private:
   nlohmann::json run_step(const std::vector<std::string>& args, const std::filesystem::path& dir,

@@ -52,10 +52,14 @@ struct EvalRecord {
   std::string compile_status;  ///< built, cached, none (no extension), failed, timeout, skipped
   double compile_seconds = 0;  ///< ms would mislead: compiles take seconds
   std::string compile_log_tail;
+  nlohmann::json compile_detail;  ///< per extension, how main.o and cuda.o were obtained
   nlohmann::json
       correctness;  ///< {"atol","rtol","trials":[{"seed","passed","max_abs_error","max_rel_error"}]}
   std::string protocol;  ///< "dice" or "kernelbench"
   std::optional<TimingStats> candidate_ms, reference_ms;
+  /// Where reference_ms comes from: "interleaved" (measured with this candidate) or "stored"
+  /// (measured once for the problem on this device and software, PROTOCOL.md).
+  std::string reference_timing;
   std::optional<Speedup> speedup;  ///< reference / candidate: medians (dice) or means (kernelbench)
   std::string device;
   std::string worker_log_tail;

@@ -32,6 +32,7 @@ struct WorkerReply {
   std::string reason;                        ///< when `result` is empty: what happened
   std::string log_tail;                      ///< the worker's stderr during this request
   std::string rule;  ///< when a sandbox limit decided (verdict kRejected): sandbox.processes, ...
+  int signal = 0;    ///< when the worker died: the signal that ended it (9: killed from outside?)
 };
 
 /// One worker process bound to one device ("cuda:0", "cpu"), started lazily and restarted after
@@ -51,8 +52,14 @@ class WorkerClient {
   /// time limits. Throws dice::Error only if the worker cannot be started three times in a row.
   WorkerReply evaluate(nlohmann::json request);
 
+  /// Starts the worker if it is not running, as evaluate() does first. Returns false if it did
+  /// not start; throws dice::Error when that happened three times in a row.
+  bool ensure_started();
+
   /// The device's name as the worker reported it ("NVIDIA H100 80GB HBM3"); empty before start.
   const std::string& device_name() const { return device_name_; }
+  /// The worker's "ready" event (device_name, torch, cuda, driver: PROTOCOL.md); null before.
+  const nlohmann::json& ready_event() const { return ready_; }
   /// How many times a worker process was started.
   int starts() const { return starts_; }
   /// How the worker runs: Sandbox::isolation(), its fallback, or "none: no sandbox".
@@ -74,6 +81,7 @@ class WorkerClient {
   std::optional<SandboxLease> lease_;  // outlives process_ (declared first)
   std::optional<Process> process_;
   std::string device_name_;
+  nlohmann::json ready_;
   int starts_ = 0;
   int failed_starts_ = 0;
   long next_id_ = 1;

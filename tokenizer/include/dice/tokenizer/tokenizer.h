@@ -28,6 +28,10 @@ class Tokenizer {
   /// pre-tokenizer, byte-to-unicode mapping, rank-ordered merges. No BOS is added. Invalid UTF-8
   /// in `text` throws dice::InputError.
   std::vector<std::int32_t> encode(std::string_view text) const;
+  /// What the BPE model sees of `text`, for inspection: each added token as itself, and the
+  /// pre-tokenized pieces of the NFC text between them (UTF-8, before the byte-level mapping).
+  /// Invalid UTF-8 throws dice::InputError.
+  std::vector<std::string> pieces(std::string_view text) const;
   /// The UTF-8 text of `ids`; byte sequences that are not valid UTF-8 become U+FFFD as in Hugging
   /// Face. `skip_special`: leave out special tokens. Ids outside the vocabulary throw
   /// dice::InputError naming the id.
@@ -38,8 +42,12 @@ class Tokenizer {
   std::int32_t vocab_size() const;
   /// The id of a token string (base or added), if any.
   std::optional<std::int32_t> token_id(std::string_view token) const;
-  /// True for added tokens marked special (<|im_end|>, <|endoftext|>, <MASK>, ...).
+  /// True for added tokens marked special (<|im_end|>, <|endoftext|>, <|MASK|>, ...): the ones
+  /// decode(skip_special = true) leaves out. False for ids outside the vocabulary.
   bool is_special(std::int32_t id) const;
+  /// The raw bytes token `id` stands for (byte-level symbols mapped back to bytes; possibly a
+  /// fragment of a UTF-8 character). Throws dice::InputError for an id outside the vocabulary.
+  std::string_view token_bytes(std::int32_t id) const;
 
  private:
   struct State;

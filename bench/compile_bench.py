@@ -1,0 +1,202 @@
+"""Compile-time benchmark of dice's builder on DICE pairs (compile only, `--device none`).
+
+Passes, each on its own candidates so that every candidate is distinct where it should be:
+  baseline  torch's way: gcc, no precompiled header (--no-pch --main-compiler cxx), fresh cache
+  cold      dice's default (precompiled header, clang++ if present), fresh cache: the header is
+            built first
+  warm      dice's default on other candidates, the cold pass's cache (header built, objects not)
+  infill    the warm pass's problems again with another CUDA half and the same C++ half (RL
+            infilling: every rollout of a problem shares main.cpp): main.o comes from the cache
+
+Prints per pass: wall time, candidates per minute, and medians of per-candidate compile time
+(capture + build), main.cpp, cuda.cu and link seconds; writes everything to OUT/compile.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+PASSES = ("baseline", "cold", "warm", "infill")
+
+
+def rollout_variant(pair: dict[str, Any]) -> dict[str, Any]:
+    """The pair with a changed CUDA half (a comment in its source) and the same C++ half."""
+    middle = pair["middle"]
+    marker = "#include <torch/extension.h>"
+    if pair["prefix"] + middle + pair["suffix"] != pair["cuda_code"] or marker not in middle:
+        raise ValueError(f"pair {pair['id']}: cannot make an infilling variant")
+    variant = dict(pair)
+    variant["cuda_code"] = pair["prefix"] + middle.replace(marker, marker + "\n// rollout 2", 1)
+    variant["cuda_code"] += pair["suffix"]
+    return variant
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def run_pass(
+    name: str, pairs: list[dict[str, Any]], args: argparse.Namespace, cache: Path
+) -> dict[str, Any]:
+    work = args.out / name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    candidates = work / "pairs.jsonl"
+    candidates.write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    command = [
+        str(args.dice),
+        "eval",
+        "--candidates",
+        str(candidates),
+        "--device",
+        "none",
+        "--cache",
+        str(cache),
+        "--out-dir",
+        str(work / "out"),
+        "--jobs",
+        str(args.jobs),
+        "--progress",
+        "lines",
+    ]
+    if name == "baseline":
+        command += ["--no-pch", "--main-compiler", "cxx"]
+    start = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - start
+    (work / "dice.log").write_text(result.stderr)
+    if result.returncode != 0:
+        raise SystemExit(
+            f"{name}: dice eval failed ({result.returncode}):\n{result.stderr[-3000:]}"
+        )
+    records = [json.loads(line) for line in (work / "out" / "records.jsonl").open()]
+    per: dict[str, list[float]] = {
+        "candidate": [],
+        "main": [],
+        "cuda": [],
+        "link": [],
+        "main_cpu": [],
+        "cuda_cpu": [],
+        "link_cpu": [],
+        "build_cpu": [],
+    }
+    main_status: dict[str, int] = {}
+    pch_used = 0
+    compilers: set[str] = set()
+    for r in records:
+        per["candidate"].append(r["compile"]["seconds"])
+        cpu = 0.0
+        for ext in r["compile"].get("detail", []):
+            main_status[ext["main"]["status"]] = main_status.get(ext["main"]["status"], 0) + 1
+            if ext["main"]["status"] == "built":
+                per["main"].append(ext["main"]["seconds"])
+                per["main_cpu"].append(ext["main"]["cpu_seconds"])
+                pch_used += bool(ext["main"]["pch"])
+                compilers.add(ext["main"]["compiler"])
+            if ext["cuda"]["status"] == "built":
+                per["cuda"].append(ext["cuda"]["seconds"])
+                per["cuda_cpu"].append(ext["cuda"]["cpu_seconds"])
+            if ext["link_seconds"] > 0:
+                per["link"].append(ext["link_seconds"])
+                per["link_cpu"].append(ext["link_cpu_seconds"])
+            cpu += ext["main"]["cpu_seconds"] + ext["cuda"]["cpu_seconds"]
+            cpu += ext["link_cpu_seconds"]
+        per["build_cpu"].append(cpu)
+    pch_builds = (
+        [json.loads(f.read_text()) for f in sorted((cache / "pch").glob("*/result.json"))]
+        if (cache / "pch").exists()
+        else []
+    )
+    verdicts: dict[str, int] = {}
+    for r in records:
+        verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+    return {
+        "pass": name,
+        "candidates": len(records),
+        "wall_s": wall,
+        "per_minute": 60.0 * len(records) / wall if wall > 0 else None,
+        "wall_per_candidate_s": wall / len(records) if records else None,
+        "median_s": {k: median(v) for k, v in per.items()},
+        "max_s": {k: (max(v) if v else None) for k, v in per.items()},
+        "main_status": main_status,
+        "main_with_pch": pch_used,
+        "main_compilers": sorted(compilers),
+        "pch_builds_in_cache": pch_builds,
+        "verdicts": verdicts,
+    }
+
+
+def fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def main() -> int:
+    root = Path(__file__).resolve().parents[1]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--pairs", type=Path, default=root / "../shared/data/dice/infilling_eval_99.jsonl"
+    )
+    parser.add_argument("--dice", type=Path, default=root / "build/dice")
+    parser.add_argument("-n", type=int, default=4, help="candidates per pass")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", type=Path, default=root / "out/compile_bench")
+    parser.add_argument("--passes", default=",".join(PASSES))
+    args = parser.parse_args()
+    pairs = [json.loads(line) for line in args.pairs.open()]
+    random.Random(args.seed).shuffle(pairs)
+    first, second = pairs[: args.n], pairs[args.n : 2 * args.n]
+    if len(second) < args.n:
+        raise SystemExit(f"-n {args.n}: the pairs file has only {len(pairs)} pairs")
+    args.out.mkdir(parents=True, exist_ok=True)
+    cache, baseline_cache = args.out / "cache", args.out / "cache-baseline"
+    results = []
+    for name in args.passes.split(","):
+        if name not in PASSES:
+            raise SystemExit(f"unknown pass {name}; expected {', '.join(PASSES)}")
+        if name in ("baseline", "cold"):
+            shutil.rmtree(baseline_cache if name == "baseline" else cache, ignore_errors=True)
+        batch = {
+            "baseline": first,
+            "cold": first,
+            "warm": second,
+            "infill": [rollout_variant(p) for p in second],
+        }[name]
+        r = run_pass(name, batch, args, baseline_cache if name == "baseline" else cache)
+        results.append(r)
+        m = r["median_s"]
+        print(
+            f"{name:8} {r['candidates']} candidates in {r['wall_s']:.1f} s "
+            f"({r['per_minute']:.2f}/min, {r['wall_per_candidate_s']:.1f} s each); median wall s: "
+            f"candidate {fmt(m['candidate'])}, main.cpp {fmt(m['main'])}, cuda.cu "
+            f"{fmt(m['cuda'])}, link {fmt(m['link'])}; median CPU s: main.cpp "
+            f"{fmt(m['main_cpu'])}, cuda.cu {fmt(m['cuda_cpu'])}, link {fmt(m['link_cpu'])}, "
+            f"per candidate {fmt(m['build_cpu'])}; main.o {r['main_status']}, "
+            f"{r['main_with_pch']} with PCH ({', '.join(r['main_compilers'])}); "
+            f"verdicts {r['verdicts']}",
+            flush=True,
+        )
+    info = {
+        "n": args.n,
+        "seed": args.seed,
+        "jobs": args.jobs,
+        "cpus": os.cpu_count(),
+        "ids": {"first": [p["id"] for p in first], "second": [p["id"] for p in second]},
+        "passes": results,
+    }
+    (args.out / "compile.json").write_text(json.dumps(info, indent=2) + "\n")
+    print(f"wrote {args.out / 'compile.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

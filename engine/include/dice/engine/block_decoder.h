@@ -1,0 +1,92 @@
+#pragma once
+// Block-diffusion decoding (system.md §2): the per-sequence state machine and the loop that runs
+// many sequences through one backend, one batched forward per iteration.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "dice/engine/backend.h"
+#include "dice/engine/generation.h"
+
+namespace dice::engine {
+
+/// The decoding state of one sequence between forwards.
+///
+/// The prompt (P tokens) is split: floor(P/B)*B tokens are prefilled, the P mod B rest starts the
+/// first block and mask tokens fill it. Each block is denoised for at most `steps` steps; each
+/// step proposes a token per position (sampling.h) and unmasks the positions the remasking
+/// strategy selects (remasking.h), with the transfer schedule computed from the block's masked
+/// positions when it starts; the last allowed step unmasks every remaining mask. A finished block
+/// is committed to the KV cache by the next forward (the store pass), fused with the next block's
+/// first denoising step unless `fused_store` is off (the prefill is fused with the first block's
+/// first step in the same way).
+///
+/// The generation ends as soon as its output is decided: when a stop id and every position
+/// before it have been unmasked (the output then ends with that stop id), or when the
+/// max_new_tokens-th output position and every position before it have been unmasked. Positions
+/// after that point in the same block are discarded, and no store pass is run for the last block.
+class SequenceDecoder {
+ public:
+  /// Validates `options` (dice::InputError naming the option) and prepares the first block.
+  /// Throws dice::InputError if a prompt id is the mask id.
+  SequenceDecoder(std::vector<std::int32_t> prompt, GenerationOptions options);
+
+  /// True once the output is decided (no more forwards needed).
+  bool done() const { return done_; }
+  /// This sequence's part of the next forward (spans into this object; valid until advance()).
+  /// Must not be called once done().
+  ForwardItem next_item(SequenceId sequence) const;
+  /// Applies the forward of next_item(): `proposals` holds one proposal per block row (empty for
+  /// a commit-only forward). Throws dice::Error if their number does not match the item.
+  void advance(std::span<const Proposal> proposals);
+
+  /// Output tokens that can no longer change (finished blocks, or all once done()).
+  std::span<const std::int32_t> settled_output() const;
+  const GenerationOptions& options() const { return options_; }
+  /// The result; complete once done() (counts and trace so far before).
+  GenerationResult result() const;
+
+ private:
+  void start_block(std::int64_t start);
+  void denoise(std::span<const Proposal> proposals);
+  void finish(StopReason reason, std::int64_t last_position);
+
+  GenerationOptions options_;
+  std::int64_t prompt_length_ = 0;
+  std::vector<std::int32_t> tokens_;  ///< prompt + generated so far + the current block
+  std::vector<TokenTrace> trace_;     ///< per position from prompt_length_ on
+  std::int64_t block_start_ = 0;
+  std::int32_t step_ = 0;  ///< next denoising step within the current block
+  std::vector<std::int32_t> schedule_;
+  std::int64_t committed_ = 0;    ///< tokens committed by the forwards so far
+  std::int64_t commit_end_ = 0;   ///< the next forward commits [committed_, commit_end_)
+  std::int64_t settled_end_ = 0;  ///< tokens before this position are final
+  bool done_ = false;
+  StopReason stop_reason_ = StopReason::kLength;
+  GenerationCounts counts_;
+};
+
+/// One generation: prompt token ids (already chat-templated) and its options.
+struct GenerationRequest {
+  std::vector<std::int32_t> prompt_ids;
+  GenerationOptions options;
+};
+
+/// Called whenever a request's settled output grows: its index and the new tokens.
+using OutputCallback =
+    std::function<void(std::size_t request, std::span<const std::int32_t> new_tokens)>;
+
+/// Runs `requests` to completion on `backend`: every unfinished sequence takes part in every
+/// forward (one item each); a sequence leaves the batch when its output is decided. Sequences
+/// are opened on the backend with ids 0..n-1 offset by `first_id` and closed when they finish.
+/// Results (in request order) do not depend on which requests share the batch. Throws what the
+/// backend or SequenceDecoder throws (the sequences are closed first).
+std::vector<GenerationResult> generate(Backend& backend,
+                                       std::span<const GenerationRequest> requests,
+                                       const OutputCallback& on_output = {},
+                                       SequenceId first_id = 0);
+
+}  // namespace dice::engine

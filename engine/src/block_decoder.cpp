@@ -1,0 +1,205 @@
+#include "dice/engine/block_decoder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "dice/core/error.h"
+
+namespace dice::engine {
+
+SequenceDecoder::SequenceDecoder(std::vector<std::int32_t> prompt, GenerationOptions options)
+    : options_(std::move(options)), prompt_length_(std::ssize(prompt)), tokens_(std::move(prompt)) {
+  options_.validate();
+  const std::int32_t mask = options_.sampling.mask_id;
+  for (std::size_t i = 0; i < tokens_.size(); ++i)
+    if (tokens_[i] == mask)
+      throw InputError(fmt::format(
+          "prompt token {} is the mask id {}: a prompt may not contain masks", i, mask));
+  const std::int64_t b = options_.block_length;
+  const std::int64_t prefill = prompt_length_ / b * b;
+  counts_.prefill_tokens = prefill;
+  commit_end_ = prefill;
+  settled_end_ = prompt_length_;
+  if (options_.max_new_tokens == 0) {
+    done_ = true;
+    stop_reason_ = StopReason::kLength;
+    return;
+  }
+  start_block(prefill);
+}
+
+void SequenceDecoder::start_block(std::int64_t start) {
+  block_start_ = start;
+  const std::int64_t end = start + options_.block_length;
+  tokens_.resize(static_cast<std::size_t>(end), options_.sampling.mask_id);
+  trace_.resize(static_cast<std::size_t>(end - prompt_length_));
+  const auto masked = static_cast<std::int32_t>(end - std::max(start, prompt_length_));
+  schedule_ = transfer_schedule(masked, options_.steps);
+  step_ = 0;
+}
+
+ForwardItem SequenceDecoder::next_item(SequenceId sequence) const {
+  if (done_) throw Error(fmt::format("sequence {}: next_item after the end", sequence));
+  ForwardItem item;
+  item.sequence = sequence;
+  item.commit = std::span<const std::int32_t>(tokens_).subspan(
+      static_cast<std::size_t>(committed_), static_cast<std::size_t>(commit_end_ - committed_));
+  if (options_.fused_store || commit_end_ == committed_)
+    item.block = std::span<const std::int32_t>(tokens_).subspan(
+        static_cast<std::size_t>(block_start_), static_cast<std::size_t>(options_.block_length));
+  item.step = step_;
+  item.sampling = options_.sampling;
+  return item;
+}
+
+void SequenceDecoder::advance(std::span<const Proposal> proposals) {
+  if (done_) throw Error("advance after the end of the sequence");
+  const bool has_block = options_.fused_store || commit_end_ == committed_;
+  const std::size_t rows = has_block ? static_cast<std::size_t>(options_.block_length) : 0;
+  if (proposals.size() != rows)
+    throw Error(fmt::format("advance: expected {} proposals for the block rows, got {}", rows,
+                            proposals.size()));
+  ++counts_.forwards;
+  if (!has_block) ++counts_.store_passes;
+  counts_.committed_tokens += commit_end_ - committed_;
+  committed_ = commit_end_;
+  if (has_block) denoise(proposals);
+}
+
+void SequenceDecoder::denoise(std::span<const Proposal> proposals) {
+  const std::int32_t mask = options_.sampling.mask_id;
+  const std::size_t b = static_cast<std::size_t>(options_.block_length);
+  const auto flags = std::make_unique<bool[]>(b);
+  for (std::size_t i = 0; i < b; ++i)
+    flags[i] = tokens_[static_cast<std::size_t>(block_start_) + i] == mask;
+  const std::span<const bool> masked(flags.get(), b);
+  const bool last = step_ + 1 >= options_.steps;
+  const auto chosen = select_unmask(options_.remasking, masked, proposals,
+                                    schedule_[static_cast<std::size_t>(step_)], last);
+  for (const std::int32_t i : chosen) {
+    const std::int64_t position = block_start_ + i;
+    tokens_[static_cast<std::size_t>(position)] = proposals[static_cast<std::size_t>(i)].token;
+    trace_[static_cast<std::size_t>(position - prompt_length_)] =
+        TokenTrace{position / options_.block_length, step_, counts_.forwards - 1};
+  }
+  ++step_;
+  ++counts_.denoising_steps;
+
+  // Is the output decided? Scan the block's generated positions in order.
+  const std::int64_t end = block_start_ + options_.block_length;
+  for (std::int64_t q = std::max(block_start_, prompt_length_); q < end; ++q) {
+    const std::int32_t token = tokens_[static_cast<std::size_t>(q)];
+    if (token == mask) return;  // undecided: denoise again
+    if (std::find(options_.stop_ids.begin(), options_.stop_ids.end(), token) !=
+        options_.stop_ids.end())
+      return finish(StopReason::kStopId, q);
+    if (q - prompt_length_ + 1 >= options_.max_new_tokens) return finish(StopReason::kLength, q);
+  }
+  // The block is complete: the next forward commits it and starts the next block.
+  ++counts_.blocks;
+  settled_end_ = end;
+  commit_end_ = end;
+  start_block(end);
+}
+
+void SequenceDecoder::finish(StopReason reason, std::int64_t last_position) {
+  ++counts_.blocks;
+  done_ = true;
+  stop_reason_ = reason;
+  settled_end_ = last_position + 1;
+  tokens_.resize(static_cast<std::size_t>(settled_end_));
+  trace_.resize(static_cast<std::size_t>(settled_end_ - prompt_length_));
+}
+
+std::span<const std::int32_t> SequenceDecoder::settled_output() const {
+  return std::span<const std::int32_t>(tokens_).subspan(
+      static_cast<std::size_t>(prompt_length_),
+      static_cast<std::size_t>(settled_end_ - prompt_length_));
+}
+
+GenerationResult SequenceDecoder::result() const {
+  GenerationResult r;
+  r.prompt_ids.assign(tokens_.begin(), tokens_.begin() + prompt_length_);
+  const auto out = settled_output();
+  r.output_ids.assign(out.begin(), out.end());
+  r.trace.assign(trace_.begin(), trace_.begin() + std::ssize(out));
+  r.stop_reason = stop_reason_;
+  r.counts = counts_;
+  return r;
+}
+
+std::vector<GenerationResult> generate(Backend& backend,
+                                       std::span<const GenerationRequest> requests,
+                                       const OutputCallback& on_output, SequenceId first_id) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::vector<SequenceDecoder> decoders;
+  decoders.reserve(requests.size());
+  for (const auto& request : requests) decoders.emplace_back(request.prompt_ids, request.options);
+  std::vector<GenerationResult> results(requests.size());
+  std::vector<std::size_t> emitted(requests.size(), 0);
+  std::vector<bool> open(requests.size(), false);
+
+  const auto id_of = [&](std::size_t i) { return first_id + static_cast<SequenceId>(i); };
+  const auto close_all = [&] {
+    for (std::size_t i = 0; i < open.size(); ++i)
+      if (open[i]) backend.close(id_of(i));
+  };
+  const auto emit = [&](std::size_t i) {
+    const auto settled = decoders[i].settled_output();
+    if (settled.size() > emitted[i] && on_output) on_output(i, settled.subspan(emitted[i]));
+    emitted[i] = settled.size();
+  };
+  const auto finish = [&](std::size_t i) {
+    emit(i);
+    results[i] = decoders[i].result();
+    results[i].seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (open[i]) backend.close(id_of(i));
+    open[i] = false;
+  };
+
+  try {
+    std::vector<std::size_t> active;
+    for (std::size_t i = 0; i < decoders.size(); ++i) {
+      if (decoders[i].done()) {
+        finish(i);
+        continue;
+      }
+      backend.open(id_of(i), decoders[i].options().block_length);
+      open[i] = true;
+      active.push_back(i);
+    }
+    std::vector<ForwardItem> items;
+    ForwardOutput out;
+    while (!active.empty()) {
+      items.clear();
+      for (const std::size_t i : active) items.push_back(decoders[i].next_item(id_of(i)));
+      backend.forward(items, ForwardRequest{}, out);
+      std::vector<std::size_t> still;
+      for (std::size_t j = 0; j < active.size(); ++j) {
+        const std::size_t i = active[j];
+        const std::span<const Proposal> rows =
+            std::span<const Proposal>(out.proposals)
+                .subspan(out.row_offsets[j], out.row_offsets[j + 1] - out.row_offsets[j]);
+        decoders[i].advance(rows);
+        if (decoders[i].done()) {
+          finish(i);
+        } else {
+          emit(i);
+          still.push_back(i);
+        }
+      }
+      active = std::move(still);
+    }
+  } catch (...) {
+    close_all();
+    throw;
+  }
+  return results;
+}
+
+}  // namespace dice::engine

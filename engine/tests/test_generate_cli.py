@@ -1,0 +1,76 @@
+"""`dice generate` as a user runs it: streaming text, --problem prompts, clear input errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DICE = Path(os.environ.get("DICE_BIN", ROOT / "build" / "dice"))
+SHARED = ROOT.parent / "shared"
+
+pytestmark = [
+    pytest.mark.skipif(not DICE.exists(), reason=f"{DICE} not built (scripts/build.sh)"),
+    pytest.mark.skipif(not (SHARED / "models").exists(), reason=f"{SHARED} absent (shared data)"),
+]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(DICE), *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "tiny"
+    done = run("model", "random", "--config", "tiny", "--out", str(path), "--init-std", "2.0")
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def test_streamed_text_is_the_json_text(model):
+    common = ["generate", "--model", str(model), "--prompt", "Write a CUDA kernel.",
+              "--max-new-tokens", "24", "--threads", "1"]  # fmt: skip
+    streamed = run(*common)
+    assert streamed.returncode == 0, streamed.stderr
+    assert "tokens/s" in streamed.stderr
+    record = json.loads(run(*common, "--json").stdout)
+    assert len(record["output_ids"]) == 24 and record["stop_reason"] == "length"
+    if all(i < 151643 for i in record["output_ids"]):  # no special token to skip in the stream
+        assert streamed.stdout.rstrip("\n") == record["text"]
+    # The chat template, thinking disabled: the prompt ends with an empty think block.
+    assert record["prompt_ids"][:1] == [151644]  # <|im_start|>
+    assert record["prompt_ids"][-4:] == [151667, 271, 151668, 271]  # <think>\n\n</think>\n\n
+    assert record["counts"]["forwards"] >= 24 // 4
+
+
+def test_problem_prompt_holds_the_problem_code(model):
+    kernelbench = SHARED / "data" / "kernelbench" / "problems.jsonl"
+    if not kernelbench.exists():
+        pytest.skip(f"{kernelbench} absent")
+    done = run("generate", "--model", str(model), "--problem", "L1/19", "--max-new-tokens", "4",
+               "--json", "--threads", "1", "--no-chat-template")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["options"]["problem"] == "L1/19"
+    assert len(record["prompt_ids"]) > 500  # the template plus the problem's code
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prompt", "hi", "--backend", "cuda"], "not built yet"),
+        (["--prompt", "hi", "--problem", "L1/19"], "exactly one of"),
+        (["--prompt", "hi", "--strategy", "random"], "--strategy random"),
+        (["--prompt-ids", "1,2,151669"], "mask id"),
+        (["--prompt-ids", "1,two"], "not a token id"),
+        (["--prompt", "hi", "--temperature", "-1"], "temperature"),
+    ],
+)
+def test_bad_input_is_a_clear_error(model, args, message):
+    done = run("generate", "--model", str(model), *args)
+    assert done.returncode == 2
+    assert message in done.stderr
