@@ -13,10 +13,11 @@ WORK=${WORK:-/tmp/dice-device-work}
 mkdir -p "$OUT" "$WORK"
 machine_header() {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
+    | sed 's/^/gpu: /' || echo "gpu: none (nvidia-smi failed)"
   echo "cpu cores: $(nproc)"
   $DICE_PYTHON -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
-  nvcc --version | tail -1
+  nvcc --version | tail -1 || echo "nvcc: none"
   c++ --version | head -1
   echo "bubblewrap: ${DICE_BWRAP:-bwrap} ($("${DICE_BWRAP:-bwrap}" --version 2>&1 | head -1))"
 }
