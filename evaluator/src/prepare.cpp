@@ -131,6 +131,14 @@ PreparedCandidate CandidatePreparer::prepare(const Candidate& candidate, const R
   const std::string text_hash = sha256_hex(candidate.text);
   const std::string key =
       sha256_hex(fmt::format("{}\n{}\n{}", kCaptureVersion, torch_version_, text_hash));
+  std::shared_ptr<std::mutex> key_lock;
+  {
+    const std::lock_guard lock(key_locks_mutex_);
+    auto& slot = key_locks_[key];
+    if (!slot) slot = std::make_shared<std::mutex>();
+    key_lock = slot;
+  }
+  const std::lock_guard same_candidate(*key_lock);
   const fs::path dir = fs::absolute(cache_dir_ / "candidates" / key);
   out.code_path = dir / "code.py";
   out.code_hash = "sha256:" + text_hash;

@@ -153,6 +153,35 @@ TEST(Service, BatchesStreamVerdictsOnceEvenAcrossRestarts) {
   EXPECT_TRUE(health.at("ok").get<bool>());
 }
 
+/// The rules apply to served batches too: the same candidate under options.policy strict is
+/// rejected with its rule id (the record says which policy and how it was isolated); under the
+/// server's kernelbench it is correct.
+TEST(Service, BatchPolicyDecides) {
+  ScratchDir dir("dice_service_policy");
+  const std::string relu = testing::kReluProblem;
+  Server server(dir, "store");
+  const json item = {{"problem", {{"code", relu}, {"id", "relu"}}},
+                     {"candidate", relu + "\nModelNew = Model\n"}};
+  const auto strict =
+      submit(server,
+             {{"items", {item}}, {"options", {{"policy", "strict"}, {"measure_timing", false}}}})
+          .at("batch")
+          .get<std::int64_t>();
+  const auto plain =
+      submit(server, {{"items", {item}}, {"options", {{"measure_timing", false}}}}).at("batch");
+  const auto strict_lines = stream(server, strict);
+  ASSERT_EQ(strict_lines.size(), 1u);
+  const json& rejected = strict_lines[0].at("record");
+  EXPECT_EQ(rejected.at("verdict"), "rejected") << rejected.dump();
+  EXPECT_EQ(rejected.at("rules"), json({"static.reference_model"})) << rejected.dump();
+  EXPECT_EQ(rejected.at("policy"), "strict");
+  EXPECT_FALSE(rejected.at("isolation").get<std::string>().empty());
+  const auto plain_lines = stream(server, plain);
+  ASSERT_EQ(plain_lines.size(), 1u);
+  EXPECT_EQ(plain_lines[0].at("record").at("verdict"), "correct") << plain_lines[0].dump();
+  EXPECT_EQ(plain_lines[0].at("record").at("policy"), "kernelbench");
+}
+
 TEST(Service, OptionsAreValidated) {
   EvalOptions base;
   EXPECT_EQ(batch_options(json(), base).at("protocol"), "dice");

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -71,6 +73,10 @@ class CandidatePreparer {
   std::chrono::seconds capture_timeout_;
   PrepareChecks checks_;
   RulePolicy rules_off_ = RulePolicy::named("kernelbench");
+  /// One lock per cache key: the same candidate prepared by two threads at once (identical
+  /// rollouts) is captured once, the other thread waits and reads the cache.
+  std::mutex key_locks_mutex_;
+  std::map<std::string, std::shared_ptr<std::mutex>> key_locks_;
 };
 
 }  // namespace dice::eval
