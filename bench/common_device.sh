@@ -6,6 +6,8 @@ DICE=${DICE:-$root/.device/dice}
 export DICE_WORKER_PATH=$root/evaluator/worker
 export DICE_PYTHON=${DICE_PYTHON:-python3}
 export DICE_CACHE=${DICE_CACHE:-/tmp/dice-cache}
+# bubblewrap staged by device_prepare.sh (the device image has none).
+[ -x "$root/.device/bwrap" ] && export DICE_BWRAP=${DICE_BWRAP:-$root/.device/bwrap}
 OUT=${OUT:-$root/out}
 WORK=${WORK:-/tmp/dice-device-work}
 mkdir -p "$OUT" "$WORK"
@@ -34,11 +36,13 @@ if [ -x "$DICE" ] && [[ $(ldd "$DICE" 2>&1 || true) == *"libcublasLt.so.13 => no
 fi
 machine_header() {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
+    | sed 's/^/gpu: /' || echo "gpu: none (nvidia-smi failed)"
   echo "cpu cores: $(nproc)"
   $DICE_PYTHON -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
-  nvcc --version | tail -1
+  nvcc --version | tail -1 || echo "nvcc: none"
   c++ --version | head -1
+  echo "bubblewrap: ${DICE_BWRAP:-bwrap} ($("${DICE_BWRAP:-bwrap}" --version 2>&1 | head -1))"
 }
 # pack_step STEP: $WORK/STEP (records, summaries, logs) -> $OUT/STEP.tar.gz
 pack_step() {

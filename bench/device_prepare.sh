@@ -7,7 +7,10 @@
 #   compressed to stay within the call's 64 MiB; bench/common_device.sh unpacks it into .device/lib,
 #   where the binaries' RPATH ($ORIGIN/lib) finds it;
 # - ninja (KernelBench's load_inline needs it), KernelBench's evaluation code (from the fetched
-#   mirror, never committed), the SDAR configs and tokenizer, and the shared data.
+#   mirror, never committed), the SDAR configs and tokenizer, and the shared data;
+# - bubblewrap with the libraries it links (the device image has no bwrap; .device/bwrap runs
+#   the staged binary through the staged loader, so nothing of this machine's libc leaks into
+#   the programs it sandboxes).
 # Usage (here): scripts/build.sh && bench/device_prepare.sh; then carry ".device" in the call.
 # KERNELBENCH_MIRROR: a git dir of ScalingIntelligence/KernelBench (default: the fetch tool's).
 set -euo pipefail
@@ -45,6 +48,24 @@ if [ -d "$mirror" ]; then
   git --git-dir="$mirror" archive 423217d src/kernelbench | tar -x -C "$dev/kernelbench"
 else
   echo "device_prepare.sh: no KernelBench mirror at $mirror (fetch github:ScalingIntelligence/KernelBench); bench/kernelbench_vs_dice.sh kernelbench will not run" >&2
+fi
+if bw=$(command -v bwrap); then
+  rm -rf "$root/.device/bwrap-lib" && mkdir -p "$root/.device/bwrap-lib"
+  cp "$bw" "$root/.device/bwrap-lib/bwrap.bin"
+  ldd "$bw" | awk '/=>/ {print $3} /ld-linux/ && !/=>/ {print $1}' | while read -r lib; do
+    cp -L "$lib" "$root/.device/bwrap-lib/"
+  done
+  loader=$(basename "$(ldd "$bw" | awk '/ld-linux/ {print $1}')")
+  cat >"$root/.device/bwrap" <<WRAPPER
+#!/bin/sh
+# bubblewrap staged by bench/device_prepare.sh, run by its own loader and libraries.
+here=\$(dirname "\$(readlink -f "\$0")")/bwrap-lib
+exec "\$here/$loader" --library-path "\$here" "\$here/bwrap.bin" "\$@"
+WRAPPER
+  chmod +x "$root/.device/bwrap"
+  "$root/.device/bwrap" --ro-bind / / --dev /dev --unshare-net true && echo "staged bubblewrap: $("$root/.device/bwrap" --version)"
+else
+  echo "warning: no bwrap here; device runs will say isolation: none" >&2
 fi
 echo "device_prepare.sh: staged $(basename -a "${binaries[@]}" | tr '\n' ' ')and $(tar -tzf "$dev/lib.tar.gz" | grep -c '\.so') libraries"
 du -sh "$dev"

@@ -57,7 +57,9 @@ def table(records: list[dict]) -> str:
         sp = f"{r['speedup']:.3f}" if r.get("speedup") else ""
         ci = r.get("speedup_ci95")
         interval = f"{ci[0]:.3f} - {ci[1]:.3f}" if ci else ""
-        reason = "" if r["verdict"] == "correct" else (r["reasons"] or [""])[0][:100]
+        reason = "" if r["verdict"] == "correct" else (r["reasons"] or [""])[-1][:100]
+        if r.get("rules"):
+            reason = f"[{', '.join(r['rules'])}] {reason}"
         reason = reason.replace("|", "/").replace("\n", " ")
         rows.append(
             f"| {r['problem_id']} {r.get('problem_name', '')} | {r['verdict']} | {sp} | {interval}"
@@ -65,6 +67,40 @@ def table(records: list[dict]) -> str:
             f" | {reason} |"
         )
     return "\n".join(rows) + "\n"
+
+
+def rules_report(records: list[dict]) -> None:
+    """Counts by rule id (evaluator/RULES.md), split by action, and the rejected records."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for r in records:
+        seen = set()
+        for f in r.get("findings") or []:
+            if (f["rule"], f["action"]) not in seen:
+                seen.add((f["rule"], f["action"]))
+                counts[(f["rule"], f["action"])] += 1
+    if not counts:
+        return
+    print("rules (records per rule id and action):")
+    for (rule, action), count in sorted(counts.items(), key=lambda x: (x[0][1] != "reject", -x[1])):
+        print(f"  {count:3d}  {action:6s} {rule}")
+    rejected = [r for r in records if r["verdict"] == "rejected"]
+    if rejected:
+        print(f"rejected ({len(rejected)}):")
+        for r in sorted(rejected, key=lambda r: r["problem_id"]):
+            first: dict[str, str] = {}
+            for f in r["findings"]:
+                if f["action"] == "reject":
+                    first.setdefault(f["rule"], f["message"][:90])
+            why = "; ".join(f"{rule}: {message}" for rule, message in first.items())
+            print(f"  {r['problem_id']}: {why}")
+    degenerate = sum(
+        any(f["rule"] == "problem.degenerate" for f in r.get("findings") or []) for r in records
+    )
+    if degenerate:
+        print(f"records on degenerate problems: {degenerate}")
+    isolation = Counter((r.get("isolation") or "")[:70] for r in records)
+    for line, count in isolation.most_common(3):
+        print(f"isolation ({count}): {line}")
 
 
 def main() -> int:
@@ -90,12 +126,13 @@ def main() -> int:
     reasons = Counter(
         (r["verdict"], (r["reasons"] or [""])[0][:120])
         for r in records
-        if r["verdict"] != "correct"
+        if r["verdict"] not in ("correct", "rejected")
     )
     if reasons:
         print("reasons of the others:")
         for (verdict, reason), count in reasons.most_common(30):
             print(f"  {count:3d}  {verdict}: {reason}")
+    rules_report(records)
     speedups = [r["speedup"] for r in records if r["verdict"] == "correct" and r.get("speedup")]
     if speedups:
         print(f"speedups of {len(speedups)} correct candidates: {quantiles(speedups)}")

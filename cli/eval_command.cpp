@@ -101,6 +101,33 @@ void add_eval_command(CLI::App& app) {
   seconds("--timeout-load", options->stages.load, "s to load problem and candidate on the worker");
   seconds("--timeout-correctness", options->stages.correctness, "s for the correctness trials");
   seconds("--timeout-timing", options->stages.timing, "s for the timing trials");
+  cmd->add_option("--policy", options->policy,
+                  "strict (own kernels must do the work), lenient (library calls reported), "
+                  "kernelbench (KernelBench's own checks only); evaluator/RULES.md")
+      ->capture_default_str();
+  cmd->add_option("--rule", options->rule_overrides,
+                  "override a rule's action: ID=reject|warn|off (ID may be a family: static.*); "
+                  "repeatable");
+  cmd->add_flag("--static-only", options->static_only,
+                "stop after capture and the static rules (nothing is built or run)");
+  cmd->add_option("--sandbox", options->sandbox.mode,
+                  "isolation of model-written code: auto (bubblewrap when it works), bwrap "
+                  "(required), none")
+      ->capture_default_str();
+  options->sandbox.bwrap = env_or("DICE_BWRAP", "bwrap");
+  cmd->add_option("--bwrap", options->sandbox.bwrap, "the bubblewrap program (env DICE_BWRAP)")
+      ->capture_default_str();
+  cmd->add_option_function<double>(
+         "--memory-limit",
+         [options](double gib) {
+           options->sandbox.worker_memory_bytes = static_cast<std::size_t>(gib * double(1 << 30));
+         },
+         "GiB of host memory a worker's processes may hold (default 60% of RAM over the workers)")
+      ->check(CLI::Range(0.1, 1e6));
+  cmd->add_option("--max-tasks", options->sandbox.max_tasks,
+                  "processes + threads one sandboxed process tree may have")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1000000));
   options->python.python = default_python();
   cmd->add_option("--python", options->python.python,
                   "Python interpreter with torch (env DICE_PYTHON)")

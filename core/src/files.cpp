@@ -1,8 +1,10 @@
 #include "dice/core/files.h"
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <system_error>
+#include <thread>
 
 #include <unistd.h>
 
@@ -26,7 +28,9 @@ void write_file_atomic(const fs::path& path, std::string_view content) {
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
   if (ec) throw Error("cannot create folder " + path.parent_path().string() + ": " + ec.message());
   fs::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
+  // Unique per process and thread: threads of one process may write the same path at once.
+  tmp += ".tmp." + std::to_string(::getpid()) + "." +
+         std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error("cannot write file " + tmp.string());

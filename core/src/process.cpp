@@ -101,6 +101,7 @@ Process Process::spawn(const ProcessOptions& options) {
   argv.push_back(nullptr);
   // execvpe looks argv[0] up on the child's PATH.
   const std::string cwd = options.cwd.string();
+  const std::string cgroup_procs = options.cgroup_procs.string();
 
   std::optional<Pipe> in_pipe, out_pipe;
   if (options.pipe_stdin) in_pipe.emplace();
@@ -127,6 +128,11 @@ Process Process::spawn(const ProcessOptions& options) {
     throw Error("cannot start " + options.argv[0] + ": fork failed: " + why);
   }
   if (pid == 0) {
+    if (!cgroup_procs.empty()) {
+      const int fd = ::open(cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || ::write(fd, "0", 1) != 1) ::_exit(125);
+      ::close(fd);
+    }
     ::setpgid(0, 0);
     ::signal(SIGPIPE, SIG_DFL);
     // Signals our threads block (SignalStop) are the child's again; the child dies with us even
@@ -159,6 +165,7 @@ Process Process::spawn(const ProcessOptions& options) {
     limit(RLIMIT_CPU, options.limits.cpu_seconds);
     limit(RLIMIT_AS, options.limits.address_space_bytes);
     limit(RLIMIT_FSIZE, options.limits.file_size_bytes);
+    limit(RLIMIT_NPROC, options.limits.processes);
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
     ::execvpe(argv[0], argv.data(), envp.data());
     ::_exit(127);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include <fstream>
 #include <map>
@@ -48,6 +49,39 @@ std::vector<double> numbers(const json& j, const char* key) {
 
 }  // namespace
 
+void timing_findings(EvalRecord& r, const RulePolicy& policy) {
+  if (!r.speedup || !r.reference_ms) return;
+  const auto add = [&](const char* rule, std::string message) {
+    const RuleAction a = policy.action(rule);
+    if (a != RuleAction::kOff) r.findings.push_back({rule, a, std::move(message), 0, "timing"});
+  };
+  if (r.reference_ms->median < 0.030)
+    add("timing.launch_bound", fmt::format("the reference takes {:.1f} us: launch overhead "
+                                           "dominates the speedup",
+                                           r.reference_ms->median * 1e3));
+  if (r.speedup->ci95_low <= 1.0 && r.speedup->ci95_high >= 1.0)
+    add("timing.within_noise",
+        fmt::format("speedup {:.3f}, 95% interval [{:.3f}, {:.3f}] "
+                    "contains 1.0",
+                    r.speedup->value, r.speedup->ci95_low, r.speedup->ci95_high));
+}
+
+RulePolicy policy_of(const json& options) {
+  RulePolicy policy = RulePolicy::named(options.value("policy", "strict"));
+  for (const auto& spec : options.value("rule_overrides", json::array()))
+    policy.override_rule(spec.get<std::string>());
+  return policy;
+}
+
+std::string policy_label(const json& options) {
+  std::string label = options.value("policy", "strict");
+  std::vector<std::string> specs;
+  for (const auto& spec : options.value("rule_overrides", json::array()))
+    specs.push_back(spec.get<std::string>());
+  if (!specs.empty()) label += fmt::format(" ({})", fmt::join(specs, ", "));
+  return label;
+}
+
 /// Fills verdict, correctness and timing from a worker's result event.
 void apply_result(EvalRecord& r, const json& result, const std::string& protocol) {
   const auto verdict = parse_verdict(result.value("verdict", ""));
@@ -60,6 +94,7 @@ void apply_result(EvalRecord& r, const json& result, const std::string& protocol
   for (const auto& reason : result.value("reasons", json::array()))
     if (reason.is_string()) r.reasons.push_back(reason.get<std::string>());
   r.correctness = result.value("correctness", json::object());
+  r.problem = result.value("problem", json::object());
   if (r.verdict != Verdict::kCorrect || !result.contains("timing")) return;
   const json& timing = result.at("timing");
   try {
@@ -139,8 +174,8 @@ std::vector<std::string> pick_devices(const EvalOptions& options, const Toolchai
 /// The worker's options of a run (PROTOCOL.md).
 json worker_options(const json& run_options) {
   json out = json::object();
-  for (const char* key :
-       {"protocol", "seed", "correct_trials", "timing_trials", "warmup", "measure_timing"})
+  for (const char* key : {"protocol", "seed", "correct_trials", "timing_trials", "warmup",
+                          "measure_timing", "policy", "rule_overrides", "static_only"})
     if (run_options.contains(key)) out[key] = run_options.at(key);
   return out;
 }
@@ -157,12 +192,16 @@ json run_options_json(const EvalOptions& options) {
           {"arch", options.arch},
           {"problems", options.problems},
           {"candidates", options.candidates},
-          {"reference_as_candidate", options.reference_as_candidate}};
+          {"reference_as_candidate", options.reference_as_candidate},
+          {"policy", options.policy},
+          {"rule_overrides", options.rule_overrides},
+          {"static_only", options.static_only}};
 }
 
 EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_token stop) {
   if (options.protocol != "dice" && options.protocol != "kernelbench")
     throw InputError("--protocol " + options.protocol + ": expected dice or kernelbench");
+  policy_of(run_options_json(options));  // an unknown policy or rule fails before anything runs
   fs::create_directories(options.out_dir / "logs");
   const FileLock lock(options.out_dir / ".lock", "output folder " + options.out_dir.string());
   ResultStore store(options.out_dir / "results.db");
@@ -222,6 +261,7 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_t
 
   RecordsFile records_file(options.out_dir / "records.jsonl", store.records(run.run_id));
   std::string error;
+  std::string isolation;
   bool complete = false;
   {
     ProgressView view(progress, options.progress, run.total, run.resumed);
@@ -239,11 +279,15 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_t
                                     .main_compiler = options.main_compiler},
                           .capture_timeout = options.capture_timeout,
                           .stages = options.stages,
-                          .fresh_reference_timing = options.fresh_reference_timing};
+                          .fresh_reference_timing = options.fresh_reference_timing,
+                          .sandbox = options.sandbox};
     Pipeline pipeline(toolchain, std::move(config), store, [&](const Job&, const EvalRecord& r) {
       records_file.append(r);
       view.add(r);
     });
+    isolation = pipeline.isolation();
+    fmt::print(progress, "policy {}; isolation: {}\n", policy_label(run_options), isolation);
+    progress.flush();
     const std::stop_callback on_stop(stop, [&] { pipeline.cancel(); });
     pipeline.submit(std::move(jobs));
     complete = pipeline.wait_idle();
@@ -266,6 +310,8 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_t
                          {"device", devices.empty() ? json("none") : json(devices)},
                          {"note", run.device_note},
                          {"protocol", run_options.value("protocol", options.protocol)},
+                         {"policy", policy_label(run_options)},
+                         {"isolation", isolation},
                          {"torch", toolchain.torch_version},
                          {"nvcc", toolchain.nvcc_version},
                          {"arch", arch}}

@@ -35,6 +35,19 @@ std::vector<double> samples(const json& timing, const char* key) {
   }
 }
 
+SandboxOptions sandbox_options(const PipelineConfig& config) {
+  SandboxOptions o = config.sandbox;
+  o.workers = std::max<std::size_t>(1, config.devices.size());
+  return o;
+}
+
+/// The policy's part of a worker request (PROTOCOL.md): which dynamic checks run and how.
+json with_rules(json options, const RulePolicy& policy) {
+  for (const char* key : {"policy", "rule_overrides", "static_only"}) options.erase(key);
+  options.update(policy.worker_options());
+  return options;
+}
+
 }  // namespace
 
 Pipeline::Pipeline(const Toolchain& toolchain, PipelineConfig config, ResultStore& store,
@@ -44,8 +57,9 @@ Pipeline::Pipeline(const Toolchain& toolchain, PipelineConfig config, ResultStor
       store_(store),
       sink_(std::move(sink)),
       builder_(toolchain_, config_.build),
+      sandbox_(sandbox_options(config_)),
       preparer_(config_.python, builder_, config_.cache_dir, toolchain_.torch_version,
-                config_.capture_timeout),
+                config_.capture_timeout, {.sandbox = &sandbox_}),
       gpu_queue_(std::make_unique<BlockingQueue<GpuTask>>()) {
   fs::create_directories(config_.log_dir);
   for (std::size_t s = 0; s < config_.devices.size(); ++s)
@@ -141,7 +155,8 @@ void Pipeline::cpu_loop() {
     const WorkItem& item = job->item;
     PreparedCandidate prep;
     try {
-      prep = preparer_.prepare(item.candidate);
+      const RulePolicy policy = policy_of(job->options);
+      prep = preparer_.prepare(item.candidate, &policy, job->options.value("static_only", false));
     } catch (const std::exception& e) {
       prep.failed = Verdict::kCompileError;
       prep.compile_status = "failed";
@@ -150,7 +165,7 @@ void Pipeline::cpu_loop() {
     if (cancelled_.load()) return;
     const bool needs_worker = !prep.failed && !config_.devices.empty();
     if (needs_worker && item.attempts >= config_.max_attempts) {
-      EvalRecord r = base_record(item.problem, item.candidate, prep);
+      EvalRecord r = record_of(*job, prep);
       r.verdict = Verdict::kRuntimeError;
       r.reasons.push_back(fmt::format(
           "the run was interrupted {} times while this candidate was being evaluated; it is not "
@@ -161,7 +176,7 @@ void Pipeline::cpu_loop() {
     } else if (needs_worker) {
       if (!gpu_queue_->push({std::move(*job), std::move(prep), started})) drop();
     } else {
-      EvalRecord r = base_record(item.problem, item.candidate, prep);
+      EvalRecord r = record_of(*job, prep);
       r.verdict = prep.failed ? *prep.failed : Verdict::kCompiled;
       if (!prep.failed) r.reasons.push_back(config_.device_note);
       r.seconds = seconds_since(started);
@@ -175,7 +190,7 @@ void Pipeline::gpu_loop(std::size_t slot) {
   const std::string label =
       device == "cpu" && config_.devices.size() > 1 ? fmt::format("cpu#{}", slot) : device;
   WorkerClient worker(config_.python, device, config_.log_dir / fmt::format("worker-{}.log", slot),
-                      config_.stages);
+                      config_.stages, &sandbox_);
   while (auto task = gpu_queue_->pop()) {
     if (cancelled_.load()) return;
     try {
@@ -201,7 +216,18 @@ json Pipeline::reference_about(const Problem& problem, const json& options, cons
           {"warmup", options.value("warmup", 10)},
           {"torch", ready.value("torch", "")},
           {"cuda", ready.value("cuda", "")},
-          {"driver", ready.value("driver", "")}};
+          {"driver", ready.value("driver", "")},
+          {"fresh_inputs", options.value("fresh_inputs", false)},
+          {"tf32", options.value("protocol", "dice") == "kernelbench"}};
+}
+
+EvalRecord Pipeline::record_of(const Job& job, const PreparedCandidate& prep) const {
+  EvalRecord r = base_record(job.item.problem, job.item.candidate, prep);
+  r.policy = job.item.candidate.reference ? "off (the reference as its own candidate)"
+                                          : policy_label(job.options);
+  r.findings = prep.findings;
+  r.isolation = prep.isolation.empty() ? sandbox_.isolation() : prep.isolation;
+  return r;
 }
 
 void Pipeline::run_on_worker(WorkerClient& worker, const std::string& label, GpuTask& task) {
@@ -211,12 +237,17 @@ void Pipeline::run_on_worker(WorkerClient& worker, const std::string& label, Gpu
   json extensions = json::object();
   for (const auto& [digest, so] : task.prepared.extensions) extensions[digest] = so.string();
   const fs::path problem_path = problem_file(item.problem);
+  const RulePolicy policy =
+      item.candidate.reference ? RulePolicy::named("kernelbench") : policy_of(job.options);
+  const std::string& code_hash = task.prepared.code_hash;
 
   // A worker killed from outside (SIGKILL, SIGTERM: an operator, the out-of-memory killer) gets
   // one more try on a fresh worker before its death counts against the candidate.
   for (int attempt = 0;; ++attempt) {
-    EvalRecord r = base_record(item.problem, item.candidate, task.prepared);
-    json options = job.options;
+    EvalRecord r = record_of(job, task.prepared);
+    json options = with_rules(job.options, policy);
+    options["fresh_inputs"] =
+        protocol == "dice" && policy.action("dynamic.stale_output") != RuleAction::kOff;
     std::string reference_key;
     std::optional<std::vector<double>> stored;
     const bool timed = options.value("measure_timing", true);
@@ -226,11 +257,13 @@ void Pipeline::run_on_worker(WorkerClient& worker, const std::string& label, Gpu
       stored = store_.reference_timing(reference_key);
       if (stored) options["reference_ms"] = *stored;
     }
-    json request = {
-        {"problem", {{"id", item.problem.id}, {"path", problem_path.string()}}},
-        {"candidate",
-         {{"path", fs::absolute(task.prepared.code_path).string()}, {"extensions", extensions}}},
-        {"options", options}};
+    json request = {{"problem", {{"id", item.problem.id}, {"path", problem_path.string()}}},
+                    {"candidate",
+                     {{"path", fs::absolute(task.prepared.code_path).string()},
+                      {"extensions", extensions},
+                      {"kernels", task.prepared.kernels},
+                      {"code_sha256", code_hash.substr(code_hash.find(':') + 1)}}},
+                    {"options", options}};
     store_.start_attempt(item.id);
     const WorkerReply reply = worker.evaluate(std::move(request));
     if (cancelled_.load()) return;
@@ -238,18 +271,31 @@ void Pipeline::run_on_worker(WorkerClient& worker, const std::string& label, Gpu
       continue;
     r.device = worker.device_name();
     r.worker_log_tail = reply.log_tail;
+    r.isolation = worker.isolation();
     if (reply.result) {
       apply_result(r, *reply.result, protocol);
+      const auto found = resolve_findings(reply.result->value("findings", json::array()), policy);
+      r.findings.insert(r.findings.end(), found.begin(), found.end());
+      timing_findings(r, policy);
+      if (r.verdict == Verdict::kCorrect && !rejecting_rules(r.findings).empty()) {
+        r.verdict = Verdict::kRejected;
+        r.speedup.reset();
+      }
       const json timing = reply.result->value("timing", json::object());
       if (r.reference_ms) r.reference_timing = stored ? "stored" : "interleaved";
       const auto reference = samples(timing, "reference_ms");
-      if (!stored && !reference_key.empty() && r.reference_ms && !reference.empty()) {
+      // Only beside an accepted candidate: one that was rejected may have disturbed the
+      // reference's timing (threads, L2 persistence), and stored samples are reused by all.
+      if (!stored && !reference_key.empty() && r.reference_ms && !reference.empty() &&
+          r.verdict == Verdict::kCorrect) {
         json about = reference_about(item.problem, options, worker.ready_event());
         store_.put_reference_timing(reference_key, about, reference);
       }
     } else {
       r.verdict = reply.verdict;
       r.reasons.push_back(reply.reason);
+      if (!reply.rule.empty())
+        r.findings.push_back({reply.rule, RuleAction::kReject, reply.reason, 0, "run"});
     }
     r.seconds = seconds_since(task.started);
     complete(job, std::move(r), label);

@@ -249,7 +249,7 @@ void load_candidates(std::string_view spec, Workload& workload) {
 void add_reference_candidates(Workload& workload) {
   for (const auto& p : workload.problems)
     workload.candidates.push_back(
-        {p.id, p.origin + " (reference as candidate)", p.code + "\n\nModelNew = Model\n"});
+        {p.id, p.origin + " (reference as candidate)", p.code + "\n\nModelNew = Model\n", true});
 }
 
 }  // namespace dice::eval

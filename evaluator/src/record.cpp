@@ -1,5 +1,6 @@
 #include "dice/evaluator/record.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -11,7 +12,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::array<std::pair<Verdict, std::string_view>, 16> kNames{{
+constexpr std::array<std::pair<Verdict, std::string_view>, 18> kNames{{
     {Verdict::kCorrect, "correct"},
     {Verdict::kCompiled, "compiled"},
     {Verdict::kMismatch, "mismatch"},
@@ -28,6 +29,8 @@ constexpr std::array<std::pair<Verdict, std::string_view>, 16> kNames{{
     {Verdict::kOutOfMemory, "out_of_memory"},
     {Verdict::kTimeout, "timeout"},
     {Verdict::kReferenceError, "reference_error"},
+    {Verdict::kRejected, "rejected"},
+    {Verdict::kCaptured, "captured"},
 }};
 
 TimingStats stats_from_json(const json& j) {
@@ -85,7 +88,27 @@ json EvalRecord::to_json() const {
   j["timing"] = timing;
   j["speedup"] = speedup ? json(speedup->value) : json();
   j["speedup_ci95"] = speedup ? json{speedup->ci95_low, speedup->ci95_high} : json();
+  j["policy"] = policy;
+  j["rules"] = rules();
+  json found = json::array();
+  for (const auto& f : findings) found.push_back(f.to_json());
+  j["findings"] = found;
+  j["isolation"] = isolation;
+  j["problem"] = problem.is_null() ? json::object() : problem;
   return j;
+}
+
+std::vector<std::string> EvalRecord::rules() const {
+  std::vector<std::string> ids;
+  for (const auto& f : findings)
+    if (f.action != RuleAction::kOff && std::find(ids.begin(), ids.end(), f.rule) == ids.end())
+      ids.push_back(f.rule);
+  return ids;
+}
+
+bool EvalRecord::degenerate_problem() const {
+  return std::any_of(findings.begin(), findings.end(),
+                     [](const Finding& f) { return f.rule == "problem.degenerate"; });
 }
 
 EvalRecord EvalRecord::from_json(const json& j) {
@@ -122,6 +145,11 @@ EvalRecord EvalRecord::from_json(const json& j) {
     r.device = j.value("device", "");
     r.worker_log_tail = j.value("worker_log_tail", "");
     r.seconds = j.value("seconds", 0.0);
+    r.policy = j.value("policy", "");
+    for (const auto& f : j.value("findings", json::array()))
+      r.findings.push_back(Finding::from_json(f));
+    r.isolation = j.value("isolation", "");
+    r.problem = j.value("problem", json::object());
     return r;
   } catch (const json::exception& e) {
     throw Error(std::string("malformed evaluation record: ") + e.what());

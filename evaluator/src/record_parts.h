@@ -8,6 +8,7 @@
 #include "dice/evaluator/prepare.h"
 #include "dice/evaluator/problem.h"
 #include "dice/evaluator/record.h"
+#include "dice/evaluator/rules.h"
 
 namespace dice::eval {
 
@@ -16,5 +17,16 @@ EvalRecord base_record(const Problem& p, const Candidate& c, const PreparedCandi
 
 /// Fills verdict, correctness and timing from a worker's result event.
 void apply_result(EvalRecord& r, const nlohmann::json& result, const std::string& protocol);
+
+/// The C++ side's timing findings (RULES.md: timing.launch_bound, timing.within_noise), added to
+/// `r` with their action under `policy`.
+void timing_findings(EvalRecord& r, const RulePolicy& policy);
+
+/// The rule policy of a job's options ({"policy", "rule_overrides": ["ID=action", ...]}; strict
+/// when absent). Throws dice::InputError for an unknown policy, rule or action.
+RulePolicy policy_of(const nlohmann::json& options);
+
+/// "strict", or "strict (static.try_except=warn, ...)" with the overrides: what records carry.
+std::string policy_label(const nlohmann::json& options);
 
 }  // namespace dice::eval

@@ -16,6 +16,7 @@
 #include "dice/core/hash.h"
 #include "dice/evaluator/pipeline.h"
 #include "dice/evaluator/store.h"
+#include "record_parts.h"
 
 namespace dice::eval {
 
@@ -120,7 +121,8 @@ void Service::start_pipeline() {
                                   .main_compiler = base.main_compiler},
                         .capture_timeout = base.capture_timeout,
                         .stages = base.stages,
-                        .fresh_reference_timing = base.fresh_reference_timing};
+                        .fresh_reference_timing = base.fresh_reference_timing,
+                        .sandbox = base.sandbox};
   pipeline_ = std::make_unique<Pipeline>(
       *toolchain_, std::move(config), store_,
       [this](const Job& job, const EvalRecord& record) { on_record(job, record); });
@@ -295,6 +297,8 @@ void Service::health(httplib::Response& res) {
          {"error", pipeline_->error()},
          {"devices", devices_},
          {"note", device_note_},
+         {"isolation", pipeline_->isolation()},
+         {"policy", options_.base.policy},
          {"torch", toolchain_ ? toolchain_->torch_version : ""},
          {"submitted", pipeline_->submitted()},
          {"finished", pipeline_->finished()}});
@@ -335,9 +339,12 @@ void Service::run(std::stop_token stop, const std::function<void(int)>& on_ready
   }
   resume_batches();
   std::jthread listener([&] { server.listen_after_bind(); });
-  log(fmt::format("dice eval serve: listening on http://{}:{} (store {}, workers: {})",
+  log(
+      fmt::format("dice eval serve: listening on http://{}:{} (store {}, workers: {}; default "
+                  "policy {}; isolation: {})",
                   options_.host, port, store_.path().string(),
-                  devices_.empty() ? device_note_ : fmt::format("{}", fmt::join(devices_, ", "))));
+                  devices_.empty() ? device_note_ : fmt::format("{}", fmt::join(devices_, ", ")),
+                  options_.base.policy, pipeline_->isolation()));
   if (on_ready) on_ready(port);
 
   std::mutex wait_mutex;
@@ -380,6 +387,30 @@ json batch_options(const json& given, const EvalOptions& base) {
     throw InputError("options.measure_timing: expected true or false");
   out["measure_timing"] = g.value("measure_timing", base.measure_timing);
   out["arch"] = base.arch;
+  // The rules (RULES.md): part of the batch's options, so that the store keeps them with every
+  // item and a batch resumed after a restart runs under the same policy.
+  if (g.contains("policy") && !g.at("policy").is_string())
+    throw InputError("options.policy: expected strict, lenient or kernelbench");
+  out["policy"] = g.value("policy", base.policy);
+  std::vector<std::string> overrides = base.rule_overrides;
+  if (g.contains("rules")) {
+    const json& rules = g.at("rules");
+    if (!rules.is_array())
+      throw InputError("options.rules: expected a list of \"ID=reject|warn|off\" strings");
+    overrides.clear();
+    for (const auto& spec : rules) {
+      if (!spec.is_string())
+        throw InputError("options.rules: expected strings \"ID=reject|warn|off\", got " +
+                         spec.dump());
+      overrides.push_back(spec.get<std::string>());
+    }
+  }
+  out["rule_overrides"] = overrides;
+  try {
+    policy_of(out);
+  } catch (const InputError& e) {
+    throw InputError(std::string("options: ") + e.what());
+  }
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "dice/core/error.h"
 #include "dice/core/hash.h"
@@ -16,7 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;  // 2: items.reference
 
 // One table per concern; records are kept as the JSON of evaluator/README.md.
 constexpr const char* kSchema = R"sql(
@@ -52,6 +53,7 @@ CREATE TABLE IF NOT EXISTS items (
   worker TEXT,
   finish_order INTEGER UNIQUE,
   finished_at TEXT,
+  reference INTEGER NOT NULL DEFAULT 0,
   UNIQUE (run_id, seq));
 CREATE INDEX IF NOT EXISTS items_by_run ON items (run_id, state);
 CREATE TABLE IF NOT EXISTS reference_timings (
@@ -193,16 +195,24 @@ ResultStore::ResultStore(const fs::path& path) : path_(path) {
   db_->exec("PRAGMA foreign_keys=ON");
   Db::Transaction tx(*db_);
   db_->exec(kSchema);
+  std::optional<std::string> schema;
   {
     Db::Stmt q(*db_, "SELECT value FROM meta WHERE key = 'schema'");
-    if (q.step()) {
-      if (q.text(0) != std::to_string(kSchemaVersion))
-        throw Error(fmt::format("results database {} has schema {}, this dice reads {}",
-                                path.string(), q.text(0), kSchemaVersion));
-    } else {
-      Db::Stmt put(*db_, "INSERT INTO meta (key, value) VALUES ('schema', ?)");
-      put.bind(1, std::to_string(kSchemaVersion)).step();
-    }
+    if (q.step()) schema = q.text(0);
+  }
+  if (!schema) {
+    Db::Stmt put(*db_, "INSERT INTO meta (key, value) VALUES ('schema', ?)");
+    put.bind(1, std::to_string(kSchemaVersion)).step();
+  } else if (*schema == "1") {
+    // Schema 1 (before the rules) lacks items.reference; its runs that evaluated references
+    // (--reference-as-candidate) named those items so.
+    db_->exec(
+        "ALTER TABLE items ADD COLUMN reference INTEGER NOT NULL DEFAULT 0;"
+        "UPDATE items SET reference = 1 WHERE candidate_label LIKE '% (reference as candidate)';"
+        "UPDATE meta SET value = '2' WHERE key = 'schema';");
+  } else if (*schema != std::to_string(kSchemaVersion)) {
+    throw Error(fmt::format("results database {} has schema {}, this dice reads {}", path.string(),
+                            *schema, kSchemaVersion));
   }
   tx.commit();
 }
@@ -225,7 +235,7 @@ std::int64_t ResultStore::create_run(
                    "VALUES (?, ?, ?, ?, ?, ?)");
   Db::Stmt item(*db_,
                 "INSERT INTO items (run_id, seq, problem_hash, candidate_label, candidate_text, "
-                "candidate_hash, options_hash) VALUES (?, ?, ?, ?, ?, ?, ?)");
+                "candidate_hash, options_hash, reference) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   int seq = 0;
   for (const auto& [p, c] : items) {
     const std::string ph = problem_hash(*p);
@@ -234,7 +244,8 @@ std::int64_t ResultStore::create_run(
     problem.bind(6, p->origin).step();
     item.reset();
     item.bind(1, run_id).bind(2, seq++).bind(3, ph).bind(4, c->label).bind(5, c->text);
-    item.bind(6, "sha256:" + sha256_hex(c->text)).bind(7, opts_hash).step();
+    item.bind(6, "sha256:" + sha256_hex(c->text)).bind(7, opts_hash);
+    item.bind(8, c->reference ? 1 : 0).step();
   }
   tx.commit();
   return run_id;
@@ -300,11 +311,13 @@ std::vector<WorkItem> ResultStore::items(std::int64_t run_id, bool pending_only)
   Db::Stmt q(*db_,
              pending_only
                  ? "SELECT i.id, i.seq, i.candidate_label, i.candidate_text, i.options_hash, "
-                   "i.state, i.attempts, p.id, p.name, p.level, p.code, p.origin FROM items i "
+                   "i.state, i.attempts, p.id, p.name, p.level, p.code, p.origin, i.reference FROM "
+                   "items i "
                    "JOIN problems p ON p.hash = i.problem_hash WHERE i.run_id = ? AND "
                    "i.state = 'pending' ORDER BY i.seq"
                  : "SELECT i.id, i.seq, i.candidate_label, i.candidate_text, i.options_hash, "
-                   "i.state, i.attempts, p.id, p.name, p.level, p.code, p.origin FROM items i "
+                   "i.state, i.attempts, p.id, p.name, p.level, p.code, p.origin, i.reference FROM "
+                   "items i "
                    "JOIN problems p ON p.hash = i.problem_hash WHERE i.run_id = ? ORDER BY i.seq");
   q.bind(1, run_id);
   std::vector<WorkItem> out;
@@ -324,6 +337,7 @@ std::vector<WorkItem> ResultStore::items(std::int64_t run_id, bool pending_only)
     w.problem.code = q.text(10);
     w.problem.origin = q.text(11);
     w.candidate.problem_id = w.problem.id;
+    w.candidate.reference = q.integer(12) != 0;
     out.push_back(std::move(w));
   }
   return out;

@@ -15,11 +15,22 @@ struct Accumulator {
   LevelSummary row;
   double log_sum = 0;
   std::map<std::string, int> verdicts;
+  std::map<std::string, int> rules;
 
   void add(const EvalRecord& r) {
     ++row.attempted;
     if (r.compiled) ++row.compiled;
     ++verdicts[std::string(to_string(r.verdict))];
+    for (const auto& id : r.rules()) ++rules[id];
+    const bool degenerate = r.degenerate_problem();
+    if (degenerate) {
+      ++row.degenerate;
+    } else {
+      ++row.attempted_nd;
+      if (r.correct()) ++row.correct_nd;
+      if (r.correct() && r.speedup && r.speedup->value > 1.0) ++row.faster_1_nd;
+      if (r.correct() && r.speedup && r.speedup->value > 2.0) ++row.faster_2_nd;
+    }
     if (!r.correct()) return;
     ++row.correct;
     ++row.faster_0;
@@ -33,6 +44,7 @@ struct Accumulator {
   LevelSummary finish() {
     if (row.timed > 0) row.geomean_speedup = std::exp(log_sum / row.timed);
     row.verdicts.assign(verdicts.begin(), verdicts.end());
+    row.rules.assign(rules.begin(), rules.end());
     return row;
   }
 };
@@ -60,6 +72,11 @@ json to_json(const std::vector<LevelSummary>& rows) {
   for (const auto& r : rows) {
     json verdicts = json::object();
     for (const auto& [name, count] : r.verdicts) verdicts[name] = count;
+    json rules = json::object();
+    for (const auto& [name, count] : r.rules) rules[name] = count;
+    const auto nd = [&](int count) {
+      return r.attempted_nd > 0 ? double(count) / r.attempted_nd : 0.0;
+    };
     out.push_back({{"level", r.level},
                    {"attempted", r.attempted},
                    {"compiled", r.compiled},
@@ -71,7 +88,14 @@ json to_json(const std::vector<LevelSummary>& rows) {
                    {"fast_2", r.rate(r.faster_2)},
                    {"timed", r.timed},
                    {"geomean_speedup", r.timed > 0 ? json(r.geomean_speedup) : json()},
-                   {"verdicts", verdicts}});
+                   {"verdicts", verdicts},
+                   {"rules", rules},
+                   {"degenerate", r.degenerate},
+                   {"excluding_degenerate",
+                    {{"attempted", r.attempted_nd},
+                     {"correct_rate", nd(r.correct_nd)},
+                     {"fast_1", nd(r.faster_1_nd)},
+                     {"fast_2", nd(r.faster_2_nd)}}}});
   }
   return out;
 }
@@ -88,6 +112,17 @@ std::string to_markdown(const std::vector<LevelSummary>& rows) {
                        pct(r.rate(r.faster_1)), pct(r.rate(r.faster_2)),
                        r.timed > 0 ? fmt::format("{:.3f}x ({} timed)", r.geomean_speedup, r.timed)
                                    : std::string("-"));
+  }
+  for (const auto& r : rows) {
+    if (r.degenerate == 0) continue;
+    const auto nd = [&](int count) {
+      return pct(r.attempted_nd > 0 ? double(count) / r.attempted_nd : 0.0);
+    };
+    out += fmt::format(
+        "\n{}: {} of {} candidates are on degenerate problems (problem.degenerate); without them: "
+        "{} attempted, correct {}, fast_1 {}, fast_2 {}\n",
+        r.level, r.degenerate, r.attempted, r.attempted_nd, nd(r.correct_nd), nd(r.faster_1_nd),
+        nd(r.faster_2_nd));
   }
   return out;
 }

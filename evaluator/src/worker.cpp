@@ -1,6 +1,7 @@
 #include "dice/evaluator/worker.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 
 #include "dice/core/error.h"
 #include "dice/core/files.h"
@@ -15,11 +16,14 @@ constexpr std::size_t kLogTail = 6000;
 }
 
 WorkerClient::WorkerClient(PythonEnv env, std::string device, fs::path log_path,
-                           StageTimeouts timeouts)
+                           StageTimeouts timeouts, const Sandbox* sandbox)
     : env_(std::move(env)),
       device_(std::move(device)),
       log_path_(std::move(log_path)),
-      timeouts_(timeouts) {}
+      timeouts_(timeouts),
+      sandbox_(sandbox) {
+  if (sandbox_ != nullptr) isolation_ = sandbox_->isolation();
+}
 
 WorkerClient::~WorkerClient() {
   stop();
@@ -33,7 +37,12 @@ void WorkerClient::stop() {
     process_->wait_until(Clock::now() + std::chrono::seconds(10));
   } catch (const Error&) {
   }
+  drop_process();
+}
+
+void WorkerClient::drop_process() {
   process_.reset();  // kills the group if still running
+  lease_.reset();    // kills what left the group, removes the scratch folder and the cgroup
 }
 
 std::string WorkerClient::log_since(std::uintmax_t offset) const {
@@ -52,19 +61,32 @@ void WorkerClient::start() {
   options.stderr_file = log_path_;
   std::error_code ec;
   const auto offset = fs::exists(log_path_) ? fs::file_size(log_path_, ec) : 0;
+  const bool bwrap = sandbox_ != nullptr && sandbox_->bubblewrap() && use_bwrap_;
+  if (sandbox_ != nullptr) lease_.emplace(sandbox_->wrap(options, use_bwrap_));
   process_.emplace(Process::spawn(options));
   ++starts_;
   std::string line;
-  const auto deadline = Clock::now() + timeouts_.start;
+  // A worker that cannot start under bubblewrap is started again without it: the first try gets
+  // at most 90 s so that the retry fits the start limit's budget.
+  const auto deadline = Clock::now() + (bwrap ? std::min<std::chrono::seconds>(
+                                                    timeouts_.start, std::chrono::seconds(90))
+                                              : timeouts_.start);
   for (;;) {
     const auto status = process_->read_line(line, deadline);
     if (status != Process::ReadStatus::kLine) {
       const auto exit = process_->kill();
       process_.reset();
-      throw Error(fmt::format(
-          "worker for {} did not start ({}): {}", device_,
+      lease_.reset();
+      const std::string why = fmt::format(
+          "{}: {}",
           status == Process::ReadStatus::kTimeout ? "no ready message in time" : exit.describe(),
-          log_since(offset)));
+          log_since(offset));
+      if (bwrap) {  // e.g. the GPU is not usable inside the sandbox on this machine
+        use_bwrap_ = false;
+        isolation_ = sandbox_->fallback_isolation(why);
+        return start();
+      }
+      throw Error(fmt::format("worker for {} did not start ({})", device_, why));
     }
     try {
       const json event = json::parse(line);
@@ -107,17 +129,34 @@ WorkerReply WorkerClient::evaluate(json request) {
   } catch (const Error& e) {
     reply.reason = std::string("worker does not accept requests: ") + e.what();
     reply.log_tail = log_since(offset);
-    process_.reset();
+    drop_process();
     return reply;
   }
   std::string stage = "load";
   auto deadline = Clock::now() + timeouts_.load;
   std::string line;
+  Watchdog watchdog(process_->pid(),
+                    sandbox_ != nullptr ? sandbox_->worker_limits() : TreeLimits{});
   for (;;) {
-    const auto status = process_->read_line(line, deadline);
+    const auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+    const auto status = process_->read_line(line, wake);
+    if (status == Process::ReadStatus::kTimeout && Clock::now() < deadline) {
+      if (const auto violation = watchdog.check()) {
+        process_->kill();
+        drop_process();
+        reply.reason = fmt::format("stage {}: {}", stage, violation->reason);
+        reply.log_tail = log_since(offset);
+        reply.verdict = violation->kind == Violation::Kind::kMemory ? Verdict::kOutOfMemory
+                        : violation->kind == Violation::Kind::kCpu  ? Verdict::kTimeout
+                                                                    : Verdict::kRejected;
+        if (violation->kind == Violation::Kind::kTasks) reply.rule = "sandbox.processes";
+        return reply;
+      }
+      continue;
+    }
     if (status == Process::ReadStatus::kTimeout) {
       process_->kill();
-      process_.reset();
+      drop_process();
       reply.verdict = Verdict::kTimeout;
       const auto limit = stage == "load"          ? timeouts_.load
                          : stage == "correctness" ? timeouts_.correctness
@@ -128,10 +167,15 @@ WorkerReply WorkerClient::evaluate(json request) {
     }
     if (status == Process::ReadStatus::kEof) {
       const auto [exit, _] = process_->wait_until(Clock::now() + std::chrono::seconds(10));
-      process_.reset();
+      drop_process();
       reply.verdict = Verdict::kRuntimeError;
       reply.reason = fmt::format("the worker died during stage {}: {}", stage, exit.describe());
       reply.signal = exit.signal;
+      if (!exit.exited && exit.signal == SIGXFSZ) {
+        reply.verdict = Verdict::kRejected;
+        reply.rule = "sandbox.file_size";
+        reply.reason = fmt::format("stage {}: wrote a file larger than the sandbox allows", stage);
+      }
       reply.log_tail = log_since(offset);
       return reply;
     }
@@ -153,7 +197,7 @@ WorkerReply WorkerClient::evaluate(json request) {
       if (event.value("fatal", false)) {
         process_->close_stdin();
         process_->wait_until(Clock::now() + std::chrono::seconds(10));
-        process_.reset();
+        drop_process();
       }
       reply.log_tail = log_since(offset);
       reply.result = std::move(event);

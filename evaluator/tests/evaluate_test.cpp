@@ -24,6 +24,7 @@ EvalOptions options_for(const ScratchDir& dir) {
   o.timing_trials = 3;
   o.warmup = 1;
   o.python = testing::test_python();
+  o.policy = "kernelbench";  // these candidates are PyTorch: the rules have tests of their own
   return o;
 }
 
@@ -93,6 +94,36 @@ TEST(Evaluate, CompileOnlyWithoutDevice) {
   EXPECT_FALSE(run.device_note.empty());
 }
 
+/// Under the default policy, statically detectable cheats are rejected before anything is built
+/// (no device needed); the reference as its own candidate (calibration) is exempt.
+TEST(Evaluate, StrictPolicyRejectsStaticallyWithoutDevice) {
+  ScratchDir dir("dice_eval_strict");
+  write_workload(dir);
+  EvalOptions o = options_for(dir);
+  o.policy = "strict";
+  o.device = "none";
+  o.reference_as_candidate = true;
+  std::ostringstream progress;
+  const EvalRun run = run_eval(o, progress);
+  std::map<std::string, const EvalRecord*> by_name;
+  for (const auto& r : run.records)
+    by_name[std::filesystem::path(r.candidate).filename().string()] = &r;
+  const auto& copy = *by_name.at("relu.py");
+  EXPECT_EQ(copy.verdict, Verdict::kRejected) << progress.str();
+  EXPECT_EQ(copy.rules(), std::vector<std::string>{"static.reference_model"});
+  EXPECT_EQ(copy.compile_status, "skipped");
+  EXPECT_EQ(by_name.at("relu__output.txt")->rules(),
+            std::vector<std::string>{"static.torch_compute"});
+  EXPECT_EQ(by_name.at("relu__syntax.py")->verdict, Verdict::kParseError);
+  for (const auto& r : run.records) {
+    if (r.candidate.find("reference as candidate") != std::string::npos) {
+      EXPECT_EQ(r.verdict, Verdict::kCompiled) << r.to_json().dump();
+      EXPECT_TRUE(r.findings.empty());
+    }
+  }
+  EXPECT_EQ(run.summary.back().correct, 0);
+}
+
 TEST(Evaluate, BadInputsAreInputErrors) {
   ScratchDir dir("dice_eval_bad");
   EvalOptions o = options_for(dir);
@@ -103,6 +134,12 @@ TEST(Evaluate, BadInputsAreInputErrors) {
   EXPECT_THROW(run_eval(o, progress), InputError);  // no candidates
   o.reference_as_candidate = true;
   o.protocol = "fastest";
+  EXPECT_THROW(run_eval(o, progress), InputError);
+  o.protocol = "dice";
+  o.policy = "paranoid";
+  EXPECT_THROW(run_eval(o, progress), InputError);
+  o.policy = "strict";
+  o.rule_overrides = {"static.nope=warn"};
   EXPECT_THROW(run_eval(o, progress), InputError);
 }
 

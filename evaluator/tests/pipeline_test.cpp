@@ -5,7 +5,9 @@
 #include <set>
 #include <sstream>
 
+#include "dice/core/files.h"
 #include "dice/evaluator/evaluate.h"
+#include "dice/evaluator/store.h"
 #include "test_support.h"
 
 namespace dice::eval {
@@ -38,6 +40,7 @@ EvalOptions cpu_options(const ScratchDir& dir) {
   o.warmup = 0;
   o.python = testing::test_python();
   o.progress = ProgressMode::kNone;
+  o.policy = "kernelbench";  // these candidates are the reference itself: strict rejects them
   return o;
 }
 
@@ -81,7 +84,10 @@ TEST(Pipeline, ItemThatKeepsInterruptingTheRunIsNotTriedAgain) {
   Candidate c{.problem_id = "relu",
               .label = "c",
               .text = std::string(testing::kReluProblem) + "\nModelNew = Model\n"};
-  const json options = {{"protocol", "dice"}, {"correct_trials", 1}, {"measure_timing", false}};
+  const json options = {{"protocol", "dice"},
+                        {"correct_trials", 1},
+                        {"measure_timing", false},
+                        {"policy", "kernelbench"}};
   const auto run_id = store.create_run("cli", options, {{&p, &c}});
   const auto item = store.items(run_id, true).at(0);
   for (int i = 0; i < 3; ++i) store.start_attempt(item.id);
@@ -103,6 +109,52 @@ TEST(Pipeline, ItemThatKeepsInterruptingTheRunIsNotTriedAgain) {
   EXPECT_EQ(seen[0].verdict, Verdict::kRuntimeError);
   EXPECT_NE(seen[0].reasons.back().find("interrupted 3 times"), std::string::npos);
   EXPECT_TRUE(store.worker_of(item.id).empty());  // no worker ran it
+}
+
+/// The rules apply on the pipeline path and are part of the run's stored options: the same
+/// candidate is rejected under strict (static.reference_model, before it is built or run) and
+/// correct under kernelbench, each run's items carry a different options hash, and --resume of a
+/// run keeps the run's policy whatever the command line says.
+TEST(Pipeline, PolicyDecidesAndIsStoredWithTheRun) {
+  ScratchDir dir("dice_pipeline_policy");
+  dir.write("problems/relu.py", testing::kReluProblem);
+  dir.write("candidates.jsonl", same_candidates("relu", testing::kReluProblem, 1));
+  EvalOptions o = cpu_options(dir);
+  o.problems = (dir.path() / "problems").string();
+  o.candidates = (dir.path() / "candidates.jsonl").string();
+  o.measure_timing = false;
+  o.policy = "strict";
+  std::ostringstream progress;
+  const EvalRun strict = run_eval(o, progress);
+  ASSERT_EQ(strict.records.size(), 1u);
+  EXPECT_EQ(strict.records[0].verdict, Verdict::kRejected) << strict.records[0].to_json().dump();
+  EXPECT_EQ(strict.records[0].rules(), std::vector<std::string>{"static.reference_model"});
+  EXPECT_EQ(strict.records[0].policy, "strict");
+  EXPECT_FALSE(strict.records[0].isolation.empty());
+
+  o.policy = "kernelbench";
+  o.rule_overrides = {"timing.within_noise=off"};
+  const EvalRun lenient = run_eval(o, progress);
+  ASSERT_EQ(lenient.records.size(), 1u);
+  EXPECT_EQ(lenient.records[0].verdict, Verdict::kCorrect) << lenient.records[0].to_json().dump();
+  EXPECT_EQ(lenient.records[0].policy, "kernelbench (timing.within_noise=off)");
+
+  const ResultStore store(o.out_dir / "results.db");
+  const auto strict_items = store.items(strict.run_id, false);
+  const auto other_items = store.items(lenient.run_id, false);
+  EXPECT_NE(strict_items.at(0).options_hash, other_items.at(0).options_hash);
+  EXPECT_EQ(store.run(strict.run_id)->options.at("policy"), "strict");
+
+  // Resuming the newest run (kernelbench) with --policy strict on the command line keeps the
+  // stored policy: nothing is left to do, and the records stay those of kernelbench.
+  o.resume = true;
+  o.policy = "strict";
+  const EvalRun resumed = run_eval(o, progress);
+  EXPECT_EQ(resumed.run_id, lenient.run_id);
+  ASSERT_EQ(resumed.records.size(), 1u);
+  EXPECT_EQ(resumed.records[0].verdict, Verdict::kCorrect);
+  const json summary = json::parse(read_file(o.out_dir / "summary.json"));
+  EXPECT_EQ(summary.at("policy"), "kernelbench (timing.within_noise=off)");
 }
 
 }  // namespace

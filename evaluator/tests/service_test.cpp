@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "dice/core/error.h"
+#include "dice/evaluator/store.h"
 #include "test_support.h"
 
 namespace dice::eval {
@@ -30,6 +31,7 @@ class Server {
     options_.base.correct_trials = 1;
     options_.base.timing_trials = 2;
     options_.base.warmup = 0;
+    options_.base.policy = "kernelbench";  // the candidates are the reference itself
     std::promise<int> ready;
     auto port = ready.get_future();
     thread_ = std::jthread([this, p = std::move(ready)](std::stop_token stop) mutable {
@@ -151,6 +153,35 @@ TEST(Service, BatchesStreamVerdictsOnceEvenAcrossRestarts) {
   EXPECT_TRUE(health.at("ok").get<bool>());
 }
 
+/// The rules apply to served batches too: the same candidate under options.policy strict is
+/// rejected with its rule id (the record says which policy and how it was isolated); under the
+/// server's kernelbench it is correct.
+TEST(Service, BatchPolicyDecides) {
+  ScratchDir dir("dice_service_policy");
+  const std::string relu = testing::kReluProblem;
+  Server server(dir, "store");
+  const json item = {{"problem", {{"code", relu}, {"id", "relu"}}},
+                     {"candidate", relu + "\nModelNew = Model\n"}};
+  const auto strict =
+      submit(server,
+             {{"items", {item}}, {"options", {{"policy", "strict"}, {"measure_timing", false}}}})
+          .at("batch")
+          .get<std::int64_t>();
+  const auto plain =
+      submit(server, {{"items", {item}}, {"options", {{"measure_timing", false}}}}).at("batch");
+  const auto strict_lines = stream(server, strict);
+  ASSERT_EQ(strict_lines.size(), 1u);
+  const json& rejected = strict_lines[0].at("record");
+  EXPECT_EQ(rejected.at("verdict"), "rejected") << rejected.dump();
+  EXPECT_EQ(rejected.at("rules"), json({"static.reference_model"})) << rejected.dump();
+  EXPECT_EQ(rejected.at("policy"), "strict");
+  EXPECT_FALSE(rejected.at("isolation").get<std::string>().empty());
+  const auto plain_lines = stream(server, plain);
+  ASSERT_EQ(plain_lines.size(), 1u);
+  EXPECT_EQ(plain_lines[0].at("record").at("verdict"), "correct") << plain_lines[0].dump();
+  EXPECT_EQ(plain_lines[0].at("record").at("policy"), "kernelbench");
+}
+
 TEST(Service, OptionsAreValidated) {
   EvalOptions base;
   EXPECT_EQ(batch_options(json(), base).at("protocol"), "dice");
@@ -159,6 +190,16 @@ TEST(Service, OptionsAreValidated) {
   EXPECT_THROW(batch_options({{"protocol", "fast"}}, base), InputError);
   EXPECT_THROW(batch_options({{"measure_timing", "yes"}}, base), InputError);
   EXPECT_THROW(batch_options(json::array(), base), InputError);
+  // The rules are batch options (stored, hashed): the server's by default, or the request's.
+  EXPECT_EQ(batch_options(json(), base).at("policy"), "strict");
+  EXPECT_EQ(batch_options({{"policy", "lenient"}}, base).at("policy"), "lenient");
+  EXPECT_EQ(batch_options({{"rules", {"static.*=warn"}}}, base).at("rule_overrides"),
+            json({"static.*=warn"}));
+  EXPECT_NE(options_hash(batch_options({{"policy", "lenient"}}, base)),
+            options_hash(batch_options(json(), base)));
+  EXPECT_THROW(batch_options({{"policy", "loose"}}, base), InputError);
+  EXPECT_THROW(batch_options({{"rules", {"static.nothing=warn"}}}, base), InputError);
+  EXPECT_THROW(batch_options({{"rules", "static.*=warn"}}, base), InputError);
 }
 
 }  // namespace

@@ -31,6 +31,25 @@ EvalRecord record_for(const WorkItem& item, Verdict v) {
   return r;
 }
 
+/// Whether an item is a problem's own reference (calibration: every rule off) is stored: a
+/// resumed run must not judge its references under the run's policy, nor exempt a candidate.
+TEST(Store, ReferenceCandidatesStayReferences) {
+  ScratchDir dir("dice_store_reference");
+  const Problem p = relu_problem();
+  const Candidate plain{.problem_id = "relu", .label = "x (reference as candidate)", .text = "A"};
+  const Candidate reference{
+      .problem_id = "relu", .label = "relu.py", .text = "B", .reference = true};
+  {
+    ResultStore store(dir.path() / "results.db");
+    store.create_run("cli", json::object(), {{&p, &plain}, {&p, &reference}});
+  }
+  const ResultStore store(dir.path() / "results.db");
+  const auto items = store.items(store.latest_run("cli")->id, false);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_FALSE(items[0].candidate.reference);  // the label decides nothing
+  EXPECT_TRUE(items[1].candidate.reference);
+}
+
 TEST(Store, RunsItemsAndRecordsSurviveReopening) {
   ScratchDir dir("dice_store");
   const Problem p = relu_problem();

@@ -62,6 +62,8 @@ def dice(tmp: Path, *args: str) -> list[str]:
         "--python",
         str(PYTHON),
         "--no-timing",
+        "--policy",
+        "kernelbench",  # the candidates are the reference itself: strict rejects them
         "--correct-trials",
         "1",
         "--progress",

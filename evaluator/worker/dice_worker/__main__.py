@@ -13,9 +13,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dice_worker")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("toolchain", help="print the toolchain record")
-    cap = sub.add_parser("capture", help="extract a candidate's code and record its load_inline")
+    cap = sub.add_parser(
+        "capture",
+        help="record a candidate's load_inline calls: capture CODE (extracted code), or "
+        "capture RAW OUT_CODE (extract first)",
+    )
     cap.add_argument("raw", type=Path)
-    cap.add_argument("code", type=Path)
+    cap.add_argument("code", type=Path, nargs="?")
+    ana = sub.add_parser("analyze", help="extract a candidate's code and run the Python rules")
+    ana.add_argument("raw", type=Path)
+    ana.add_argument("code", type=Path)
+    scn = sub.add_parser("scan", help="run the CUDA/C++ rules over a capture record's sources")
+    scn.add_argument("capture", type=Path)
     srv = sub.add_parser("serve", help="serve evaluation requests on stdin")
     srv.add_argument("--device", default="cuda:0")
     args = parser.parse_args(argv)
@@ -25,9 +34,19 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(toolchain()))
         return 0
     if args.command == "capture":
-        from .capture import capture
+        from .capture import capture, capture_code
 
-        print(json.dumps(capture(args.raw, args.code)))
+        record = capture(args.raw, args.code) if args.code else capture_code(args.raw)
+        print(json.dumps(record))
+        return 0
+    if args.command in ("analyze", "scan"):
+        from .analyze import analyze, scan
+
+        print(
+            json.dumps(
+                analyze(args.raw, args.code) if args.command == "analyze" else scan(args.capture)
+            )
+        )
         return 0
     from .serve import serve
 

@@ -91,12 +91,14 @@ class _StandIn:
 
 @contextlib.contextmanager
 def replaced_load_inline(fn: Callable[..., Any]) -> Iterator[None]:
-    """Replaces ``torch.utils.cpp_extension.load_inline`` with ``fn`` for the duration."""
+    """Replaces ``torch.utils.cpp_extension.load_inline`` with ``fn`` for the duration (then
+    restores what was there)."""
+    previous = cpp_extension.load_inline
     cpp_extension.load_inline = fn
     try:
         yield
     finally:
-        cpp_extension.load_inline = _REAL_LOAD_INLINE
+        cpp_extension.load_inline = previous
 
 
 def _tail(text: str, limit: int = 4000) -> str:
@@ -115,10 +117,19 @@ def capture(raw_path: Path, code_path: Path) -> dict[str, Any]:
     if not extracted.code.strip():
         verdict = "truncated" if extracted.truncated else "parse_error"
         return {**result, "ok": False, "verdict": verdict, "error": "no code found in candidate"}
+    return {**result, **capture_code(code_path)}
+
+
+def capture_code(code_path: Path) -> dict[str, Any]:
+    """Executes the extracted program ``code_path`` with load_inline recorded: ``{ok: true,
+    extensions}``, or ``{ok: false, verdict, error, log_tail}``. Never raises for a bad candidate.
+    Its output is the candidate's to forge (it runs candidate code): the worker builds nothing it
+    was not given and refuses uncaptured builds under the strict policy (RULES.md)."""
+    code = code_path.read_text(encoding="utf-8", errors="replace")
     try:
-        ast.parse(extracted.code, filename=str(code_path))
+        ast.parse(code, filename=str(code_path))
     except SyntaxError as e:
-        return {**result, "ok": False, "verdict": "parse_error", "error": f"SyntaxError: {e}"}
+        return {"ok": False, "verdict": "parse_error", "error": f"SyntaxError: {e}"}
     calls: list[dict[str, Any]] = []
 
     def recorder(*args: Any, **kwargs: Any) -> _StandIn:
@@ -131,12 +142,11 @@ def capture(raw_path: Path, code_path: Path) -> dict[str, Any]:
             module = exec_module(code_path, "dice_capture_candidate")
     except BaseException as e:  # noqa: BLE001 - any failure of the candidate is a verdict
         return {
-            **result,
             "ok": False,
             "verdict": "import_error",
             "error": f"{type(e).__name__}: {e}"[:2000],
             "log_tail": _tail(traceback.format_exc()),
         }
     if not hasattr(module, "ModelNew"):
-        return {**result, "ok": False, "verdict": "no_model_new", "error": "no ModelNew defined"}
-    return {**result, "ok": True, "extensions": calls}
+        return {"ok": False, "verdict": "no_model_new", "error": "no ModelNew defined"}
+    return {"ok": True, "extensions": calls}

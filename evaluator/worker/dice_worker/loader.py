@@ -50,11 +50,12 @@ def load_extension(so_path: Path) -> types.ModuleType:
 class PrebuiltLoadInline:
     """A ``load_inline`` replacement that returns the orchestrator's prebuilt module for a call
     (matched by the capture digest). A call that was not captured is compiled by torch's own
-    ``load_inline`` and noted in ``notes``."""
+    ``load_inline`` (or refused, with ``refuse``) and noted in ``notes``."""
 
-    def __init__(self, extensions: dict[str, str], real: Any) -> None:
+    def __init__(self, extensions: dict[str, str], real: Any, refuse: bool = False) -> None:
         self._extensions = extensions
         self._real = real
+        self._refuse = refuse
         self.notes: list[str] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -66,6 +67,12 @@ class PrebuiltLoadInline:
             return load_extension(Path(so))
         self.notes.append(
             f"load_inline({record['name']!r}) was not seen at the compile stage; "
-            "compiled at run time by torch"
+            + (
+                "refused (its sources were never checked)"
+                if self._refuse
+                else "compiled at run time by torch"
+            )
         )
+        if self._refuse:
+            raise RuntimeError(self.notes[-1])
         return self._real(*args, **kwargs)

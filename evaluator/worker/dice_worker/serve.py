@@ -17,8 +17,10 @@ from typing import Any, TextIO
 import torch
 from torch.utils import cpp_extension
 
-from .capture import replaced_load_inline
+from .capture import _REAL_LOAD_INLINE, replaced_load_inline
 from .correctness import compare_outputs, tolerance
+from .dynamic_checks import Rejected
+from .guard import Guard
 from .loader import PrebuiltLoadInline, exec_module
 from .timing import Timer, time_candidate, time_models
 from .versions import software_versions
@@ -52,7 +54,9 @@ def _context_broken(device: torch.device) -> bool:
 
 
 def _fail(verdict: str, what: str, e: BaseException, device: torch.device) -> Verdict:
-    if isinstance(e, torch.cuda.OutOfMemoryError):
+    if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) or (
+        isinstance(e, RuntimeError) and "can't allocate memory" in str(e)
+    ):
         return Verdict("out_of_memory", f"{what}: {_describe(e)}")
     broken = _context_broken(device)
     if broken and verdict == "reference_error":
@@ -103,12 +107,24 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: Emit) -> bool:
-    """Runs one request: load, correctness trials, timing; emits stage events and the result.
-    Returns True when the device is unusable afterwards (the worker must exit)."""
+def evaluate(
+    request: dict[str, Any],
+    device: torch.device,
+    timer: Timer,
+    emit: Emit,
+    problem_cache: dict[str, dict[str, Any]] | None = None,
+) -> bool:
+    """Runs one request: load, correctness trials, timing, with the dynamic checks of its policy
+    (guard.py); emits stage events and the result. Returns True when the device is unusable
+    afterwards (the worker must exit)."""
     rid = request["id"]
     opts = request.get("options", {})
     protocol = opts.get("protocol", "dice")
+    guard = Guard(request, device, {} if problem_cache is None else problem_cache)
+    # The reference computes in true fp32 under protocol dice (PROTOCOL.md); KernelBench leaves
+    # cuDNN's TF32 on. Reset for every request: a candidate may have changed them.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = protocol == "kernelbench"
     seed = int(opts.get("seed", 42))
     trials_wanted = int(opts.get("correct_trials", 5))
     result: dict[str, Any] = {"event": "result", "id": rid, "reasons": [], "fatal": False}
@@ -117,6 +133,7 @@ def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: 
     result["correctness"] = correctness
     timer.protocol = protocol
     models: list[Any] = []
+    prebuilt: PrebuiltLoadInline | None = None
     try:
         emit({"event": "stage", "id": rid, "stage": "load"})
         try:
@@ -124,9 +141,15 @@ def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: 
             model_cls = problem.Model
         except BaseException as e:  # noqa: BLE001
             raise Verdict("reference_error", f"loading the problem: {_describe(e)}") from e
-        prebuilt = PrebuiltLoadInline(
-            request["candidate"].get("extensions", {}), cpp_extension.load_inline
+        guard.check_code(
+            Path(request["candidate"]["path"]), request["candidate"].get("code_sha256")
         )
+        prebuilt = PrebuiltLoadInline(
+            request["candidate"].get("extensions", {}),
+            cpp_extension.load_inline,
+            refuse=guard.rules.actions.get("dynamic.uncaptured_build") == "reject",
+        )
+        cpp_extension.load_inline = prebuilt  # for the whole request: forward may build too
         try:
             with replaced_load_inline(prebuilt):
                 candidate = exec_module(Path(request["candidate"]["path"]), f"dice_candidate_{rid}")
@@ -152,10 +175,22 @@ def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: 
         except BaseException as e:  # noqa: BLE001
             raise _fail("constructor_error", "building ModelNew", e, device) from e
         models.append(model)
+        if prebuilt.notes:
+            guard.rules.fire("dynamic.uncaptured_build", prebuilt.notes[0])
 
         emit({"event": "stage", "id": rid, "stage": "correctness"})
         torch.manual_seed(seed)
         seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(trials_wanted)]
+
+        def make_inputs(s: int) -> Any:
+            _seed_all(s)
+            return _generate(problem.get_inputs, device, protocol)
+
+        def run_reference(inputs: Any) -> Any:
+            with torch.no_grad():
+                return _run(reference, inputs, device, "reference_error", "reference")
+
+        guard.prepare(make_inputs, run_reference, seeds)
         for trial_seed in seeds:
             try:
                 _seed_all(trial_seed)
@@ -165,11 +200,17 @@ def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: 
             with torch.no_grad():
                 if protocol == "kernelbench":
                     ref_out = _run(reference, inputs, device, "reference_error", "reference")
+                    pristine = _clone(inputs) if guard.on("dynamic.input_mutation") else inputs
+                    guard.before_candidate()
                     cand_out = _run(model, inputs, device, "runtime_error", "ModelNew.forward")
+                    guard.after_candidate(cand_out, inputs, pristine)
                 else:
                     cand_inputs = _clone(inputs)
+                    guard.before_candidate()
                     cand_out = _run(model, cand_inputs, device, "runtime_error", "ModelNew.forward")
+                    guard.after_candidate(cand_out, cand_inputs, inputs)
                     ref_out = _run(reference, inputs, device, "reference_error", "reference")
+                guard.after_reference(cand_out, ref_out, reference)
             comparison = compare_outputs(cand_out, ref_out)
             first = next((o for o in _leaves(ref_out) if isinstance(o, torch.Tensor)), None)
             if first is not None:
@@ -184,23 +225,43 @@ def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: 
             )
             if comparison.verdict is not None:
                 raise Verdict(comparison.verdict, f"trial {len(trials)}: {comparison.reason}")
+            guard.end_trial(cand_out, ref_out)
             del inputs, cand_out, ref_out
+        guard.check_threads("after the correctness trials")
 
         result["verdict"] = "correct"
         if opts.get("measure_timing", True):
             emit({"event": "stage", "id": rid, "stage": "timing"})
             _seed_all(seeds[0] if seeds else seed)
             inputs = _generate(problem.get_inputs, device, protocol)
-            trials, warmup = int(opts.get("timing_trials", 100)), int(opts.get("warmup", 10))
+            fresh = protocol == "dice" and guard.on("dynamic.stale_output")
+            n_trials, warmup = int(opts.get("timing_trials", 100)), int(opts.get("warmup", 10))
+            # Reference samples measured once for this problem (and timing method): time ModelNew
+            # only; with fresh inputs the reference still runs, untimed, to check each output.
+            stored = opts.get("reference_ms")
             try:
-                # Reference samples measured once for this problem: time ModelNew only.
-                stored = opts.get("reference_ms")
-                if stored:
-                    cand_ms, ref_ms = time_candidate(timer, model, inputs, trials, warmup), stored
+                if fresh:
+                    del inputs
+                    cand_ms, ref_ms = guard.time_fresh(
+                        timer,
+                        model,
+                        reference,
+                        make_inputs,
+                        seeds[0] if seeds else seed,
+                        n_trials,
+                        warmup,
+                        time_reference=not stored,
+                    )
+                    if stored:
+                        ref_ms = stored
+                elif stored:
+                    cand_ms, ref_ms = time_candidate(timer, model, inputs, n_trials, warmup), stored
                 else:
                     cand_ms, ref_ms = time_models(
-                        timer, model, reference, _clone(inputs), inputs, trials, warmup
+                        timer, model, reference, _clone(inputs), inputs, n_trials, warmup
                     )
+            except Rejected:
+                raise
             except BaseException as e:  # noqa: BLE001
                 raise _fail("runtime_error", "timing", e, device) from e
             result["timing"] = {
@@ -208,16 +269,32 @@ def evaluate(request: dict[str, Any], device: torch.device, timer: Timer, emit: 
                 "candidate_ms": cand_ms,
                 "reference_ms": ref_ms,
             }
+            guard.check_threads("after timing")
+        guard.check_kernels(model, make_inputs, seeds[0] if seeds else seed)
+        if prebuilt.notes:  # built at run time by torch (allowed with a warning)
+            guard.rules.fire("dynamic.uncaptured_build", prebuilt.notes[0])
+    except Rejected as r:
+        result["verdict"] = "rejected"
+        result["reasons"].append(f"{r.rule}: {r.message}")
+        result.pop("timing", None)
     except Verdict as v:
         result["verdict"] = v.verdict
         result["reasons"].append(v.reason)
         result["fatal"] = v.fatal
+        if prebuilt is not None and prebuilt.notes and v.verdict.endswith("_error"):
+            try:  # the failure came from a build the worker refused or made at run time
+                guard.rules.fire("dynamic.uncaptured_build", prebuilt.notes[0])
+            except Rejected as r:
+                result["verdict"] = "rejected"
+                result["reasons"].append(f"{r.rule}: {r.message}")
     except Exception as e:  # noqa: BLE001 - the harness itself failed: a verdict, never a dead worker
         v = _fail("runtime_error", "the evaluator failed on this candidate's outputs", e, device)
         result["verdict"] = v.verdict
         result["reasons"].append(v.reason)
         result["fatal"] = v.fatal
     finally:
+        cpp_extension.load_inline = _REAL_LOAD_INLINE
+        result.update(guard.result())
         models.clear()
         for name in (f"dice_problem_{rid}", f"dice_candidate_{rid}"):
             sys.modules.pop(name, None)
@@ -256,6 +333,8 @@ def serve(device_name: str, stdin: TextIO) -> int:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     timer = Timer(device, "dice")
+    torch.randn(1 << 18).sum()  # start the CPU thread pool now: the thread check's baseline
+    problem_cache: dict[str, dict[str, Any]] = {}
     emit(
         {
             "event": "ready",
@@ -278,6 +357,6 @@ def serve(device_name: str, stdin: TextIO) -> int:
         if request.get("op") != "evaluate":
             print(f"dice_worker: unknown op {request.get('op')!r}", file=sys.stderr)
             continue
-        if evaluate(request, device, timer, emit):
+        if evaluate(request, device, timer, emit, problem_cache):
             return 3
     return 0

@@ -66,6 +66,7 @@ class Worker:
             "timing_trials": 4,
             "warmup": 1,
         }
+        code_sha256 = options.pop("code_sha256_override", None)
         opts.update(options)
         request = {
             "op": "evaluate",
@@ -74,6 +75,8 @@ class Worker:
             "candidate": {"path": str(self.tmp / f"cand{rid}.py"), "extensions": {}},
             "options": opts,
         }
+        if code_sha256 is not None:
+            request["candidate"]["code_sha256"] = code_sha256
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()

@@ -34,6 +34,7 @@ struct ResourceLimits {
   std::size_t cpu_seconds = 0;
   std::size_t address_space_bytes = 0;
   std::size_t file_size_bytes = 0;
+  std::size_t processes = 0;  ///< RLIMIT_NPROC (tasks of the real user; root is exempt)
 };
 
 /// What to start. The child gets its own process group, so that killing it kills everything it
@@ -52,6 +53,9 @@ struct ProcessOptions {
   std::filesystem::path stderr_file;       ///< if set: appended to
   bool stderr_to_stdout = false;           ///< stderr joins stdout
   ResourceLimits limits;
+  /// If set: a cgroup's `cgroup.procs` that the child joins before exec (so that everything it
+  /// starts is counted there from the first instruction); a child that cannot join exits 125.
+  std::filesystem::path cgroup_procs;
 };
 
 /// A running child process. Destroying a Process that still runs kills its group and reaps it.

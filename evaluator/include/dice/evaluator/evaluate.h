@@ -14,6 +14,7 @@
 
 #include "dice/evaluator/progress.h"
 #include "dice/evaluator/record.h"
+#include "dice/evaluator/sandbox.h"
 #include "dice/evaluator/summary.h"
 #include "dice/evaluator/toolchain.h"
 #include "dice/evaluator/worker.h"
@@ -41,6 +42,10 @@ struct EvalOptions {
   std::chrono::seconds compile_timeout{600};
   StageTimeouts stages;
   PythonEnv python;
+  std::string policy = "strict";            ///< strict, lenient, kernelbench (RULES.md)
+  std::vector<std::string> rule_overrides;  ///< "ID=reject|warn|off", applied in order
+  SandboxOptions sandbox;                   ///< isolation of captures and workers
+  bool static_only = false;  ///< stop after capture and the static rules (verdict `captured`)
   /// Continue the newest run stored in out_dir/results.db instead of starting one: its inputs and
   /// result-deciding options come from the store; only unfinished items are evaluated.
   bool resume = false;

@@ -20,6 +20,8 @@
 #include "dice/core/blocking_queue.h"
 #include "dice/evaluator/builder.h"
 #include "dice/evaluator/prepare.h"
+#include "dice/evaluator/rules.h"
+#include "dice/evaluator/sandbox.h"
 #include "dice/evaluator/store.h"
 #include "dice/evaluator/toolchain.h"
 #include "dice/evaluator/worker.h"
@@ -41,13 +43,16 @@ struct PipelineConfig {
   StageTimeouts stages;
   /// Time the reference with every candidate instead of using stored samples.
   bool fresh_reference_timing = false;
+  /// Isolation of captures and workers (Sandbox); `workers` is set from `devices`.
+  SandboxOptions sandbox;
   /// A work item handed to a worker this many times without finishing (the run was interrupted
   /// while it ran, every time) gets the verdict runtime_error instead of another try.
   int max_attempts = 3;
 };
 
 /// A work item and the options of its run: {"protocol", "seed", "correct_trials",
-/// "timing_trials", "warmup", "measure_timing"} (PROTOCOL.md, the worker's "options").
+/// "timing_trials", "warmup", "measure_timing"} (PROTOCOL.md, the worker's "options"), and the
+/// rules: {"policy", "rule_overrides": ["ID=action", ...], "static_only"} (RULES.md).
 struct Job {
   WorkItem item;
   nlohmann::json options;
@@ -81,9 +86,13 @@ class Pipeline {
   std::size_t submitted() const;
   std::size_t finished() const;
 
+  /// How captures and workers are isolated (Sandbox::isolation) before any worker started.
+  const std::string& isolation() const { return sandbox_.isolation(); }
+
   /// The store key of a reference timing: SHA-256 of `about` =
   /// {problem (SHA-256 of its code), device name, protocol, seed, timing_trials, warmup, torch,
-  /// cuda, driver}.
+  /// cuda, driver, fresh_inputs (timed with new inputs every call: protocol dice with
+  /// dynamic.stale_output on), tf32 (cuDNN TF32 on: protocol kernelbench)}.
   static nlohmann::json reference_about(const Problem& problem, const nlohmann::json& options,
                                         const nlohmann::json& ready_event);
 
@@ -93,6 +102,7 @@ class Pipeline {
   void gpu_loop(std::size_t slot);
   void run_on_worker(WorkerClient& worker, const std::string& label, GpuTask& task);
   void complete(const Job& job, EvalRecord record, const std::string& worker);
+  EvalRecord record_of(const Job& job, const PreparedCandidate& prep) const;
   void drop(std::size_t n = 1);
   std::filesystem::path problem_file(const Problem& problem);
 
@@ -101,6 +111,7 @@ class Pipeline {
   ResultStore& store_;
   RecordSink sink_;
   ExtensionBuilder builder_;
+  Sandbox sandbox_;
   CandidatePreparer preparer_;
   BlockingQueue<Job> cpu_queue_;
   std::unique_ptr<BlockingQueue<GpuTask>> gpu_queue_;

@@ -28,6 +28,7 @@ struct Candidate {
   std::string problem_id;
   std::string label;  ///< where it was read: "path" or "path:line"
   std::string text;
+  bool reference = false;  ///< the problem's own Model (calibration): no rules apply
 };
 
 /// Problems and candidates of one run. Candidates may bring their own problems (DICE pairs).

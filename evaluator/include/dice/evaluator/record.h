@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dice/evaluator/rules.h"
 #include "dice/evaluator/stats.h"
 
 namespace dice::eval {
@@ -30,6 +31,8 @@ enum class Verdict {
   kOutOfMemory,       ///< CUDA out of memory
   kTimeout,           ///< a stage ran past its time limit
   kReferenceError,    ///< the problem's own Model failed: not the candidate's fault
+  kRejected,          ///< a rule whose action is reject fired (RULES.md); see `findings`
+  kCaptured,          ///< passed capture and the static rules; not built (--static-only)
 };
 
 std::string_view to_string(Verdict v);
@@ -60,7 +63,16 @@ struct EvalRecord {
   std::optional<Speedup> speedup;  ///< reference / candidate: medians (dice) or means (kernelbench)
   std::string device;
   std::string worker_log_tail;
-  double seconds = 0;  ///< wall time spent on this candidate, all stages
+  double seconds = 0;             ///< wall time spent on this candidate, all stages
+  std::string policy;             ///< strict, lenient, kernelbench (RULES.md)
+  std::vector<Finding> findings;  ///< rules that fired (reject and warn), static and dynamic
+  std::string isolation;          ///< "bubblewrap ..." or "none: <why>" (evaluator/README.md)
+  nlohmann::json problem;  ///< what the worker found about the problem: {"degenerate": [...], ...}
+
+  /// Ids of the findings (reject and warn), unique, in order.
+  std::vector<std::string> rules() const;
+  /// Whether the problem was marked degenerate (problem.degenerate fired).
+  bool degenerate_problem() const;
 
   bool correct() const { return verdict == Verdict::kCorrect; }
   nlohmann::json to_json() const;

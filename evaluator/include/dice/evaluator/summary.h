@@ -20,6 +20,11 @@ struct LevelSummary {
   int timed = 0;                                      ///< correct candidates with a speedup
   double geomean_speedup = 0;                         ///< over timed correct candidates; 0 if none
   std::vector<std::pair<std::string, int>> verdicts;  ///< count per verdict, by name
+  std::vector<std::pair<std::string, int>> rules;     ///< candidates per fired rule id
+  /// Candidates on problems marked degenerate (problem.degenerate), and the table's counts
+  /// without them (RULES.md): fast_p with and without degenerate problems.
+  int degenerate = 0;
+  int attempted_nd = 0, correct_nd = 0, faster_1_nd = 0, faster_2_nd = 0;
 
   double rate(int count) const { return attempted > 0 ? double(count) / attempted : 0.0; }
 };
@@ -29,7 +34,8 @@ std::vector<LevelSummary> summarize(const std::vector<EvalRecord>& records);
 
 nlohmann::json to_json(const std::vector<LevelSummary>& rows);
 
-/// A Markdown table of the rows, percentages with one decimal.
+/// A Markdown table of the rows, percentages with one decimal; a line under it per level with
+/// candidates on degenerate problems gives the rates without them.
 std::string to_markdown(const std::vector<LevelSummary>& rows);
 
 }  // namespace dice::eval

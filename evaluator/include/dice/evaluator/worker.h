@@ -11,6 +11,7 @@
 
 #include "dice/core/process.h"
 #include "dice/evaluator/record.h"
+#include "dice/evaluator/sandbox.h"
 #include "dice/evaluator/toolchain.h"
 
 namespace dice::eval {
@@ -30,15 +31,19 @@ struct WorkerReply {
   Verdict verdict = Verdict::kRuntimeError;  ///< when `result` is empty: kTimeout or kRuntimeError
   std::string reason;                        ///< when `result` is empty: what happened
   std::string log_tail;                      ///< the worker's stderr during this request
-  int signal = 0;  ///< when the worker died: the signal that ended it (9: killed from outside?)
+  std::string rule;  ///< when a sandbox limit decided (verdict kRejected): sandbox.processes, ...
+  int signal = 0;    ///< when the worker died: the signal that ended it (9: killed from outside?)
 };
 
 /// One worker process bound to one device ("cuda:0", "cpu"), started lazily and restarted after
 /// it dies. Not thread-safe: one thread drives one client.
 class WorkerClient {
  public:
+  /// With `sandbox`, the worker runs isolated (bubblewrap when it works; a worker that cannot
+  /// start under it is started again without, and isolation() says so) and each request is
+  /// watched against Sandbox::worker_limits().
   WorkerClient(PythonEnv env, std::string device, std::filesystem::path log_path,
-               StageTimeouts timeouts);
+               StageTimeouts timeouts, const Sandbox* sandbox = nullptr);
   ~WorkerClient();
   WorkerClient(const WorkerClient&) = delete;
   WorkerClient& operator=(const WorkerClient&) = delete;
@@ -57,16 +62,23 @@ class WorkerClient {
   const nlohmann::json& ready_event() const { return ready_; }
   /// How many times a worker process was started.
   int starts() const { return starts_; }
+  /// How the worker runs: Sandbox::isolation(), its fallback, or "none: no sandbox".
+  const std::string& isolation() const { return isolation_; }
 
  private:
   void start();
   void stop();
+  void drop_process();
   std::string log_since(std::uintmax_t offset) const;
 
   PythonEnv env_;
   std::string device_;
   std::filesystem::path log_path_;
   StageTimeouts timeouts_;
+  const Sandbox* sandbox_;
+  bool use_bwrap_ = true;
+  std::string isolation_ = "none: no sandbox";
+  std::optional<SandboxLease> lease_;  // outlives process_ (declared first)
   std::optional<Process> process_;
   std::string device_name_;
   nlohmann::json ready_;

@@ -1,0 +1,38 @@
+# Cheat (§4.1, partial writes): writes only the positive outputs and leaves the zeros to whatever
+# the memory held (zeros, on fresh allocations). Defence: poisoned free memory ->
+# dynamic.unwritten_output.
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void relu_positive_only_kernel(const float* __restrict__ x, float* __restrict__ y, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        const float v = x[i];
+        if (v > 0.f) y[i] = v;
+    }
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const long n = xc.numel();
+    relu_positive_only_kernel<<<std::min<long>((n + 255) / 256, 8192), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        xc.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+ext = load_inline(
+    name="defense_c01b",
+    cpp_sources="torch::Tensor relu_forward(torch::Tensor x);",
+    cuda_sources=cuda_source,
+    functions=["relu_forward"],
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ext.relu_forward(x)

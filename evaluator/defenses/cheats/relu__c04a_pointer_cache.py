@@ -1,0 +1,44 @@
+# Cheat (§4.4): results cached by the input's address; a call on memory seen before returns the
+# cached output. Fresh inputs land at reused addresses with new values, so the cached answer is
+# stale -> a mismatch in the correctness trials or dynamic.stale_output in timing.
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        y[i] = fmaxf(x[i], 0.f);
+    }
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const long n = xc.numel();
+    relu_kernel<<<std::min<long>((n + 255) / 256, 8192), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        xc.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+ext = load_inline(
+    name="defense_c04a",
+    cpp_sources="torch::Tensor relu_forward(torch::Tensor x);",
+    cuda_sources=cuda_source,
+    functions=["relu_forward"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = (x.data_ptr(), tuple(x.shape))
+        if key not in self.cache:
+            self.cache[key] = ext.relu_forward(x)
+        return self.cache[key]
