@@ -322,6 +322,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-j,--jobs", e.jobs, "parallel compiler processes")->capture_default_str();
   cmd->add_option("--arch", e.arch, "GPU architecture to build for")->capture_default_str();
   cmd->add_option("--protocol", e.protocol, "dice or kernelbench")->capture_default_str();
+  cmd->add_option("--policy", e.policy,
+                  "rule policy: strict, lenient or kernelbench (evaluator/RULES.md)")
+      ->capture_default_str();
+  cmd->add_option("--rule", e.rule_overrides,
+                  "override a rule's action: ID=reject|warn|off (ID may be a family: static.*); "
+                  "repeatable");
   cmd->add_option("--correct-trials", e.correct_trials, "correctness trials")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

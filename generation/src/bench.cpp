@@ -184,8 +184,8 @@ std::vector<std::string> pick_devices(const eval::EvalOptions& options,
 
 json worker_options(const json& eval_options) {
   json out = json::object();
-  for (const char* key :
-       {"protocol", "seed", "correct_trials", "timing_trials", "warmup", "measure_timing"})
+  for (const char* key : {"protocol", "seed", "correct_trials", "timing_trials", "warmup",
+                          "measure_timing", "policy", "rule_overrides"})
     if (eval_options.contains(key)) out[key] = eval_options.at(key);
   return out;
 }
@@ -284,6 +284,8 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
                      {"timing_trials", e.timing_trials},
                      {"warmup", e.warmup},
                      {"measure_timing", e.measure_timing},
+                     {"policy", e.policy},
+                     {"rule_overrides", e.rule_overrides},
                      {"arch", e.arch}}}};
   }
   const ProblemSet set = load_problem_set(run_options, options.eval.kernelbench_jsonl);

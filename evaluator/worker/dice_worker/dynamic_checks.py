@@ -266,13 +266,16 @@ def _thread_name(tid: int) -> str:
 
 def threads_problem(before: ThreadSnapshot, after: ThreadSnapshot) -> str | None:
     """What the candidate left running: Python threads, native threads (other than the CUDA
-    driver's, named cuda*), child processes; None when nothing."""
+    driver's, named cuda*), child processes; None when nothing. A native thread that has exited
+    since `after` was taken (a joined thread's OS thread ends a moment after join returns) is
+    not counted."""
     parts = []
     if after.python - before.python:
         parts.append(f"{len(after.python - before.python)} Python thread(s)")
-    native = [t for t in after.native - before.native if not _thread_name(t).startswith("cuda")]
+    alive = {t: _thread_name(t) for t in after.native - before.native}
+    native = [t for t, name in alive.items() if name != "?" and not name.startswith("cuda")]
     if native:
-        names = sorted({_thread_name(t) for t in native})
+        names = sorted({alive[t] for t in native})
         parts.append(f"{len(native)} native thread(s) ({', '.join(names)[:80]})")
     if after.children - before.children:
         parts.append(f"{len(after.children - before.children)} child process(es)")
