@@ -11,6 +11,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 DICE = ROOT / "build" / "dice"
+TOKENIZER = ROOT.parent / "shared" / "models" / "sdar" / "tokenizer"
 sys.path.insert(0, str(ROOT / "bench"))
 import engine_torch_decode as torch_decode  # noqa: E402
 
@@ -21,6 +22,8 @@ torch.set_num_threads(1)
 def model(tmp_path_factory) -> Path:
     if not DICE.exists():
         pytest.skip("build/dice is not built")
+    if not TOKENIZER.is_dir():  # dice generate reads the SDAR tokenizer from the shared data
+        pytest.skip(f"{TOKENIZER} absent (shared data)")
     path = tmp_path_factory.mktemp("torch-decode") / "tiny"
     args = ["model", "random", "--config", "tiny", "--out", str(path), "--init-std", "2.0"]
     done = subprocess.run([str(DICE), *args], capture_output=True, text=True, timeout=300)
