@@ -146,32 +146,27 @@ class RecordsFile {
   std::ofstream out_;
 };
 
-/// The devices of a run: one worker each.
-std::vector<std::string> pick_devices(const EvalOptions& options, const Toolchain& toolchain,
-                                      const std::string& arch, std::string& note) {
+}  // namespace
+
+std::vector<std::string> evaluation_devices(const std::string& device, int gpus,
+                                            const Toolchain& toolchain) {
+  const std::string chosen =
+      device == "auto" ? (toolchain.cuda_available ? "cuda" : "none") : device;
   std::vector<std::string> devices;
-  std::string device = options.device;
-  if (device == "auto") device = toolchain.cuda_available ? "cuda" : "none";
-  if (device == "cuda") {
+  if (chosen == "cuda") {
     if (!toolchain.cuda_available)
       throw Error("--device cuda: torch sees no GPU on this machine (torch " +
                   toolchain.torch_version + ")");
-    const int n =
-        options.gpus > 0 ? std::min(options.gpus, toolchain.device_count) : toolchain.device_count;
+    const int n = gpus > 0 ? std::min(gpus, toolchain.device_count) : toolchain.device_count;
     for (int i = 0; i < n; ++i) devices.push_back(fmt::format("cuda:{}", i));
-  } else if (device == "cpu") {
-    devices.assign(static_cast<std::size_t>(std::max(1, options.gpus)), "cpu");
-  } else if (device == "none") {
-    note = toolchain.cuda_available ? "--device none: candidates were compiled, not run"
-                                    : "no GPU found: candidates were compiled for " + arch +
-                                          "; correctness and timing need a GPU";
-  } else {
+  } else if (chosen == "cpu") {
+    devices.assign(static_cast<std::size_t>(std::max(1, gpus)), "cpu");
+  } else if (chosen != "none") {
     throw InputError("--device " + device + ": expected auto, cuda, cpu or none");
   }
   return devices;
 }
 
-/// The worker's options of a run (PROTOCOL.md).
 json worker_options(const json& run_options) {
   json out = json::object();
   for (const char* key : {"protocol", "seed", "correct_trials", "timing_trials", "warmup",
@@ -179,8 +174,6 @@ json worker_options(const json& run_options) {
     if (run_options.contains(key)) out[key] = run_options.at(key);
   return out;
 }
-
-}  // namespace
 
 json run_options_json(const EvalOptions& options) {
   return {{"protocol", options.protocol},
@@ -241,7 +234,12 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_t
   const std::string arch = run_options.value("arch", options.arch);
 
   const Toolchain toolchain = query_toolchain(options.python, std::chrono::seconds(300));
-  const std::vector<std::string> devices = pick_devices(options, toolchain, arch, run.device_note);
+  const std::vector<std::string> devices =
+      evaluation_devices(options.device, options.gpus, toolchain);
+  if (devices.empty())
+    run.device_note = toolchain.cuda_available ? "--device none: candidates were compiled, not run"
+                                               : "no GPU found: candidates were compiled for " +
+                                                     arch + "; correctness and timing need a GPU";
   if (toolchain.nvcc_version.empty())
     fmt::print(progress, "warning: nvcc not found; CUDA extensions will fail to compile\n");
 

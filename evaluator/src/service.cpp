@@ -14,6 +14,7 @@
 #include "dice/core/error.h"
 #include "dice/core/file_lock.h"
 #include "dice/core/hash.h"
+#include "dice/evaluator/evaluate.h"
 #include "dice/evaluator/pipeline.h"
 #include "dice/evaluator/store.h"
 #include "record_parts.h"
@@ -93,20 +94,9 @@ class Service {
 void Service::start_pipeline() {
   const EvalOptions& base = options_.base;
   toolchain_ = query_toolchain(base.python, std::chrono::seconds(300));
-  std::string device = base.device;
-  if (device == "auto") device = toolchain_->cuda_available ? "cuda" : "none";
-  if (device == "cuda") {
-    if (!toolchain_->cuda_available) throw Error("--device cuda: torch sees no GPU");
-    const int n =
-        base.gpus > 0 ? std::min(base.gpus, toolchain_->device_count) : toolchain_->device_count;
-    for (int i = 0; i < n; ++i) devices_.push_back(fmt::format("cuda:{}", i));
-  } else if (device == "cpu") {
-    devices_.assign(static_cast<std::size_t>(std::max(1, base.gpus)), "cpu");
-  } else if (device == "none") {
+  devices_ = evaluation_devices(base.device, base.gpus, *toolchain_);
+  if (devices_.empty())
     device_note_ = "the service runs without a device: candidates were compiled, not run";
-  } else {
-    throw InputError("--device " + device + ": expected auto, cuda, cpu or none");
-  }
   PipelineConfig config{.python = base.python,
                         .cache_dir = base.cache_dir,
                         .log_dir = options_.store_dir / "logs",

@@ -14,6 +14,7 @@
 #include "dice/core/error.h"
 #include "dice/core/file_lock.h"
 #include "dice/core/files.h"
+#include "dice/evaluator/evaluate.h"
 #include "dice/evaluator/pipeline.h"
 #include "dice/evaluator/progress.h"
 #include "dice/evaluator/store.h"
@@ -156,40 +157,6 @@ ProblemSet load_problem_set(const json& o, const fs::path& kernelbench_jsonl) {
   return set;
 }
 
-/// The devices of the evaluation: one worker each (as `dice eval` picks them).
-std::vector<std::string> pick_devices(const eval::EvalOptions& options,
-                                      const eval::Toolchain& toolchain, const std::string& arch,
-                                      std::string& note) {
-  std::vector<std::string> devices;
-  std::string device = options.device;
-  if (device == "auto") device = toolchain.cuda_available ? "cuda" : "none";
-  if (device == "cuda") {
-    if (!toolchain.cuda_available)
-      throw Error("--device cuda: torch sees no GPU on this machine (torch " +
-                  toolchain.torch_version + ")");
-    const int n =
-        options.gpus > 0 ? std::min(options.gpus, toolchain.device_count) : toolchain.device_count;
-    for (int i = 0; i < n; ++i) devices.push_back(fmt::format("cuda:{}", i));
-  } else if (device == "cpu") {
-    devices.assign(static_cast<std::size_t>(std::max(1, options.gpus)), "cpu");
-  } else if (device == "none") {
-    note = toolchain.cuda_available ? "--device none: samples were compiled, not run"
-                                    : "no GPU found: samples were generated and compiled for " +
-                                          arch + "; correctness and timing need a GPU";
-  } else {
-    throw InputError("--device " + device + ": expected auto, cuda, cpu or none");
-  }
-  return devices;
-}
-
-json worker_options(const json& eval_options) {
-  json out = json::object();
-  for (const char* key : {"protocol", "seed", "correct_trials", "timing_trials", "warmup",
-                          "measure_timing", "policy", "rule_overrides"})
-    if (eval_options.contains(key)) out[key] = eval_options.at(key);
-  return out;
-}
-
 /// Writes report.md, report.html and summary.json; returns the report.
 BenchReport write_reports(const fs::path& out_dir, const std::vector<SampleRow>& samples,
                           const json& options, std::map<std::string, double> stages,
@@ -326,9 +293,15 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
       evaluate ? eval::query_toolchain(options.eval.python, std::chrono::seconds(300))
                : eval::Toolchain{};
   const std::vector<std::string> devices =
-      evaluate ? pick_devices(options.eval, toolchain, arch, run.device_note)
+      evaluate ? eval::evaluation_devices(options.eval.device, options.eval.gpus, toolchain)
                : std::vector<std::string>{};
-  if (!evaluate) run.device_note = "--no-eval: samples were generated and stored, not evaluated";
+  if (!evaluate)
+    run.device_note = "--no-eval: samples were generated and stored, not evaluated";
+  else if (devices.empty())
+    run.device_note = toolchain.cuda_available
+                          ? "--device none: samples were compiled, not run"
+                          : "no GPU found: samples were generated and compiled for " + arch +
+                                "; correctness and timing need a GPU";
   if (evaluate && toolchain.nvcc_version.empty())
     fmt::print(progress, "warning: nvcc not found; CUDA extensions will fail to compile\n");
   std::size_t generated_before = 0, evaluated_before = 0;
@@ -350,7 +323,7 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
                      evaluated_before);
   std::mutex samples_mutex;  // guards `samples` and `sample_by_run`
   std::map<std::int64_t, std::int64_t> sample_by_run;
-  const json per_job = worker_options(eval_options);
+  const json per_job = eval::worker_options(eval_options);
   eval::PipelineConfig config{.python = options.eval.python,
                               .cache_dir = options.eval.cache_dir,
                               .log_dir = out_dir / "eval" / "logs",

@@ -80,4 +80,16 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_t
 /// measure_timing, arch, and the inputs' specs (informative).
 nlohmann::json run_options_json(const EvalOptions& options);
 
+/// The evaluation workers for `device` (auto, cuda, cpu, none) and `gpus` (cuda: how many GPUs,
+/// 0 = all; cpu: how many CPU workers, at least 1): "cuda:0", "cuda:1", ... or "cpu" per worker.
+/// Empty: compile only (none, or auto without a GPU). Throws dice::InputError for an unknown
+/// device and dice::Error for cuda when torch sees no GPU. Shared by eval, serve and bench.
+std::vector<std::string> evaluation_devices(const std::string& device, int gpus,
+                                            const Toolchain& toolchain);
+
+/// The worker's per-job options (PROTOCOL.md) taken from stored run options: protocol, seed,
+/// trials, warmup, measure_timing and the rule policy (policy, rule_overrides, static_only);
+/// keys absent from `run_options` stay absent (the pipeline's defaults apply).
+nlohmann::json worker_options(const nlohmann::json& run_options);
+
 }  // namespace dice::eval
