@@ -13,6 +13,8 @@
 
 #include "backend_options.h"
 #include "commands.h"
+#include "decoding_options.h"
+#include "defaults.h"
 #include "dice/core/error.h"
 #include "dice/core/signals.h"
 #include "dice/generation/bench.h"
@@ -21,6 +23,7 @@
 #include "dice/generation/prompts.h"
 #include "dice/model/checkpoint.h"
 #include "dice/tokenizer/tokenizer.h"
+#include "rule_options.h"
 #include "token_ids.h"
 
 namespace dice::cli {
@@ -116,31 +119,6 @@ struct BenchArgs {
   std::string progress = "auto";
 };
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
-
-fs::path shared_path(const char* a, const char* b, const char* c) {
-  return (fs::path(DICE_SOURCE_DIR) / ".." / "shared" / a / b / c).lexically_normal();
-}
-
-fs::path default_cache() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
-    return fs::path(xdg) / "dice";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
-    return fs::path(home) / ".cache" / "dice";
-  return fs::temp_directory_path() / "dice-cache";
-}
-
-std::string default_tokenizer(const std::string& model_dir) {
-  const fs::path dir(model_dir);
-  if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) return model_dir;
-  return (fs::path(DICE_SOURCE_DIR) / ".." / "shared" / "models" / "sdar" / "tokenizer")
-      .lexically_normal()
-      .string();
-}
-
 /// The engine generator with the model and tokenizer it uses.
 class ModelGenerator final : public generation::Generator {
  public:
@@ -149,13 +127,7 @@ class ModelGenerator final : public generation::Generator {
                                                                      : args.tokenizer)) {
     generation::EngineGeneratorOptions options;
     options.generation = args.options;
-    const auto strategy = engine::parse_strategy(args.strategy);
-    if (!strategy)
-      throw InputError(fmt::format(
-          "--strategy {}: expected sequential, low_confidence_static, low_confidence_dynamic or "
-          "entropy_bounded",
-          args.strategy));
-    options.generation.remasking.strategy = *strategy;
+    options.generation.remasking.strategy = strategy_option(args.strategy);
     options.generation.stop_ids = parse_token_ids(args.stop_ids, "--stop-ids");
     options.chat_template = !args.no_chat_template;
     options.enable_thinking = args.enable_thinking;
@@ -233,7 +205,7 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--mode", b.mode, "e2e (KernelBench one-shot) or infill (BiC-RL stage 1)")
       ->capture_default_str();
-  b.infill_jsonl = shared_path("data", "dice", "infilling_eval_99.jsonl");
+  b.infill_jsonl = shared_path("data/dice/infilling_eval_99.jsonl");
   cmd->add_option("--infill-data", b.infill_jsonl,
                   "infill: records {id, pytorch_code, prefix, "
                   "middle, suffix}")
@@ -309,7 +281,7 @@ void add_bench_command(CLI::App& app) {
   // evaluation, as `dice eval`
   auto& e = b.eval;
   e.kernelbench_jsonl =
-      env_or("DICE_KERNELBENCH", shared_path("data", "kernelbench", "problems.jsonl").string());
+      env_or("DICE_KERNELBENCH", shared_path("data/kernelbench/problems.jsonl").string());
   cmd->add_option("--kernelbench", e.kernelbench_jsonl, "KernelBench problems as JSON Lines")
       ->capture_default_str();
   e.cache_dir = env_or("DICE_CACHE", default_cache().string());
@@ -322,12 +294,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-j,--jobs", e.jobs, "parallel compiler processes")->capture_default_str();
   cmd->add_option("--arch", e.arch, "GPU architecture to build for")->capture_default_str();
   cmd->add_option("--protocol", e.protocol, "dice or kernelbench")->capture_default_str();
-  cmd->add_option("--policy", e.policy,
-                  "rule policy: strict, lenient or kernelbench (evaluator/RULES.md)")
-      ->capture_default_str();
-  cmd->add_option("--rule", e.rule_overrides,
-                  "override a rule's action: ID=reject|warn|off (ID may be a family: static.*); "
-                  "repeatable");
+  add_rule_options(cmd, e);
   cmd->add_option("--correct-trials", e.correct_trials, "correctness trials")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -344,14 +311,10 @@ void add_bench_command(CLI::App& app) {
       ->default_str("600");
   cmd->add_flag("--fresh-reference-timing", e.fresh_reference_timing,
                 "time the reference with every candidate");
-  e.python.python = env_or("DICE_PYTHON", [] {
-    const fs::path venv = fs::path(DICE_SOURCE_DIR) / ".venv" / "bin" / "python3";
-    return fs::exists(venv) ? venv.string() : std::string("python3");
-  }());
+  e.python.python = default_python();
   cmd->add_option("--python", e.python.python, "Python interpreter with torch (env DICE_PYTHON)")
       ->capture_default_str();
-  e.python.worker_path =
-      env_or("DICE_WORKER_PATH", (fs::path(DICE_SOURCE_DIR) / "evaluator" / "worker").string());
+  e.python.worker_path = default_worker_path();
   cmd->add_option("--progress", args->progress,
                   "auto (bars when stderr is a terminal, else lines), bar, lines or none")
       ->capture_default_str();

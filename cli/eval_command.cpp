@@ -10,34 +10,14 @@
 #include <thread>
 
 #include "commands.h"
+#include "defaults.h"
 #include "dice/core/signals.h"
 #include "dice/evaluator/evaluate.h"
+#include "rule_options.h"
 
 namespace dice::cli {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
-
-fs::path default_cache() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
-    return fs::path(xdg) / "dice";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
-    return fs::path(home) / ".cache" / "dice";
-  return fs::temp_directory_path() / "dice-cache";
-}
-
-std::string default_python() {
-  const fs::path venv = fs::path(DICE_SOURCE_DIR) / ".venv" / "bin" / "python3";
-  return env_or("DICE_PYTHON", fs::exists(venv) ? venv.string() : std::string("python3"));
-}
-
-}  // namespace
 
 void add_eval_command(CLI::App& app) {
   auto options = std::make_shared<eval::EvalOptions>();
@@ -52,11 +32,8 @@ void add_eval_command(CLI::App& app) {
                   "DICE pairs {id, pytorch_code, cuda_code}");
   cmd->add_flag("--reference-as-candidate", options->reference_as_candidate,
                 "also evaluate each problem's own Model as its candidate (timing noise floor)");
-  options->kernelbench_jsonl = env_or(
-      "DICE_KERNELBENCH",
-      (fs::path(DICE_SOURCE_DIR) / ".." / "shared" / "data" / "kernelbench" / "problems.jsonl")
-          .lexically_normal()
-          .string());
+  options->kernelbench_jsonl =
+      env_or("DICE_KERNELBENCH", shared_path("data/kernelbench/problems.jsonl").string());
   cmd->add_option("--kernelbench", options->kernelbench_jsonl,
                   "KernelBench problems as JSON Lines (for kernelbench:...)")
       ->capture_default_str();
@@ -101,13 +78,7 @@ void add_eval_command(CLI::App& app) {
   seconds("--timeout-load", options->stages.load, "s to load problem and candidate on the worker");
   seconds("--timeout-correctness", options->stages.correctness, "s for the correctness trials");
   seconds("--timeout-timing", options->stages.timing, "s for the timing trials");
-  cmd->add_option("--policy", options->policy,
-                  "strict (own kernels must do the work), lenient (library calls reported), "
-                  "kernelbench (KernelBench's own checks only); evaluator/RULES.md")
-      ->capture_default_str();
-  cmd->add_option("--rule", options->rule_overrides,
-                  "override a rule's action: ID=reject|warn|off (ID may be a family: static.*); "
-                  "repeatable");
+  add_rule_options(cmd, *options);
   cmd->add_flag("--static-only", options->static_only,
                 "stop after capture and the static rules (nothing is built or run)");
   cmd->add_option("--sandbox", options->sandbox.mode,
@@ -132,8 +103,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--python", options->python.python,
                   "Python interpreter with torch (env DICE_PYTHON)")
       ->capture_default_str();
-  options->python.worker_path =
-      env_or("DICE_WORKER_PATH", (fs::path(DICE_SOURCE_DIR) / "evaluator" / "worker").string());
+  options->python.worker_path = default_worker_path();
   cmd->add_flag("--resume", options->resume,
                 "continue the run stored in --out-dir (results.db): only unfinished candidates "
                 "are evaluated; inputs and result options come from the store");

@@ -15,11 +15,14 @@
 
 #include "backend_options.h"
 #include "commands.h"
+#include "decoding_options.h"
+#include "defaults.h"
 #include "dice/core/error.h"
 #include "dice/engine/batch.h"
 #include "dice/engine/block_decoder.h"
 #include "dice/engine/prompt.h"
 #include "dice/evaluator/problem.h"
+#include "dice/generation/prompts.h"
 #include "dice/model/checkpoint.h"
 #include "dice/tokenizer/chat_template.h"
 #include "dice/tokenizer/tokenizer.h"
@@ -53,15 +56,6 @@ struct GenerateArgs {
   bool json = false;
   engine::GenerationOptions options;
 };
-
-/// The model folder's tokenizer if it has one, else the SDAR tokenizer beside the project.
-std::string default_tokenizer(const std::string& model_dir) {
-  const fs::path dir(model_dir);
-  if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) return model_dir;
-  return (fs::path(DICE_SOURCE_DIR) / ".." / "shared" / "models" / "sdar" / "tokenizer")
-      .lexically_normal()
-      .string();
-}
 
 std::string problem_message(const GenerateArgs& args, const std::string& problem) {
   const auto problems = eval::load_problems("kernelbench:" + problem, args.kernelbench);
@@ -265,13 +259,7 @@ void run_generate(GenerateArgs& args) {
     throw InputError(
         "give exactly one of --prompt TEXT, --problem ID (e.g. L1/19), --prompt-ids, --batch "
         "FILE");
-  const auto strategy = engine::parse_strategy(args.strategy);
-  if (!strategy)
-    throw InputError(fmt::format(
-        "--strategy {}: expected sequential, low_confidence_static, low_confidence_dynamic or "
-        "entropy_bounded",
-        args.strategy));
-  args.options.remasking.strategy = *strategy;
+  args.options.remasking.strategy = strategy_option(args.strategy);
   args.options.stop_ids = parse_token_ids(args.stop_ids, "--stop-ids");
   if (args.tokenizer.empty()) args.tokenizer = default_tokenizer(args.model);
   resolve_backend(args.backend);  // a bad --backend fails before anything is loaded
@@ -347,14 +335,10 @@ void add_generate_command(CLI::App& app) {
                   "a KernelBench problem (L1/19): ask for a ModelNew with custom CUDA kernels");
   cmd->add_option("--prompt-ids", args->prompt_ids,
                   "the prompt as token ids (comma or space separated), used as is");
-  args->kernelbench =
-      (fs::path(DICE_SOURCE_DIR) / ".." / "shared" / "data" / "kernelbench" / "problems.jsonl")
-          .lexically_normal()
-          .string();
+  args->kernelbench = shared_path("data/kernelbench/problems.jsonl").string();
   cmd->add_option("--kernelbench", args->kernelbench, "KernelBench problems as JSON Lines")
       ->capture_default_str();
-  args->prompt_template =
-      (fs::path(DICE_SOURCE_DIR) / "generation" / "prompts" / "kernelbench_oneshot.txt").string();
+  args->prompt_template = (generation::default_prompt_dir() / "kernelbench_oneshot.txt").string();
   cmd->add_option("--prompt-template", args->prompt_template,
                   "prompt template of --problem ({problem} is replaced by the problem's code)")
       ->capture_default_str();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "commands.h"
+#include "defaults.h"
 #include "dice/core/error.h"
 #include "dice/model/checkpoint.h"
 #include "dice/model/inspect.h"
@@ -121,10 +122,7 @@ void add_model_command(CLI::App& app) {
                 "largest shard (5GB = 5e9 bytes; kb = 1000, kib = 1024)")
       ->transform(CLI::AsSizeValue(true))
       ->capture_default_str();
-  const fs::path shared_tokenizer =
-      (fs::path(DICE_SOURCE_DIR) / ".." / "shared" / "models" / "sdar" / "tokenizer")
-          .lexically_normal();
-  if (fs::is_directory(shared_tokenizer)) random->tokenizer = shared_tokenizer.string();
+  if (fs::is_directory(shared_tokenizer())) random->tokenizer = shared_tokenizer().string();
   r->add_option("--tokenizer", random->tokenizer, "folder whose tokenizer files are copied in")
       ->capture_default_str();
   r->add_flag("--no-tokenizer", random->no_tokenizer, "copy no tokenizer files");
