@@ -256,12 +256,13 @@ def thread_snapshot() -> ThreadSnapshot:
     return ThreadSnapshot(python, frozenset(native), frozenset(children))
 
 
-def _thread_name(tid: int) -> str:
+def _thread_name(tid: int) -> str | None:
+    """The name of native thread `tid` of this process; None when it has exited."""
     try:
         with open(f"/proc/self/task/{tid}/comm") as f:
             return f.read().strip()
     except OSError:
-        return "?"
+        return None
 
 
 def threads_problem(before: ThreadSnapshot, after: ThreadSnapshot) -> str | None:
@@ -272,11 +273,10 @@ def threads_problem(before: ThreadSnapshot, after: ThreadSnapshot) -> str | None
     parts = []
     if after.python - before.python:
         parts.append(f"{len(after.python - before.python)} Python thread(s)")
-    alive = {t: _thread_name(t) for t in after.native - before.native}
-    native = [t for t, name in alive.items() if name != "?" and not name.startswith("cuda")]
+    names = [_thread_name(t) for t in after.native - before.native]
+    native = [n for n in names if n is not None and not n.startswith("cuda")]
     if native:
-        names = sorted({alive[t] for t in native})
-        parts.append(f"{len(native)} native thread(s) ({', '.join(names)[:80]})")
+        parts.append(f"{len(native)} native thread(s) ({', '.join(sorted(set(native)))[:80]})")
     if after.children - before.children:
         parts.append(f"{len(after.children - before.children)} child process(es)")
     return ("left running: " + ", ".join(parts)) if parts else None
