@@ -65,6 +65,16 @@ def tensors(values: Any) -> list[torch.Tensor]:
     return [v for v in flatten(values) if isinstance(v, torch.Tensor)]
 
 
+def clone_values(values: Any) -> Any:
+    """A copy of `values` (a tensor or a nested tuple/list) with every tensor cloned; other
+    leaves are shared."""
+    if isinstance(values, torch.Tensor):
+        return values.clone()
+    if isinstance(values, (list, tuple)):
+        return type(values)(clone_values(v) for v in values)
+    return values
+
+
 def output_type_problem(output: Any, reference: Any, device: torch.device) -> str | None:
     """Why the candidate's output is not a plain dense tensor where the reference has one (a
     subclass, a lazy or meta tensor, a sparse layout, another device), or None."""

@@ -19,6 +19,7 @@ from .dynamic_checks import (
     alias_pairs,
     alias_problem,
     changed_inputs,
+    clone_values,
     output_type_problem,
     poison_,
     poison_free_memory,
@@ -47,14 +48,6 @@ _PRECISION_INPUT_LIMIT = 1 << 30  # bytes of inputs above which the fp64 run is 
 __all__ = ["Guard", "Rejected", "analyze_problem"]
 
 
-def _clone(values: Any) -> Any:
-    if isinstance(values, torch.Tensor):
-        return values.clone()
-    if isinstance(values, (list, tuple)):
-        return type(values)(_clone(v) for v in values)
-    return values
-
-
 def _nbytes(values: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors(values))
 
@@ -65,7 +58,7 @@ def analyze_problem(make_inputs: MakeInputs, run: Run, seeds: list[int]) -> dict
     pass; near constant: the first seed's output passes for every other seed; independent of an
     input: replacing that input by another draw changes nothing beyond the tolerance)."""
     inputs0 = make_inputs(seeds[0])
-    pristine = _clone(inputs0)
+    pristine = clone_values(inputs0)
     out0 = run(inputs0)
     profile: dict[str, Any] = {
         "mutates_inputs": changed_inputs(inputs0, pristine),
@@ -86,7 +79,7 @@ def analyze_problem(make_inputs: MakeInputs, run: Run, seeds: list[int]) -> dict
     for s in seeds[1:] if not degenerate else []:
         inputs_s = make_inputs(s)
         if other is None:
-            other = _clone(inputs_s)
+            other = clone_values(inputs_s)
         if compare_outputs(out0, run(inputs_s)).verdict is not None:
             constant = False
             break
@@ -98,7 +91,7 @@ def analyze_problem(make_inputs: MakeInputs, run: Run, seeds: list[int]) -> dict
                 continue
             if a.shape != b.shape or torch.equal(a, b):
                 continue
-            mixed = list(_clone(pristine))
+            mixed = list(clone_values(pristine))
             mixed[i] = b.clone()
             if compare_outputs(out0, run(type(pristine)(mixed))).verdict is None:
                 degenerate.append(f"independent of input {i}: another draw of it passes")
@@ -267,14 +260,14 @@ class Guard:
         with torch.no_grad():
             inputs = make_inputs(seed)
             for _ in range(warmup):
-                model(*_clone(inputs))
+                model(*clone_values(inputs))
                 if time_reference:
-                    reference(*_clone(inputs))
+                    reference(*clone_values(inputs))
             del inputs
             self.previous = None
             for t in range(trials):
                 inputs = make_inputs((seed * 1_000_003 + t + 1) % (2**32 - 1))
-                cand_inputs = _clone(inputs)
+                cand_inputs = clone_values(inputs)
                 if not time_reference:
                     cand_ms.append(timer.time_ms(run_candidate, cand_inputs))
                     run_reference(*inputs)

@@ -19,7 +19,7 @@ from torch.utils import cpp_extension
 
 from .capture import _REAL_LOAD_INLINE, replaced_load_inline
 from .correctness import compare_outputs, tolerance
-from .dynamic_checks import Rejected
+from .dynamic_checks import Rejected, clone_values
 from .guard import Guard
 from .loader import PrebuiltLoadInline, exec_module
 from .timing import Timer, time_candidate, time_models
@@ -81,14 +81,6 @@ def _generate(make: Callable[[], Any], device: torch.device, protocol: str) -> A
         return _to_device(make(), device)
     with device:
         return _to_device(make(), device)
-
-
-def _clone(values: Any) -> Any:
-    if isinstance(values, torch.Tensor):
-        return values.clone()
-    if isinstance(values, (list, tuple)):
-        return type(values)(_clone(v) for v in values)
-    return values
 
 
 def _seed_all(seed: int) -> None:
@@ -200,12 +192,14 @@ def evaluate(
             with torch.no_grad():
                 if protocol == "kernelbench":
                     ref_out = _run(reference, inputs, device, "reference_error", "reference")
-                    pristine = _clone(inputs) if guard.on("dynamic.input_mutation") else inputs
+                    pristine = (
+                        clone_values(inputs) if guard.on("dynamic.input_mutation") else inputs
+                    )
                     guard.before_candidate()
                     cand_out = _run(model, inputs, device, "runtime_error", "ModelNew.forward")
                     guard.after_candidate(cand_out, inputs, pristine)
                 else:
-                    cand_inputs = _clone(inputs)
+                    cand_inputs = clone_values(inputs)
                     guard.before_candidate()
                     cand_out = _run(model, cand_inputs, device, "runtime_error", "ModelNew.forward")
                     guard.after_candidate(cand_out, cand_inputs, inputs)
@@ -258,7 +252,7 @@ def evaluate(
                     cand_ms, ref_ms = time_candidate(timer, model, inputs, n_trials, warmup), stored
                 else:
                     cand_ms, ref_ms = time_models(
-                        timer, model, reference, _clone(inputs), inputs, n_trials, warmup
+                        timer, model, reference, clone_values(inputs), inputs, n_trials, warmup
                     )
             except Rejected:
                 raise
