@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Where one forward of the CUDA engine spends its time (issue 6), on the device, after
+# bench/device_prepare.sh here (carry ".device"):
+#   1. `dice engine bench` at 1 and 16 sequences with and without CUDA graphs (tokens/s: the
+#      difference is launch overhead that graphs remove);
+#   2. Nsight Compute (--clock-control none, duration only) over the kernels of a short run
+#      without graphs: per kernel name, launches and GPU time, summed per forward
+#      (bench/engine_profile_report.py).
+# MODEL=1.7b (or 4b), PROFILE_SEQUENCES=1 (sequences in the profiled run), NCU_KERNELS=1200
+# (kernels profiled after skipping the load and warm-up), NCU_CACHE=none|all, GRAPHS=1 (0: skip
+# the graphs on/off timing). PROFILE_SEQUENCES may be a list (1,16). Leaves $OUT/engine-profile.txt,
+# $OUT/engine-profile.log and $OUT/engine-profile.tar.gz.
+set -uo pipefail
+source "$(dirname "$0")/common_device.sh"
+source "$(dirname "$0")/engine_device.sh"
+shape=${MODEL:-1.7b}
+seqs=${PROFILE_SEQUENCES:-1}
+kernels=${NCU_KERNELS:-1200}
+prof="$WORK/engine-profile"
+rm -rf "$prof"
+mkdir -p "$prof" "$WORK/models"
+trap 'tar -C "$WORK" -czf "$OUT/engine-profile.tar.gz" engine-profile 2>/dev/null' EXIT
+exec > >(tee "$OUT/engine-profile.log") 2>&1
+machine_header | tee "$prof/machine.txt"
+m="$WORK/models/$shape"
+if [ ! -f "$m/config.json" ]; then
+  "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \
+    --out "$m" --no-tokenizer --threads "$(nproc)" --force >/dev/null || { echo "model random failed"; exit 1; }
+fi
+[ "${GRAPHS:-1}" = 1 ] && for _ in once; do
+echo "## tokens/s with and without CUDA graphs (SDAR-$shape shape, 256 new tokens, unfused)"
+for g in "" --no-cuda-graphs; do
+  "$DICE" engine bench --model "$m" --sequences 1,16 --new-tokens 256 --store unfused $g \
+    --json "$prof/graphs${g:+-off}.jsonl" >/dev/null 2>"$prof/bench${g}.err"
+  echo "graphs ${g:-on}:"
+  "$DICE_PYTHON" - "$prof/graphs${g:+-off}.jsonl" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    keys = ("sequences", "new_tokens", "tokens_per_second", "forwards_per_second", "time_over_floor")
+    print("  " + ", ".join(f"{k}={r.get(k)}" for k in keys))
+EOF
+done
+done
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+[ -n "$ncu" ] || { echo "no ncu on this machine"; exit 0; }
+cache=${NCU_CACHE:-none}
+for seqs in ${seqs//,/ }; do
+  echo "## Nsight Compute: $kernels kernels of a $seqs-sequence run without graphs (cache control $cache)"
+  # Skip the model load and the prompt's prefill: the warm-up run's kernels come first, then the
+  # timed run's. --cache-control none: kernels see the L2 as the previous kernel left it (as in a
+  # graph replay); all: L2 flushed before each kernel (cold, slower for small kernels).
+  timeout 300 "$ncu" --clock-control none --cache-control "$cache" --metrics gpu__time_duration.sum \
+    --csv --launch-skip 400 --launch-count "$kernels" \
+    "$DICE" engine bench --model "$m" --sequences "$seqs" --new-tokens 64 --store unfused \
+    --no-cuda-graphs --no-ceilings --warmup-tokens 32 >"$prof/ncu-$seqs.csv" 2>"$prof/ncu-$seqs.err"
+  echo "ncu exit $?"
+  "$DICE_PYTHON" "$root/bench/engine_profile_report.py" "$prof/ncu-$seqs.csv"
+done 2>&1 | tee "$OUT/engine-profile.txt"
