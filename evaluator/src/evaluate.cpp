@@ -50,15 +50,30 @@ std::vector<double> numbers(const json& j, const char* key) {
 }  // namespace
 
 void timing_findings(EvalRecord& r, const RulePolicy& policy) {
+  // RULES.md, timing.launch_bound: the largest speedup the protocol can show, and the absolute
+  // threshold used when the worker did not measure an empty call.
+  constexpr double kLaunchBoundCap = 4.0;
+  constexpr double kLaunchBoundMs = 0.030;
   if (!r.speedup || !r.reference_ms) return;
   const auto add = [&](const char* rule, std::string message) {
     const RuleAction a = policy.action(rule);
     if (a != RuleAction::kOff) r.findings.push_back({rule, a, std::move(message), 0, "timing"});
   };
-  if (r.reference_ms->median < 0.030)
+  const double reference = r.reference_ms->median;
+  if (r.empty_call_ms && *r.empty_call_ms > 0) {
+    // The empty call's cost is in every sample: no candidate can show more than
+    // reference / empty; below kLaunchBoundCap the fixed cost dominates the comparison.
+    const double cap = reference / *r.empty_call_ms;
+    if (cap < kLaunchBoundCap)
+      add("timing.launch_bound",
+          fmt::format("the reference takes {:.1f} us and an empty timed call {:.1f} us: no "
+                      "candidate can show more than {:.1f}x",
+                      reference * 1e3, *r.empty_call_ms * 1e3, cap));
+  } else if (reference < kLaunchBoundMs) {  // records without the empty call's time
     add("timing.launch_bound", fmt::format("the reference takes {:.1f} us: launch overhead "
                                            "dominates the speedup",
-                                           r.reference_ms->median * 1e3));
+                                           reference * 1e3));
+  }
   if (r.speedup->ci95_low <= 1.0 && r.speedup->ci95_high >= 1.0)
     add("timing.within_noise",
         fmt::format("speedup {:.3f}, 95% interval [{:.3f}, {:.3f}] "
@@ -104,6 +119,8 @@ void apply_result(EvalRecord& r, const json& result, const std::string& protocol
     r.protocol = timing.value("protocol", protocol);
     r.candidate_ms = compute_stats(cand);
     r.reference_ms = compute_stats(ref);
+    if (timing.contains("empty_call_ms") && timing.at("empty_call_ms").is_number())
+      r.empty_call_ms = timing.at("empty_call_ms").get<double>();
     Speedup s = median_speedup(*r.reference_ms, *r.candidate_ms);
     if (r.protocol == "kernelbench") {  // KernelBench compares means
       s.value = r.candidate_ms->mean > 0 ? r.reference_ms->mean / r.candidate_ms->mean : 0;

@@ -84,6 +84,7 @@ json EvalRecord::to_json() const {
     timing["candidate_ms"] = eval::to_json(*candidate_ms);
   }
   if (reference_ms) timing["reference_ms"] = eval::to_json(*reference_ms);
+  if (empty_call_ms) timing["empty_call_ms"] = *empty_call_ms;
   if (!reference_timing.empty()) timing["reference"] = reference_timing;
   j["timing"] = timing;
   j["speedup"] = speedup ? json(speedup->value) : json();
@@ -134,6 +135,8 @@ EvalRecord EvalRecord::from_json(const json& j) {
     r.protocol = t.value("protocol", "");
     if (t.contains("candidate_ms")) r.candidate_ms = stats_from_json(t.at("candidate_ms"));
     if (t.contains("reference_ms")) r.reference_ms = stats_from_json(t.at("reference_ms"));
+    if (t.contains("empty_call_ms") && t.at("empty_call_ms").is_number())
+      r.empty_call_ms = t.at("empty_call_ms").get<double>();
     r.reference_timing = t.value("reference", "");
     if (j.contains("speedup") && j.at("speedup").is_number()) {
       Speedup s;

@@ -22,7 +22,7 @@ from .correctness import compare_outputs, tolerance
 from .dynamic_checks import Rejected, clone_values
 from .guard import Guard
 from .loader import PrebuiltLoadInline, exec_module
-from .timing import Timer, time_candidate, time_models
+from .timing import Timer, empty_call_ms, time_candidate, time_models
 from .versions import software_versions
 
 Emit = Callable[[dict[str, Any]], None]
@@ -262,6 +262,7 @@ def evaluate(
                 "protocol": protocol,
                 "candidate_ms": cand_ms,
                 "reference_ms": ref_ms,
+                "empty_call_ms": empty_call_ms(timer),
             }
             guard.check_threads("after timing")
         guard.check_kernels(model, make_inputs, seeds[0] if seeds else seed)

@@ -44,6 +44,31 @@ class Timer:
         return float(start_event.elapsed_time(end_event))
 
 
+class _EmptyModel(torch.nn.Module):
+    """A model whose forward does nothing: what a timed call costs when there is no work."""
+
+    def forward(self, *args: Any) -> None:
+        return None
+
+
+def empty_call_ms(timer: Timer, trials: int = 30) -> float:
+    """Median milliseconds of a timed call to a model that does nothing, through the same call
+    path as the timed reference and candidate (a wrapper that keeps the result, ``nn.Module``
+    dispatch, this timer's flush, events and synchronisation): the fixed cost under every measured
+    time, which caps the speedup any candidate can show (``timing.launch_bound``, RULES.md)."""
+    model = _EmptyModel()
+    box: dict[str, Any] = {}
+
+    def run(*args: Any) -> None:
+        box["e"] = model(*args)
+
+    with torch.no_grad():
+        run()
+        samples = sorted(timer.time_ms(run, []) for _ in range(trials))
+    mid = len(samples) // 2
+    return samples[mid] if len(samples) % 2 else (samples[mid - 1] + samples[mid]) / 2
+
+
 def time_models(
     timer: Timer,
     candidate: Callable[..., Any],

@@ -19,6 +19,9 @@ def test_reference_as_candidate_is_correct_and_timed(worker):
     assert result["verdict"] == "correct", result
     assert len(result["timing"]["candidate_ms"]) == 5
     assert len(result["timing"]["reference_ms"]) == 5
+    # The fixed cost of a timed call (timing.launch_bound): positive and below the reference's.
+    empty = result["timing"]["empty_call_ms"]
+    assert 0 < empty < max(result["timing"]["reference_ms"])
     assert all(t["passed"] for t in result["correctness"]["trials"])
     assert result["correctness"]["atol"] == 1e-4
 

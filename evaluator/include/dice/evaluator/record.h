@@ -57,6 +57,10 @@ struct EvalRecord {
       correctness;  ///< {"atol","rtol","trials":[{"seed","passed","max_abs_error","max_rel_error"}]}
   std::string protocol;  ///< "dice" or "kernelbench"
   std::optional<TimingStats> candidate_ms, reference_ms;
+  /// Median ms of a timed call to a model that does nothing, measured by the worker with the same
+  /// timer: the fixed cost under every sample (timing.launch_bound, RULES.md). Absent in records
+  /// of workers older than this field.
+  std::optional<double> empty_call_ms;
   /// Where reference_ms comes from: "interleaved" (measured with this candidate) or "stored"
   /// (measured once for the problem on this device and software, PROTOCOL.md).
   std::string reference_timing;
