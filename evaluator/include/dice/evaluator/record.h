@@ -57,7 +57,7 @@ struct EvalRecord {
       correctness;  ///< {"atol","rtol","trials":[{"seed","passed","max_abs_error","max_rel_error"}]}
   std::string protocol;  ///< "dice" or "kernelbench"
   std::optional<TimingStats> candidate_ms, reference_ms;
-  /// Median ms of a timed call to a model that does nothing, measured by the worker with the same
+  /// Least ms of 30 timed calls to a model that does nothing, measured by the worker with the same
   /// timer: the fixed cost under every sample (timing.launch_bound, RULES.md). Absent in records
   /// of workers older than this field.
   std::optional<double> empty_call_ms;
