@@ -27,27 +27,15 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file
-from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
+from transformers import Qwen3ForCausalLM, StaticCache
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine" / "tests"))
+from sdar_hf import qwen3_config  # noqa: E402
 
 
 def load_model(model_dir: Path, device: str, dtype: torch.dtype) -> Qwen3ForCausalLM:
     """An SDAR checkpoint folder as Qwen3ForCausalLM with SDPA attention, on `device`."""
-    cfg = json.loads((model_dir / "config.json").read_text())
-    config = Qwen3Config(
-        vocab_size=cfg["vocab_size"],
-        hidden_size=cfg["hidden_size"],
-        intermediate_size=cfg["intermediate_size"],
-        num_hidden_layers=cfg["num_hidden_layers"],
-        num_attention_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg["num_key_value_heads"],
-        head_dim=cfg.get("head_dim", 128),
-        rope_parameters={"rope_type": "default", "rope_theta": float(cfg.get("rope_theta", 1e6))},
-        rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
-        tie_word_embeddings=cfg.get("tie_word_embeddings", False),
-        max_position_embeddings=cfg.get("max_position_embeddings", 32768),
-        attention_bias=False,
-    )
-    config._attn_implementation = "sdpa"
+    config = qwen3_config(model_dir, "sdpa")
     with torch.device(device):
         model = Qwen3ForCausalLM(config).to(dtype)
     state: dict[str, torch.Tensor] = {}

@@ -9,7 +9,6 @@ decoding trace can be compared exactly with `dice generate --json`.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from sdar_hf import qwen3_config
+from transformers import Qwen3ForCausalLM
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RotaryEmbedding
 
 M32 = 0xFFFFFFFF
@@ -45,22 +45,7 @@ def uniform(seed: int, position: int, step: int) -> float:
 
 def load_model(model_dir: Path) -> Qwen3ForCausalLM:
     """An SDAR checkpoint folder as Hugging Face's Qwen3ForCausalLM, fp32, eager attention."""
-    cfg = json.loads((model_dir / "config.json").read_text())
-    config = Qwen3Config(
-        vocab_size=cfg["vocab_size"],
-        hidden_size=cfg["hidden_size"],
-        intermediate_size=cfg["intermediate_size"],
-        num_hidden_layers=cfg["num_hidden_layers"],
-        num_attention_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg["num_key_value_heads"],
-        head_dim=cfg.get("head_dim", 128),
-        rope_parameters={"rope_type": "default", "rope_theta": float(cfg.get("rope_theta", 1e6))},
-        rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
-        tie_word_embeddings=cfg.get("tie_word_embeddings", False),
-        max_position_embeddings=cfg.get("max_position_embeddings", 32768),
-        attention_bias=False,
-    )
-    config._attn_implementation = "eager"
+    config = qwen3_config(model_dir, "eager")
     with torch.device("meta"):  # no second copy of the weights: the state dict is assigned
         model = Qwen3ForCausalLM(config)
     state: dict[str, torch.Tensor] = {}
