@@ -282,3 +282,23 @@ def test_outputs_without_code_get_parse_error_without_the_evaluator(tmp_path: Pa
     again = run("bench", "report", "--out", str(out))
     assert again.returncode == 0, again.stderr
     assert json.loads((out / "summary.json").read_text())["verdicts"] == summary["verdicts"]
+
+
+def test_decoding_options_are_those_of_generate(tmp_path: Path) -> None:
+    def decoding_lines(command: str) -> set[str]:
+        done = run(command, "--help")
+        assert done.returncode == 0, done.stderr
+        names = ("--block-length", "--steps", "--strategy", "--threshold", "--entropy-bound",
+                 "--temperature", "--top-k", "--top-p", "--seed", "--max-new-tokens",
+                 "--stop-ids", "--vocab-limit", "--no-fused-store", "--no-chat-template",
+                 "--enable-thinking", "--max-active")  # fmt: skip
+        text = re.sub(r"\n {20,}", " ", done.stdout)  # help continued on the next line
+        lines = {" ".join(x.split()) for x in text.splitlines() if x.strip().startswith(names)}
+        assert len(lines) == len(names), lines
+        return lines
+
+    assert decoding_lines("bench") == decoding_lines("generate")
+    out = tmp_path / "run"
+    bad = run("bench", "--model", "/nonexistent", "--strategy", "fastest", "--out", str(out))
+    assert bad.returncode == 2 and "--strategy fastest" in bad.stderr
+    assert not out.exists()  # refused before anything was stored
