@@ -212,9 +212,9 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0, 20));
   // evaluation, as `dice eval`
   auto& e = b.eval;
-  e.kernelbench_jsonl =
-      env_or("DICE_KERNELBENCH", shared_path("data/kernelbench/problems.jsonl").string());
-  cmd->add_option("--kernelbench", e.kernelbench_jsonl, "KernelBench problems as JSON Lines")
+  e.kernelbench_jsonl = default_kernelbench();
+  cmd->add_option("--kernelbench", e.kernelbench_jsonl,
+                  "KernelBench problems as JSON Lines (env DICE_KERNELBENCH)")
       ->capture_default_str();
   e.cache_dir = env_or("DICE_CACHE", default_cache().string());
   cmd->add_option("--cache", e.cache_dir, "build cache folder (env DICE_CACHE)")

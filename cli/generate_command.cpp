@@ -328,8 +328,9 @@ void add_generate_command(CLI::App& app) {
                   "a KernelBench problem (L1/19): ask for a ModelNew with custom CUDA kernels");
   cmd->add_option("--prompt-ids", args->prompt_ids,
                   "the prompt as token ids (comma or space separated), used as is");
-  args->kernelbench = shared_path("data/kernelbench/problems.jsonl").string();
-  cmd->add_option("--kernelbench", args->kernelbench, "KernelBench problems as JSON Lines")
+  args->kernelbench = default_kernelbench();
+  cmd->add_option("--kernelbench", args->kernelbench,
+                  "KernelBench problems as JSON Lines (env DICE_KERNELBENCH)")
       ->capture_default_str();
   args->prompt_template = (generation::default_prompt_dir() / "kernelbench_oneshot.txt").string();
   cmd->add_option("--prompt-template", args->prompt_template,
