@@ -212,6 +212,28 @@ BenchReport write_reports(const fs::path& out_dir, const std::vector<SampleRow>&
   return report;
 }
 
+/// The evaluator's own run options (eval::run_options_json) with the bench's problem set as
+/// `problems` (informative): stored as the run's "eval" and with each sample's evaluation run.
+json eval_run_options(const BenchOptions& options) {
+  eval::EvalOptions e = options.eval;
+  e.problems =
+      options.mode == "infill" ? fs::absolute(options.infill_jsonl).string() : options.problems;
+  return eval::run_options_json(e);
+}
+
+/// The "eval" options of a stored run. Runs stored by older versions of dice bench hold a shorter
+/// list of its own (protocol, seed, trials, warmup, measure_timing, policy, rule_overrides, arch:
+/// no informative inputs, no static_only) and resume as they are: absent keys take the evaluator's
+/// defaults, as before. Throws dice::InputError naming `db` when there are none.
+json stored_eval_options(const json& run_options, const fs::path& db) {
+  const json e = run_options.value("eval", json());
+  if (!e.is_object() || !e.contains("protocol"))
+    throw InputError(db.string() +
+                     ": the stored run has no evaluation options (\"eval\" with \"protocol\"): "
+                     "it cannot be continued; start the run again into a new --out");
+  return e;
+}
+
 /// Thrown from the sample callback to leave generation on a stop request.
 struct StopRequested {};
 
@@ -235,7 +257,6 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
     if (options.samples < 1) throw InputError("--samples must be at least 1");
     if (options.mode == "e2e" && options.oracle_middle)
       throw InputError("--oracle-middle needs --mode infill");
-    const auto& e = options.eval;
     run_options = {{"mode", options.mode},
                    {"problems", options.problems},
                    {"infill_jsonl", fs::absolute(options.infill_jsonl).string()},
@@ -245,16 +266,7 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
                    {"oracle_middle", options.oracle_middle},
                    {"prompt_dir", fs::absolute(options.prompt_dir).string()},
                    {"generator", options.generator},
-                   {"eval",
-                    {{"protocol", e.protocol},
-                     {"seed", e.seed},
-                     {"correct_trials", e.correct_trials},
-                     {"timing_trials", e.timing_trials},
-                     {"warmup", e.warmup},
-                     {"measure_timing", e.measure_timing},
-                     {"policy", e.policy},
-                     {"rule_overrides", e.rule_overrides},
-                     {"arch", e.arch}}}};
+                   {"eval", eval_run_options(options)}};
   }
   const ProblemSet set = load_problem_set(run_options, options.eval.kernelbench_jsonl);
   if (!options.resume) {
@@ -279,7 +291,7 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
   const std::string mode = run_options.at("mode").get<std::string>();
   const bool oracle = run_options.value("oracle_middle", false);
   const fs::path prompt_dir = run_options.at("prompt_dir").get<std::string>();
-  const json eval_options = run_options.at("eval");
+  const json eval_options = stored_eval_options(run_options, store.path());
   const std::string arch = eval_options.value("arch", options.eval.arch);
 
   BenchRun run;

@@ -302,3 +302,51 @@ def test_decoding_options_are_those_of_generate(tmp_path: Path) -> None:
     bad = run("bench", "--model", "/nonexistent", "--strategy", "fastest", "--out", str(out))
     assert bad.returncode == 2 and "--strategy fastest" in bad.stderr
     assert not out.exists()  # refused before anything was stored
+
+
+def _options(out: Path) -> dict:
+    with sqlite3.connect(out / "bench.db") as db:
+        return json.loads(db.execute("SELECT value FROM meta WHERE key = 'options'").fetchone()[0])
+
+
+def _set_options(out: Path, options: dict) -> None:
+    with sqlite3.connect(out / "bench.db") as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'options'", (json.dumps(options),))
+
+
+def test_stored_eval_options_are_the_evaluators_and_old_runs_resume(tmp_path: Path) -> None:
+    _PerSeedServer.answers = {0: "no code, just words", 1: "```python\nimport torch\nx = ("}
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _PerSeedServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    try:
+        done = run("bench", "--endpoint", f"http://127.0.0.1:{httpd.server_address[1]}",
+                   "--problems", "kernelbench:L1/19", "--samples", "2", "--no-eval",
+                   "--eval-seed", "7", "--out", str(out))  # fmt: skip
+    finally:
+        httpd.shutdown()
+    assert done.returncode == 0, done.stderr
+    # What `dice eval` stores with its runs (eval::run_options_json), the problem set included.
+    stored = _options(out)["eval"]
+    assert set(stored) == {"protocol", "seed", "correct_trials", "timing_trials", "warmup",
+                           "measure_timing", "arch", "problems", "candidates",
+                           "reference_as_candidate", "policy", "rule_overrides",
+                           "static_only"}  # fmt: skip
+    assert stored["seed"] == 7 and stored["problems"] == "kernelbench:L1/19"
+    # A run stored by an older dice bench (its own shorter list) resumes; the outputs generated
+    # with --no-eval get their early verdicts without the evaluator.
+    old = {k: stored[k] for k in ("protocol", "seed", "correct_trials", "timing_trials", "warmup",
+                                  "measure_timing", "policy", "rule_overrides", "arch")}  # fmt: skip
+    _set_options(out, {**_options(out), "eval": old})
+    resumed = run("bench", "--resume", "--device", "none", "--jobs", "1", "--cache", str(cache),
+                  "--out", str(out))  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert [r["verdict"] for r in samples(out)] == ["parse_error", "truncated"]
+    assert not (cache / "candidates").exists()
+    with sqlite3.connect(out / "eval" / "results.db") as db:
+        runs = [json.loads(o) for (o,) in db.execute("SELECT options FROM runs")]
+    assert runs == [old, old]
+    # Options that are not a bench run's are refused, naming the file.
+    _set_options(out, {k: v for k, v in _options(out).items() if k != "eval"})
+    refused = run("bench", "--resume", "--device", "none", "--out", str(out))
+    assert refused.returncode == 2 and str(out / "bench.db") in refused.stderr
