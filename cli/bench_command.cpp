@@ -92,7 +92,6 @@ class ModelGenerator final : public generation::Generator {
       : tokenizer_(tokenizer::Tokenizer::load(args.tokenizer.empty() ? default_tokenizer(args.model)
                                                                      : args.tokenizer)) {
     generation::EngineGeneratorOptions options;
-    options.generation = resolve(args.decoding);  // a bad --strategy fails before loading
     options.chat_template = !args.decoding.no_chat_template;
     options.enable_thinking = args.decoding.enable_thinking;
     options.max_active = args.decoding.max_active;
