@@ -24,7 +24,6 @@
 #include "dice/model/checkpoint.h"
 #include "dice/tokenizer/tokenizer.h"
 #include "rule_options.h"
-#include "token_ids.h"
 
 namespace dice::cli {
 
@@ -38,13 +37,7 @@ struct GeneratorArgs {
   std::string model;
   std::string tokenizer;
   BackendArgs backend;
-  std::size_t max_active = 0;
-  std::string strategy = "low_confidence_dynamic";
-  std::string stop_ids = "151645,151643";
-  std::int32_t vocab_limit = 0;
-  bool no_chat_template = false;
-  bool enable_thinking = false;
-  engine::GenerationOptions options;
+  DecodingArgs decoding;  ///< its seed is the run's (BenchOptions::seed), stored there
   std::string endpoint;
   std::string endpoint_model;
   std::string api_key_env;
@@ -52,34 +45,21 @@ struct GeneratorArgs {
   int retries = 4;
 
   json to_json() const {
-    return {{"model", model},
-            {"tokenizer", tokenizer},
-            {"backend", backend.backend},
-            {"threads", backend.threads},
-            {"gpu_memory", backend.gpu_memory},
-            {"cuda_dtype", backend.dtype},
-            {"cuda_attention", backend.attention},
-            {"cuda_graphs", !backend.no_cuda_graphs},
-            {"max_active", max_active},
-            {"block_length", options.block_length},
-            {"steps", options.steps},
-            {"strategy", strategy},
-            {"threshold", options.remasking.threshold},
-            {"entropy_bound", options.remasking.entropy_bound},
-            {"temperature", options.sampling.temperature},
-            {"top_k", options.sampling.top_k},
-            {"top_p", options.sampling.top_p},
-            {"max_new_tokens", options.max_new_tokens},
-            {"stop_ids", stop_ids},
-            {"vocab_limit", vocab_limit},
-            {"fused_store", options.fused_store},
-            {"chat_template", !no_chat_template},
-            {"enable_thinking", enable_thinking},
-            {"endpoint", endpoint},
-            {"endpoint_model", endpoint_model},
-            {"api_key_env", api_key_env},
-            {"concurrency", concurrency},
-            {"retries", retries}};
+    json j = {{"model", model},
+              {"tokenizer", tokenizer},
+              {"backend", backend.backend},
+              {"threads", backend.threads},
+              {"gpu_memory", backend.gpu_memory},
+              {"cuda_dtype", backend.dtype},
+              {"cuda_attention", backend.attention},
+              {"cuda_graphs", !backend.no_cuda_graphs},
+              {"endpoint", endpoint},
+              {"endpoint_model", endpoint_model},
+              {"api_key_env", api_key_env},
+              {"concurrency", concurrency},
+              {"retries", retries}};
+    j.update(decoding.to_json());
+    return j;
   }
   void from_json(const json& j) {
     model = j.value("model", model);
@@ -90,21 +70,7 @@ struct GeneratorArgs {
     backend.dtype = j.value("cuda_dtype", backend.dtype);
     backend.attention = j.value("cuda_attention", backend.attention);
     backend.no_cuda_graphs = !j.value("cuda_graphs", !backend.no_cuda_graphs);
-    max_active = j.value("max_active", max_active);
-    options.block_length = j.value("block_length", options.block_length);
-    options.steps = j.value("steps", options.steps);
-    strategy = j.value("strategy", strategy);
-    options.remasking.threshold = j.value("threshold", options.remasking.threshold);
-    options.remasking.entropy_bound = j.value("entropy_bound", options.remasking.entropy_bound);
-    options.sampling.temperature = j.value("temperature", options.sampling.temperature);
-    options.sampling.top_k = j.value("top_k", options.sampling.top_k);
-    options.sampling.top_p = j.value("top_p", options.sampling.top_p);
-    options.max_new_tokens = j.value("max_new_tokens", options.max_new_tokens);
-    stop_ids = j.value("stop_ids", stop_ids);
-    vocab_limit = j.value("vocab_limit", vocab_limit);
-    options.fused_store = j.value("fused_store", options.fused_store);
-    no_chat_template = !j.value("chat_template", !no_chat_template);
-    enable_thinking = j.value("enable_thinking", enable_thinking);
+    decoding.from_json(j);
     endpoint = j.value("endpoint", endpoint);
     endpoint_model = j.value("endpoint_model", endpoint_model);
     api_key_env = j.value("api_key_env", api_key_env);
@@ -126,20 +92,16 @@ class ModelGenerator final : public generation::Generator {
       : tokenizer_(tokenizer::Tokenizer::load(args.tokenizer.empty() ? default_tokenizer(args.model)
                                                                      : args.tokenizer)) {
     generation::EngineGeneratorOptions options;
-    options.generation = args.options;
-    options.generation.remasking.strategy = strategy_option(args.strategy);
-    options.generation.stop_ids = parse_token_ids(args.stop_ids, "--stop-ids");
-    options.chat_template = !args.no_chat_template;
-    options.enable_thinking = args.enable_thinking;
-    options.max_active = args.max_active;
+    options.chat_template = !args.decoding.no_chat_template;
+    options.enable_thinking = args.decoding.enable_thinking;
+    options.max_active = args.decoding.max_active;
     std::string description;
     {
       const auto checkpoint = model::Checkpoint::open(args.model);  // unmapped after the copy
-      options.generation.sampling.mask_id = checkpoint.config().mask_token_id;
+      options.generation =
+          resolve(args.decoding, checkpoint.config().mask_token_id, tokenizer_.vocab_size());
       backend_ = make_backend(args.backend, checkpoint, &description);
     }
-    options.generation.sampling.vocab_limit =
-        args.vocab_limit > 0 ? args.vocab_limit : tokenizer_.vocab_size();
     engine_ = std::make_unique<generation::EngineGenerator>(
         *backend_, tokenizer_, std::move(options),
         fmt::format("engine: {} ({})", args.model, description));
@@ -169,9 +131,9 @@ std::unique_ptr<generation::Generator> make_generator(const GeneratorArgs& args)
     }
     o.concurrency = args.concurrency;
     o.retries = args.retries;
-    o.max_tokens = args.options.max_new_tokens;
-    o.temperature = args.options.sampling.temperature;
-    o.top_p = args.options.sampling.top_p;
+    o.max_tokens = args.decoding.options.max_new_tokens;
+    o.temperature = args.decoding.options.sampling.temperature;
+    o.top_p = args.decoding.options.sampling.top_p;
     return std::make_unique<generation::EndpointGenerator>(o);
   }
   if (args.model.empty()) throw InputError("give --model DIR or --endpoint URL");
@@ -230,39 +192,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--no-eval", b.no_eval,
                 "generate and store only; a later --resume evaluates what was generated");
   // decoding, as `dice generate`
-  auto& o = g.options;
   add_backend_options(cmd, g.backend);
-  cmd->add_option("--max-active", g.max_active,
-                  "sequences decoded at once (0: as many as the KV cache holds)")
-      ->capture_default_str();
-  cmd->add_option("--block-length", o.block_length, "tokens per block")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("--steps", o.steps, "at most this many denoising steps per block")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("--strategy", g.strategy,
-                  "remasking: sequential, low_confidence_static, low_confidence_dynamic, "
-                  "entropy_bounded")
-      ->capture_default_str();
-  cmd->add_option("--threshold", o.remasking.threshold, "low_confidence_dynamic threshold")
-      ->capture_default_str();
-  cmd->add_option("--entropy-bound", o.remasking.entropy_bound, "entropy_bounded bound (nats)")
-      ->capture_default_str();
-  cmd->add_option("--temperature", o.sampling.temperature, "0: greedy")->capture_default_str();
-  cmd->add_option("--top-k", o.sampling.top_k, "0: off")->capture_default_str();
-  cmd->add_option("--top-p", o.sampling.top_p, "1: off")->capture_default_str();
-  cmd->add_option("--seed", b.seed, "sampling seed; sample j of a problem uses seed + j")
-      ->capture_default_str();
-  cmd->add_option("--max-new-tokens", o.max_new_tokens, "token limit of each output")
-      ->capture_default_str();
-  cmd->add_option("--stop-ids", g.stop_ids, "an output ends at the first of these ids")
-      ->capture_default_str();
-  cmd->add_option("--vocab-limit", g.vocab_limit,
-                  "ids at or above it are never emitted (default: the tokenizer's vocabulary)");
-  cmd->add_flag("!--no-fused-store", o.fused_store, "store pass as its own forward");
-  cmd->add_flag("--no-chat-template", g.no_chat_template, "prompts without the chat template");
-  cmd->add_flag("--enable-thinking", g.enable_thinking, "chat template with thinking enabled");
+  add_decoding_options(*cmd, g.decoding);
   // endpoint
   cmd->add_option("--endpoint", g.endpoint,
                   "an OpenAI-compatible server (http://host:port[/v1]) generates instead of "
@@ -280,9 +211,9 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0, 20));
   // evaluation, as `dice eval`
   auto& e = b.eval;
-  e.kernelbench_jsonl =
-      env_or("DICE_KERNELBENCH", shared_path("data/kernelbench/problems.jsonl").string());
-  cmd->add_option("--kernelbench", e.kernelbench_jsonl, "KernelBench problems as JSON Lines")
+  e.kernelbench_jsonl = default_kernelbench();
+  cmd->add_option("--kernelbench", e.kernelbench_jsonl,
+                  "KernelBench problems as JSON Lines (env DICE_KERNELBENCH)")
       ->capture_default_str();
   e.cache_dir = env_or("DICE_CACHE", default_cache().string());
   cmd->add_option("--cache", e.cache_dir, "build cache folder (env DICE_CACHE)")
@@ -345,6 +276,8 @@ void add_bench_command(CLI::App& app) {
     } else if (gen.endpoint.empty() && gen.model.empty() && !bench.oracle_middle) {
       throw InputError("give --model DIR, --endpoint URL, or (--mode infill) --oracle-middle");
     }
+    resolve(gen.decoding);  // a bad --strategy or --stop-ids fails before anything is stored
+    bench.seed = gen.decoding.options.sampling.seed;  // a resumed run keeps its stored seed
     bench.generator = gen.to_json();
     std::stop_source stop;
     const SignalStop signals(stop);

@@ -1,11 +1,17 @@
 #pragma once
-// Decoding choices given as text by `dice generate` and `dice bench`.
+// The decoding options of `dice generate` and `dice bench` (system.md §2): one struct, one
+// registration, one resolution into the engine's GenerationOptions.
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "dice/core/error.h"
+#include "dice/engine/generation.h"
 #include "dice/engine/remasking.h"
 
 namespace dice::cli {
@@ -21,5 +27,41 @@ inline engine::RemaskingStrategy strategy_option(const std::string& name) {
         name));
   return *strategy;
 }
+
+/// Decoding as given on the command line: block length, denoising steps, remasking strategy and
+/// its threshold or entropy bound, sampling (temperature, top-k, top-p, seed), output limits,
+/// the vocabulary limit, fused store passes, the chat template and the number of sequences
+/// decoded at once.
+struct DecodingArgs {
+  engine::GenerationOptions options;  ///< numbers as given; strategy, stop ids, mask and
+                                      ///< vocabulary limit are set by resolve()
+  std::string strategy = "low_confidence_dynamic";
+  std::string stop_ids = "151645,151643";  ///< <|im_end|>, <|endoftext|> (SDAR's chat template)
+  std::int32_t vocab_limit = 0;            ///< 0: the tokenizer's vocabulary
+  std::size_t max_active = 0;              ///< 0: as many as the KV cache holds
+  bool no_chat_template = false;
+  bool enable_thinking = false;
+
+  /// The options as stored with a bench run (keys as dice bench has always written them).
+  nlohmann::json to_json() const;
+  /// Reads what to_json wrote; absent keys keep their value.
+  void from_json(const nlohmann::json& j);
+};
+
+/// Registers --block-length, --steps, --strategy, --threshold, --entropy-bound, --temperature,
+/// --top-k, --top-p, --seed, --max-new-tokens, --stop-ids, --vocab-limit, --no-fused-store,
+/// --no-chat-template, --enable-thinking and --max-active on `command`.
+void add_decoding_options(CLI::App& command, DecodingArgs& args);
+
+/// The engine's decoding configuration: `args.options` with --strategy and --stop-ids parsed; the
+/// mask id and vocabulary limit are left as they are (the model and tokenizer decide them, see
+/// the overload). Throws dice::InputError naming the option for an unknown strategy or malformed
+/// stop ids: call it before loading anything to fail early.
+engine::GenerationOptions resolve(const DecodingArgs& args);
+
+/// resolve(args) with the model's `mask_id` and the vocabulary limit (--vocab-limit, else
+/// `tokenizer_vocab`: ids at or above it are never emitted).
+engine::GenerationOptions resolve(const DecodingArgs& args, std::int32_t mask_id,
+                                  std::int32_t tokenizer_vocab);
 
 }  // namespace dice::cli

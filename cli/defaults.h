@@ -20,6 +20,12 @@ inline std::filesystem::path shared_path(const std::filesystem::path& relative) 
   return (std::filesystem::path(DICE_SOURCE_DIR) / ".." / "shared" / relative).lexically_normal();
 }
 
+/// The KernelBench problems (JSON Lines): $DICE_KERNELBENCH, else the shared data's
+/// data/kernelbench/problems.jsonl. Used by eval, bench and generate.
+inline std::string default_kernelbench() {
+  return env_or("DICE_KERNELBENCH", shared_path("data/kernelbench/problems.jsonl").string());
+}
+
 /// The build cache folder: $XDG_CACHE_HOME/dice, else ~/.cache/dice, else <tmp>/dice-cache.
 inline std::filesystem::path default_cache() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')

@@ -32,10 +32,9 @@ void add_eval_command(CLI::App& app) {
                   "DICE pairs {id, pytorch_code, cuda_code}");
   cmd->add_flag("--reference-as-candidate", options->reference_as_candidate,
                 "also evaluate each problem's own Model as its candidate (timing noise floor)");
-  options->kernelbench_jsonl =
-      env_or("DICE_KERNELBENCH", shared_path("data/kernelbench/problems.jsonl").string());
+  options->kernelbench_jsonl = default_kernelbench();
   cmd->add_option("--kernelbench", options->kernelbench_jsonl,
-                  "KernelBench problems as JSON Lines (for kernelbench:...)")
+                  "KernelBench problems as JSON Lines (for kernelbench:...; env DICE_KERNELBENCH)")
       ->capture_default_str();
   options->out_dir = "out/eval";
   cmd->add_option("-o,--out-dir", options->out_dir,

@@ -46,15 +46,10 @@ struct GenerateArgs {
   std::string batch;
   std::string out;
   std::int32_t samples = 1;
-  std::size_t max_active = 0;
   BackendArgs backend;
-  std::string strategy = "low_confidence_dynamic";
-  std::string stop_ids = "151645,151643";
-  std::int32_t vocab_limit = 0;
-  bool no_chat_template = false;
-  bool enable_thinking = false;
+  DecodingArgs decoding;
   bool json = false;
-  engine::GenerationOptions options;
+  engine::GenerationOptions options;  ///< `decoding` resolved for the loaded model
 };
 
 std::string problem_message(const GenerateArgs& args, const std::string& problem) {
@@ -73,9 +68,9 @@ std::string user_message(const GenerateArgs& args) {
 /// A user message through the chat template (unless --no-chat-template), encoded.
 std::vector<std::int32_t> encode_message(const GenerateArgs& args,
                                          const tokenizer::Tokenizer& tokenizer, std::string text) {
-  if (!args.no_chat_template) {
+  if (!args.decoding.no_chat_template) {
     const std::vector<tokenizer::ChatMessage> messages{{.role = "user", .content = text}};
-    text = tokenizer::apply_chat_template(messages, true, args.enable_thinking);
+    text = tokenizer::apply_chat_template(messages, true, args.decoding.enable_thinking);
   }
   return tokenizer.encode(text);
 }
@@ -100,8 +95,8 @@ json options_json(const GenerateArgs& args) {
           {"mask_id", o.sampling.mask_id},
           {"vocab_limit", o.sampling.vocab_limit},
           {"fused_store", o.fused_store},
-          {"chat_template", !args.no_chat_template},
-          {"enable_thinking", args.enable_thinking},
+          {"chat_template", !args.decoding.no_chat_template},
+          {"enable_thinking", args.decoding.enable_thinking},
           {"problem", args.problem}};
 }
 
@@ -183,8 +178,8 @@ std::vector<engine::BatchPrompt> read_batch(const GenerateArgs& args,
         for (const auto& m : record.at("messages"))
           messages.push_back({.role = m.at("role").get<std::string>(),
                               .content = m.at("content").get<std::string>()});
-        p.prompt_ids =
-            tokenizer.encode(tokenizer::apply_chat_template(messages, true, args.enable_thinking));
+        p.prompt_ids = tokenizer.encode(
+            tokenizer::apply_chat_template(messages, true, args.decoding.enable_thinking));
       } else if (record.contains("problem")) {
         p.prompt_ids = encode_message(
             args, tokenizer, problem_message(args, record.at("problem").get<std::string>()));
@@ -222,7 +217,7 @@ void run_batch(GenerateArgs& args, const tokenizer::Tokenizer& tokenizer, engine
   std::ostream& out = args.out.empty() ? std::cout : file;
   std::cerr << fmt::format("dice generate: {} prompts on {}\n", prompts.size(), description);
   engine::BatchOptions options;
-  options.max_active = args.max_active;
+  options.max_active = args.decoding.max_active;
   options.decode = [&](std::span<const std::int32_t> output) { return tokenizer.decode(output); };
   const auto start = Clock::now();
   const auto samples = engine::generate_batch(backend, prompts, options);
@@ -259,8 +254,7 @@ void run_generate(GenerateArgs& args) {
     throw InputError(
         "give exactly one of --prompt TEXT, --problem ID (e.g. L1/19), --prompt-ids, --batch "
         "FILE");
-  args.options.remasking.strategy = strategy_option(args.strategy);
-  args.options.stop_ids = parse_token_ids(args.stop_ids, "--stop-ids");
+  args.options = resolve(args.decoding);  // a bad --strategy or --stop-ids fails before loading
   if (args.tokenizer.empty()) args.tokenizer = default_tokenizer(args.model);
   resolve_backend(args.backend);  // a bad --backend fails before anything is loaded
 
@@ -275,11 +269,10 @@ void run_generate(GenerateArgs& args) {
   std::string description;
   {
     const auto checkpoint = model::Checkpoint::open(args.model);  // unmapped after the copy
-    args.options.sampling.mask_id = checkpoint.config().mask_token_id;
+    args.options =
+        resolve(args.decoding, checkpoint.config().mask_token_id, tokenizer.vocab_size());
     backend = make_backend(args.backend, checkpoint, &description);
   }
-  args.options.sampling.vocab_limit =
-      args.vocab_limit > 0 ? args.vocab_limit : tokenizer.vocab_size();
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();
   if (!args.batch.empty()) return run_batch(args, tokenizer, *backend, description);
 
@@ -335,8 +328,9 @@ void add_generate_command(CLI::App& app) {
                   "a KernelBench problem (L1/19): ask for a ModelNew with custom CUDA kernels");
   cmd->add_option("--prompt-ids", args->prompt_ids,
                   "the prompt as token ids (comma or space separated), used as is");
-  args->kernelbench = shared_path("data/kernelbench/problems.jsonl").string();
-  cmd->add_option("--kernelbench", args->kernelbench, "KernelBench problems as JSON Lines")
+  args->kernelbench = default_kernelbench();
+  cmd->add_option("--kernelbench", args->kernelbench,
+                  "KernelBench problems as JSON Lines (env DICE_KERNELBENCH)")
       ->capture_default_str();
   args->prompt_template = (generation::default_prompt_dir() / "kernelbench_oneshot.txt").string();
   cmd->add_option("--prompt-template", args->prompt_template,
@@ -351,45 +345,8 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--out", args->out, "--batch: output JSON Lines file (default: stdout)");
-  cmd->add_option("--max-active", args->max_active,
-                  "sequences decoded at once (0: as many as the KV cache holds)")
-      ->capture_default_str();
   add_backend_options(cmd, args->backend);
-  auto& o = args->options;
-  cmd->add_option("--block-length", o.block_length, "tokens per block")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("--steps", o.steps, "at most this many denoising steps per block")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("--strategy", args->strategy,
-                  "remasking: sequential, low_confidence_static, low_confidence_dynamic, "
-                  "entropy_bounded")
-      ->capture_default_str();
-  cmd->add_option("--threshold", o.remasking.threshold,
-                  "low_confidence_dynamic: unmask every position above this confidence")
-      ->capture_default_str();
-  cmd->add_option("--entropy-bound", o.remasking.entropy_bound,
-                  "entropy_bounded: bound of the summed entropy (nats) of a step's positions")
-      ->capture_default_str();
-  cmd->add_option("--temperature", o.sampling.temperature, "0: greedy")->capture_default_str();
-  cmd->add_option("--top-k", o.sampling.top_k, "0: off")->capture_default_str();
-  cmd->add_option("--top-p", o.sampling.top_p, "1: off")->capture_default_str();
-  cmd->add_option("--seed", o.sampling.seed, "seed of the counter-based sampling RNG")
-      ->capture_default_str();
-  cmd->add_option("--max-new-tokens", o.max_new_tokens, "token limit of the output")
-      ->capture_default_str();
-  cmd->add_option("--stop-ids", args->stop_ids, "the output ends at the first of these ids")
-      ->capture_default_str();
-  cmd->add_option("--vocab-limit", args->vocab_limit,
-                  "ids at or above it are never emitted (default: the tokenizer's vocabulary)");
-  cmd->add_flag("!--no-fused-store", o.fused_store,
-                "run each store pass as its own forward instead of fusing it with the next "
-                "block's first denoising step");
-  cmd->add_flag("--no-chat-template", args->no_chat_template,
-                "use the prompt as is, without the chat template");
-  cmd->add_flag("--enable-thinking", args->enable_thinking,
-                "chat template with thinking enabled (default: disabled, as the paper)");
+  add_decoding_options(*cmd, args->decoding);
   cmd->add_flag("--json", args->json,
                 "print one JSON record (ids, text, trace, stop reason, counts, timings, options) "
                 "instead of streaming the text");

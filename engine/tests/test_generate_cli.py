@@ -59,6 +59,24 @@ def test_problem_prompt_holds_the_problem_code(model):
     assert len(record["prompt_ids"]) > 500  # the template plus the problem's code
 
 
+def test_problem_set_comes_from_dice_kernelbench(model, tmp_path):
+    problems = tmp_path / "problems.jsonl"
+    code = "class Model:\n    pass\n"
+    problems.write_text(json.dumps({"level": 1, "problem_id": 19, "name": "19_Tiny", "code": code}))
+    args = ["generate", "--model", str(model), "--problem", "L1/19", "--max-new-tokens", "1",
+            "--json", "--threads", "1", "--no-chat-template"]  # fmt: skip
+    env = {**os.environ, "DICE_KERNELBENCH": str(problems)}
+    done = subprocess.run([str(DICE), *args], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    given = run(*args, "--kernelbench", str(problems))
+    assert given.returncode == 0, given.stderr
+    prompt = json.loads(done.stdout)["prompt_ids"]
+    assert prompt == json.loads(given.stdout)["prompt_ids"]
+    env["DICE_KERNELBENCH"] = str(tmp_path / "absent.jsonl")
+    missing = subprocess.run([str(DICE), *args], capture_output=True, text=True, env=env)
+    assert missing.returncode == 2 and "absent.jsonl" in missing.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -20,6 +20,7 @@
 #include "dice/evaluator/store.h"
 #include "dice/generation/extract.h"
 #include "dice/generation/prompts.h"
+#include "dice/generation/sample_eval.h"
 
 namespace dice::generation {
 
@@ -211,6 +212,28 @@ BenchReport write_reports(const fs::path& out_dir, const std::vector<SampleRow>&
   return report;
 }
 
+/// The evaluator's own run options (eval::run_options_json) with the bench's problem set as
+/// `problems` (informative): stored as the run's "eval" and with each sample's evaluation run.
+json eval_run_options(const BenchOptions& options) {
+  eval::EvalOptions e = options.eval;
+  e.problems =
+      options.mode == "infill" ? fs::absolute(options.infill_jsonl).string() : options.problems;
+  return eval::run_options_json(e);
+}
+
+/// The "eval" options of a stored run. Runs stored by older versions of dice bench hold a shorter
+/// list of its own (protocol, seed, trials, warmup, measure_timing, policy, rule_overrides, arch:
+/// no informative inputs, no static_only) and resume as they are: absent keys take the evaluator's
+/// defaults, as before. Throws dice::InputError naming `db` when there are none.
+json stored_eval_options(const json& run_options, const fs::path& db) {
+  const json e = run_options.value("eval", json());
+  if (!e.is_object() || !e.contains("protocol"))
+    throw InputError(db.string() +
+                     ": the stored run has no evaluation options (\"eval\" with \"protocol\"): "
+                     "it cannot be continued; start the run again into a new --out");
+  return e;
+}
+
 /// Thrown from the sample callback to leave generation on a stop request.
 struct StopRequested {};
 
@@ -234,7 +257,6 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
     if (options.samples < 1) throw InputError("--samples must be at least 1");
     if (options.mode == "e2e" && options.oracle_middle)
       throw InputError("--oracle-middle needs --mode infill");
-    const auto& e = options.eval;
     run_options = {{"mode", options.mode},
                    {"problems", options.problems},
                    {"infill_jsonl", fs::absolute(options.infill_jsonl).string()},
@@ -244,16 +266,7 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
                    {"oracle_middle", options.oracle_middle},
                    {"prompt_dir", fs::absolute(options.prompt_dir).string()},
                    {"generator", options.generator},
-                   {"eval",
-                    {{"protocol", e.protocol},
-                     {"seed", e.seed},
-                     {"correct_trials", e.correct_trials},
-                     {"timing_trials", e.timing_trials},
-                     {"warmup", e.warmup},
-                     {"measure_timing", e.measure_timing},
-                     {"policy", e.policy},
-                     {"rule_overrides", e.rule_overrides},
-                     {"arch", e.arch}}}};
+                   {"eval", eval_run_options(options)}};
   }
   const ProblemSet set = load_problem_set(run_options, options.eval.kernelbench_jsonl);
   if (!options.resume) {
@@ -278,7 +291,7 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
   const std::string mode = run_options.at("mode").get<std::string>();
   const bool oracle = run_options.value("oracle_middle", false);
   const fs::path prompt_dir = run_options.at("prompt_dir").get<std::string>();
-  const json eval_options = run_options.at("eval");
+  const json eval_options = stored_eval_options(run_options, store.path());
   const std::string arch = eval_options.value("arch", options.eval.arch);
 
   BenchRun run;
@@ -323,7 +336,6 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
                      evaluated_before);
   std::mutex samples_mutex;  // guards `samples` and `sample_by_run`
   std::map<std::int64_t, std::int64_t> sample_by_run;
-  const json per_job = eval::worker_options(eval_options);
   eval::PipelineConfig config{.python = options.eval.python,
                               .cache_dir = options.eval.cache_dir,
                               .log_dir = out_dir / "eval" / "logs",
@@ -360,47 +372,49 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
       if (pipeline) pipeline->cancel();
     });
 
-    // Submits a generated sample for evaluation: its own run in the evaluator's store.
-    const auto submit = [&](SampleRow& s) {
-      if (!pipeline) return;
-      const eval::Problem& problem = *problem_by_id.at(s.problem_id);
+    // Submits a generated sample for evaluation: its own run in the evaluator's store; an output
+    // its extraction already condemns gets its verdict at once, without the pipeline.
+    std::optional<SampleEvaluation> evaluation;
+    if (pipeline)
+      evaluation.emplace(
+          results, store, eval_options, pipeline->isolation(),
+          [&](std::int64_t sample_id, std::int64_t eval_run, std::vector<eval::Job> jobs) {
+            {
+              const std::lock_guard guard(samples_mutex);
+              sample_by_run[eval_run] = sample_id;
+            }
+            pipeline->submit(std::move(jobs));
+          });
+    const auto submit = [&](SampleRow& s, const Extracted* extracted) {
+      if (!evaluation) return;
       const eval::Candidate candidate{
           s.problem_id,
           fmt::format("{}/bench.db#{}:{}#{}", out_dir.string(), s.id, s.problem_id, s.sample),
           s.candidate};
-      const std::int64_t eval_run =
-          results.create_run("bench", eval_options, {{&problem, &candidate}});
-      store.set_eval_run(s.id, eval_run);
-      s.eval_run = eval_run;
-      std::vector<eval::Job> jobs;
-      for (const auto& item : results.items(eval_run, false)) jobs.push_back({item, per_job});
-      {
-        const std::lock_guard guard(samples_mutex);
-        sample_by_run[eval_run] = s.id;
-      }
-      pipeline->submit(std::move(jobs));
+      const auto early = evaluation->submit(s, *problem_by_id.at(s.problem_id), candidate,
+                                            mode == "e2e" ? extracted : nullptr);
+      if (early) view.evaluated(s, *early);
     };
 
-    // Samples generated before and not evaluated: their stored evaluation, or evaluate them now.
+    // Samples generated before and not evaluated: their stored evaluation, or evaluate them now
+    // (e2e outputs are extracted again for an early verdict).
+    std::optional<CodeExtractor> extractor;
     for (auto& s : samples) {
       if (!evaluate || !s.generated() || s.evaluated()) continue;
-      if (!s.eval_run) {
-        submit(s);
-        continue;
+      if (s.eval_run) {
+        const auto stored = results.records(*s.eval_run);
+        if (!stored.empty()) {
+          s.record = stored.front().record.to_json();
+          store.set_record(s.id, *s.record);
+          continue;
+        }
       }
-      const auto stored = results.records(*s.eval_run);
-      if (!stored.empty()) {
-        s.record = stored.front().record.to_json();
-        store.set_record(s.id, *s.record);
-        continue;
+      std::optional<Extracted> extracted;
+      if (mode == "e2e") {
+        if (!extractor) extractor.emplace(options.eval.python);
+        extracted = extractor->extract(s.output);
       }
-      std::vector<eval::Job> jobs;
-      for (const auto& item : results.items(*s.eval_run, true)) jobs.push_back({item, per_job});
-      {
-        const std::lock_guard guard(samples_mutex);
-        sample_by_run[*s.eval_run] = s.id;
-      }
-      pipeline->submit(std::move(jobs));
+      submit(s, extracted ? &*extracted : nullptr);
     }
 
     // Generation of what is left; each sample goes to evaluation as soon as it is finished.
@@ -424,7 +438,7 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
     }
     bool stopped = false;
     if (!requests.empty() && !stop.stop_requested()) {
-      CodeExtractor extractor(options.eval.python);
+      if (!extractor) extractor.emplace(options.eval.python);
       const auto load_start = Clock::now();
       std::unique_ptr<Generator> generator =
           oracle ? std::make_unique<OracleGenerator>() : make_generator();
@@ -450,8 +464,8 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
             view.generated(s);
             return;
           }
-          const Extracted extracted =
-              oracle ? Extracted{s.output, false, false} : extractor.extract(s.output);
+          const Extracted extracted = oracle ? Extracted{s.output, false, false, std::nullopt}
+                                             : extractor->extract(s.output);
           s.code = extracted.code;
           s.status = extracted.truncated || s.stop_reason == "length" ? "truncated" : "generated";
           if (mode == "e2e") {
@@ -462,7 +476,7 @@ BenchRun run_bench(const BenchOptions& options, const GeneratorFactory& make_gen
           }
           store.set_generated(s);
           view.generated(s);
-          submit(s);
+          submit(s, &extracted);
         });
       } catch (const StopRequested&) {
         stopped = true;

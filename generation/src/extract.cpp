@@ -10,16 +10,27 @@ using nlohmann::json;
 
 namespace {
 
-// Reads JSON lines {"text"} and answers {"code", "truncated", "from_block"} with the evaluator's
-// extractor; the protocol is private to this file.
+// Reads JSON lines {"text"} and answers {"code", "truncated", "from_block", "syntax_error"} with
+// the evaluator's extractor; syntax_error is worded as dice_worker/analyze.py words it (its
+// analyze_python calls ast.parse(code)). The protocol is private to this file.
 constexpr const char* kLoop = R"py(
-import json, sys
+import ast, json, sys
 from dice_worker.extract import extract_code
+def syntax_error(code):
+    if not code.strip():
+        return None
+    try:
+        ast.parse(code)
+    except SyntaxError as e:
+        return f"SyntaxError: {e}"
+    except Exception:
+        return None
+    return None
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     e = extract_code(json.loads(line)["text"])
-    print(json.dumps({"code": e.code, "truncated": e.truncated, "from_block": e.from_block}),
-          flush=True)
+    print(json.dumps({"code": e.code, "truncated": e.truncated, "from_block": e.from_block,
+                      "syntax_error": syntax_error(e.code)}), flush=True)
 )py";
 
 }  // namespace
@@ -58,8 +69,10 @@ Extracted CodeExtractor::extract(std::string_view text) {
     throw Error("code extractor stopped answering");
   }
   const json j = json::parse(line);
-  return {j.at("code").get<std::string>(), j.at("truncated").get<bool>(),
-          j.at("from_block").get<bool>()};
+  Extracted out{j.at("code").get<std::string>(), j.at("truncated").get<bool>(),
+                j.at("from_block").get<bool>(), std::nullopt};
+  if (const auto& e = j.at("syntax_error"); e.is_string()) out.syntax_error = e.get<std::string>();
+  return out;
 }
 
 std::string infill_candidate(std::string_view prefix, const Extracted& middle,

@@ -41,8 +41,18 @@ TEST(Extract, TextWithoutFenceIsTakenWhole) {
   EXPECT_EQ(x.extract("ünïcode ✓").code, "ünïcode ✓");
 }
 
+TEST(Extract, CodePythonCannotParseCarriesTheParsersMessage) {
+  CodeExtractor x(env());
+  const Extracted prose = x.extract("I would write a kernel here.");
+  ASSERT_TRUE(prose.syntax_error);
+  EXPECT_EQ(prose.syntax_error->rfind("SyntaxError: invalid syntax", 0), 0u) << *prose.syntax_error;
+  EXPECT_NE(prose.syntax_error->find("(<unknown>, line 1)"), std::string::npos);
+  EXPECT_FALSE(x.extract("```python\nclass ModelNew: pass\n```\n").syntax_error);
+  EXPECT_FALSE(x.extract("```python\nonly open").syntax_error);  // blank code: no parse
+}
+
 TEST(Extract, InfillCandidateIsPrefixMiddleSuffix) {
-  const Extracted middle{"MIDDLE\n", false, true};
+  const Extracted middle{"MIDDLE\n", false, true, std::nullopt};
   EXPECT_EQ(infill_candidate("PRE\n", middle, "SUF"), "PRE\nMIDDLE\nSUF");
 }
 

@@ -210,3 +210,143 @@ def test_endpoint_errors_are_clear(server: str, tmp_path: Path) -> None:
     dead = run("bench", "--endpoint", "http://127.0.0.1:9", "--problems", "kernelbench:L1/19",
                "--no-eval", "--retries", "0", "--out", str(tmp_path / "c"))  # fmt: skip
     assert dead.returncode == 1 and "127.0.0.1:9" in dead.stderr
+
+
+class _PerSeedServer(BaseHTTPRequestHandler):
+    """Speaks /v1/chat/completions; the answer depends on the request's seed (the sample)."""
+
+    answers: dict[int, str] = {}
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        data = json.dumps({
+            "choices": [{"message": {"role": "assistant",
+                                     "content": _PerSeedServer.answers[body["seed"]]},
+                         "finish_reason": "stop"}],
+            "usage": {"completion_tokens": 7},
+        }).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_outputs_without_code_get_parse_error_without_the_evaluator(tmp_path: Path) -> None:
+    _PerSeedServer.answers = {
+        0: "I would write a fused kernel here, with shared memory.",  # prose: not Python
+        1: "Here it is:\n```python\nimport torch\nclass ModelNew(torch.nn.",  # ends inside a block
+        2: "```python\nimport torch\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return torch.relu(x)\n```\n",
+    }
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _PerSeedServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    try:
+        done = run("bench", "--endpoint", f"http://127.0.0.1:{httpd.server_address[1]}",
+                   "--problems", "kernelbench:L1/19", "--samples", "3", "--device", "none",
+                   "--jobs", "1", "--cache", str(cache), "--out", str(out),
+                   "--progress", "lines")  # fmt: skip
+    finally:
+        httpd.shutdown()
+    assert done.returncode == 0, done.stderr
+    rows = samples(out)
+    assert [r["verdict"] for r in rows] == ["parse_error", "truncated", "rejected"]
+    # Only the sample with code reached the evaluator's CPU stage (its content-addressed folder;
+    # strict policy: torch.relu alone is rejected).
+    assert len(list((cache / "candidates").iterdir())) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["verdicts"] == {"parse_error": 1, "rejected": 1, "truncated": 1}
+    # The early records are the ones `dice eval` writes for the same outputs.
+    candidates = tmp_path / "candidates.jsonl"
+    candidates.write_text("".join(
+        json.dumps({"problem": "L1/19", "candidate": _PerSeedServer.answers[s]}) + "\n"
+        for s in (0, 1)))  # fmt: skip
+    evaluated = run("eval", "--problems", "kernelbench:L1/19", "--candidates", str(candidates),
+                    "--device", "none", "--jobs", "1", "--cache", str(tmp_path / "cache2"),
+                    "--out-dir", str(tmp_path / "eval"))  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    records = [
+        json.loads(x) for x in (tmp_path / "eval" / "records.jsonl").read_text().splitlines()
+    ]
+    keys = ("verdict", "reasons", "candidate_hash", "compile", "policy", "isolation", "problem_id")
+    by_hash = {r["candidate_hash"]: {k: r[k] for k in keys} for r in records}
+    for row in rows[:2]:
+        record = json.loads(row["record"])
+        assert by_hash[record["candidate_hash"]] == {k: record[k] for k in keys}
+    assert json.loads(rows[0]["record"])["reasons"][0].startswith("SyntaxError: invalid syntax")
+    # Re-reporting counts them the same way.
+    again = run("bench", "report", "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    assert json.loads((out / "summary.json").read_text())["verdicts"] == summary["verdicts"]
+
+
+def test_decoding_options_are_those_of_generate(tmp_path: Path) -> None:
+    def decoding_lines(command: str) -> set[str]:
+        done = run(command, "--help")
+        assert done.returncode == 0, done.stderr
+        names = ("--block-length", "--steps", "--strategy", "--threshold", "--entropy-bound",
+                 "--temperature", "--top-k", "--top-p", "--seed", "--max-new-tokens",
+                 "--stop-ids", "--vocab-limit", "--no-fused-store", "--no-chat-template",
+                 "--enable-thinking", "--max-active")  # fmt: skip
+        text = re.sub(r"\n {20,}", " ", done.stdout)  # help continued on the next line
+        lines = {" ".join(x.split()) for x in text.splitlines() if x.strip().startswith(names)}
+        assert len(lines) == len(names), lines
+        return lines
+
+    assert decoding_lines("bench") == decoding_lines("generate")
+    out = tmp_path / "run"
+    bad = run("bench", "--model", "/nonexistent", "--strategy", "fastest", "--out", str(out))
+    assert bad.returncode == 2 and "--strategy fastest" in bad.stderr
+    assert not out.exists()  # refused before anything was stored
+
+
+def _options(out: Path) -> dict:
+    with sqlite3.connect(out / "bench.db") as db:
+        return json.loads(db.execute("SELECT value FROM meta WHERE key = 'options'").fetchone()[0])
+
+
+def _set_options(out: Path, options: dict) -> None:
+    with sqlite3.connect(out / "bench.db") as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'options'", (json.dumps(options),))
+
+
+def test_stored_eval_options_are_the_evaluators_and_old_runs_resume(tmp_path: Path) -> None:
+    _PerSeedServer.answers = {0: "no code, just words", 1: "```python\nimport torch\nx = ("}
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _PerSeedServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    out, cache = tmp_path / "run", tmp_path / "cache"
+    try:
+        done = run("bench", "--endpoint", f"http://127.0.0.1:{httpd.server_address[1]}",
+                   "--problems", "kernelbench:L1/19", "--samples", "2", "--no-eval",
+                   "--eval-seed", "7", "--out", str(out))  # fmt: skip
+    finally:
+        httpd.shutdown()
+    assert done.returncode == 0, done.stderr
+    # What `dice eval` stores with its runs (eval::run_options_json), the problem set included.
+    stored = _options(out)["eval"]
+    assert set(stored) == {"protocol", "seed", "correct_trials", "timing_trials", "warmup",
+                           "measure_timing", "arch", "problems", "candidates",
+                           "reference_as_candidate", "policy", "rule_overrides",
+                           "static_only"}  # fmt: skip
+    assert stored["seed"] == 7 and stored["problems"] == "kernelbench:L1/19"
+    # A run stored by an older dice bench (its own shorter list) resumes; the outputs generated
+    # with --no-eval get their early verdicts without the evaluator.
+    old = {k: stored[k] for k in ("protocol", "seed", "correct_trials", "timing_trials", "warmup",
+                                  "measure_timing", "policy", "rule_overrides", "arch")}  # fmt: skip
+    _set_options(out, {**_options(out), "eval": old})
+    resumed = run("bench", "--resume", "--device", "none", "--jobs", "1", "--cache", str(cache),
+                  "--out", str(out))  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert [r["verdict"] for r in samples(out)] == ["parse_error", "truncated"]
+    assert not (cache / "candidates").exists()
+    with sqlite3.connect(out / "eval" / "results.db") as db:
+        runs = [json.loads(o) for (o,) in db.execute("SELECT options FROM runs")]
+    assert runs == [old, old]
+    # Options that are not a bench run's are refused, naming the file.
+    _set_options(out, {k: v for k, v in _options(out).items() if k != "eval"})
+    refused = run("bench", "--resume", "--device", "none", "--out", str(out))
+    assert refused.returncode == 2 and str(out / "bench.db") in refused.stderr

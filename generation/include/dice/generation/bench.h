@@ -64,7 +64,10 @@ struct BenchRun {
   int generation_failures = 0;  ///< samples the generator gave up on in this call
 };
 
-/// Runs or resumes a bench in options.eval.out_dir. Throws dice::InputError for bad inputs (an
+/// Runs or resumes a bench in options.eval.out_dir. The run's evaluation options are stored as
+/// the evaluator stores its own (eval::run_options_json, with the bench's problem set as
+/// `problems`), in bench.db and with every sample's run in eval/results.db; a run stored with the
+/// shorter list of older versions resumes with it. Throws dice::InputError for bad inputs (an
 /// out_dir holding another run without `resume`, an unknown mode, missing data), dice::Error
 /// when the toolchain, the workers or the generator fail as a whole. A stop request on `stop`
 /// ends generation and evaluation; what was committed stays for a resume.

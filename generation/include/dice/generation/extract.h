@@ -2,7 +2,8 @@
 // Code extraction from model output, done by the evaluator's own extractor
 // (evaluator/worker/dice_worker/extract.py: the last complete python code block; truncated when
 // the text ends inside an open block) so that `dice bench` and `dice eval` can never disagree.
-// One long-lived Python process serves every sample of a run.
+// One long-lived Python process serves every sample of a run; it also parses the extracted code,
+// so that an output without usable code gets its verdict at once (early_verdict, verdicts.h).
 
 #include <mutex>
 #include <optional>
@@ -19,6 +20,10 @@ struct Extracted {
   std::string code;         ///< the chosen block's content (the whole text when it has no fence)
   bool truncated = false;   ///< the text ends inside an open code block
   bool from_block = false;  ///< the code came from a fenced block
+  /// "SyntaxError: ..." when `code` is not blank and Python's ast.parse rejects it, worded as the
+  /// evaluator's `analyze` step words it (dice_worker/analyze.py); nothing when it parses or the
+  /// parser failed otherwise (the evaluator then decides).
+  std::optional<std::string> syntax_error;
 };
 
 /// A `python -c` process running dice_worker.extract.extract_code over JSON lines. Thread-safe
