@@ -6,9 +6,12 @@
 #   2. Nsight Compute (--clock-control none, duration only) over the kernels of a short run
 #      without graphs: per kernel name, launches and GPU time, summed per forward
 #      (bench/engine_profile_report.py).
-# KERNELS=new,baseline: both steps run once per kernel set, `new` (the default layouts) and
-# `baseline` (`--cuda-baseline-kernels`: the first one-block-per-row vocabulary pass and norms,
-# attention split down to 64 positions), so that one call shows before and after.
+# KERNELS=new,baseline: both steps run once per kernel set, `new` (the default layouts and the
+# GEMM autotune), `baseline` (`--cuda-baseline-kernels --no-gemm-autotune`: the first
+# one-block-per-row vocabulary pass and norms, attention split down to 64 positions, cuBLASLt's
+# heuristic GEMMs) and, if listed, `noautotune` (new kernels, heuristic GEMMs), so that one call
+# shows before and after. NCU_SKIP=4000: kernels skipped before profiling (the load, the
+# prefill and the GEMM autotune of the warm-up's first passes, ~500 launches per shape set).
 # MODEL=1.7b (or 4b), PROFILE_SEQUENCES=1 (sequences in the profiled run), NCU_KERNELS=1200
 # (kernels profiled after skipping the load and warm-up), NCU_CACHE=none|all, GRAPHS=1 (0: skip
 # the graphs on/off timing). PROFILE_SEQUENCES may be a list (1,16). Leaves $OUT/engine-profile.txt,
@@ -30,7 +33,12 @@ if [ ! -f "$m/config.json" ]; then
   "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \
     --out "$m" --no-tokenizer --threads "$(nproc)" --force >/dev/null || { echo "model random failed"; exit 1; }
 fi
-kernel_flag() { [ "$1" = baseline ] && echo --cuda-baseline-kernels; }
+kernel_flag() {
+  case "$1" in
+    baseline) echo --cuda-baseline-kernels --no-gemm-autotune ;;
+    noautotune) echo --no-gemm-autotune ;;
+  esac
+}
 kernel_sets=${KERNELS:-new,baseline}
 [ "${GRAPHS:-1}" = 1 ] && for k in ${kernel_sets//,/ }; do
 echo "## $k kernels: tokens/s with and without CUDA graphs (SDAR-$shape shape, 256 new tokens, unfused)"
@@ -57,9 +65,9 @@ for seqs in ${seqs//,/ }; do
   # timed run's. --cache-control none: kernels see the L2 as the previous kernel left it (as in a
   # graph replay); all: L2 flushed before each kernel (cold, slower for small kernels).
   timeout 300 "$ncu" --clock-control none --cache-control "$cache" --metrics gpu__time_duration.sum \
-    --csv --launch-skip 400 --launch-count "$kernels" \
+    --csv --launch-skip "${NCU_SKIP:-4000}" --launch-count "$kernels" \
     "$DICE" engine bench --model "$m" --sequences "$seqs" --new-tokens 64 --store unfused \
-    --no-cuda-graphs --no-ceilings --warmup-tokens 32 $(kernel_flag "$k") \
+    --no-cuda-graphs --no-ceilings --warmup-tokens 48 $(kernel_flag "$k") \
     >"$prof/ncu-$k-$seqs.csv" 2>"$prof/ncu-$k-$seqs.err"
   echo "ncu exit $?"
   "$DICE_PYTHON" "$root/bench/engine_profile_report.py" "$prof/ncu-$k-$seqs.csv"

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
 #include <limits>
 
 #include "cuda_check.h"
@@ -142,21 +143,28 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * sizeof(float);
   auto* hash = hash_.as<unsigned long long>();
   EventPair events;
-  bool have_reference = false;
   unsigned long long reference = 0;
   double best_us = std::numeric_limits<double>::infinity(), fastest_us = best_us;
   int best = -1, same_bits = 0;
+  // Candidate 0 is the plan's own algorithm (the heuristic's first choice, the reference: only
+  // algorithms with the very same output bits may replace it), then the heuristic's list.
+  std::vector<cublasLtMatmulAlgo_t> algos{p.algo};
   for (int i = 0; i < found; ++i) {
     const cublasLtMatmulHeuristicResult_t& r = results[static_cast<std::size_t>(i)];
     if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > bytes) continue;
+    if (std::memcmp(&r.algo, &p.algo, sizeof r.algo) == 0) continue;
+    algos.push_back(r.algo);
+  }
+  for (std::size_t i = 0; i < algos.size(); ++i) {
     const auto launch = [&] {
-      return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &r.algo,
-                            workspace_.get(), workspace_.bytes(), stream);
+      return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
+                            &algos[i], workspace_.get(), workspace_.bytes(), stream);
     };
-    // Its result from y = 0 (accumulating GEMMs too), hashed; the first that runs is the
-    // reference: only algorithms with the very same bits may replace it.
+    // Its result from y = 0 (accumulating GEMMs too), hashed.
     DICE_CUDA_CHECK(cudaMemsetAsync(y, 0, y_bytes, stream));
-    if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // an algorithm that cannot run is skipped
+    const cublasStatus_t ran = launch();
+    if (i == 0) DICE_CUBLAS_CHECK(ran);          // the plan's algorithm must run
+    if (ran != CUBLAS_STATUS_SUCCESS) continue;  // another that cannot run is skipped
     launch_hash(y, rows * out, hash, stream);
     unsigned long long bits = 0;
     DICE_CUDA_CHECK(cudaMemcpyAsync(&bits, hash, sizeof bits, cudaMemcpyDeviceToHost, stream));
@@ -167,8 +175,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     float ms = 0;
     DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
     const double us = 1e3 * static_cast<double>(ms) / repeats;
-    if (!have_reference) {
-      have_reference = true;
+    if (i == 0) {
       reference = bits;
       p.choice.heuristic_us = us;
     }
@@ -177,7 +184,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     ++same_bits;
     if (us < best_us) {
       best_us = us;
-      best = i;
+      best = static_cast<int>(i);
     }
   }
   p.tuned = true;
@@ -185,10 +192,10 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   p.choice.in = in;
   p.choice.out = out;
   p.choice.accumulate = accumulate;
-  p.choice.candidates = found;
+  p.choice.candidates = static_cast<int>(algos.size());
   p.choice.same_bits = same_bits;
   if (best >= 0) {
-    p.algo = results[static_cast<std::size_t>(best)].algo;
+    p.algo = algos[static_cast<std::size_t>(best)];
     p.choice.chosen = best;
     p.choice.chosen_us = best_us;
     p.choice.fastest_us = fastest_us;
