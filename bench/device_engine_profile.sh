@@ -13,8 +13,9 @@
 # shows before and after. NCU_SKIP=4000: kernels skipped before profiling (the load, the
 # prefill and the GEMM autotune of the warm-up's first passes, ~500 launches per shape set).
 # MODEL=1.7b (or 4b), PROFILE_SEQUENCES=1 (sequences in the profiled run), NCU_KERNELS=1200
-# (kernels profiled after skipping the load and warm-up), NCU_CACHE=none|all, GRAPHS=1 (0: skip
-# the graphs on/off timing). PROFILE_SEQUENCES may be a list (1,16). Leaves $OUT/engine-profile.txt,
+# (kernels profiled after skipping the load and warm-up), NCU_CACHE=none|all, NCU=1 (0: skip
+# Nsight Compute), GRAPHS=1 (0: skip the graphs on/off timing). PROFILE_SEQUENCES may be a list
+# (1,16). Leaves $OUT/engine-profile.txt,
 # $OUT/engine-profile.log and $OUT/engine-profile.tar.gz.
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
@@ -55,6 +56,7 @@ for line in open(sys.argv[1]):
 EOF
 done
 done
+[ "${NCU:-1}" = 1 ] || exit 0
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 0; }
 cache=${NCU_CACHE:-none}
