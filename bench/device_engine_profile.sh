@@ -6,9 +6,16 @@
 #   2. Nsight Compute (--clock-control none, duration only) over the kernels of a short run
 #      without graphs: per kernel name, launches and GPU time, summed per forward
 #      (bench/engine_profile_report.py).
+# KERNELS=new,baseline: both steps run once per kernel set, `new` (the default layouts and the
+# GEMM autotune), `baseline` (`--cuda-baseline-kernels --no-gemm-autotune`: the first
+# one-block-per-row vocabulary pass and norms, attention split down to 64 positions, cuBLASLt's
+# heuristic GEMMs) and, if listed, `noautotune` (new kernels, heuristic GEMMs), so that one call
+# shows before and after. NCU_SKIP=4000: kernels skipped before profiling (the load, the
+# prefill and the GEMM autotune of the warm-up's first passes, ~500 launches per shape set).
 # MODEL=1.7b (or 4b), PROFILE_SEQUENCES=1 (sequences in the profiled run), NCU_KERNELS=1200
-# (kernels profiled after skipping the load and warm-up), NCU_CACHE=none|all, GRAPHS=1 (0: skip
-# the graphs on/off timing). PROFILE_SEQUENCES may be a list (1,16). Leaves $OUT/engine-profile.txt,
+# (kernels profiled after skipping the load and warm-up), NCU_CACHE=none|all, NCU=1 (0: skip
+# Nsight Compute), GRAPHS=1 (0: skip the graphs on/off timing). PROFILE_SEQUENCES may be a list
+# (1,16). Leaves $OUT/engine-profile.txt,
 # $OUT/engine-profile.log and $OUT/engine-profile.tar.gz.
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
@@ -27,13 +34,20 @@ if [ ! -f "$m/config.json" ]; then
   "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \
     --out "$m" --no-tokenizer --threads "$(nproc)" --force >/dev/null || { echo "model random failed"; exit 1; }
 fi
-[ "${GRAPHS:-1}" = 1 ] && for _ in once; do
-echo "## tokens/s with and without CUDA graphs (SDAR-$shape shape, 256 new tokens, unfused)"
+kernel_flag() {
+  case "$1" in
+    baseline) echo --cuda-baseline-kernels --no-gemm-autotune ;;
+    noautotune) echo --no-gemm-autotune ;;
+  esac
+}
+kernel_sets=${KERNELS:-new,baseline}
+[ "${GRAPHS:-1}" = 1 ] && for k in ${kernel_sets//,/ }; do
+echo "## $k kernels: tokens/s with and without CUDA graphs (SDAR-$shape shape, 256 new tokens, unfused)"
 for g in "" --no-cuda-graphs; do
   "$DICE" engine bench --model "$m" --sequences 1,16 --new-tokens 256 --store unfused $g \
-    --json "$prof/graphs${g:+-off}.jsonl" >/dev/null 2>"$prof/bench${g}.err"
-  echo "graphs ${g:-on}:"
-  "$DICE_PYTHON" - "$prof/graphs${g:+-off}.jsonl" <<'EOF'
+    $(kernel_flag "$k") --json "$prof/$k-graphs${g:+-off}.jsonl" >/dev/null 2>"$prof/$k-bench${g}.err"
+  echo "$k kernels, graphs ${g:-on}:"
+  "$DICE_PYTHON" - "$prof/$k-graphs${g:+-off}.jsonl" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
@@ -42,18 +56,22 @@ for line in open(sys.argv[1]):
 EOF
 done
 done
+[ "${NCU:-1}" = 1 ] || exit 0
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 0; }
 cache=${NCU_CACHE:-none}
+for k in ${kernel_sets//,/ }; do
 for seqs in ${seqs//,/ }; do
-  echo "## Nsight Compute: $kernels kernels of a $seqs-sequence run without graphs (cache control $cache)"
+  echo "## Nsight Compute, $k kernels: $kernels kernels of a $seqs-sequence run without graphs (cache control $cache)"
   # Skip the model load and the prompt's prefill: the warm-up run's kernels come first, then the
   # timed run's. --cache-control none: kernels see the L2 as the previous kernel left it (as in a
   # graph replay); all: L2 flushed before each kernel (cold, slower for small kernels).
   timeout 300 "$ncu" --clock-control none --cache-control "$cache" --metrics gpu__time_duration.sum \
-    --csv --launch-skip 400 --launch-count "$kernels" \
+    --csv --launch-skip "${NCU_SKIP:-4000}" --launch-count "$kernels" \
     "$DICE" engine bench --model "$m" --sequences "$seqs" --new-tokens 64 --store unfused \
-    --no-cuda-graphs --no-ceilings --warmup-tokens 32 >"$prof/ncu-$seqs.csv" 2>"$prof/ncu-$seqs.err"
+    --no-cuda-graphs --no-ceilings --warmup-tokens 48 $(kernel_flag "$k") \
+    >"$prof/ncu-$k-$seqs.csv" 2>"$prof/ncu-$k-$seqs.err"
   echo "ncu exit $?"
-  "$DICE_PYTHON" "$root/bench/engine_profile_report.py" "$prof/ncu-$seqs.csv"
+  "$DICE_PYTHON" "$root/bench/engine_profile_report.py" "$prof/ncu-$k-$seqs.csv"
+done
 done 2>&1 | tee "$OUT/engine-profile.txt"

@@ -36,6 +36,12 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       ->capture_default_str();
   command->add_flag("--no-cuda-graphs", args.no_cuda_graphs,
                     "cuda backend: launch every kernel instead of replaying captured graphs");
+  command->add_flag("--cuda-baseline-kernels", args.baseline_kernels,
+                    "cuda backend: the first kernel layouts (one-block-per-row vocabulary pass "
+                    "and norms, attention split down to 64 positions), for before/after timings");
+  command->add_flag("--no-gemm-autotune", args.no_gemm_autotune,
+                    "cuda backend: keep cuBLASLt's heuristic algorithm for every GEMM instead of "
+                    "timing its candidates on the first pass of each shape");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -117,14 +123,23 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     throw InputError("--cuda-attention tensor-cores needs --cuda-dtype bf16");
   options.memory_limit_bytes = memory_limit;
   options.cuda_graphs = !args.no_cuda_graphs;
+  options.gemm_autotune = !args.no_gemm_autotune;
+  if (args.baseline_kernels) {
+    options.chunked_vocab_pass = false;
+    options.attention_min_split_keys = 0;
+    options.fast_norms = false;
+  }
   auto cuda = std::make_unique<engine::CudaBackend>(checkpoint, options);
   if (description != nullptr) {
     const auto m = cuda->memory();
-    *description =
-        fmt::format("cuda ({}, {}, weights {:.2f} GiB, KV cache {:.2f} GiB = {} tokens of {} KiB)",
-                    m.device_name, args.dtype, static_cast<double>(m.weights) / (1 << 30),
-                    static_cast<double>(m.kv_cache) / (1 << 30), m.pages * m.page_tokens,
-                    m.bytes_per_token / 1024);
+    *description = fmt::format(
+        "cuda ({}, {}{}, weights {:.2f} GiB, KV cache {:.2f} GiB = {} tokens of {} "
+        "KiB)",
+        m.device_name, args.dtype,
+        std::string(args.baseline_kernels ? ", baseline kernels" : "") +
+            (args.no_gemm_autotune ? ", no GEMM autotune" : ""),
+        static_cast<double>(m.weights) / (1 << 30), static_cast<double>(m.kv_cache) / (1 << 30),
+        m.pages * m.page_tokens, m.bytes_per_token / 1024);
   }
   return cuda;
 #else

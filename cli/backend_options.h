@@ -25,9 +25,12 @@ struct BackendArgs {
   std::string dtype = "bf16";      ///< cuda: bf16 or fp32 (exactness tests)
   std::string attention = "auto";  ///< cuda: auto, tensor-cores, cuda-cores
   bool no_cuda_graphs = false;
+  bool baseline_kernels = false;  ///< cuda: the first small-batch kernel layouts (before/after)
+  bool no_gemm_autotune = false;  ///< cuda: keep cuBLASLt's heuristic choice for every GEMM
 };
 
-/// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs.
+/// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,
+/// --cuda-baseline-kernels, --no-gemm-autotune.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 
 /// "cpu" or "cuda" for --backend auto|cpu|cuda. Throws dice::InputError for cuda when dice was

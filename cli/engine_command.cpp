@@ -206,6 +206,29 @@ void run_bench(const BenchArgs& args) {
           const std::int64_t need = engine::cache_tokens_needed(requests.front());
           const std::int64_t per_sequence = (need + m.page_tokens - 1) / m.page_tokens;
           record["concurrent_sequences"] = std::min<std::int64_t>(n, m.pages / per_sequence);
+          const auto& o = cuda->options();
+          record["cuda_kernels"] = {{"chunked_vocab_pass", o.chunked_vocab_pass},
+                                    {"attention_min_split_keys", o.attention_min_split_keys},
+                                    {"fast_norms", o.fast_norms},
+                                    {"gemm_autotune", o.gemm_autotune}};
+          nlohmann::json gemms = nlohmann::json::array();
+          for (const auto& g : cuda->gemm_choices())
+            gemms.push_back({{"rows", g.rows},
+                             {"in", g.in},
+                             {"out", g.out},
+                             {"accumulate", g.accumulate},
+                             {"candidates", g.candidates},
+                             {"same_bits", g.same_bits},
+                             {"chosen", g.chosen},
+                             {"algo_id", g.algo_id},
+                             {"tile_id", g.tile_id},
+                             {"splitk", g.splitk},
+                             {"stages_id", g.stages_id},
+                             {"heuristic_us", g.heuristic_us},
+                             {"chosen_us", g.chosen_us},
+                             {"fastest_us", g.fastest_us}});
+          record["gemm_choices"] = gemms;
+          record["gemm_tune_seconds"] = cuda->gemm_tune_seconds();
           record["passes"] = st.passes;
           record["graph_replays"] = st.graph_replays;
           record["graph_captures"] = st.graph_captures;

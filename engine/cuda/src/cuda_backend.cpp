@@ -140,12 +140,14 @@ struct CudaBackend::Impl {
   std::int64_t kv_bytes_per_position = 0;
   double copy_bandwidth = 0;
   double gemm_rate = 0;
+  double gemm_tune_seconds = 0;  ///< spent by the GEMM autotune so far
 
   std::unique_ptr<Stream> stream;
   std::unique_ptr<Gemm> gemm;
   DeviceBuffer embed, lm_head, final_norm, rope;
   std::vector<Layer> layers;
   DeviceBuffer x, h, qkv, q, attn, gate_up, act, hn, logits, partial_out, partial_lse, proposals;
+  DeviceBuffer vocab_partials, vocab_counters;  // the chunked vocabulary pass's scratch
   DeviceBuffer meta;
   PinnedBuffer meta_host, proposals_host;
   DeviceBuffer k_cache, v_cache;
@@ -358,6 +360,11 @@ struct CudaBackend::Impl {
     hn = work_buffer(br * c.hidden_size * e);
     logits = work_buffer(br * c.vocab_size * 4);
     proposals = work_buffer(br * static_cast<std::int64_t>(sizeof(ProposalOut)));
+    // chunks x padded rows <= 4 x SMs + rows (vocab_pass_chunks), within the chunk limit.
+    vocab_partials = work_buffer(std::min<std::int64_t>(4ll * sms + br, br * kMaxVocabChunks) *
+                                 static_cast<std::int64_t>(sizeof(VocabPartial)));
+    vocab_counters = work_buffer(br * 4);
+    DICE_CUDA_CHECK(cudaMemset(vocab_counters.get(), 0, vocab_counters.bytes()));
     partial_out = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * c.head_dim * 4);
     partial_lse = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * 4);
     proposals_host = PinnedBuffer(static_cast<std::size_t>(br) * sizeof(ProposalOut));
@@ -428,12 +435,12 @@ struct CudaBackend::Impl {
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       launch_rms_norm(dtype, x.as<float>(), l.input_norm.as<float>(), shape.hidden, shape.eps,
-                      h.get(), rows_pad, nullptr, s);
+                      h.get(), rows_pad, nullptr, s, options.fast_norms);
       gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false, s);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
-                          s);
+                          s, options.fast_norms);
       launch_attention(dtype, tensor_cores, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(), attn_grid, s);
       if (combine)
@@ -441,7 +448,7 @@ struct CudaBackend::Impl {
                                  shape, attn.get(), combine_grid, s);
       gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
       launch_rms_norm(dtype, x.as<float>(), l.post_norm.as<float>(), shape.hidden, shape.eps,
-                      h.get(), rows_pad, nullptr, s);
+                      h.get(), rows_pad, nullptr, s, options.fast_norms);
       gemm->run(dtype, h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in, false,
                 s);
       launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s);
@@ -449,11 +456,51 @@ struct CudaBackend::Impl {
     }
     if (block_rows_pad > 0) {
       launch_rms_norm(dtype, x.as<float>(), final_norm.as<float>(), shape.hidden, shape.eps,
-                      hn.get(), block_rows_pad, header, s);
+                      hn.get(), block_rows_pad, header, s, options.fast_norms);
       gemm->run(dtype, hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(),
                 logits.as<float>(), block_rows_pad, hd, c.vocab_size, false, s);
-      launch_vocab_pass(header, logits.as<float>(), static_cast<std::int32_t>(c.vocab_size),
-                        proposals.as<ProposalOut>(), block_rows_pad, s);
+      const auto vocab = static_cast<std::int32_t>(c.vocab_size);
+      if (options.chunked_vocab_pass)
+        launch_vocab_pass_chunked(
+            header, logits.as<float>(), vocab, proposals.as<ProposalOut>(), block_rows_pad,
+            vocab_pass_chunks(vocab, block_rows_pad, sms),
+            VocabWorkspace{vocab_partials.as<VocabPartial>(), vocab_counters.as<std::uint32_t>()},
+            s);
+      else
+        launch_vocab_pass(header, logits.as<float>(), vocab, proposals.as<ProposalOut>(),
+                          block_rows_pad, s);
+    }
+  }
+
+  /// The GEMM autotune for a pass of rows_pad rows and block_rows_pad block rows (before its
+  /// launch sequence, outside any capture): every GEMM shape of the pass timed on the work
+  /// buffers (inputs filled with random values), whose contents are dead until the pass's
+  /// embedding (x) and kernels rewrite them.
+  /// Stops after about 2 s in all: later shapes keep the heuristic's choice.
+  void tune_gemms(std::int32_t rows_pad, std::int32_t block_rows_pad) {
+    constexpr double kBudgetSeconds = 2.0;
+    const auto& c = config;
+    const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
+                       kvd = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
+    const cudaStream_t s = stream->get();
+    const Layer& l = layers.front();
+    struct Shape {
+      void* x;
+      const void* w;
+      float* y;
+      std::int64_t rows, in, out;
+      bool accumulate;
+    };
+    const Shape shapes[] = {
+        {h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false},
+        {attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true},
+        {h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in, false},
+        {act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true},
+        {hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(), logits.as<float>(),
+         block_rows_pad, hd, c.vocab_size, false}};
+    for (const Shape& g : shapes) {
+      if (gemm_tune_seconds > kBudgetSeconds) return;
+      gemm_tune_seconds += gemm->tune(dtype, g.x, g.w, g.y, g.rows, g.in, g.out, g.accumulate, s);
     }
   }
 
@@ -468,6 +515,8 @@ struct CudaBackend::Impl {
     const std::int32_t rows_pad = graph ? bucket_rows(plan.rows) : plan.rows;
     const std::int32_t block_rows_pad = graph ? bucket_rows(plan.block_rows) : plan.block_rows;
     const bool combine = plan.attn_combine > 0;
+    if (options.gemm_autotune && dtype == CudaDType::kBF16 && rows_pad <= options.graph_max_rows)
+      tune_gemms(rows_pad, block_rows_pad);
     if (graph) {
       const GraphKey key{rows_pad, block_rows_pad, combine};
       auto it = graphs.find(key);
@@ -642,7 +691,8 @@ struct CudaBackend::Impl {
       sizes.push_back({std::ssize(item.commit), std::ssize(item.block),
                        sequences.at(item.sequence).block_length});
     const auto passes = split_forward(sizes, options.max_rows, options.max_block_rows);
-    const PlanShape plan_shape{shape.heads, shape.kv_heads, attn_grid, kMaxPartials};
+    const PlanShape plan_shape{shape.heads, shape.kv_heads, attn_grid, kMaxPartials,
+                               options.attention_min_split_keys};
     std::size_t out_row = 0;
     std::vector<PassItem> pass_items;
     for (const auto& pieces : passes) {
@@ -706,6 +756,12 @@ std::int64_t CudaBackend::kv_bytes_per_position() const {
 void CudaBackend::set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second) {
   impl_->copy_bandwidth = copy_bytes_per_second;
   impl_->gemm_rate = gemm_flops_per_second;
+}
+std::vector<CudaGemmChoice> CudaBackend::gemm_choices() const {
+  return impl_->gemm->choices();
+}
+double CudaBackend::gemm_tune_seconds() const {
+  return impl_->gemm_tune_seconds;
 }
 std::int64_t CudaBackend::vocab_rows() const {
   return impl_->config.vocab_size;

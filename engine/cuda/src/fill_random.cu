@@ -1,4 +1,5 @@
-// Random fills for benchmarks and ceilings measured on random data (never zeros: METHOD.md).
+// Random fills for benchmarks and ceilings measured on random data (never zeros: METHOD.md), and
+// a hash of fp32 values (the GEMM autotune compares algorithms' outputs bit for bit).
 
 #include <cuda_bf16.h>
 
@@ -30,7 +31,28 @@ __global__ void fill_random_kernel(T* data, std::int64_t count, float std, std::
   }
 }
 
+__global__ void hash_kernel(const float* data, std::int64_t count, unsigned long long* out) {
+  std::uint64_t h = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    h += splitmix64(static_cast<std::uint64_t>(__float_as_uint(data[i])) ^
+                    (static_cast<std::uint64_t>(i) << 32));
+  h = warp_sum(h);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, static_cast<unsigned long long>(h));
+}
+
 }  // namespace
+
+void launch_hash(const float* data, std::int64_t count, unsigned long long* out,
+                 cudaStream_t stream) {
+  DICE_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof *out, stream));
+  if (count <= 0) return;
+  const int threads = 256;
+  const auto blocks =
+      static_cast<int>(std::min<std::int64_t>((count + threads - 1) / threads, 1024));
+  hash_kernel<<<blocks, threads, 0, stream>>>(data, count, out);
+  DICE_CUDA_CHECK_LAUNCH("hash_kernel");
+}
 
 void launch_fill_random(CudaDType dtype, void* data, std::int64_t count, float std,
                         std::uint64_t seed, cudaStream_t stream) {

@@ -148,11 +148,15 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
   const std::int64_t base = std::ssize(tiles) * shape.kv_heads;
   const std::int64_t wanted =
       base >= shape.target_work || base == 0 ? 1 : ceil_div(shape.target_work, base);
+  const std::int64_t min_split =
+      std::max<std::int64_t>(2, ceil_div(shape.min_split_keys, kPageTokens)) * kPageTokens;
   std::int32_t partial = 0;
   for (const Tile& tile : tiles) {
     std::int64_t splits = 1, split_len = tile.kv_end;
     if (wanted > 1) {
-      splits = std::min<std::int64_t>(wanted, ceil_div(tile.kv_end, 2 * kPageTokens));
+      const std::int64_t most =
+          shape.min_split_keys > 0 ? tile.kv_end / min_split : ceil_div(tile.kv_end, min_split);
+      splits = std::max<std::int64_t>(1, std::min(wanted, most));
       if (splits > 1) {
         split_len = ceil_div(ceil_div(tile.kv_end, splits), kPageTokens) * kPageTokens;
         splits = ceil_div(tile.kv_end, split_len);

@@ -59,6 +59,10 @@ struct PlanShape {
   std::int32_t kv_heads = 1;
   std::int32_t target_work = 1;   ///< split KV ranges until about this many work items exist
   std::int32_t max_partials = 0;  ///< partial slots available for split tiles
+  /// A split KV range holds at least this many positions (rounded up to whole pages, at least
+  /// 2): short contexts are not split, so their pass needs no combine. 0: the first planner's
+  /// rule (ceil(kv_end / 64) splits, so ranges of 33 to 64 positions).
+  std::int32_t min_split_keys = 256;
 };
 
 /// A pass's metadata block and its counts.

@@ -2,12 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstring>
+#include <limits>
+
 #include "cuda_check.h"
 #include "dice/core/error.h"
+#include "ops.h"
 
 namespace dice::engine::cuda {
 
-Gemm::Gemm(std::size_t workspace_bytes) : workspace_(workspace_bytes) {
+Gemm::Gemm(std::size_t workspace_bytes) : workspace_(workspace_bytes), hash_(256) {
   DICE_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -68,6 +73,138 @@ const Gemm::Plan& Gemm::plan(CudaDType dtype, std::int64_t rows, std::int64_t in
     throw;
   }
   return plans_.emplace(key, p).first->second;
+}
+
+namespace {
+
+int algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t what) {
+  std::uint32_t value = 0;  // int32 or uint32 attributes: the same 4 bytes
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, what, &value, sizeof value, &written) !=
+      CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return static_cast<int>(value);
+}
+
+/// Destroys two events when leaving scope.
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    DICE_CUDA_CHECK(cudaEventCreate(&start));
+    DICE_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  ~EventPair() {
+    cudaEventDestroy(stop);
+    cudaEventDestroy(start);
+  }
+};
+
+}  // namespace
+
+bool Gemm::tuned(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                 bool accumulate) const {
+  const auto it = plans_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate});
+  return it != plans_.end() && it->second.tuned;
+}
+
+std::vector<GemmChoice> Gemm::choices() const {
+  std::vector<GemmChoice> all;
+  for (const auto& [key, p] : plans_)
+    if (p.tuned) all.push_back(p.choice);
+  return all;
+}
+
+double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_t rows,
+                  std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
+                  int candidates, int repeats) {
+  if (rows <= 0) return 0;
+  const auto started = std::chrono::steady_clock::now();
+  plan(dtype, rows, in, out, accumulate);
+  Plan& p = plans_.at(Key{static_cast<int>(dtype), rows, in, out, accumulate});
+  if (p.tuned) return 0;
+  cublasLtMatmulPreference_t preference = nullptr;
+  DICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const std::uint64_t bytes = workspace_.bytes();
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(candidates));
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes);
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, preference,
+                                            candidates, results.data(), &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  DICE_CUBLAS_CHECK(status);
+  // Random inputs (the caller's x is dead), so that outputs tell algorithms' roundings apart.
+  launch_fill_random(dtype, x, rows * in, 1.0f, 0x5EED0000u + static_cast<std::uint64_t>(rows),
+                     stream);
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * sizeof(float);
+  auto* hash = hash_.as<unsigned long long>();
+  EventPair events;
+  unsigned long long reference = 0;
+  double best_us = std::numeric_limits<double>::infinity(), fastest_us = best_us;
+  int best = -1, same_bits = 0;
+  // Candidate 0 is the plan's own algorithm (the heuristic's first choice, the reference: only
+  // algorithms with the very same output bits may replace it), then the heuristic's list.
+  std::vector<cublasLtMatmulAlgo_t> algos{p.algo};
+  for (int i = 0; i < found; ++i) {
+    const cublasLtMatmulHeuristicResult_t& r = results[static_cast<std::size_t>(i)];
+    if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > bytes) continue;
+    if (std::memcmp(&r.algo, &p.algo, sizeof r.algo) == 0) continue;
+    algos.push_back(r.algo);
+  }
+  for (std::size_t i = 0; i < algos.size(); ++i) {
+    const auto launch = [&] {
+      return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
+                            &algos[i], workspace_.get(), workspace_.bytes(), stream);
+    };
+    // Its result from y = 0 (accumulating GEMMs too), hashed.
+    DICE_CUDA_CHECK(cudaMemsetAsync(y, 0, y_bytes, stream));
+    const cublasStatus_t ran = launch();
+    if (i == 0) DICE_CUBLAS_CHECK(ran);          // the plan's algorithm must run
+    if (ran != CUBLAS_STATUS_SUCCESS) continue;  // another that cannot run is skipped
+    launch_hash(y, rows * out, hash, stream);
+    unsigned long long bits = 0;
+    DICE_CUDA_CHECK(cudaMemcpyAsync(&bits, hash, sizeof bits, cudaMemcpyDeviceToHost, stream));
+    DICE_CUDA_CHECK(cudaEventRecord(events.start, stream));
+    for (int k = 0; k < repeats; ++k) DICE_CUBLAS_CHECK(launch());
+    DICE_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+    DICE_CUDA_CHECK(cudaEventSynchronize(events.stop));
+    float ms = 0;
+    DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+    const double us = 1e3 * static_cast<double>(ms) / repeats;
+    if (i == 0) {
+      reference = bits;
+      p.choice.heuristic_us = us;
+    }
+    if (us < fastest_us) fastest_us = us;
+    if (bits != reference) continue;
+    ++same_bits;
+    if (us < best_us) {
+      best_us = us;
+      best = static_cast<int>(i);
+    }
+  }
+  p.tuned = true;
+  p.choice.rows = rows;
+  p.choice.in = in;
+  p.choice.out = out;
+  p.choice.accumulate = accumulate;
+  p.choice.candidates = static_cast<int>(algos.size());
+  p.choice.same_bits = same_bits;
+  if (best >= 0) {
+    p.algo = algos[static_cast<std::size_t>(best)];
+    p.choice.chosen = best;
+    p.choice.chosen_us = best_us;
+    p.choice.fastest_us = fastest_us;
+  }
+  p.choice.algo_id = algo_attribute(p.algo, CUBLASLT_ALGO_CONFIG_ID);
+  p.choice.tile_id = algo_attribute(p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+  p.choice.splitk = algo_attribute(p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  p.choice.stages_id = algo_attribute(p.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,

@@ -123,19 +123,23 @@ void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table
 /// out[r] = weight * x[r] / sqrt(mean(x[r]^2) + eps) (fp32 math, sum in double, as the CPU
 /// reference), written as `dtype`; x [rows, hidden] fp32. With `gather` (a metadata block), out
 /// row r normalizes x row block_index[r] for r < header->block_rows and is zero after that.
+/// `vectorised` (hidden a multiple of 4, at most 8,192): the row held in registers, and for bf16
+/// the sum in float; otherwise the first kernel (scalar loads, double sum).
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
-                     cudaStream_t stream);
+                     cudaStream_t stream, bool vectorised = true);
 
 /// From the fused projection output qkv [rows_pad, (heads + 2 kv_heads) head_dim] fp32: per-head
 /// RMSNorm of q and k with q_norm / k_norm [head_dim], NeoX rotate-half RoPE at the row's
 /// position from `rope` (cos, sin) [max_position, head_dim / 2], q written to q_out
 /// [rows_pad, heads, head_dim] and k, v into the paged cache at the row's page and slot (all
-/// `dtype`). Rows at or past header->rows are skipped.
+/// `dtype`). Rows at or past header->rows are skipped. `warp_per_vector`: one warp per (row,
+/// head vector) over many blocks, norm sums in float for bf16; otherwise the first layout (one
+/// block per row, its 8 warps looping over the vectors, double sums). fp32 sums in double.
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
-                         std::int32_t rows_pad, cudaStream_t stream);
+                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector = true);
 
 /// Attention of every AttnWork of the pass: softmax(q k^T / sqrt(head_dim)) v over the paged
 /// cache, per query row over positions [kv_begin, min(kv_end, kv_len)). Output [rows, heads,
@@ -164,9 +168,50 @@ void launch_swiglu(CudaDType dtype, const float* gate_up, std::int32_t inter, vo
 void launch_vocab_pass(const PassHeader* meta, const float* logits, std::int32_t vocab,
                        ProposalOut* out, std::int32_t block_rows_pad, cudaStream_t stream);
 
+/// Per-chunk results of the chunked vocabulary pass: kernel 1 writes the first four, kernel 2
+/// the sums (at the row's maximum m: sum exp(x - m), sum exp(x - m) (x - m), sum exp((x - m) / T)).
+struct VocabPartial {
+  float max;                  ///< largest allowed non-NaN logit of the chunk (-inf if none)
+  std::int32_t argmax;        ///< its lowest id, -1 if none
+  std::int32_t nan_id;        ///< lowest allowed id with a NaN logit, INT_MAX if none
+  std::int32_t last_allowed;  ///< highest allowed id of the chunk, -1 if none
+  double sum;
+  double weighted;
+  double sample_sum;
+};
+/// Device scratch of the chunked vocabulary pass: partials [block_rows_pad * chunks] and one
+/// counter per block row, zero between passes (cudaMemset once; the pass leaves them zero).
+struct VocabWorkspace {
+  VocabPartial* partials;
+  std::uint32_t* counters;
+};
+/// Chunks per row: at most this many (one block reduces the row's chunk maxima) ...
+inline constexpr std::int32_t kMaxVocabChunks = 256;
+/// ... and none shorter than this many ids.
+inline constexpr std::int32_t kMinVocabChunk = 1024;
+
+/// Chunks per row for the chunked pass: about 4 blocks per SM over the padded rows, within
+/// [1, kMaxVocabChunks] and chunks of at least kMinVocabChunk ids.
+std::int32_t vocab_pass_chunks(std::int32_t vocab, std::int32_t block_rows_pad, std::int32_t sms);
+
+/// The same proposals as launch_vocab_pass with each row's vocabulary split over `chunks` blocks
+/// (two kernels, grid chunks x block_rows_pad; the row's last block combines, in chunk order, so
+/// results are deterministic for a given `chunks`). Rows with top-k / top-p fall back to the
+/// whole-row procedure in that last block. Throws dice::Error if chunks is outside
+/// [1, kMaxVocabChunks] or a launch fails.
+void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std::int32_t vocab,
+                               ProposalOut* out, std::int32_t block_rows_pad, std::int32_t chunks,
+                               VocabWorkspace workspace, cudaStream_t stream);
+
 /// Fills `count` elements of `dtype` at `data` with normal(0, std) values from a counter-based
 /// hash of (seed, index) (benchmarks and GEMM-rate measurement: never zeros).
 void launch_fill_random(CudaDType dtype, void* data, std::int64_t count, float std,
                         std::uint64_t seed, cudaStream_t stream);
+
+/// *out = a hash of the bits of data[0, count) and their indices (a sum of mixed 64-bit values:
+/// independent of the order threads add them). Two arrays with the same hash are, but for a
+/// 2^-64 chance, bit for bit equal. Throws dice::Error if a launch fails.
+void launch_hash(const float* data, std::int64_t count, unsigned long long* out,
+                 cudaStream_t stream);
 
 }  // namespace dice::engine::cuda

@@ -1,5 +1,7 @@
 // Per-head q/k RMSNorm, NeoX rotate-half RoPE and the K/V write into the paged cache, fused: one
-// block per row, one warp per head vector.
+// warp per head vector. Two layouts: one block per row whose 8 warps loop over the row's vectors
+// (the first kernel: few blocks at few rows), or one warp per (row, vector) pair over
+// rows x vectors / 8 blocks (kWarpPerVector).
 
 #include <cuda_bf16.h>
 
@@ -14,20 +16,24 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kMaxHeadDim = 256;
 
-template <typename T>
+template <typename T, typename Acc, bool kWarpPerVector>
 __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, const float* q_norm,
                                     const float* k_norm, const float2* rope, LayerShape shape,
                                     T* q_out, T* k_cache, T* v_cache) {
   __shared__ float buffer[kWarps][kMaxHeadDim];
-  const std::int32_t row = blockIdx.x;
-  if (row >= meta->rows) return;
-  const RowInfo info = pass_section<RowInfo>(meta, meta->rows_offset)[row];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int32_t d_head = shape.head_dim, half = d_head / 2;
   const std::int32_t vectors = shape.heads + 2 * shape.kv_heads;
+  const std::int64_t global_warp = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
+  const auto row = static_cast<std::int32_t>(kWarpPerVector ? global_warp / vectors : blockIdx.x);
+  if (row >= meta->rows) return;
+  const RowInfo info = pass_section<RowInfo>(meta, meta->rows_offset)[row];
   const float* src = qkv + static_cast<std::int64_t>(row) * vectors * d_head;
   float* buf = buffer[warp];
-  for (std::int32_t v = warp; v < vectors; v += kWarps) {
+  const std::int32_t v_first =
+      kWarpPerVector ? static_cast<std::int32_t>(global_warp % vectors) : warp;
+  const std::int32_t v_step = kWarpPerVector ? vectors : kWarps;
+  for (std::int32_t v = v_first; v < vectors; v += v_step) {
     const float* h = src + static_cast<std::int64_t>(v) * d_head;
     const bool is_q = v < shape.heads;
     const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
@@ -46,13 +52,14 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
       for (std::int32_t d = lane; d < d_head; d += 32) dst[d] = from_float<T>(h[d]);
       continue;
     }
-    double sum = 0;
+    Acc sum = 0;
     for (std::int32_t d = lane; d < d_head; d += 32) {
-      const double x = h[d];
+      const Acc x = h[d];
       sum += x * x;
     }
     sum = warp_sum(sum);
-    const auto scale = static_cast<float>(1.0 / sqrt(sum / d_head + shape.eps));
+    const auto scale = static_cast<float>(
+        Acc(1) / sqrt(sum / static_cast<Acc>(d_head) + static_cast<Acc>(shape.eps)));
     const float* weight = is_q ? q_norm : k_norm;
     for (std::int32_t d = lane; d < d_head; d += 32)
       buf[d] = __fmul_rn(weight[d], __fmul_rn(h[d], scale));
@@ -77,16 +84,31 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
-                         std::int32_t rows_pad, cudaStream_t stream) {
+                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector) {
   if (rows_pad <= 0) return;
-  if (dtype == CudaDType::kBF16)
-    qk_norm_rope_kernel<<<rows_pad, kWarps * 32, 0, stream>>>(
-        meta, qkv, q_norm, k_norm, rope, shape, static_cast<__nv_bfloat16*>(q_out),
-        static_cast<__nv_bfloat16*>(cache.k), static_cast<__nv_bfloat16*>(cache.v));
-  else
-    qk_norm_rope_kernel<<<rows_pad, kWarps * 32, 0, stream>>>(
-        meta, qkv, q_norm, k_norm, rope, shape, static_cast<float*>(q_out),
-        static_cast<float*>(cache.k), static_cast<float*>(cache.v));
+  auto* bq = static_cast<__nv_bfloat16*>(q_out);
+  auto* bk = static_cast<__nv_bfloat16*>(cache.k);
+  auto* bv = static_cast<__nv_bfloat16*>(cache.v);
+  auto* fq = static_cast<float*>(q_out);
+  auto* fk = static_cast<float*>(cache.k);
+  auto* fv = static_cast<float*>(cache.v);
+  if (warp_per_vector) {
+    const std::int64_t warps =
+        static_cast<std::int64_t>(rows_pad) * (shape.heads + 2 * shape.kv_heads);
+    const auto grid = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
+    if (dtype == CudaDType::kBF16)
+      qk_norm_rope_kernel<__nv_bfloat16, float, true>
+          <<<grid, kWarps * 32, 0, stream>>>(meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
+    else
+      qk_norm_rope_kernel<float, double, true>
+          <<<grid, kWarps * 32, 0, stream>>>(meta, qkv, q_norm, k_norm, rope, shape, fq, fk, fv);
+  } else if (dtype == CudaDType::kBF16) {
+    qk_norm_rope_kernel<__nv_bfloat16, double, false>
+        <<<rows_pad, kWarps * 32, 0, stream>>>(meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
+  } else {
+    qk_norm_rope_kernel<float, double, false>
+        <<<rows_pad, kWarps * 32, 0, stream>>>(meta, qkv, q_norm, k_norm, rope, shape, fq, fk, fv);
+  }
   DICE_CUDA_CHECK_LAUNCH("qk_norm_rope_kernel");
 }
 

@@ -1,4 +1,8 @@
 // RMSNorm of the fp32 residual stream into the GEMM input dtype, optionally gathering rows.
+// One block per row. The first kernel (rms_norm_kernel) reads the row twice with scalar loads
+// and sums squares in double; the vectorised one (rms_norm_vec_kernel) keeps the row in
+// registers (float4 loads, at most kMaxVec per thread), sums in float for bf16 output (the
+// output's rounding, 2^-9, dwarfs the sum's) and in double for fp32 output (exactness tests).
 
 #include <cuda_bf16.h>
 
@@ -38,12 +42,95 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, std::int32_
     dst[i] = from_float<T>(weight[i] * (src[i] * scale));
 }
 
+constexpr int kMaxVec = 8;  // float4 per thread: hidden up to 8,192
+
+__device__ __forceinline__ void store4(float* dst, float a, float b, float c, float d) {
+  *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
+}
+__device__ __forceinline__ void store4(__nv_bfloat16* dst, float a, float b, float c, float d) {
+  __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+  uint2 bits;
+  bits.x = *reinterpret_cast<unsigned*>(&lo);
+  bits.y = *reinterpret_cast<unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(dst) = bits;
+}
+
+/// hidden % 4 == 0 and hidden <= 4 * kThreads * kVec.
+template <typename T, typename Acc, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_vec_kernel(const float* x, const float* weight, std::int32_t hidden, double eps,
+                        T* out, const PassHeader* gather) {
+  __shared__ Acc scratch[32];
+  const std::int32_t row = blockIdx.x;
+  const int n4 = hidden / 4;
+  T* dst = out + static_cast<std::int64_t>(row) * hidden;
+  std::int32_t src_row = row;
+  if (gather != nullptr) {
+    if (row >= gather->block_rows) {
+      for (int i = threadIdx.x; i < n4; i += kThreads) store4(dst + 4 * i, 0.0f, 0.0f, 0.0f, 0.0f);
+      return;
+    }
+    src_row = pass_section<std::int32_t>(gather, gather->block_index_offset)[row];
+  }
+  const auto* src =
+      reinterpret_cast<const float4*>(x + static_cast<std::int64_t>(src_row) * hidden);
+  float4 v[kVec];
+  Acc sum = 0;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (i < n4) {
+      v[k] = src[i];
+      sum += static_cast<Acc>(v[k].x) * v[k].x + static_cast<Acc>(v[k].y) * v[k].y +
+             static_cast<Acc>(v[k].z) * v[k].z + static_cast<Acc>(v[k].w) * v[k].w;
+    }
+  }
+  sum = block_sum(sum, scratch);
+  const auto scale =
+      static_cast<float>(Acc(1) / sqrt(sum / static_cast<Acc>(hidden) + static_cast<Acc>(eps)));
+  const auto* w4 = reinterpret_cast<const float4*>(weight);
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (i < n4) {
+      const float4 w = w4[i];
+      store4(dst + 4 * i, w.x * (v[k].x * scale), w.y * (v[k].y * scale), w.z * (v[k].z * scale),
+             w.w * (v[k].w * scale));
+    }
+  }
+}
+
+template <typename T, typename Acc>
+void launch_vec(const float* x, const float* weight, std::int32_t hidden, double eps, T* out,
+                std::int32_t rows, const PassHeader* gather, cudaStream_t stream) {
+  const int per_thread = (hidden / 4 + kThreads - 1) / kThreads;
+  if (per_thread <= 2)
+    rms_norm_vec_kernel<T, Acc, 2>
+        <<<rows, kThreads, 0, stream>>>(x, weight, hidden, eps, out, gather);
+  else if (per_thread <= 4)
+    rms_norm_vec_kernel<T, Acc, 4>
+        <<<rows, kThreads, 0, stream>>>(x, weight, hidden, eps, out, gather);
+  else
+    rms_norm_vec_kernel<T, Acc, kMaxVec>
+        <<<rows, kThreads, 0, stream>>>(x, weight, hidden, eps, out, gather);
+}
+
 }  // namespace
 
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, bool vectorised) {
   if (rows <= 0) return;
+  if (vectorised && hidden % 4 == 0 && hidden <= 4 * kThreads * kMaxVec) {
+    if (dtype == CudaDType::kBF16)
+      launch_vec<__nv_bfloat16, float>(x, weight, hidden, eps, static_cast<__nv_bfloat16*>(out),
+                                       rows, gather, stream);
+    else
+      launch_vec<float, double>(x, weight, hidden, eps, static_cast<float*>(out), rows, gather,
+                                stream);
+    DICE_CUDA_CHECK_LAUNCH("rms_norm_vec_kernel");
+    return;
+  }
   if (dtype == CudaDType::kBF16)
     rms_norm_kernel<<<rows, kThreads, 0, stream>>>(x, weight, hidden, eps,
                                                    static_cast<__nv_bfloat16*>(out), gather);

@@ -1,6 +1,18 @@
-// The fused pass over the vocabulary: one block per block row computes the proposal of
-// sampling.h exactly (greedy argmax or temperature sampling with top-k / top-p and the Philox
-// uniform; confidence and entropy of the temperature-1 softmax of the allowed logits).
+// The fused pass over the vocabulary: the proposal of sampling.h exactly (greedy argmax or
+// temperature sampling with top-k / top-p and the Philox uniform; confidence and entropy of the
+// temperature-1 softmax of the allowed logits), in one of two layouts:
+//
+// - whole row (launch_vocab_pass): one block per block row does everything. A few rows leave
+//   the GPU nearly idle (4 blocks for 4 rows: ~200 us on an H100 for 4 x 151,936 logits).
+// - chunked (launch_vocab_pass_chunked): each row's vocabulary is cut into `chunks` contiguous
+//   chunks, one block each. Kernel 1 finds each chunk's maximum (lowest id on ties), lowest NaN
+//   id and last allowed id. Kernel 2 reduces the row's chunk maxima itself (the global shift m,
+//   so every term is exp(x - m) as on the CPU), sums its chunk's softmax terms, the entropy
+//   terms and the sampling weights exp((x - m) / T), and the row's last block to finish (a
+//   counter per row; it resets it) adds the chunk sums in chunk order and draws: the inverse CDF
+//   target u * total falls in the first chunk whose running sum exceeds it, and that chunk is
+//   walked in id order as on the CPU. Rows with top-k or top-p need the whole row's order: their
+//   last block runs the whole-row procedure.
 //
 // Every reduction is deterministic (fixed partition and order), so a seed gives the same tokens
 // run to run. Softmax sums are in double as on the CPU; they differ from the CPU's sequential
@@ -14,9 +26,11 @@
 #include <cfloat>
 #include <climits>
 #include <cstdint>
+#include <string>
 
 #include "cuda_check.h"
 #include "device_utils.cuh"
+#include "dice/core/error.h"
 #include "ops.h"
 
 namespace dice::engine::cuda {
@@ -68,6 +82,11 @@ struct Scratch {
   int best_id[32];
   int ints[32];
   int result;
+  double combined[4];  // chunked pass: the row's sums, the crossing chunk's start, the target
+  int crossing;    // chunked pass: the chunk the draw falls in, or the fallback id (< 0: -2 - id)
+  int last_block;  // chunked pass: this block finishes the row
+  double chunk_sum[3][kMaxVocabChunks];  // chunked pass: the row's chunk sums, gathered
+  int chunk_last[kMaxVocabChunks];       // chunked pass: the chunks' last allowed ids
 };
 
 /// (value, id) with the larger value, the lower id on ties; id -1 loses to everything.
@@ -145,17 +164,17 @@ __device__ double block_inclusive_scan(double v, Scratch& s) {
   return s.inclusive[threadIdx.x];
 }
 
-/// Walks ids 0..limit-1 in ascending order accumulating weight(i) over members (member(i)),
+/// Walks ids begin..end-1 in ascending order accumulating weight(i) over members (member(i)),
 /// starting from `start`: returns the first member id at which the running sum reaches `target`
 /// (> with `strict`, >= otherwise); if none does (rounding), the last member id; -1 if there
 /// is no member. Each thread owns a contiguous chunk of ids; chunk sums are scanned in thread
 /// order, then the one thread whose chunk crosses the target walks it.
 template <typename Member, typename Weight>
-__device__ int scan_select(int limit, Member member, Weight weight, double start, double target,
-                           bool strict, Scratch& s) {
-  const int chunk = (limit + kThreads - 1) / kThreads;
-  const int lo = threadIdx.x * chunk;
-  const int hi = lo + chunk < limit ? lo + chunk : limit;
+__device__ int scan_select(int begin, int end, Member member, Weight weight, double start,
+                           double target, bool strict, Scratch& s) {
+  const int chunk = (end - begin + kThreads - 1) / kThreads;
+  const int lo = begin + static_cast<int>(threadIdx.x) * chunk;
+  const int hi = lo + chunk < end ? lo + chunk : end;
   double sum = 0;
   int last = -1;
   for (int i = lo; i < hi; ++i)
@@ -204,14 +223,9 @@ __device__ std::uint32_t search_key(const float* logits, int limit, Member membe
   return t;
 }
 
-__global__ void __launch_bounds__(kThreads)
-    vocab_pass_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
-                      ProposalOut* out) {
-  __shared__ Scratch s;
-  const std::int32_t row = blockIdx.x;
-  if (row >= meta->block_rows) return;
-  const SampleInfo p = pass_section<SampleInfo>(meta, meta->samples_offset)[row];
-  const float* logits = logits_all + static_cast<std::int64_t>(row) * vocab;
+/// The proposal of one block row from its whole row of `vocab` logits, by one block of kThreads.
+__device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std::int32_t vocab,
+                                   ProposalOut* out_row, Scratch& s) {
   const int limit = vocab < p.vocab_limit ? vocab : p.vocab_limit;
   const int mask = p.mask_id;
   const auto allowed = [&](int i) { return i != mask; };  // i < limit by the loops
@@ -232,7 +246,7 @@ __global__ void __launch_bounds__(kThreads)
   nan_id = block_min_max(nan_id, false, s);
   if (nan_id != INT_MAX || best_id < 0 || isinf(best)) {
     if (threadIdx.x == 0)
-      out[row] = ProposalOut{nan_id != INT_MAX ? nan_id : best_id, 0.0f, 0.0f,
+      *out_row = ProposalOut{nan_id != INT_MAX ? nan_id : best_id, 0.0f, 0.0f,
                              nan_id != INT_MAX ? kProposalNaN : kProposalNoAllowed};
     return;
   }
@@ -254,7 +268,7 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x != 0) return;
     const double d = static_cast<double>(logits[token]) - m;
     const double entropy = log_sum - weighted / sum;
-    out[row] = ProposalOut{token, static_cast<float>(exp(d - log_sum)),
+    *out_row = ProposalOut{token, static_cast<float>(exp(d - log_sum)),
                            static_cast<float>(entropy > 0.0 ? entropy : 0.0), kProposalOk};
   };
   if (p.temperature <= 0) {
@@ -283,7 +297,7 @@ __global__ void __launch_bounds__(kThreads)
       greater = block_sum(greater, s.sums);
     }
     const auto tie = [&](int i) { return allowed(i) && order_key(logits[i]) == k_key; };
-    k_id = scan_select(limit, tie, one, greater, static_cast<double>(p.top_k), false, s);
+    k_id = scan_select(0, limit, tie, one, greater, static_cast<double>(p.top_k), false, s);
   }
   const auto kept_k = [&](int i) {
     if (!allowed(i)) return false;
@@ -306,7 +320,7 @@ __global__ void __launch_bounds__(kThreads)
       greater = block_sum(greater, s.sums);
     }
     const auto tie = [&](int i) { return kept_k(i) && order_key(logits[i]) == p_key; };
-    p_id = scan_select(limit, tie, weight, greater, target, false, s);
+    p_id = scan_select(0, limit, tie, weight, greater, target, false, s);
   }
   const auto kept = [&](int i) {
     if (!kept_k(i)) return false;
@@ -319,11 +333,231 @@ __global__ void __launch_bounds__(kThreads)
     if (kept(i)) total += weight(i);
   total = block_sum(total, s.sums);
   const double target = philox_uniform(p.seed, p.position, p.step) * total;
-  const int chosen = scan_select(limit, kept, weight, 0.0, target, true, s);
+  const int chosen = scan_select(0, limit, kept, weight, 0.0, target, true, s);
   finish(chosen);
 }
 
+__global__ void __launch_bounds__(kThreads)
+    vocab_pass_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
+                      ProposalOut* out) {
+  __shared__ Scratch s;
+  const std::int32_t row = blockIdx.x;
+  if (row >= meta->block_rows) return;
+  const SampleInfo p = pass_section<SampleInfo>(meta, meta->samples_offset)[row];
+  whole_row_proposal(p, logits_all + static_cast<std::int64_t>(row) * vocab, vocab, out + row, s);
+}
+
+/// The bounds [begin, end) of chunk `chunk` of `chunks` over ids [0, vocab), clipped to `limit`.
+__device__ __forceinline__ void chunk_bounds(int vocab, int limit, int chunk, int chunks,
+                                             int& begin, int& end) {
+  const int len = (vocab + chunks - 1) / chunks;
+  begin = chunk * len < limit ? chunk * len : limit;
+  end = begin + len < limit ? begin + len : limit;
+}
+
+/// Whether a row's draw needs the whole row's order (top-k or top-p in effect).
+__device__ __forceinline__ bool needs_whole_row(const SampleInfo& p, int limit) {
+  if (p.temperature <= 0) return false;
+  const int allowed_count = limit - (p.mask_id >= 0 && p.mask_id < limit ? 1 : 0);
+  return (p.top_k > 0 && p.top_k < allowed_count) || p.top_p < 1.0;
+}
+
+/// Chunked pass, kernel 1 (grid chunks x block rows): each chunk's maximum over allowed ids
+/// (lowest id on ties), its lowest NaN id and its last allowed id.
+__global__ void __launch_bounds__(kThreads)
+    vocab_chunk_max_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
+                           VocabPartial* partials) {
+  __shared__ Scratch s;
+  const int row = static_cast<int>(blockIdx.y), chunk = static_cast<int>(blockIdx.x),
+            chunks = static_cast<int>(gridDim.x);
+  if (row >= meta->block_rows) return;
+  const SampleInfo p = pass_section<SampleInfo>(meta, meta->samples_offset)[row];
+  const float* logits = logits_all + static_cast<std::int64_t>(row) * vocab;
+  const int limit = vocab < p.vocab_limit ? vocab : p.vocab_limit;
+  int begin = 0, end = 0;
+  chunk_bounds(vocab, limit, chunk, chunks, begin, end);
+  float best = -INFINITY;
+  int best_id = -1, nan_id = INT_MAX, last = -1;
+  for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
+    if (i == p.mask_id) continue;
+    last = i;
+    const float v = logits[i];
+    if (isnan(v)) {
+      if (i < nan_id) nan_id = i;
+      continue;
+    }
+    better(best, best_id, v, i);
+  }
+  block_argmax(best, best_id, s);
+  nan_id = block_min_max(nan_id, false, s);
+  last = block_min_max(last, true, s);
+  if (threadIdx.x == 0)
+    partials[row * chunks + chunk] = VocabPartial{best, best_id, nan_id, last, 0.0, 0.0, 0.0};
+}
+
+/// Chunked pass, kernel 2 (grid chunks x block rows): the chunk's softmax, entropy and sampling
+/// sums at the row's maximum; the row's last block combines them and writes the proposal.
+__global__ void __launch_bounds__(kThreads)
+    vocab_chunk_sum_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
+                           ProposalOut* out, VocabPartial* partials, std::uint32_t* counters) {
+  __shared__ Scratch s;
+  const int row = static_cast<int>(blockIdx.y), chunk = static_cast<int>(blockIdx.x),
+            chunks = static_cast<int>(gridDim.x);
+  if (row >= meta->block_rows) return;
+  const SampleInfo p = pass_section<SampleInfo>(meta, meta->samples_offset)[row];
+  const float* logits = logits_all + static_cast<std::int64_t>(row) * vocab;
+  const int limit = vocab < p.vocab_limit ? vocab : p.vocab_limit;
+  VocabPartial* part = partials + static_cast<std::int64_t>(row) * chunks;
+
+  // The row's maximum from the chunk maxima (chunks <= kThreads; lowest id on ties).
+  float best = -INFINITY;
+  int best_id = -1, nan_id = INT_MAX;
+  if (static_cast<int>(threadIdx.x) < chunks) {
+    const VocabPartial c = part[threadIdx.x];
+    best = c.max;
+    best_id = c.argmax;
+    nan_id = c.nan_id;
+  }
+  block_argmax(best, best_id, s);
+  nan_id = block_min_max(nan_id, false, s);
+  const bool valid = nan_id == INT_MAX && best_id >= 0 && !isinf(best);
+  const bool whole_row = needs_whole_row(p, limit);
+  const bool sampling = p.temperature > 0;
+  const double m = best;
+
+  if (valid && !whole_row) {
+    int begin = 0, end = 0;
+    chunk_bounds(vocab, limit, chunk, chunks, begin, end);
+    double sum = 0, weighted = 0, sample = 0;
+    for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
+      if (i == p.mask_id) continue;
+      const double d = static_cast<double>(logits[i]) - m;
+      const double w = exp(d);
+      sum += w;
+      if (w > 0) weighted += w * d;  // an id at -inf contributes nothing (0 * -inf is NaN)
+      if (sampling) sample += exp(d / p.temperature);
+    }
+    sum = block_sum(sum, s.sums);
+    weighted = block_sum(weighted, s.sums);
+    if (sampling) sample = block_sum(sample, s.sums);
+    if (threadIdx.x == 0) {
+      part[chunk].sum = sum;
+      part[chunk].weighted = weighted;
+      part[chunk].sample_sum = sample;
+    }
+  }
+  // The last block of the row to get here finishes it (threadFenceReduction's pattern).
+  if (threadIdx.x == 0) {
+    __threadfence();
+    s.last_block = atomicAdd(counters + row, 1u) == static_cast<std::uint32_t>(chunks - 1);
+  }
+  __syncthreads();
+  if (s.last_block == 0) return;
+  __threadfence();
+  if (threadIdx.x == 0) counters[row] = 0u;  // ready for the next pass (and graph replay)
+
+  if (!valid) {
+    if (threadIdx.x == 0)
+      out[row] = ProposalOut{nan_id != INT_MAX ? nan_id : best_id, 0.0f, 0.0f,
+                             nan_id != INT_MAX ? kProposalNaN : kProposalNoAllowed};
+    return;
+  }
+  if (whole_row) {
+    whole_row_proposal(p, logits, vocab, out + row, s);
+    return;
+  }
+  // The chunk sums, gathered in parallel (L2 reads: the other blocks wrote them), then added in
+  // chunk order by one thread, which also finds the chunk the draw falls in.
+  if (static_cast<int>(threadIdx.x) < chunks) {
+    const VocabPartial* c = part + threadIdx.x;
+    s.chunk_sum[0][threadIdx.x] = __ldcg(&c->sum);
+    s.chunk_sum[1][threadIdx.x] = __ldcg(&c->weighted);
+    s.chunk_sum[2][threadIdx.x] = __ldcg(&c->sample_sum);
+    s.chunk_last[threadIdx.x] = c->last_allowed;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double sum = 0, weighted = 0, total = 0;
+    for (int c = 0; c < chunks; ++c) {
+      sum += s.chunk_sum[0][c];
+      weighted += s.chunk_sum[1][c];
+      total += s.chunk_sum[2][c];
+    }
+    s.combined[0] = sum;
+    s.combined[1] = weighted;
+    s.crossing = -1;
+    if (sampling) {
+      // u * total, then the first chunk whose running sum exceeds it; if none does
+      // (rounding), the last allowed id, as the CPU's walk ends there.
+      const double target = philox_uniform(p.seed, p.position, p.step) * total;
+      double running = 0;
+      int last_allowed = -1;
+      for (int c = 0; c < chunks; ++c) {
+        const double next = running + s.chunk_sum[2][c];
+        if (next > target) {
+          s.crossing = c;
+          break;
+        }
+        running = next;
+        if (s.chunk_last[c] > last_allowed) last_allowed = s.chunk_last[c];
+      }
+      if (s.crossing < 0) s.crossing = -2 - last_allowed;
+      s.combined[2] = running;
+      s.combined[3] = target;
+    }
+  }
+  __syncthreads();
+  const double sum = s.combined[0], weighted = s.combined[1];
+  const double log_sum = log(sum);
+  int token = best_id;
+  if (sampling) {
+    const int crossing = s.crossing;
+    if (crossing >= 0) {
+      int begin = 0, end = 0;
+      chunk_bounds(vocab, limit, crossing, chunks, begin, end);
+      const int mask = p.mask_id;
+      const double temperature = p.temperature;
+      token = scan_select(
+          begin, end, [&](int i) { return i != mask; },
+          [&](int i) { return exp((static_cast<double>(logits[i]) - m) / temperature); },
+          s.combined[2], s.combined[3], true, s);
+    } else {
+      token = -2 - crossing;
+    }
+  }
+  if (threadIdx.x == 0) {
+    const double d = static_cast<double>(logits[token]) - m;
+    const double entropy = log_sum - weighted / sum;
+    out[row] = ProposalOut{token, static_cast<float>(exp(d - log_sum)),
+                           static_cast<float>(entropy > 0.0 ? entropy : 0.0), kProposalOk};
+  }
+}
+
 }  // namespace
+
+std::int32_t vocab_pass_chunks(std::int32_t vocab, std::int32_t block_rows_pad, std::int32_t sms) {
+  if (block_rows_pad <= 0 || vocab <= 0) return 1;
+  const std::int64_t wanted = (4ll * sms + block_rows_pad - 1) / block_rows_pad;
+  const std::int64_t by_size = (vocab + kMinVocabChunk - 1) / kMinVocabChunk;
+  std::int64_t chunks = wanted < by_size ? wanted : by_size;
+  if (chunks > kMaxVocabChunks) chunks = kMaxVocabChunks;
+  return static_cast<std::int32_t>(chunks < 1 ? 1 : chunks);
+}
+
+void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std::int32_t vocab,
+                               ProposalOut* out, std::int32_t block_rows_pad, std::int32_t chunks,
+                               VocabWorkspace workspace, cudaStream_t stream) {
+  if (block_rows_pad <= 0) return;
+  if (chunks < 1 || chunks > kMaxVocabChunks)
+    throw Error("vocabulary pass: " + std::to_string(chunks) + " chunks per row (1 to " +
+                std::to_string(kMaxVocabChunks) + ")");
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(block_rows_pad));
+  vocab_chunk_max_kernel<<<grid, kThreads, 0, stream>>>(meta, logits, vocab, workspace.partials);
+  DICE_CUDA_CHECK_LAUNCH("vocab_chunk_max_kernel");
+  vocab_chunk_sum_kernel<<<grid, kThreads, 0, stream>>>(meta, logits, vocab, out,
+                                                        workspace.partials, workspace.counters);
+  DICE_CUDA_CHECK_LAUNCH("vocab_chunk_sum_kernel");
+}
 
 void launch_vocab_pass(const PassHeader* meta, const float* logits, std::int32_t vocab,
                        ProposalOut* out, std::int32_t block_rows_pad, cudaStream_t stream) {

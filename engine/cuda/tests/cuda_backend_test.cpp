@@ -225,14 +225,39 @@ TEST_F(CudaBackendTest, Fp32DecodingGivesTheCpuReferenceTokens) {
   const auto shape = shapes()[0];
   const CpuWeights weights = random_weights(shape.config, shape.std, false);
   CpuBackend cpu(weights);
+  // The default kernels and the first layouts (--cuda-baseline-kernels) alike.
   CudaBackend gpu(weights, limited({.dtype = CudaDType::kF32}));
+  CudaBackendOptions first = limited({.dtype = CudaDType::kF32});
+  first.chunked_vocab_pass = false;
+  first.attention_min_split_keys = 0;
+  first.fast_norms = false;
+  CudaBackend baseline(weights, first);
   for (const double temperature : {0.0, 1.0}) {
     const auto requests = requests_for(shape.config, temperature);
     const auto want = generate(cpu, requests);
-    const auto got = generate(gpu, requests);
-    expect_same(got, want, temperature == 0 ? "greedy" : "sampled");
+    expect_same(generate(gpu, requests), want, temperature == 0 ? "greedy" : "sampled");
+    expect_same(generate(baseline, requests), want,
+                temperature == 0 ? "greedy, baseline kernels" : "sampled, baseline kernels");
   }
   EXPECT_GT(gpu.stats().graph_replays, 0);
+}
+
+TEST_F(CudaBackendTest, BaselineAndDefaultKernelsGiveTheSameBf16Logits) {
+  const auto shape = shapes()[1];
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackend current(weights, limited());
+  CudaBackendOptions first = limited();
+  first.chunked_vocab_pass = false;
+  first.attention_min_split_keys = 0;
+  first.fast_norms = false;
+  first.gemm_autotune = false;
+  CudaBackend baseline(weights, first);
+  const auto ids = random_ids(300, shape.config.vocab_size, 4);
+  const auto a = score_blocks(current, ids, 250, 4, true);
+  const auto b = score_blocks(baseline, ids, 250, 4, true);
+  EXPECT_LT(max_row_rel_l2(a, b), 1e-2);
+  EXPECT_FALSE(current.gemm_choices().empty());  // the autotune ran
+  EXPECT_TRUE(baseline.gemm_choices().empty());
 }
 
 TEST_F(CudaBackendTest, SeededSamplingReproducesRunToRun) {

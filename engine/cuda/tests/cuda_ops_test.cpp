@@ -145,44 +145,50 @@ std::vector<float> cpu_rms_norm(const std::vector<float>& x, int rows, int dim,
 }
 
 TEST_F(CudaOps, RmsNormPlainAndGathered) {
-  for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16}) {
-    const int rows = 9, hidden = 2560;
-    const auto x = random_vector(rows * hidden, 2, 3.0f);
-    auto w = random_vector(hidden, 3, 0.1f);
-    for (auto& v : w) v += 1.0f;
-    const auto want = as_dtype(cpu_rms_norm(x, rows, hidden, w, 1e-6), dtype);
-    const auto d_x = upload(x, CudaDType::kF32), d_w = upload(w, CudaDType::kF32);
-    DeviceBuffer out(rows * hidden * 4);
-    launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, out.get(), rows, nullptr,
-                    stream());
-    synchronize();
-    const auto got = download(out, rows * hidden, dtype);
-    for (std::size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 2e-6 * std::abs(want[i]) + 1e-30)
-          << "rms_norm " << name(dtype) << " element " << i;
+  for (const bool vectorised : {false, true})
+    for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16}) {
+      // The vectorised kernel sums in float for bf16: its output may round to the neighbouring
+      // bf16 value (2^-8 relative); fp32 output and the first kernel match to 2e-6.
+      const double tol = vectorised && dtype == CudaDType::kBF16 ? 8e-3 : 2e-6;
+      const std::string kernel = vectorised ? " vectorised" : " first kernel";
+      const int rows = 9, hidden = 2560;
+      const auto x = random_vector(rows * hidden, 2, 3.0f);
+      auto w = random_vector(hidden, 3, 0.1f);
+      for (auto& v : w) v += 1.0f;
+      const auto want = as_dtype(cpu_rms_norm(x, rows, hidden, w, 1e-6), dtype);
+      const auto d_x = upload(x, CudaDType::kF32), d_w = upload(w, CudaDType::kF32);
+      DeviceBuffer out(rows * hidden * 4);
+      launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, out.get(), rows,
+                      nullptr, stream(), vectorised);
+      synchronize();
+      const auto got = download(out, rows * hidden, dtype);
+      for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], tol * std::abs(want[i]) + 1e-30)
+            << "rms_norm " << name(dtype) << kernel << " element " << i;
 
-    // Gather: block rows of a pass (rows 4..7 of a fused-store pass), padded to 8 rows.
-    PassItem item;
-    const std::vector<std::int32_t> commit{1, 2, 3, 4}, block{5, 6, 7, 8};
-    const std::vector<std::int32_t> pages{1};
-    item.commit = commit;
-    item.block = block;
-    item.block_length = 4;
-    item.pages = pages;
-    const PassPlan plan = plan_pass(std::span(&item, 1), {4, 2, 1, 0});
-    const auto meta = upload_bytes(plan.bytes);
-    DeviceBuffer gathered(8 * hidden * 4);
-    launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, gathered.get(), 8,
-                    meta.as<PassHeader>(), stream());
-    synchronize();
-    const auto g = download(gathered, 8 * hidden, dtype);
-    for (int r = 0; r < 8; ++r)
-      for (int i = 0; i < hidden; ++i) {
-        const float expect = r < 4 ? want[(4 + r) * hidden + i] : 0.0f;
-        ASSERT_NEAR(g[r * hidden + i], expect, 2e-6 * std::abs(expect) + 1e-30)
-            << "rms_norm gather " << name(dtype) << " row " << r;
-      }
-  }
+      // Gather: block rows of a pass (rows 4..7 of a fused-store pass), padded to 8 rows.
+      PassItem item;
+      const std::vector<std::int32_t> commit{1, 2, 3, 4}, block{5, 6, 7, 8};
+      const std::vector<std::int32_t> pages{1};
+      item.commit = commit;
+      item.block = block;
+      item.block_length = 4;
+      item.pages = pages;
+      const PassPlan plan = plan_pass(std::span(&item, 1), {4, 2, 1, 0});
+      const auto meta = upload_bytes(plan.bytes);
+      // Poisoned, so that the padding rows' zeros are checked.
+      const auto d_gathered = upload(std::vector<float>(8 * hidden, 5.0f), dtype);
+      launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, d_gathered.get(), 8,
+                      meta.as<PassHeader>(), stream(), vectorised);
+      synchronize();
+      const auto g = download(d_gathered, 8 * hidden, dtype);
+      for (int r = 0; r < 8; ++r)
+        for (int i = 0; i < hidden; ++i) {
+          const float expect = r < 4 ? want[(4 + r) * hidden + i] : 0.0f;
+          ASSERT_NEAR(g[r * hidden + i], expect, tol * std::abs(expect) + 1e-30)
+              << "rms_norm gather " << name(dtype) << kernel << " row " << r;
+        }
+    }
 }
 
 /// cos/sin table as the backend builds it.
@@ -203,78 +209,80 @@ std::vector<float2> rope_table(int positions, int d, double theta) {
 }
 
 TEST_F(CudaOps, QkNormRopeAndCacheWrite) {
-  for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
-    for (const int d : {16, 128}) {
-      const int heads = 4, kv_heads = 2, vectors = heads + 2 * kv_heads, pages = 4;
-      const LayerShape shape{64, heads, kv_heads, d, 128, 1e-6};
-      const std::vector<std::int32_t> tokens(8, 1);
-      const std::vector<std::int32_t> page_ids{3, 1};  // positions 28..35 span two pages
-      const PassPlan plan = commit_pass(tokens, 28, page_ids, heads, kv_heads);
-      const auto meta = upload_bytes(plan.bytes);
-      const auto qkv = random_vector(8 * vectors * d, 4, 2.0f);
-      auto qn = random_vector(d, 5, 0.1f), kn = random_vector(d, 6, 0.1f);
-      for (auto& v : qn) v += 1.0f;
-      for (auto& v : kn) v += 1.0f;
-      const auto table = rope_table(64, d, 1e6);
-      const auto d_qkv = upload(qkv, CudaDType::kF32), d_qn = upload(qn, CudaDType::kF32),
-                 d_kn = upload(kn, CudaDType::kF32);
-      DeviceBuffer d_rope(table.size() * sizeof(float2));
-      DICE_CUDA_CHECK(cudaMemcpy(d_rope.get(), table.data(), table.size() * sizeof(float2),
-                                 cudaMemcpyHostToDevice));
-      const std::size_t cache_n = static_cast<std::size_t>(pages * kv_heads * kPageTokens * d);
-      const std::vector<float> poison(cache_n, 3.0f);
-      const auto k_cache = upload(poison, dtype), v_cache = upload(poison, dtype);
-      DeviceBuffer q_out(8 * heads * d * 4);
-      launch_qk_norm_rope(dtype, meta.as<PassHeader>(), d_qkv.as<float>(), d_qn.as<float>(),
-                          d_kn.as<float>(), d_rope.as<float2>(), shape, q_out.get(),
-                          CacheLayer{k_cache.get(), v_cache.get()}, 8, stream());
-      synchronize();
-      const auto q_got = download(q_out, 8 * heads * d, dtype);
-      const auto k_got = download(k_cache, cache_n, dtype);
-      const auto v_got = download(v_cache, cache_n, dtype);
-      std::vector<bool> written(cache_n, false);
-      for (int r = 0; r < 8; ++r) {
-        const int position = 28 + r;
-        const int page = page_ids[position / kPageTokens], slot = position % kPageTokens;
-        for (int v = 0; v < vectors; ++v) {
-          const float* src = qkv.data() + (r * vectors + v) * d;
-          std::vector<float> ref(src, src + d);
-          const bool is_q = v < heads, is_k = !is_q && v < heads + kv_heads;
-          if (is_q || is_k) {
-            ref = cpu_rms_norm(ref, 1, d, is_q ? qn : kn, 1e-6);
-            std::vector<float> rotated(d);
-            for (int i = 0; i < d / 2; ++i) {
-              const float2 cs = table[position * d / 2 + i];
-              rotated[i] = ref[i] * cs.x - ref[i + d / 2] * cs.y;
-              rotated[i + d / 2] = ref[i + d / 2] * cs.x + ref[i] * cs.y;
+  for (const bool warp_per_vector : {false, true})
+    for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
+      for (const int d : {16, 128}) {
+        const int heads = 4, kv_heads = 2, vectors = heads + 2 * kv_heads, pages = 4;
+        const LayerShape shape{64, heads, kv_heads, d, 128, 1e-6};
+        const std::vector<std::int32_t> tokens(8, 1);
+        const std::vector<std::int32_t> page_ids{3, 1};  // positions 28..35 span two pages
+        const PassPlan plan = commit_pass(tokens, 28, page_ids, heads, kv_heads);
+        const auto meta = upload_bytes(plan.bytes);
+        const auto qkv = random_vector(8 * vectors * d, 4, 2.0f);
+        auto qn = random_vector(d, 5, 0.1f), kn = random_vector(d, 6, 0.1f);
+        for (auto& v : qn) v += 1.0f;
+        for (auto& v : kn) v += 1.0f;
+        const auto table = rope_table(64, d, 1e6);
+        const auto d_qkv = upload(qkv, CudaDType::kF32), d_qn = upload(qn, CudaDType::kF32),
+                   d_kn = upload(kn, CudaDType::kF32);
+        DeviceBuffer d_rope(table.size() * sizeof(float2));
+        DICE_CUDA_CHECK(cudaMemcpy(d_rope.get(), table.data(), table.size() * sizeof(float2),
+                                   cudaMemcpyHostToDevice));
+        const std::size_t cache_n = static_cast<std::size_t>(pages * kv_heads * kPageTokens * d);
+        const std::vector<float> poison(cache_n, 3.0f);
+        const auto k_cache = upload(poison, dtype), v_cache = upload(poison, dtype);
+        DeviceBuffer q_out(8 * heads * d * 4);
+        launch_qk_norm_rope(dtype, meta.as<PassHeader>(), d_qkv.as<float>(), d_qn.as<float>(),
+                            d_kn.as<float>(), d_rope.as<float2>(), shape, q_out.get(),
+                            CacheLayer{k_cache.get(), v_cache.get()}, 8, stream(), warp_per_vector);
+        synchronize();
+        const auto q_got = download(q_out, 8 * heads * d, dtype);
+        const auto k_got = download(k_cache, cache_n, dtype);
+        const auto v_got = download(v_cache, cache_n, dtype);
+        std::vector<bool> written(cache_n, false);
+        for (int r = 0; r < 8; ++r) {
+          const int position = 28 + r;
+          const int page = page_ids[position / kPageTokens], slot = position % kPageTokens;
+          for (int v = 0; v < vectors; ++v) {
+            const float* src = qkv.data() + (r * vectors + v) * d;
+            std::vector<float> ref(src, src + d);
+            const bool is_q = v < heads, is_k = !is_q && v < heads + kv_heads;
+            if (is_q || is_k) {
+              ref = cpu_rms_norm(ref, 1, d, is_q ? qn : kn, 1e-6);
+              std::vector<float> rotated(d);
+              for (int i = 0; i < d / 2; ++i) {
+                const float2 cs = table[position * d / 2 + i];
+                rotated[i] = ref[i] * cs.x - ref[i + d / 2] * cs.y;
+                rotated[i + d / 2] = ref[i + d / 2] * cs.x + ref[i] * cs.y;
+              }
+              ref = rotated;
             }
-            ref = rotated;
-          }
-          ref = as_dtype(ref, dtype);
-          for (int i = 0; i < d; ++i) {
-            float got;
-            if (is_q) {
-              got = q_got[(r * heads + v) * d + i];
-            } else {
-              const int h = is_k ? v - heads : v - heads - kv_heads;
-              const std::size_t at =
-                  static_cast<std::size_t>(((page * kv_heads + h) * kPageTokens + slot) * d + i);
-              got = is_k ? k_got[at] : v_got[at];
-              written[at] = true;
+            ref = as_dtype(ref, dtype);
+            for (int i = 0; i < d; ++i) {
+              float got;
+              if (is_q) {
+                got = q_got[(r * heads + v) * d + i];
+              } else {
+                const int h = is_k ? v - heads : v - heads - kv_heads;
+                const std::size_t at =
+                    static_cast<std::size_t>(((page * kv_heads + h) * kPageTokens + slot) * d + i);
+                got = is_k ? k_got[at] : v_got[at];
+                written[at] = true;
+              }
+              const float tol = dtype == CudaDType::kBF16 ? 8e-3f : 2e-6f;
+              ASSERT_NEAR(got, ref[i], tol * std::abs(ref[i]) + 1e-6f)
+                  << "qk_norm_rope " << name(dtype)
+                  << (warp_per_vector ? " warp/vector" : " block/row") << " d " << d << " row " << r
+                  << " vector " << v << " dim " << i;
             }
-            const float tol = dtype == CudaDType::kBF16 ? 8e-3f : 2e-6f;
-            ASSERT_NEAR(got, ref[i], tol * std::abs(ref[i]) + 1e-6f)
-                << "qk_norm_rope " << name(dtype) << " d " << d << " row " << r << " vector " << v
-                << " dim " << i;
           }
         }
+        for (std::size_t i = 0; i < cache_n; ++i)
+          if (!written[i]) {
+            ASSERT_EQ(k_got[i], 3.0f) << "qk_norm_rope wrote outside its slots at " << i;
+            ASSERT_EQ(v_got[i], 3.0f) << "qk_norm_rope wrote outside its slots at " << i;
+          }
       }
-      for (std::size_t i = 0; i < cache_n; ++i)
-        if (!written[i]) {
-          ASSERT_EQ(k_got[i], 3.0f) << "qk_norm_rope wrote outside its slots at " << i;
-          ASSERT_EQ(v_got[i], 3.0f) << "qk_norm_rope wrote outside its slots at " << i;
-        }
-    }
 }
 
 TEST_F(CudaOps, SwiGlu) {
@@ -298,53 +306,99 @@ TEST_F(CudaOps, SwiGlu) {
 }
 
 TEST_F(CudaOps, GemmThroughCublasLt) {
-  Gemm gemm;
-  for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
-    for (const int rows : {1, 7, 64})
-      for (const bool accumulate : {false, true}) {
-        const int in = 256, out = 384;
-        const auto x = as_dtype(random_vector(rows * in, 8), dtype);
-        const auto w = as_dtype(random_vector(out * in, 9, 0.05f), dtype);
-        const auto y0 = random_vector(rows * out, 10);
-        const auto d_x = upload(x, dtype), d_w = upload(w, dtype);
-        const auto d_y = upload(y0, CudaDType::kF32);
-        gemm.run(dtype, d_x.get(), d_w.get(), d_y.as<float>(), rows, in, out, accumulate, stream());
-        synchronize();
-        const auto got = download(d_y, rows * out, CudaDType::kF32);
-        std::vector<double> want(rows * out);
-        for (int r = 0; r < rows; ++r)
-          for (int o = 0; o < out; ++o) {
-            double s = accumulate ? y0[r * out + o] : 0.0;
-            for (int i = 0; i < in; ++i) s += static_cast<double>(x[r * in + i]) * w[o * in + i];
-            want[r * out + o] = s;
+  // Heuristic plans, then (a second Gemm) the plans the autotune chose, on the same shapes: the
+  // tuned ones must give the heuristic's results bit for bit.
+  Gemm plain;
+  for (const bool tune : {false, true}) {
+    Gemm gemm;
+    for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
+      for (const int rows : {1, 7, 64})
+        for (const bool accumulate : {false, true}) {
+          const int in = 256, out = 384;
+          const auto x = as_dtype(random_vector(rows * in, 8), dtype);
+          const auto w = as_dtype(random_vector(out * in, 9, 0.05f), dtype);
+          const auto y0 = random_vector(rows * out, 10);
+          const auto d_x = upload(x, dtype), d_w = upload(w, dtype);
+          const auto d_y = upload(y0, CudaDType::kF32);
+          const std::string what = std::string("gemm ") + name(dtype) + " rows " +
+                                   std::to_string(rows) + " accumulate " +
+                                   std::to_string(accumulate) + " tuned " + std::to_string(tune);
+          if (tune) {
+            DeviceBuffer x_scratch(rows * in * 4), y_scratch(rows * out * 4);
+            EXPECT_GT(gemm.tune(dtype, x_scratch.get(), d_w.get(), y_scratch.as<float>(), rows, in,
+                                out, accumulate, stream()),
+                      0.0)
+                << what;
+            EXPECT_TRUE(gemm.tuned(dtype, rows, in, out, accumulate)) << what;
+            EXPECT_EQ(gemm.tune(dtype, x_scratch.get(), d_w.get(), y_scratch.as<float>(), rows, in,
+                                out, accumulate, stream()),
+                      0.0)
+                << what;  // once per shape
           }
-        EXPECT_LT(rel_l2(got, want), 1e-5)
-            << "gemm " << name(dtype) << " rows " << rows << " accumulate " << accumulate;
+          gemm.run(dtype, d_x.get(), d_w.get(), d_y.as<float>(), rows, in, out, accumulate,
+                   stream());
+          synchronize();
+          const auto got = download(d_y, rows * out, CudaDType::kF32);
+          std::vector<double> want(rows * out);
+          for (int r = 0; r < rows; ++r)
+            for (int o = 0; o < out; ++o) {
+              double s = accumulate ? y0[r * out + o] : 0.0;
+              for (int i = 0; i < in; ++i) s += static_cast<double>(x[r * in + i]) * w[o * in + i];
+              want[r * out + o] = s;
+            }
+          EXPECT_LT(rel_l2(got, want), 1e-5) << what;
+          if (tune) {
+            const auto d_y2 = upload(y0, CudaDType::kF32);
+            plain.run(dtype, d_x.get(), d_w.get(), d_y2.as<float>(), rows, in, out, accumulate,
+                      stream());
+            synchronize();
+            const auto heuristic = download(d_y2, rows * out, CudaDType::kF32);
+            for (std::size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(got[i], heuristic[i]) << what << ": tuned and heuristic differ at " << i;
+          }
+        }
+    if (tune) {
+      const auto choices = gemm.choices();
+      ASSERT_EQ(choices.size(), 12u);
+      for (const auto& c : choices) {
+        EXPECT_GE(c.candidates, 1);
+        EXPECT_GE(c.same_bits, 1);  // the reference itself
+        EXPECT_LE(c.same_bits, c.candidates);
+        EXPECT_GE(c.chosen, 0);
+        EXPECT_LT(c.chosen, c.candidates);
+        EXPECT_GT(c.chosen_us, 0.0);
+        EXPECT_LE(c.chosen_us, c.heuristic_us);
+        EXPECT_LE(c.fastest_us, c.chosen_us);
       }
+    }
+  }
 }
 
 struct AttnCase {
   CudaDType dtype;
   bool tensor_cores;
   int d, heads, kv_heads;
-  std::int32_t target_work;  // large: split the KV ranges
+  std::int32_t target_work;           // large: split the KV ranges
+  std::int32_t min_split_keys = 256;  // 0: the first planner's short splits (33-64 positions)
 };
 
 TEST_F(CudaOps, AttentionOverThePagedCache) {
   const std::vector<AttnCase> cases{
-      {CudaDType::kF32, false, 16, 4, 2, 1},     {CudaDType::kF32, false, 128, 16, 8, 1},
-      {CudaDType::kF32, false, 128, 32, 8, 600}, {CudaDType::kF32, false, 64, 4, 4, 1},
-      {CudaDType::kBF16, false, 128, 16, 8, 1},  {CudaDType::kBF16, true, 128, 16, 8, 1},
-      {CudaDType::kBF16, true, 128, 32, 8, 1},   {CudaDType::kBF16, true, 128, 32, 8, 600},
-      {CudaDType::kBF16, true, 16, 4, 2, 300},   {CudaDType::kBF16, true, 64, 4, 4, 1},
-      {CudaDType::kBF16, true, 32, 16, 1, 1},    {CudaDType::kBF16, true, 256, 8, 1, 100},
+      {CudaDType::kF32, false, 16, 4, 2, 1},        {CudaDType::kF32, false, 128, 16, 8, 1},
+      {CudaDType::kF32, false, 128, 32, 8, 600},    {CudaDType::kF32, false, 64, 4, 4, 1},
+      {CudaDType::kBF16, false, 128, 16, 8, 1},     {CudaDType::kBF16, true, 128, 16, 8, 1},
+      {CudaDType::kBF16, true, 128, 32, 8, 1},      {CudaDType::kBF16, true, 128, 32, 8, 600},
+      {CudaDType::kBF16, true, 16, 4, 2, 300},      {CudaDType::kBF16, true, 64, 4, 4, 1},
+      {CudaDType::kBF16, true, 128, 32, 8, 600, 0}, {CudaDType::kF32, false, 128, 32, 8, 600, 0},
+      {CudaDType::kBF16, true, 32, 16, 1, 1},       {CudaDType::kBF16, true, 256, 8, 1, 100},
       {CudaDType::kBF16, true, 128, 16, 2, 1}};
   for (const auto& c : cases) {
     const int group = c.heads / c.kv_heads, pages = 120;
     const std::string what =
         std::string("attention ") + name(c.dtype) + (c.tensor_cores ? " mma" : " simple") + " d " +
         std::to_string(c.d) + " heads " + std::to_string(c.heads) + "/" +
-        std::to_string(c.kv_heads) + " target " + std::to_string(c.target_work);
+        std::to_string(c.kv_heads) + " target " + std::to_string(c.target_work) + " min split " +
+        std::to_string(c.min_split_keys);
     // Sequences: (cached start, commit, block): a long denoising block, a fused store pass, a
     // prefill chunk, a short block; pages shuffled.
     struct Seq {
@@ -372,7 +426,8 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
       items[i].block_length = 4;
       items[i].pages = seq_pages[i];
     }
-    const PassPlan plan = plan_pass(items, {c.heads, c.kv_heads, c.target_work, 4096});
+    const PassPlan plan =
+        plan_pass(items, {c.heads, c.kv_heads, c.target_work, 4096, c.min_split_keys});
     if (c.target_work > 1) {
       ASSERT_GT(plan.attn_combine, 0) << what;
     }
@@ -526,24 +581,72 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
   const PassPlan plan = plan_pass(items, {4, 2, 1, 0});
   const auto meta = upload_bytes(plan.bytes);
   const auto d_logits = upload(logits, CudaDType::kF32);
-  const int rows_pad = bucket_rows(static_cast<std::int32_t>(cases.size()));
-  DeviceBuffer out(rows_pad * sizeof(ProposalOut));
-  launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(),
-                    rows_pad, stream());
-  synchronize();
-  std::vector<ProposalOut> got(cases.size());
-  DICE_CUDA_CHECK(
-      cudaMemcpy(got.data(), out.get(), got.size() * sizeof(ProposalOut), cudaMemcpyDeviceToHost));
-  for (std::size_t r = 0; r < cases.size(); ++r) {
-    const std::span<const float> row(logits.data() + r * vocab, vocab);
-    const Proposal want = propose(row, cases[r].params, items[r].start, items[r].step);
-    ASSERT_EQ(got[r].status, kProposalOk) << "vocab pass " << cases[r].what;
-    EXPECT_EQ(got[r].token, want.token) << "vocab pass " << cases[r].what;
-    EXPECT_NEAR(got[r].confidence, want.confidence, 1e-6 * want.confidence + 1e-12)
-        << "vocab pass " << cases[r].what;
-    EXPECT_NEAR(got[r].entropy, want.entropy, 1e-5 * want.entropy + 1e-9)
-        << "vocab pass " << cases[r].what;
+  const int rows = static_cast<int>(cases.size());
+  const int rows_pad = bucket_rows(rows);
+  std::vector<Proposal> want;
+  for (int r = 0; r < rows; ++r)
+    want.push_back(
+        propose(std::span<const float>(logits.data() + std::size_t{1} * r * vocab, vocab),
+                cases[r].params, items[r].start, items[r].step));
+  // The whole-row pass (chunks 0 here), then the chunked pass at several chunk counts, the
+  // backend's choice for these rows included; each chunked layout runs twice (its per-row
+  // counters must be left at zero) and must give the same proposals both times.
+  const std::int32_t auto_chunks = vocab_pass_chunks(vocab, rows_pad, 132);
+  for (const std::int32_t chunks : {0, 1, 7, auto_chunks, 148, kMaxVocabChunks}) {
+    const std::string layout =
+        chunks == 0 ? std::string(" whole row") : " chunks " + std::to_string(chunks);
+    DeviceBuffer out(rows_pad * sizeof(ProposalOut));
+    DeviceBuffer partials(std::size_t{1} * rows_pad * kMaxVocabChunks * sizeof(VocabPartial));
+    DeviceBuffer counters(rows_pad * 4);
+    DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    std::vector<ProposalOut> first;
+    for (int run = 0; run < (chunks == 0 ? 1 : 2); ++run) {
+      if (chunks == 0)
+        launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(),
+                          rows_pad, stream());
+      else
+        launch_vocab_pass_chunked(
+            meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(), rows_pad,
+            chunks, VocabWorkspace{partials.as<VocabPartial>(), counters.as<std::uint32_t>()},
+            stream());
+      synchronize();
+      std::vector<ProposalOut> got(cases.size());
+      DICE_CUDA_CHECK(cudaMemcpy(got.data(), out.get(), got.size() * sizeof(ProposalOut),
+                                 cudaMemcpyDeviceToHost));
+      if (run == 1) {
+        for (int r = 0; r < rows; ++r) {
+          EXPECT_EQ(got[r].token, first[r].token) << "vocab pass rerun" << layout;
+          EXPECT_EQ(got[r].confidence, first[r].confidence) << "vocab pass rerun" << layout;
+          EXPECT_EQ(got[r].entropy, first[r].entropy) << "vocab pass rerun" << layout;
+        }
+        continue;
+      }
+      first = got;
+      for (int r = 0; r < rows; ++r) {
+        const std::string what = "vocab pass " + cases[r].what + layout;
+        ASSERT_EQ(got[r].status, kProposalOk) << what;
+        EXPECT_EQ(got[r].token, want[r].token) << what;
+        EXPECT_NEAR(got[r].confidence, want[r].confidence, 1e-6 * want[r].confidence + 1e-12)
+            << what;
+        EXPECT_NEAR(got[r].entropy, want[r].entropy, 1e-5 * want[r].entropy + 1e-9) << what;
+      }
+    }
+    if (chunks > 0) {
+      std::vector<std::uint32_t> left(rows_pad);
+      DICE_CUDA_CHECK(
+          cudaMemcpy(left.data(), counters.get(), left.size() * 4, cudaMemcpyDeviceToHost));
+      for (int r = 0; r < rows_pad; ++r) EXPECT_EQ(left[r], 0u) << "counter of row " << r << layout;
+    }
   }
+}
+
+TEST(VocabPassChunks, FillTheGpuAtFewRowsAndStayInRange) {
+  EXPECT_EQ(vocab_pass_chunks(151936, 8, 132), 66);   // 4 blocks per SM over 8 padded rows
+  EXPECT_EQ(vocab_pass_chunks(151936, 1, 132), 149);  // chunks of at least 1,024 ids
+  EXPECT_EQ(vocab_pass_chunks(151936, 512, 132), 2);
+  EXPECT_EQ(vocab_pass_chunks(151936, 1024, 132), 1);
+  EXPECT_EQ(vocab_pass_chunks(500, 8, 132), 1);
+  EXPECT_EQ(vocab_pass_chunks(10'000'000, 1, 132), kMaxVocabChunks);
 }
 
 TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
@@ -563,16 +666,25 @@ TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
   const PassPlan plan = plan_pass(items, {4, 2, 1, 0});
   const auto meta = upload_bytes(plan.bytes);
   const auto d_logits = upload(logits, CudaDType::kF32);
-  DeviceBuffer out(8 * sizeof(ProposalOut));
-  launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(), 8,
-                    stream());
-  synchronize();
-  std::vector<ProposalOut> got(2);
-  DICE_CUDA_CHECK(
-      cudaMemcpy(got.data(), out.get(), 2 * sizeof(ProposalOut), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(got[0].status, kProposalNaN);
-  EXPECT_EQ(got[0].token, 777);  // the lowest NaN id, as the CPU reports it
-  EXPECT_EQ(got[1].status, kProposalNoAllowed);
+  for (const std::int32_t chunks : {0, 1, 3}) {
+    DeviceBuffer out(8 * sizeof(ProposalOut));
+    DeviceBuffer partials(8 * 3 * sizeof(VocabPartial)), counters(8 * 4);
+    DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    if (chunks == 0)
+      launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(),
+                        8, stream());
+    else
+      launch_vocab_pass_chunked(
+          meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(), 8, chunks,
+          VocabWorkspace{partials.as<VocabPartial>(), counters.as<std::uint32_t>()}, stream());
+    synchronize();
+    std::vector<ProposalOut> got(2);
+    DICE_CUDA_CHECK(
+        cudaMemcpy(got.data(), out.get(), 2 * sizeof(ProposalOut), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got[0].status, kProposalNaN) << "chunks " << chunks;
+    EXPECT_EQ(got[0].token, 777) << "chunks " << chunks;  // the lowest NaN id, as the CPU's
+    EXPECT_EQ(got[1].status, kProposalNoAllowed) << "chunks " << chunks;
+  }
 }
 
 TEST_F(CudaOps, MeasuredCeilingsArePositive) {

@@ -155,7 +155,8 @@ TEST(PlanPass, FewTilesSplitTheKvRangeIntoPageAlignedParts) {
   item.block_length = 4;
   item.pages = pages;
   const PassPlan plan = plan_pass(std::span(&item, 1), {32, 8, 200, 4096});
-  // One tile (4 rows x 4 heads) per KV head: 8 tiles; about 200 / 8 = 25 splits of 1004.
+  // One tile (4 rows x 4 heads) per KV head: 8 tiles; about 200 / 8 = 25 splits wanted, 3 of
+  // at least 256 positions of 1004.
   ASSERT_EQ(plan.attn_combine, 8);
   const auto combines = section<AttnCombine>(plan, plan.header().combine_offset, 8);
   const auto work = section<AttnWork>(plan, plan.header().work_offset, plan.attn_work);
@@ -183,6 +184,42 @@ TEST(PlanPass, FewTilesSplitTheKvRangeIntoPageAlignedParts) {
   const PassPlan unsplit = plan_pass(std::span(&item, 1), {32, 8, 200, 10});
   EXPECT_EQ(unsplit.attn_combine, 0);
   EXPECT_EQ(unsplit.attn_work, 8);
+}
+
+TEST(PlanPass, SplitsHoldAtLeastTheMinimumKeys) {
+  const auto block = ids(4);
+  std::vector<std::int32_t> pages(130);
+  std::iota(pages.begin(), pages.end(), 1);
+  PassItem item;
+  item.block = block;
+  item.block_length = 4;
+  item.pages = pages;
+  const auto splits_of = [&](const PassPlan& plan) {
+    std::int32_t most = 1;
+    for (const auto& c :
+         section<AttnCombine>(plan, plan.header().combine_offset, plan.attn_combine))
+      most = std::max(most, c.splits);
+    return most;
+  };
+  // A ~100-position context at one sequence (the profiled decode): no split, no combine ...
+  item.start = 96;
+  const PassPlan short_plan = plan_pass(std::span(&item, 1), {16, 8, 396, 4096});
+  EXPECT_EQ(short_plan.attn_combine, 0);
+  EXPECT_EQ(short_plan.attn_work, 8);
+  // ... which the first planner's rule split in two ranges.
+  const PassPlan first_rule = plan_pass(std::span(&item, 1), {16, 8, 396, 4096, 0});
+  EXPECT_EQ(first_rule.attn_combine, 8);
+  EXPECT_EQ(splits_of(first_rule), 2);
+  // 4,096 positions: split in ranges of at least 256.
+  item.start = 4092;
+  const PassPlan long_plan = plan_pass(std::span(&item, 1), {16, 8, 396, 4096});
+  EXPECT_EQ(long_plan.attn_combine, 8);
+  EXPECT_EQ(splits_of(long_plan), 16);
+  for (const auto& w :
+       section<AttnWork>(long_plan, long_plan.header().work_offset, long_plan.attn_work))
+    EXPECT_GE(w.kv_end - w.kv_begin, 256);
+  const PassPlan wide = plan_pass(std::span(&item, 1), {16, 8, 396, 4096, 1024});
+  EXPECT_EQ(splits_of(wide), 4);
 }
 
 TEST(PlanPass, SeveralSequencesAndBadInput) {

@@ -55,6 +55,39 @@ struct CudaBackendOptions {
   /// Capture each batch shape's pass as a CUDA graph and replay it (rows up to graph_max_rows).
   bool cuda_graphs = true;
   std::int64_t graph_max_rows = 2048;
+  /// Kernel layouts for few rows (issue 6, profile of 2026-11-23). The earlier layouts stay
+  /// selectable so that one device run can time both (`--cuda-baseline-kernels`).
+  /// Vocabulary pass split over many blocks per row (false: one block per block row).
+  bool chunked_vocab_pass = true;
+  /// A split KV range of the attention holds at least this many positions (the combine kernel
+  /// is skipped when no tile is split); 0: the first planner, which split down to 2 pages.
+  std::int32_t attention_min_split_keys = 256;
+  /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
+  /// block per row with double sums). fp32 backends keep double sums either way.
+  bool fast_norms = true;
+  /// bf16: time the cuBLASLt heuristic's candidates (up to 16) for each GEMM shape of a pass of
+  /// at most graph_max_rows rows, on its first pass, and keep the fastest of those whose output
+  /// is bit for bit the heuristic's first choice's (results stay reproducible run to run); at
+  /// most about 2 s in all per backend (shapes met later keep the heuristic's choice). fp32
+  /// (exactness tests) never tunes.
+  bool gemm_autotune = true;
+};
+
+/// The cuBLASLt algorithm a GEMM shape (y[rows, out] = x[rows, in] w^T, + y with accumulate)
+/// runs after the autotune (CudaBackendOptions::gemm_autotune), for benchmark records.
+struct CudaGemmChoice {
+  std::int64_t rows = 0, in = 0, out = 0;
+  bool accumulate = false;
+  int candidates = 0;       ///< algorithms the heuristic offered (each timed)
+  int same_bits = 0;        ///< of them, those whose output equals the first's bit for bit
+  int chosen = 0;           ///< index of the one kept (0: the heuristic's first choice)
+  int algo_id = 0;          ///< CUBLASLT_ALGO_CONFIG_ID
+  int tile_id = 0;          ///< CUBLASLT_ALGO_CONFIG_TILE_ID
+  int splitk = 1;           ///< CUBLASLT_ALGO_CONFIG_SPLITK_NUM
+  int stages_id = 0;        ///< CUBLASLT_ALGO_CONFIG_STAGES_ID
+  double heuristic_us = 0;  ///< mean time of the heuristic's first choice
+  double chosen_us = 0;     ///< mean time of the one kept
+  double fastest_us = 0;    ///< the fastest of all (other bits allowed): what exactness costs
 };
 
 /// Where the device memory went (bytes), and the KV cache's size.
@@ -136,6 +169,9 @@ class CudaBackend final : public Backend {
   /// The ceilings the floor in stats() is computed with: device-to-device copy bandwidth (bytes
   /// read plus written per second) and bf16 GEMM rate (FLOP/s), as measure_* return them.
   void set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second);
+  /// The GEMM shapes the autotune has timed so far and what it chose; and the seconds it took.
+  std::vector<CudaGemmChoice> gemm_choices() const;
+  double gemm_tune_seconds() const;
 
   std::int64_t vocab_rows() const override;
   void open(SequenceId sequence, std::int32_t block_length) override;
