@@ -71,6 +71,10 @@ def _cuda(record: dict[str, Any]) -> dict[str, Any]:
     return detail["cuda"]
 
 
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
 def _cuda_objects(cache: Path, kernel: str) -> dict[str, Path]:
     """header ("slim", "full") -> cuda object of the candidate whose source defines `kernel`."""
     found: dict[str, Path] = {}
@@ -103,17 +107,20 @@ def test_slim_header_on_real_candidates_and_fallback(tmp_path: Path) -> None:
     pairs = _pairs()
     assert set(pairs) == {BOTH_WAYS, SLIM_ONLY}
     cache = tmp_path / "cache"
-    first = _eval(
-        [pairs[BOTH_WAYS], pairs[SLIM_ONLY], _needs_full(pairs[SLIM_ONLY])], tmp_path / "a", cache
-    )
+    candidates = [pairs[BOTH_WAYS], pairs[SLIM_ONLY], _needs_full(pairs[SLIM_ONLY])]
+    # torch::relu in a CUDA half is a finding of the static rules: off, the builder is tested here.
+    first = _eval(candidates, tmp_path / "a", cache, "--rule", "static.torch_compute=off")
     assert len(first) == 3, [r["candidate"] for r in first]
     headers = sorted(_cuda(r)["header"] for r in first)
     assert headers == ["full", "slim", "slim"], headers
-    for record in first:
-        cuda = _cuda(record)
-        assert cuda["status"] == "built"
-        if cuda["header"] == "full":  # the relu variant: slim failed, torch's headers decided
-            assert "compiled again with torch's headers" in record["compile"]["log_tail"]
+    assert all(_cuda(r)["status"] == "built" for r in first)
+    # The relu variant: the slim compile failed on torch::relu, torch's headers decided.
+    (fallback,) = [d for d in (cache / "obj").iterdir() if "dice_relu" in _text(d / "cuda.cu")]
+    assert json.loads((fallback / "result.json").read_text())["header"] == "full"
+    assert "dice_relu" in (fallback / "cuda.slim.cu").read_text()
+    log = (fallback / "build.log").read_text()
+    assert "compiled again with torch's headers" in log
+    assert re.search(r"error.*relu", log), log[-3000:]
 
     (again,) = _eval([pairs[BOTH_WAYS]], tmp_path / "b", cache, "--no-slim-header")
     assert (_cuda(again)["status"], _cuda(again)["header"]) == ("built", "full")
