@@ -1,15 +1,23 @@
 """Compile-time benchmark of dice's builder on DICE pairs (compile only, `--device none`).
 
 Passes, each on its own candidates so that every candidate is distinct where it should be:
-  baseline  torch's way: gcc, no precompiled header (--no-pch --main-compiler cxx), fresh cache
-  cold      dice's default (precompiled header, clang++ if present), fresh cache: the header is
-            built first
+  baseline  torch's way: gcc, no precompiled header, torch's headers in cuda.cu (--no-pch
+            --main-compiler cxx --no-slim-header), fresh cache
+  cold      dice's default (precompiled header, clang++ if present, cuda.cu with the slim header
+            dice_torch_cuda.h), fresh cache: the precompiled header is built first
   warm      dice's default on other candidates, the cold pass's cache (header built, objects not)
   infill    the warm pass's problems again with another CUDA half and the same C++ half (RL
             infilling: every rollout of a problem shares main.cpp): main.o comes from the cache
 
 Prints per pass: wall time, candidates per minute, and medians of per-candidate compile time
 (capture + build), main.cpp, cuda.cu and link seconds; writes everything to OUT/compile.json.
+
+`--headers slim,full` runs instead, for each way of compiling cuda.cu (slim: dice's default;
+full: --no-slim-header), on a fresh cache of its own and the same candidates:
+  alone     `--alone` candidates one after another, each alone (`dice eval` on one candidate with
+            `--jobs`): the first is cold (the precompiled header is built with it), the others warm
+  batch     `--batch` other candidates at once (warm): the amortised time per candidate
+and writes OUT/headers.json.
 """
 
 from __future__ import annotations
@@ -45,7 +53,11 @@ def median(values: list[float]) -> float | None:
 
 
 def run_pass(
-    name: str, pairs: list[dict[str, Any]], args: argparse.Namespace, cache: Path
+    name: str,
+    pairs: list[dict[str, Any]],
+    args: argparse.Namespace,
+    cache: Path,
+    flags: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     work = args.out / name
     shutil.rmtree(work, ignore_errors=True)
@@ -69,7 +81,8 @@ def run_pass(
         "lines",
     ]
     if name == "baseline":
-        command += ["--no-pch", "--main-compiler", "cxx"]
+        command += ["--no-pch", "--main-compiler", "cxx", "--no-slim-header"]
+    command += flags
     start = time.monotonic()
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.monotonic() - start
@@ -90,6 +103,7 @@ def run_pass(
         "build_cpu": [],
     }
     main_status: dict[str, int] = {}
+    cuda_headers: dict[str, int] = {}
     pch_used = 0
     compilers: set[str] = set()
     for r in records:
@@ -103,6 +117,8 @@ def run_pass(
                 pch_used += bool(ext["main"]["pch"])
                 compilers.add(ext["main"]["compiler"])
             if ext["cuda"]["status"] == "built":
+                header = ext["cuda"].get("header", "")
+                cuda_headers[header] = cuda_headers.get(header, 0) + 1
                 per["cuda"].append(ext["cuda"]["seconds"])
                 per["cuda_cpu"].append(ext["cuda"]["cpu_seconds"])
             if ext["link_seconds"] > 0:
@@ -129,6 +145,7 @@ def run_pass(
         "max_s": {k: (max(v) if v else None) for k, v in per.items()},
         "main_status": main_status,
         "main_with_pch": pch_used,
+        "cuda_headers": cuda_headers,
         "main_compilers": sorted(compilers),
         "pch_builds_in_cache": pch_builds,
         "verdicts": verdicts,
@@ -137,6 +154,65 @@ def run_pass(
 
 def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
+
+
+def header_passes(pairs: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    """Alone (cold, then warm) and batch compile times, for each way of compiling cuda.cu."""
+    need = args.alone + args.batch
+    if len(pairs) < need:
+        raise SystemExit(f"--alone {args.alone} --batch {args.batch}: only {len(pairs)} pairs")
+    alone, batch = pairs[: args.alone], pairs[args.alone : need]
+    results: dict[str, Any] = {}
+    for header in args.headers.split(","):
+        if header not in ("slim", "full"):
+            raise SystemExit(f"unknown --headers {header}; expected slim and/or full")
+        flags = ("--no-slim-header",) if header == "full" else ()
+        cache = args.out / f"cache-{header}"
+        shutil.rmtree(cache, ignore_errors=True)
+        singles = [
+            run_pass(f"{header}-alone-{i}", [pair], args, cache, flags)
+            for i, pair in enumerate(alone)
+        ]
+        walls = [r["wall_s"] for r in singles]  # the whole `dice eval`: toolchain, capture, build
+        builds = [r["median_s"]["candidate"] for r in singles]  # the record's compile seconds
+        together = run_pass(f"{header}-batch", batch, args, cache, flags)
+        entry = {
+            "alone_cold_s": walls[0],
+            "alone_warm_median_s": median(walls[1:]),
+            "alone_warm_s": walls[1:],
+            "alone_build_cold_s": builds[0],
+            "alone_build_warm_median_s": median([b for b in builds[1:] if b is not None]),
+            "batch_wall_s": together["wall_s"],
+            "batch_per_candidate_s": together["wall_per_candidate_s"],
+            "alone": singles,
+            "batch": together,
+        }
+        results[header] = entry
+        m = together["median_s"]
+        print(
+            f"{header:4} alone (dice eval wall): cold {fmt(walls[0])} s, warm median "
+            f"{fmt(entry['alone_warm_median_s'])} s ({', '.join(fmt(w) for w in walls[1:])}); "
+            f"alone (build only): cold {fmt(builds[0])} s, warm median "
+            f"{fmt(entry['alone_build_warm_median_s'])} s; "
+            f"batch of {together['candidates']}: {together['wall_s']:.1f} s, "
+            f"{together['wall_per_candidate_s']:.2f} s per candidate; batch median CPU s: "
+            f"main.cpp {fmt(m['main_cpu'])}, cuda.cu {fmt(m['cuda_cpu'])}, per candidate "
+            f"{fmt(m['build_cpu'])}; cuda.cu headers {together['cuda_headers']}; "
+            f"verdicts {together['verdicts']}",
+            flush=True,
+        )
+    info = {
+        "alone": args.alone,
+        "batch": args.batch,
+        "seed": args.seed,
+        "jobs": args.jobs,
+        "cpus": os.cpu_count(),
+        "ids": {"alone": [p["id"] for p in alone], "batch": [p["id"] for p in batch]},
+        "headers": results,
+    }
+    (args.out / "headers.json").write_text(json.dumps(info, indent=2) + "\n")
+    print(f"wrote {args.out / 'headers.json'}")
+    return 0
 
 
 def main() -> int:
@@ -151,9 +227,19 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=root / "out/compile_bench")
     parser.add_argument("--passes", default=",".join(PASSES))
+    parser.add_argument(
+        "--headers",
+        default="",
+        help="slim,full: alone and batch compile times per way of compiling cuda.cu instead",
+    )
+    parser.add_argument("--alone", type=int, default=3, help="--headers: candidates built alone")
+    parser.add_argument("--batch", type=int, default=16, help="--headers: candidates at once")
     args = parser.parse_args()
     pairs = [json.loads(line) for line in args.pairs.open()]
     random.Random(args.seed).shuffle(pairs)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.headers:
+        return header_passes(pairs, args)
     first, second = pairs[: args.n], pairs[args.n : 2 * args.n]
     if len(second) < args.n:
         raise SystemExit(f"-n {args.n}: the pairs file has only {len(pairs)} pairs")
@@ -182,6 +268,7 @@ def main() -> int:
             f"{fmt(m['main_cpu'])}, cuda.cu {fmt(m['cuda_cpu'])}, link {fmt(m['link_cpu'])}, "
             f"per candidate {fmt(m['build_cpu'])}; main.o {r['main_status']}, "
             f"{r['main_with_pch']} with PCH ({', '.join(r['main_compilers'])}); "
+            f"cuda.cu headers {r['cuda_headers']}; "
             f"verdicts {r['verdicts']}",
             flush=True,
         )

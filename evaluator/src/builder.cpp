@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <regex>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "dice/core/files.h"
 #include "dice/core/hash.h"
 #include "dice/core/process.h"
+#include "dice/evaluator/slim_header_text.h"
 
 namespace dice::eval {
 
@@ -19,7 +21,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kBuilderVersion = 2;  // bump when the generated files or commands change
+constexpr int kBuilderVersion = 3;  // bump when the generated files or commands change
+constexpr const char* kSlimHeaderName = "dice_torch_cuda.h";
 constexpr std::size_t kLogTail = 8000;
 
 std::vector<std::string> string_list(const json& j, const char* key) {
@@ -55,12 +58,40 @@ std::string main_cpp(const ExtensionSpec& spec) {
   return out;
 }
 
-std::string cuda_cu(const ExtensionSpec& spec) {
+/// True when `line` is only an include of one of torch's umbrella headers (and maybe a comment).
+bool umbrella_include(const std::string& line) {
+  static const std::regex pattern(
+      R"(\s*#\s*include\s*[<"]torch/(extension|torch|all|types)\.h[>"]\s*(//.*)?\r?)");
+  return std::regex_match(line, pattern);
+}
+
+}  // namespace
+
+std::string_view slim_cuda_header() {
+  return kSlimCudaHeaderText;
+}
+
+std::string full_cuda_source(const ExtensionSpec& spec) {
   return "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" +
          spec.cuda_sources + "\n";
 }
 
-}  // namespace
+std::optional<std::string> slim_cuda_source(const ExtensionSpec& spec) {
+  if (spec.cuda_sources.find("requires_grad") != std::string::npos) return std::nullopt;
+  // Three lines like torch's preamble, so that the sources keep their line numbers.
+  std::string out = fmt::format("#include \"{}\"\n// <cuda.h>, <cuda_runtime.h>: in {}\n//\n",
+                                kSlimHeaderName, kSlimHeaderName);
+  const std::string& src = spec.cuda_sources;
+  for (std::size_t pos = 0;;) {
+    const std::size_t end = std::min(src.find('\n', pos), src.size());
+    const std::string line = src.substr(pos, end - pos);
+    out += umbrella_include(line) ? "// dice: in dice_torch_cuda.h: " + line : line;
+    if (end == src.size()) break;
+    out += '\n';
+    pos = end + 1;
+  }
+  return out + "\n";  // as full_cuda_source
+}
 
 ExtensionSpec ExtensionSpec::from_json(const json& j) {
   ExtensionSpec s;
@@ -148,14 +179,16 @@ ExtensionBuilder::Keys ExtensionBuilder::keys(const ExtensionSpec& spec) const {
        k.main_flags}}.dump());
   k.module = sanitize(spec.name) + "_" + k.main.substr(0, 12);
   if (k.cuda_needed) {
-    k.cuda = sha256_hex(json{{"builder", kBuilderVersion},
-                             {"toolchain", fingerprint_},
-                             {"arch", options_.arch},
-                             {"module", k.module},
-                             {"cuda", spec.cuda_sources},
-                             {"cuda_cflags", spec.extra_cuda_cflags},
-                             {"include", spec.extra_include_paths}}
-                            .dump());
+    k.cuda = sha256_hex(
+        json{{"builder", kBuilderVersion},
+             {"toolchain", fingerprint_},
+             {"arch", options_.arch},
+             {"module", k.module},
+             {"cuda", spec.cuda_sources},
+             {"cuda_cflags", spec.extra_cuda_cflags},
+             {"include", spec.extra_include_paths},
+             {"slim_header", options_.slim_cuda_header ? sha256_hex(slim_cuda_header()) : ""}}
+            .dump());
   }
   k.full = sha256_hex(json{{"builder", kBuilderVersion},
                            {"toolchain", fingerprint_},
@@ -208,6 +241,7 @@ ExtensionBuilder::Object ExtensionBuilder::object(
       o.outcome.status = "cached";
       o.outcome.pch = cached.value("pch", false);
       o.outcome.compiler = cached.value("compiler", "");
+      o.outcome.header = cached.value("header", "");
       o.path = fs::absolute(dir / "object.o");
       o.log = read_file_tail(dir / "build.log", kLogTail);
       if (!o.ok || fs::exists(o.path)) return o;
@@ -232,6 +266,7 @@ ExtensionBuilder::Object ExtensionBuilder::object(
                                               {"what", what},
                                               {"pch", o.outcome.pch},
                                               {"compiler", o.outcome.compiler},
+                                              {"header", o.outcome.header},
                                               {"seconds", o.outcome.seconds},
                                               {"cpu_seconds", o.outcome.cpu_seconds}}
                                              .dump());
@@ -267,6 +302,7 @@ ObjectOutcome ExtensionBuilder::compile_main(const ExtensionSpec& spec, const Ke
     out.status = note(log, argv, r);
     out.cpu_seconds = r.status.cpu_seconds;
     out.compiler = compiler.version;
+    out.header = "full";
     // gcc says why it did not use a precompiled header it found (-Winvalid-pch).
     out.pch = !pch.empty() && log.find(".gch", log_start) == std::string::npos;
     out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -280,6 +316,51 @@ ObjectOutcome ExtensionBuilder::compile_main(const ExtensionSpec& spec, const Ke
     out.seconds += first;
     out.cpu_seconds += first_cpu;
   }
+  return out;
+}
+
+ObjectOutcome ExtensionBuilder::compile_cuda(const ExtensionSpec& spec, const Keys& k,
+                                             const fs::path& dir, std::string& log) {
+  const auto attempt = [&](const std::string& source, const std::string& header) {
+    const auto start = Clock::now();
+    write_file_atomic(dir / "cuda.cu", source);
+    std::vector<std::string> nvcc{toolchain_.nvcc,
+                                  "-c",
+                                  "cuda.cu",
+                                  "-o",
+                                  "object.o",
+                                  "--compiler-options",
+                                  "-fPIC",
+                                  "-std=c++17",
+                                  gencode_flag(options_.arch),
+                                  "-DTORCH_EXTENSION_NAME=" + k.module};
+    nvcc.insert(nvcc.end(), toolchain_.cuda_cflags.begin(), toolchain_.cuda_cflags.end());
+    for (const auto& p : spec.extra_include_paths) nvcc.push_back("-I" + p);
+    for (const auto& p : toolchain_.include_paths) nvcc.insert(nvcc.end(), {"-isystem", p});
+    nvcc.insert(nvcc.end(), spec.extra_cuda_cflags.begin(), spec.extra_cuda_cflags.end());
+    ObjectOutcome out;
+    const CommandResult r = run_compiler(nvcc, dir);
+    out.status = note(log, nvcc, r);
+    out.cpu_seconds = r.status.cpu_seconds;
+    out.compiler = toolchain_.nvcc_version;
+    out.header = header;
+    out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return out;
+  };
+  const std::optional<std::string> slim =
+      options_.slim_cuda_header ? slim_cuda_source(spec) : std::nullopt;
+  if (!slim) return attempt(full_cuda_source(spec), "full");
+  write_file_atomic(dir / kSlimHeaderName, std::string(slim_cuda_header()));
+  ObjectOutcome out = attempt(*slim, "slim");
+  if (out.status != "failed") return out;
+  // The slim header lacks something this source uses: torch's own headers decide.
+  log += fmt::format("# cuda.cu failed with {}; compiled again with torch's headers:\n",
+                     kSlimHeaderName);
+  fs::rename(dir / "cuda.cu", dir / "cuda.slim.cu");
+  const double first = out.seconds, first_cpu = out.cpu_seconds;
+  out = attempt(full_cuda_source(spec), "full");
+  out.seconds += first;
+  out.cpu_seconds += first_cpu;
   return out;
 }
 
@@ -300,6 +381,8 @@ BuildResult ExtensionBuilder::build(const ExtensionSpec& spec) {
       result.cached = true;
       result.main.status = "cached";
       if (k.cuda_needed) result.cuda.status = "cached";
+      result.main.header = cached.value("main_header", "");
+      result.cuda.header = cached.value("cuda_header", "");
       result.module_path = dir / cached.at("module").get<std::string>();
       result.log_tail = read_file_tail(dir / "build.log", kLogTail);
       result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -324,29 +407,7 @@ BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const Ke
   if (k.cuda_needed) {
     cuda_thread = std::jthread([&] {
       cuda = object(k.cuda, "cuda.cu", [&](const fs::path& dir, std::string& log) {
-        const auto start = Clock::now();
-        write_file_atomic(dir / "cuda.cu", cuda_cu(spec));
-        std::vector<std::string> nvcc{toolchain_.nvcc,
-                                      "-c",
-                                      "cuda.cu",
-                                      "-o",
-                                      "object.o",
-                                      "--compiler-options",
-                                      "-fPIC",
-                                      "-std=c++17",
-                                      gencode_flag(options_.arch),
-                                      "-DTORCH_EXTENSION_NAME=" + k.module};
-        nvcc.insert(nvcc.end(), toolchain_.cuda_cflags.begin(), toolchain_.cuda_cflags.end());
-        for (const auto& p : spec.extra_include_paths) nvcc.push_back("-I" + p);
-        for (const auto& p : toolchain_.include_paths) nvcc.insert(nvcc.end(), {"-isystem", p});
-        nvcc.insert(nvcc.end(), spec.extra_cuda_cflags.begin(), spec.extra_cuda_cflags.end());
-        ObjectOutcome out;
-        const CommandResult r = run_compiler(nvcc, dir);
-        out.status = note(log, nvcc, r);
-        out.cpu_seconds = r.status.cpu_seconds;
-        out.compiler = toolchain_.nvcc_version;
-        out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-        return out;
+        return compile_cuda(spec, k, dir, log);
       });
     });
   }
@@ -394,8 +455,11 @@ BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const Ke
     return result;
   }
   write_file_atomic(dir / "build.log", log);
-  write_file_atomic(dir / "result.json",
-                    json{{"ok", result.ok}, {"module", k.module + ".so"}}.dump());
+  write_file_atomic(dir / "result.json", json{{"ok", result.ok},
+                                              {"module", k.module + ".so"},
+                                              {"main_header", result.main.header},
+                                              {"cuda_header", result.cuda.header}}
+                                             .dump());
   std::error_code ec;
   fs::rename(dir, final_dir, ec);
   if (ec) {  // another process finished the same key first: use its copy

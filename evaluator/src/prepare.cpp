@@ -35,11 +35,8 @@ std::string last_json_line(const std::string& output) {
   return {};
 }
 json object_detail(const ObjectOutcome& o) {
-  return {{"status", o.status},
-          {"pch", o.pch},
-          {"compiler", o.compiler},
-          {"seconds", o.seconds},
-          {"cpu_seconds", o.cpu_seconds}};
+  return {{"status", o.status}, {"pch", o.pch},         {"compiler", o.compiler},
+          {"header", o.header}, {"seconds", o.seconds}, {"cpu_seconds", o.cpu_seconds}};
 }
 
 json build_detail(const ExtensionSpec& spec, const BuildResult& b) {

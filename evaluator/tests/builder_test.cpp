@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+#include <sstream>
+
 #include "dice/core/error.h"
 #include "dice/core/process.h"
 #include "test_support.h"
@@ -57,6 +61,8 @@ TEST(Builder, BuildsCachesObjectsAndReportsCompileErrors) {
   EXPECT_TRUE(first.main.pch) << first.log_tail;  // the precompiled header was built and used
   EXPECT_EQ(first.main.compiler, builder.main_compiler().version) << first.log_tail;
   EXPECT_EQ(first.cuda.status, "built");
+  EXPECT_EQ(first.cuda.header, "slim") << first.log_tail;  // dice_torch_cuda.h was enough
+  EXPECT_EQ(first.main.header, "full");
   EXPECT_TRUE(std::filesystem::exists(first.module_path));
   EXPECT_EQ(first.module_path.filename().string(),
             "add_one_" + first.main_key.substr(0, 12) + ".so");
@@ -64,6 +70,7 @@ TEST(Builder, BuildsCachesObjectsAndReportsCompileErrors) {
   EXPECT_TRUE(second.ok);
   EXPECT_TRUE(second.cached);
   EXPECT_EQ(second.module_path, first.module_path);
+  EXPECT_EQ(second.cuda.header, "slim");  // remembered with the module
 
   ExtensionBuilder other_arch(toolchain, {.cache_dir = cache.path(), .arch = "sm_80", .jobs = 1});
   EXPECT_NE(other_arch.key(good), builder.key(good));
@@ -75,6 +82,9 @@ TEST(Builder, BuildsCachesObjectsAndReportsCompileErrors) {
   EXPECT_EQ(broken.main.status, "cached");  // same C++ half: main.o was not compiled again
   EXPECT_EQ(broken.main_key, first.main_key);
   EXPECT_EQ(broken.cuda.status, "failed");
+  EXPECT_EQ(broken.cuda.header, "full");  // failed with the slim header, then with torch's
+  EXPECT_NE(broken.log_tail.find("compiled again with torch's headers"), std::string::npos)
+      << broken.log_tail;
   EXPECT_NE(broken.log_tail.find("error"), std::string::npos) << broken.log_tail;
   const BuildResult broken_again = builder.build(bad);
   EXPECT_FALSE(broken_again.ok);
@@ -118,6 +128,81 @@ std::vector<torch::Tensor> split_sum(torch::Tensor x) { return {x, x.sum()}; })"
   EXPECT_NE(r.output.find("pair [[1.0, 1.0], 2.0]"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("raised scale: need a 1-d tensor, got 2 dims"), std::string::npos)
       << r.output;
+}
+
+TEST(Builder, SlimCudaSourceReplacesOnlyUmbrellaIncludes) {
+  const ExtensionSpec spec = add_one_spec(
+      "#include <torch/extension.h>\n"
+      "  #  include \"torch/torch.h\"  // all of it\n"
+      "#include <torch/all.h>\r\n"
+      "#include <torch/types.h>\n"
+      "#include <torch/nn.h>\n"
+      "#include <ATen/cuda/CUDAContext.h>\n"
+      "int x; // #include <torch/extension.h>\n"
+      "__global__ void k() {}");
+  const std::optional<std::string> slim = slim_cuda_source(spec);
+  ASSERT_TRUE(slim);
+  const std::string full = full_cuda_source(spec);
+  EXPECT_EQ(
+      full.rfind("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n", 0),
+      0u);
+  // Line numbers are kept: the sources start on line 4 either way.
+  EXPECT_EQ(std::count(slim->begin(), slim->end(), '\n'),
+            std::count(full.begin(), full.end(), '\n'));
+  EXPECT_EQ(slim->rfind("#include \"dice_torch_cuda.h\"\n", 0), 0u);
+  EXPECT_EQ(slim->find("\n#include <torch/extension.h>"), std::string::npos) << *slim;
+  EXPECT_EQ(slim->find("\n  #  include \"torch/torch.h\""), std::string::npos) << *slim;
+  EXPECT_EQ(slim->find("\n#include <torch/all.h>"), std::string::npos) << *slim;
+  EXPECT_EQ(slim->find("\n#include <torch/types.h>"), std::string::npos) << *slim;
+  EXPECT_NE(slim->find("\n#include <torch/nn.h>\n"), std::string::npos) << *slim;
+  EXPECT_NE(slim->find("\n#include <ATen/cuda/CUDAContext.h>\n"), std::string::npos) << *slim;
+  EXPECT_NE(slim->find("\nint x; // #include <torch/extension.h>\n"), std::string::npos) << *slim;
+  EXPECT_NE(slim->find("\n__global__ void k() {}\n"), std::string::npos) << *slim;
+
+  const ExtensionSpec trailing =
+      add_one_spec("#include <torch/extension.h>\n__global__ void k() {}\n");
+  const std::string trailing_slim = slim_cuda_source(trailing).value();
+  const std::string trailing_full = full_cuda_source(trailing);
+  EXPECT_EQ(std::count(trailing_slim.begin(), trailing_slim.end(), '\n'),
+            std::count(trailing_full.begin(), trailing_full.end(), '\n'));
+
+  // torch::empty & co. are ATen's in the slim header: a source that asks for grad keeps torch's.
+  EXPECT_FALSE(
+      slim_cuda_source(add_one_spec("auto y = torch::zeros({2}, o.requires_grad(true));")));
+}
+
+/// The slim header may only include headers that <torch/extension.h> includes itself, so that a
+/// CUDA half compiled with it sees a subset of torch's declarations (dice_torch_cuda.h).
+TEST(Builder, SlimHeaderIncludesOnlyWhatTorchExtensionIncludes) {
+  const Toolchain toolchain = query_toolchain(testing::test_python(), std::chrono::seconds(300));
+  if (toolchain.nvcc_version.empty()) GTEST_SKIP() << "nvcc not found: no CUDA headers to check";
+  ScratchDir dir("dice_slim_header");
+  dir.write("dice_torch_cuda.h", std::string(slim_cuda_header()));
+  dir.write("slim.cpp", "#include \"dice_torch_cuda.h\"\n");
+  dir.write("full.cpp",
+            "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+            "#include <torch/extension.h>\n");
+  const auto headers = [&](const std::string& file) {
+    std::vector<std::string> argv{toolchain.cxx, "-std=c++17", "-M", file};
+    argv.insert(argv.end(), toolchain.cflags.begin(), toolchain.cflags.end());
+    for (const auto& p : toolchain.include_paths) argv.insert(argv.end(), {"-isystem", p});
+    const auto r = run_command({.argv = argv, .cwd = dir.path()}, std::chrono::seconds(300),
+                               std::size_t{1} << 24);
+    EXPECT_TRUE(r.status.ok()) << r.output;
+    std::set<std::string> out;
+    std::istringstream words(r.output);
+    for (std::string w; words >> w;)
+      if (w != "\\" && w.back() != ':' && w.find(".cpp") == std::string::npos) out.insert(w);
+    return out;
+  };
+  const std::set<std::string> slim = headers("slim.cpp"), full = headers("full.cpp");
+  EXPECT_GT(slim.size(), 100u);
+  EXPECT_GT(full.size(), slim.size());
+  for (const auto& h : slim) {
+    if (h != "dice_torch_cuda.h") {
+      EXPECT_TRUE(full.contains(h)) << h << " is not in torch's headers";
+    }
+  }
 }
 
 TEST(Builder, SpecFromCaptureRecord) {

@@ -1,14 +1,17 @@
 #pragma once
 // Builds candidates' inline CUDA/C++ extensions on the CPU into content-addressed caches: objects
 // (main.o keyed by its own inputs, cuda.o by its own) and linked modules. The same sources, flags
-// and toolchain give the same artifact, built once; main.cpp compiles use a precompiled header.
+// and toolchain give the same artifact, built once; main.cpp compiles use a precompiled header,
+// cuda.cu compiles first try a slim header in place of torch's umbrella headers.
 
 #include <chrono>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <semaphore>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dice/core/keyed_mutex.h"
@@ -37,8 +40,11 @@ struct ObjectOutcome {
   std::string status = "none";  ///< none (not needed), built, cached, failed, timeout
   bool pch = false;             ///< main.cpp: compiled with the precompiled header
   std::string compiler;         ///< the compiler that produced the verdict (main.cpp)
-  double seconds = 0.0;         ///< compile wall time when built here
-  double cpu_seconds = 0.0;     ///< CPU time of the compiler processes (user + system)
+  /// The torch headers the verdict was compiled with: "slim" (cuda.cu with dice_torch_cuda.h),
+  /// "full" (torch's own headers), or "" when unknown (served from an older cache entry) or none.
+  std::string header;
+  double seconds = 0.0;      ///< compile wall time when built here
+  double cpu_seconds = 0.0;  ///< CPU time of the compiler processes (user + system)
 };
 
 /// The outcome of building one extension.
@@ -68,7 +74,28 @@ struct BuildOptions {
   /// compiler than the toolchain's, or with the precompiled header, is compiled again plainly
   /// with the toolchain's compiler, whose result decides.
   std::string main_compiler = "auto";
+  /// cuda.cu first with the slim header (slim_cuda_source) in place of torch's umbrella headers;
+  /// a source that fails so is compiled again unchanged, and that compile decides.
+  bool slim_cuda_header = true;
 };
+
+/// The text of dice_torch_cuda.h (evaluator/share/): the part of torch's C++ API that CUDA halves
+/// of candidates use (at::Tensor, the factory functions, AT_DISPATCH_*, TORCH_CHECK, torch::
+/// aliases of them), from headers that <torch/extension.h> itself includes.
+std::string_view slim_cuda_header();
+
+/// The CUDA half of `spec` as compiled with the slim header: `#include "dice_torch_cuda.h"` (in
+/// place of torch load_inline's `#include <torch/types.h>`, <cuda.h> and <cuda_runtime.h>), then
+/// the CUDA sources with every line that is only an include of an umbrella header
+/// (<torch/extension.h>, <torch/torch.h>, <torch/all.h>, <torch/types.h>, in <> or "", optionally
+/// followed by a // comment) turned into a comment; line numbers are kept. std::nullopt when the
+/// sources mention `requires_grad` (the slim torch::empty & co. are ATen's, which do not make
+/// tensors that require grad).
+std::optional<std::string> slim_cuda_source(const ExtensionSpec& spec);
+
+/// The CUDA half of `spec` exactly as torch's load_inline writes it: `#include <torch/types.h>`,
+/// <cuda.h>, <cuda_runtime.h>, then the CUDA sources.
+std::string full_cuda_source(const ExtensionSpec& spec);
 
 /// Builds extensions the way torch.utils.cpp_extension.load_inline would (main.cpp with the
 /// pybind11 bindings of `functions`, cuda.cu with the CUDA sources; both compile at the same
@@ -104,6 +131,8 @@ class ExtensionBuilder {
                 const std::function<ObjectOutcome(const std::filesystem::path& dir,
                                                   std::string& log)>& compile);
   ObjectOutcome compile_main(const ExtensionSpec& spec, const Keys& keys,
+                             const std::filesystem::path& dir, std::string& log);
+  ObjectOutcome compile_cuda(const ExtensionSpec& spec, const Keys& keys,
                              const std::filesystem::path& dir, std::string& log);
   CommandResult run_compiler(const std::vector<std::string>& argv,
                              const std::filesystem::path& cwd);
