@@ -7,6 +7,7 @@
 #include "dice/core/files.h"
 #include "dice/core/hash.h"
 #include "dice/core/signals.h"
+#include "dice/evaluator/evaluate.h"
 #include "record_parts.h"
 
 namespace dice::eval {

@@ -26,7 +26,4 @@ void timing_findings(EvalRecord& r, const RulePolicy& policy);
 /// when absent). Throws dice::InputError for an unknown policy, rule or action.
 RulePolicy policy_of(const nlohmann::json& options);
 
-/// "strict", or "strict (static.try_except=warn, ...)" with the overrides: what records carry.
-std::string policy_label(const nlohmann::json& options);
-
 }  // namespace dice::eval

@@ -1,8 +1,5 @@
 #include "dice/generation/sample_eval.h"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <cctype>
 
@@ -19,17 +16,6 @@ namespace {
 bool blank(const std::string& code) {
   return std::all_of(code.begin(), code.end(),
                      [](unsigned char c) { return std::isspace(c) != 0; });
-}
-
-/// The policy label the evaluator's records carry: "strict", or "strict (ID=action, ...)" with
-/// the rule overrides (as evaluator/src/evaluate.cpp writes it).
-std::string policy_label(const json& options) {
-  std::string label = options.value("policy", "strict");
-  std::vector<std::string> specs;
-  for (const auto& spec : options.value("rule_overrides", json::array()))
-    specs.push_back(spec.get<std::string>());
-  if (!specs.empty()) label += fmt::format(" ({})", fmt::join(specs, ", "));
-  return label;
 }
 
 }  // namespace
@@ -58,7 +44,7 @@ eval::EvalRecord early_record(const eval::WorkItem& item, const Extracted& extra
   r.compiled = false;
   r.compile_status = "skipped";
   r.compile_detail = json::array();
-  r.policy = policy_label(run_options);
+  r.policy = eval::policy_label(run_options);
   r.isolation = isolation;
   return r;
 }

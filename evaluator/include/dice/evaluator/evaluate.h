@@ -81,6 +81,11 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_t
 /// measure_timing, arch, and the inputs' specs (informative).
 nlohmann::json run_options_json(const EvalOptions& options);
 
+/// The policy label records carry for a job's options ({"policy", "rule_overrides"}): "strict",
+/// or "strict (static.try_except=warn, ...)" with the overrides. Never throws on missing keys
+/// (strict); throws nlohmann::json::exception when an override is not a string.
+std::string policy_label(const nlohmann::json& options);
+
 /// The evaluation workers for `device` (auto, cuda, cpu, none) and `gpus` (cuda: how many GPUs,
 /// 0 = all; cpu: how many CPU workers, at least 1): "cuda:0", "cuda:1", ... or "cpu" per worker.
 /// Empty: compile only (none, or auto without a GPU). Throws dice::InputError for an unknown
