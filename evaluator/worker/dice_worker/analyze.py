@@ -3,12 +3,11 @@ candidate code, so their findings cannot be edited by the candidate they judge."
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-from .extract import extract_code
+from .extract import extract_to_file
 from .static_rules import analyze_extensions, analyze_python
 
 
@@ -16,17 +15,11 @@ def analyze(raw_path: Path, code_path: Path) -> dict[str, Any]:
     """Extracts the code of ``raw_path`` into ``code_path``, parses it and runs the Python rules.
     Returns ``{ok, code_sha256, truncated, findings}`` or, when there is no usable code,
     ``{ok: false, verdict: parse_error|truncated, error}``. Never raises for a bad candidate."""
-    extracted = extract_code(raw_path.read_text(encoding="utf-8", errors="replace"))
-    code_path.write_text(extracted.code, encoding="utf-8")
-    result: dict[str, Any] = {
-        "code_sha256": hashlib.sha256(extracted.code.encode()).hexdigest(),
-        "truncated": extracted.truncated,
-    }
-    if not extracted.code.strip():
-        verdict = "truncated" if extracted.truncated else "parse_error"
-        return {**result, "ok": False, "verdict": verdict, "error": "no code found in candidate"}
+    code, result = extract_to_file(raw_path, code_path)
+    if result.get("ok") is False:
+        return result
     try:
-        findings = analyze_python(extracted.code)
+        findings = analyze_python(code)
     except SyntaxError as e:
         return {**result, "ok": False, "verdict": "parse_error", "error": f"SyntaxError: {e}"}
     except RecursionError:

@@ -15,7 +15,7 @@ from typing import Any
 
 from torch.utils import cpp_extension
 
-from .extract import extract_code
+from .extract import extract_to_file
 from .loader import exec_module
 
 _REAL_LOAD_INLINE = cpp_extension.load_inline
@@ -108,15 +108,9 @@ def _tail(text: str, limit: int = 4000) -> str:
 def capture(raw_path: Path, code_path: Path) -> dict[str, Any]:
     """Extracts the code of ``raw_path`` into ``code_path`` and records its load_inline calls.
     Returns the capture record of PROTOCOL.md; never raises for a bad candidate."""
-    extracted = extract_code(raw_path.read_text(encoding="utf-8", errors="replace"))
-    code_path.write_text(extracted.code, encoding="utf-8")
-    result: dict[str, Any] = {
-        "code_sha256": hashlib.sha256(extracted.code.encode()).hexdigest(),
-        "truncated": extracted.truncated,
-    }
-    if not extracted.code.strip():
-        verdict = "truncated" if extracted.truncated else "parse_error"
-        return {**result, "ok": False, "verdict": verdict, "error": "no code found in candidate"}
+    _, result = extract_to_file(raw_path, code_path)
+    if result.get("ok") is False:
+        return result
     return {**result, **capture_code(code_path)}
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*$", re.MULTILINE)
 
@@ -42,3 +45,21 @@ def extract_code(text: str) -> Extracted:
     unlabeled = [b for lang, b in blocks if lang == ""]
     chosen = python_blocks or unlabeled
     return Extracted(chosen[-1] if chosen else "", truncated=unclosed, from_block=True)
+
+
+def extract_to_file(raw_path: Path, code_path: Path) -> tuple[str, dict[str, Any]]:
+    """Extracts the code of the model output ``raw_path`` (UTF-8, bad bytes replaced) into
+    ``code_path``. Returns the code and the record fields every command shares:
+    ``{code_sha256, truncated}``, plus ``{ok: false, verdict: parse_error|truncated, error}`` when
+    there is no usable code (the caller returns the record as it is). Raises OSError when a
+    file cannot be read or written."""
+    extracted = extract_code(raw_path.read_text(encoding="utf-8", errors="replace"))
+    code_path.write_text(extracted.code, encoding="utf-8")
+    result: dict[str, Any] = {
+        "code_sha256": hashlib.sha256(extracted.code.encode()).hexdigest(),
+        "truncated": extracted.truncated,
+    }
+    if not extracted.code.strip():
+        verdict = "truncated" if extracted.truncated else "parse_error"
+        result.update(ok=False, verdict=verdict, error="no code found in candidate")
+    return extracted.code, result
