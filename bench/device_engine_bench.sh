@@ -11,6 +11,9 @@
 #   SEQUENCES=1,16,128        sequences decoded together
 #   NEW_TOKENS=1024,4096      new tokens per sequence
 #   STORE=fused,unfused       the store pass fused with the next block's first step, or alone
+#   SKINNY=16                 --skinny-gemm-rows values, one dice engine bench call each (e.g.
+#                             SKINNY=16,0: dice's small-row GEMM kernel, then cuBLASLt only;
+#                             the table's "skinny" column tells the rows apart)
 #   TORCH=1                   0: dice only
 #   TORCH_TIME_LIMIT=10       seconds of PyTorch decoding per configuration (its rate is steady:
 #                             a static cache costs the same at every position)
@@ -25,6 +28,7 @@ models=${MODELS:-1.7b}
 sequences=${SEQUENCES:-1,16,128}
 new_tokens=${NEW_TOKENS:-1024,4096}
 store=${STORE:-fused,unfused}
+skinny=${SKINNY:-16}
 torch_on=${TORCH:-1}
 torch_limit=${TORCH_TIME_LIMIT:-10}
 limit=${BENCH_LIMIT:-540}
@@ -45,7 +49,8 @@ exec > >(tee "$OUT/engine-bench.log") 2>&1
 {
   machine_header
   nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
-  echo "models $models; sequences $sequences; new tokens $new_tokens; store $store; torch $torch_on" \
+  echo "models $models; sequences $sequences; new tokens $new_tokens; store $store;" \
+    "skinny GEMM rows $skinny; torch $torch_on" \
     "(${torch_limit} s per configuration); limit ${limit} s"
 } | tee "$bench/machine.txt"
 missing=$(missing_libraries)
@@ -71,11 +76,21 @@ for shape in ${models//,/ }; do
   [ "$torch_on" = 1 ] && reserve=$((configs * (torch_limit + 6) + 30))
   budget=$(($(left) - reserve))
   [ "$budget" -lt 60 ] && budget=$(($(left) * 2 / 3))
-  start=$SECONDS
-  timeout -k 10 "$budget" "$DICE" engine bench --model "$m" --sequences "$sequences" \
-    --new-tokens "$new_tokens" --store "$store" --json "$bench/dice.jsonl" >/dev/null
-  rc=$?
-  echo "SDAR-$shape: dice engine bench exit $rc after $((SECONDS - start)) s (budget $budget s)"
+  # The budget shared by the SKINNY values (each call gets its share of what is left).
+  runs=$(count "$skinny")
+  for rows in ${skinny//,/ }; do
+    share=$((budget / runs))
+    runs=$((runs - 1))
+    start=$SECONDS
+    timeout -k 10 "$share" "$DICE" engine bench --model "$m" --sequences "$sequences" \
+      --new-tokens "$new_tokens" --store "$store" --skinny-gemm-rows "$rows" \
+      --json "$bench/dice.jsonl" >/dev/null
+    rc=$?
+    elapsed=$((SECONDS - start))
+    budget=$((budget - elapsed))
+    echo "SDAR-$shape: dice engine bench (skinny GEMM rows $rows) exit $rc after $elapsed s" \
+      "(share $share s)"
+  done
   if [ "$torch_on" = 1 ] && [ "$(left)" -gt 30 ]; then
     start=$SECONDS
     PYTHONUNBUFFERED=1 timeout -k 10 "$(left)" "$DICE_PYTHON" "$root/bench/engine_torch_decode.py" \

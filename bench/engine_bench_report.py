@@ -35,6 +35,12 @@ def key(r: dict) -> tuple:
     return (Path(r["model"]).name, r["sequences"], r["new_tokens"], bool(r["fused_store"]))
 
 
+def skinny(r: dict) -> str:
+    """The record's --skinny-gemm-rows ("-" for records from before the option)."""
+    value = r.get("cuda_kernels", {}).get("skinny_gemm_rows")
+    return "-" if value is None else str(value)
+
+
 def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -46,6 +52,7 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
         "seqs",
         "new tokens",
         "store",
+        "skinny",
         "dice tok/s",
         "dice fwd/s",
         "floor s",
@@ -55,8 +62,10 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
         "concurrent",
     ]
     rows = []
+    joined = set()
     for r in dice:
-        t = by_key.pop(key(r), None)
+        t = by_key.get(key(r))  # several dice rows (skinny values) share one PyTorch row
+        joined.add(key(r))
         torch_rate = None if t is None or "error" in t else t["tokens_per_second"]
         torch_note = "" if t is None or "complete" not in t or t["complete"] else "*"
         rows.append(
@@ -65,6 +74,7 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
                 str(r["sequences"]),
                 str(r["new_tokens"]),
                 "fused" if r["fused_store"] else "unfused",
+                skinny(r),
                 fmt(r["tokens_per_second"], ".1f"),
                 fmt(r.get("forwards_per_second"), ".1f"),
                 fmt(r.get("floor_seconds"), ".3f"),
@@ -75,8 +85,10 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
             ]
         )
     for k, t in by_key.items():  # PyTorch ran where dice did not finish
+        if k in joined:
+            continue
         rate = None if "error" in t else t["tokens_per_second"]
-        rows.append([k[0], str(k[1]), str(k[2]), "fused" if k[3] else "unfused"] + ["-"] * 4)
+        rows.append([k[0], str(k[1]), str(k[2]), "fused" if k[3] else "unfused"] + ["-"] * 5)
         rows[-1] += ["oom" if rate is None else f"{rate:.1f}", "-", "-"]
     lines = []
     if markdown:

@@ -42,6 +42,12 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
   command->add_flag("--no-gemm-autotune", args.no_gemm_autotune,
                     "cuda backend: keep cuBLASLt's heuristic algorithm for every GEMM instead of "
                     "timing its candidates on the first pass of each shape");
+  command
+      ->add_option("--skinny-gemm-rows", args.skinny_gemm_rows,
+                   "cuda backend: bf16 GEMMs of at most this many (padded) rows run dice's "
+                   "tensor-core kernel for few rows instead of cuBLASLt (0: off, at most 64)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -124,6 +130,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.memory_limit_bytes = memory_limit;
   options.cuda_graphs = !args.no_cuda_graphs;
   options.gemm_autotune = !args.no_gemm_autotune;
+  options.skinny_gemm_rows = args.skinny_gemm_rows;
   if (args.baseline_kernels) {
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
@@ -133,13 +140,15 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   if (description != nullptr) {
     const auto m = cuda->memory();
     *description = fmt::format(
-        "cuda ({}, {}{}, weights {:.2f} GiB, KV cache {:.2f} GiB = {} tokens of {} "
+        "cuda ({}, {}{}, skinny GEMM rows {}, weights {:.2f} GiB, KV cache {:.2f} GiB = {} tokens "
+        "of {} "
         "KiB)",
         m.device_name, args.dtype,
         std::string(args.baseline_kernels ? ", baseline kernels" : "") +
             (args.no_gemm_autotune ? ", no GEMM autotune" : ""),
-        static_cast<double>(m.weights) / (1 << 30), static_cast<double>(m.kv_cache) / (1 << 30),
-        m.pages * m.page_tokens, m.bytes_per_token / 1024);
+        args.skinny_gemm_rows, static_cast<double>(m.weights) / (1 << 30),
+        static_cast<double>(m.kv_cache) / (1 << 30), m.pages * m.page_tokens,
+        m.bytes_per_token / 1024);
   }
   return cuda;
 #else

@@ -210,7 +210,8 @@ void run_bench(const BenchArgs& args) {
           record["cuda_kernels"] = {{"chunked_vocab_pass", o.chunked_vocab_pass},
                                     {"attention_min_split_keys", o.attention_min_split_keys},
                                     {"fast_norms", o.fast_norms},
-                                    {"gemm_autotune", o.gemm_autotune}};
+                                    {"gemm_autotune", o.gemm_autotune},
+                                    {"skinny_gemm_rows", o.skinny_gemm_rows}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
             gemms.push_back({{"rows", g.rows},
@@ -226,7 +227,9 @@ void run_bench(const BenchArgs& args) {
                              {"stages_id", g.stages_id},
                              {"heuristic_us", g.heuristic_us},
                              {"chosen_us", g.chosen_us},
-                             {"fastest_us", g.fastest_us}});
+                             {"fastest_us", g.fastest_us},
+                             {"skinny", g.skinny},
+                             {"skinny_n_tiles", g.skinny_n_tiles}});
           record["gemm_choices"] = gemms;
           record["gemm_tune_seconds"] = cuda->gemm_tune_seconds();
           record["passes"] = st.passes;

@@ -206,7 +206,7 @@ struct CudaBackend::Impl {
     }
 
     stream = std::make_unique<Stream>();
-    gemm = std::make_unique<Gemm>();
+    gemm = std::make_unique<Gemm>(options.skinny_gemm_rows);
     upload_weights(source);
     build_rope();
     allocate_workspace();

@@ -9,11 +9,98 @@
 #include "cuda_check.h"
 #include "dice/core/error.h"
 #include "ops.h"
+#include "skinny_gemm.h"
 
 namespace dice::engine::cuda {
 
-Gemm::Gemm(std::size_t workspace_bytes) : workspace_(workspace_bytes), hash_(256) {
+namespace {
+
+/// Destroys two events when leaving scope.
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    DICE_CUDA_CHECK(cudaEventCreate(&start));
+    DICE_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  ~EventPair() {
+    cudaEventDestroy(stop);
+    cudaEventDestroy(start);
+  }
+};
+
+}  // namespace
+
+Gemm::Gemm(std::int64_t skinny_max_rows, std::size_t workspace_bytes)
+    : skinny_max_rows_(skinny_max_rows), workspace_(workspace_bytes), hash_(256) {
+  if (skinny_max_rows < 0 || skinny_max_rows > kSkinnyRowsLimit)
+    throw Error(fmt::format("skinny GEMM rows {}: expected 0 (off) to {}", skinny_max_rows,
+                            kSkinnyRowsLimit));
+  int device = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
   DICE_CUBLAS_CHECK(cublasLtCreate(&handle_));
+}
+
+bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                  const void* x, const void* w, const float* y) const {
+  return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
+}
+
+int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
+                         bool accumulate) const {
+  const auto it = skinny_.find(Key{static_cast<int>(CudaDType::kBF16), rows, in, out, accumulate});
+  return it != skinny_.end() ? it->second.n_tiles : skinny_default_n_tiles(rows, out, sms_);
+}
+
+double Gemm::tune_skinny(void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+                         std::int64_t out, bool accumulate, cudaStream_t stream, int repeats) {
+  const Key key{static_cast<int>(CudaDType::kBF16), rows, in, out, accumulate};
+  if (const auto it = skinny_.find(key); it != skinny_.end() && it->second.tuned) return 0;
+  const auto started = std::chrono::steady_clock::now();
+  launch_fill_random(CudaDType::kBF16, x, rows * in, 1.0f,
+                     0x5EED0000u + static_cast<std::uint64_t>(rows), stream);
+  SkinnyPlan p;
+  p.n_tiles = skinny_default_n_tiles(rows, out, sms_);
+  const std::vector<int> options = skinny_n_tile_options(rows, out);
+  EventPair events;
+  double best_us = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    const int n = options[i];
+    launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n, stream);  // warm-up
+    DICE_CUDA_CHECK(cudaEventRecord(events.start, stream));
+    for (int k = 0; k < repeats; ++k)
+      launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n, stream);
+    DICE_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+    DICE_CUDA_CHECK(cudaEventSynchronize(events.stop));
+    float ms = 0;
+    DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+    const double us = 1e3 * static_cast<double>(ms) / repeats;
+    if (n == p.n_tiles) p.choice.heuristic_us = us;
+    if (us < best_us) {
+      best_us = us;
+      p.n_tiles = n;
+      p.choice.chosen = static_cast<int>(i);
+    }
+  }
+  p.tuned = true;
+  p.choice.rows = rows;
+  p.choice.in = in;
+  p.choice.out = out;
+  p.choice.accumulate = accumulate;
+  p.choice.candidates = static_cast<int>(options.size());
+  p.choice.same_bits = static_cast<int>(options.size());  // the sum order ignores n_tiles
+  p.choice.chosen_us = best_us;
+  p.choice.fastest_us = best_us;
+  p.choice.algo_id = -1;
+  p.choice.tile_id = -1;
+  p.choice.splitk = kSkinnyWarps;
+  p.choice.stages_id = -1;
+  p.choice.skinny = true;
+  p.choice.skinny_n_tiles = p.n_tiles;
+  skinny_[key] = p;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 Gemm::~Gemm() {
@@ -86,25 +173,13 @@ int algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAtt
   return static_cast<int>(value);
 }
 
-/// Destroys two events when leaving scope.
-struct EventPair {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  EventPair() {
-    DICE_CUDA_CHECK(cudaEventCreate(&start));
-    DICE_CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  ~EventPair() {
-    cudaEventDestroy(stop);
-    cudaEventDestroy(start);
-  }
-};
-
 }  // namespace
 
 bool Gemm::tuned(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                  bool accumulate) const {
+  if (const auto s = skinny_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate});
+      s != skinny_.end() && s->second.tuned)
+    return true;
   const auto it = plans_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate});
   return it != plans_.end() && it->second.tuned;
 }
@@ -113,6 +188,8 @@ std::vector<GemmChoice> Gemm::choices() const {
   std::vector<GemmChoice> all;
   for (const auto& [key, p] : plans_)
     if (p.tuned) all.push_back(p.choice);
+  for (const auto& [key, p] : skinny_)
+    if (p.tuned) all.push_back(p.choice);
   return all;
 }
 
@@ -120,6 +197,8 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                   int candidates, int repeats) {
   if (rows <= 0) return 0;
+  if (skinny(dtype, rows, in, out, x, w, y))
+    return tune_skinny(x, w, y, rows, in, out, accumulate, stream, repeats);
   const auto started = std::chrono::steady_clock::now();
   plan(dtype, rows, in, out, accumulate);
   Plan& p = plans_.at(Key{static_cast<int>(dtype), rows, in, out, accumulate});
@@ -210,6 +289,9 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
                std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
   if (rows <= 0) return;
+  if (skinny(dtype, rows, in, out, x, w, y))
+    return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
+                              skinny_n_tiles(rows, in, out, accumulate), stream);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

@@ -3,6 +3,8 @@
 // w in bf16 (fp32 accumulation) or fp32 (no TF32). One plan (descriptors and the heuristic's
 // algorithm) per shape, created on first use and kept: capture-safe afterwards. tune() replaces
 // a plan's algorithm by the fastest of the heuristic's candidates, timed on real buffers.
+// bf16 GEMMs of at most `skinny_max_rows` rows that skinny_gemm_fits() accepts run our own
+// kernel instead (skinny_gemm.h); tune() then times its n-tile choices (all give the same bits).
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -21,8 +23,10 @@ using GemmChoice = CudaGemmChoice;
 
 class Gemm {
  public:
-  /// Creates the cuBLASLt handle and a workspace of `workspace_bytes`.
-  explicit Gemm(std::size_t workspace_bytes = 64ull << 20);
+  /// Creates the cuBLASLt handle and a workspace of `workspace_bytes` on the current device.
+  /// `skinny_max_rows` (0: off, at most kSkinnyRowsLimit): bf16 GEMMs of up to that many rows
+  /// that the skinny kernel takes run it. Throws dice::Error for a limit out of range.
+  explicit Gemm(std::int64_t skinny_max_rows = 0, std::size_t workspace_bytes = 64ull << 20);
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
   ~Gemm();
@@ -34,6 +38,10 @@ class Gemm {
            std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
+  std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
+  /// Whether run() gives this GEMM to the skinny kernel (skinny_gemm_fits with this limit).
+  bool skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
+              const void* w, const float* y) const;
 
   /// Times up to `candidates` algorithms of cublasLtMatmulAlgoGetHeuristic for this shape, each
   /// `repeats` times (CUDA events on `stream`) after one run from y = 0 on random x whose
@@ -41,7 +49,8 @@ class Gemm {
   /// for bit the heuristic's first choice's: results (and seeded sampling) do not depend on
   /// timing noise. x and y are overwritten: callers pass buffers whose contents are dead.
   /// Once per shape (later calls return at once); not during stream capture. Returns the
-  /// seconds spent. Throws dice::Error on CUDA failures.
+  /// seconds spent. Throws dice::Error on CUDA failures. A GEMM that skinny() takes instead has
+  /// its n8 tiles per block timed the same way (each `repeats` times) and the fastest kept.
   double tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, cudaStream_t stream, int candidates = 16,
               int repeats = 3);
@@ -63,6 +72,19 @@ class Gemm {
   const Plan& plan(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                    bool accumulate);
 
+  struct SkinnyPlan {
+    int n_tiles = 1;
+    bool tuned = false;
+    GemmChoice choice;
+  };
+  double tune_skinny(void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+                     std::int64_t out, bool accumulate, cudaStream_t stream, int repeats);
+  /// The n8 tiles the skinny kernel runs this shape with (tuned, else the default).
+  int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
+
+  std::int64_t skinny_max_rows_ = 0;
+  int sms_ = 1;
+  std::map<Key, SkinnyPlan> skinny_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
   DeviceBuffer hash_;  ///< the autotune's output hash

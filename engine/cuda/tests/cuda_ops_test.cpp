@@ -14,12 +14,14 @@
 
 #include "cuda_check.h"
 #include "device_memory.h"
+#include "dice/core/error.h"
 #include "dice/engine/cuda_backend.h"
 #include "dice/engine/sampling.h"
 #include "dice/model/dtype.h"
 #include "forward_plan.h"
 #include "gemm.h"
 #include "ops.h"
+#include "skinny_gemm.h"
 
 namespace dice::engine::cuda {
 namespace {
@@ -372,6 +374,159 @@ TEST_F(CudaOps, GemmThroughCublasLt) {
       }
     }
   }
+}
+
+/// y (fp32, rows x out) on the host.
+std::vector<float> download_f32(const DeviceBuffer& b, std::int64_t count) {
+  std::vector<float> v(static_cast<std::size_t>(count));
+  DICE_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), v.size() * 4, cudaMemcpyDeviceToHost));
+  return v;
+}
+
+TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
+  // Every SDAR-1.7B and -4B layer shape and one lm_head (in, out), random bf16 data made on the
+  // device: the skinny kernel against cuBLASLt (within fp32 rounding: 1e-4 of the row's largest
+  // magnitude), bit for bit the same over two runs and over every n-tile choice.
+  struct Shape {
+    std::int64_t in, out;
+  };
+  const Shape shapes[] = {{2048, 4096}, {2048, 2048},  {2048, 12288}, {6144, 2048},  {2560, 6144},
+                          {4096, 2560}, {2560, 19456}, {9728, 2560},  {2048, 151936}};
+  constexpr std::int64_t kMaxRows = kSkinnyRowsLimit;
+  Gemm cublas;  // skinny off
+  for (const Shape& shape : shapes) {
+    const std::int64_t in = shape.in, out = shape.out;
+    DeviceBuffer w(static_cast<std::size_t>(in * out) * 2),
+        x(static_cast<std::size_t>(kMaxRows * in) * 2);
+    DeviceBuffer y0(static_cast<std::size_t>(kMaxRows * out) * 4);
+    DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes());
+    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f,
+                       0x51u + static_cast<std::uint64_t>(out), stream());
+    launch_fill_random(CudaDType::kBF16, x.get(), kMaxRows * in, 1.0f,
+                       0x52u + static_cast<std::uint64_t>(in), stream());
+    launch_fill_random(CudaDType::kF32, y0.get(), kMaxRows * out, 1.0f, 0x53u, stream());
+    for (const std::int64_t rows : {1, 3, 4, 8, 13, 16, 17, 33, 64})
+      for (const bool accumulate : {false, true}) {
+        const std::string what = "skinny gemm rows " + std::to_string(rows) + " in " +
+                                 std::to_string(in) + " out " + std::to_string(out) +
+                                 " accumulate " + std::to_string(accumulate);
+        ASSERT_TRUE(
+            skinny_gemm_fits(true, rows, in, out, kMaxRows, x.get(), w.get(), y_a.as<float>()))
+            << what;
+        const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
+        const auto reset = [&](const DeviceBuffer& y) {
+          DICE_CUDA_CHECK(
+              cudaMemcpyAsync(y.get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
+        };
+        reset(y_ref);
+        cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
+                   stream());
+        const std::vector<int> options = skinny_n_tile_options(rows, out);
+        ASSERT_FALSE(options.empty()) << what;
+        reset(y_a);
+        launch_skinny_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate,
+                           options.front(), stream());
+        synchronize();
+        const auto want = download_f32(y_ref, rows * out);
+        const auto got = download_f32(y_a, rows * out);
+        double worst = 0;
+        for (std::int64_t r = 0; r < rows; ++r) {
+          double magnitude = 0, diff = 0;
+          for (std::int64_t o = 0; o < out; ++o) {
+            const auto i = static_cast<std::size_t>(r * out + o);
+            magnitude = std::max(magnitude, std::abs(static_cast<double>(want[i])));
+            diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+          }
+          ASSERT_GT(magnitude, 0.0) << what << " row " << r;
+          worst = std::max(worst, diff / magnitude);
+        }
+        EXPECT_LE(worst, 1e-4) << what;
+        for (const int n : options) {
+          reset(y_b);
+          launch_skinny_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, n,
+                             stream());
+          synchronize();
+          const auto again = download_f32(y_b, rows * out);
+          for (std::size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(again[i], got[i]) << what << ": n tiles " << n << " differs at " << i;
+        }
+      }
+  }
+}
+
+TEST_F(CudaOps, SkinnyGemmDispatchAndRefusedShapesFallBack) {
+  // Gemm with the skinny path on: shapes it refuses (rows over the limit, in not a multiple of
+  // 32, out not of 8, fp32) run cuBLASLt, bit for bit as a Gemm with it off; taken shapes match
+  // the kernel launched directly; tune() picks an n-tile choice without changing the bits.
+  Gemm off, on(16);
+  struct Case {
+    CudaDType dtype;
+    std::int64_t rows, in, out;
+    bool skinny;
+  };
+  const Case cases[] = {
+      {CudaDType::kBF16, 17, 256, 384, false}, {CudaDType::kBF16, 8, 48, 384, false},
+      {CudaDType::kBF16, 8, 256, 12, false},   {CudaDType::kF32, 8, 256, 384, false},
+      {CudaDType::kBF16, 8, 256, 384, true},   {CudaDType::kBF16, 16, 512, 1024, true}};
+  for (const Case& c : cases) {
+    const std::string what = std::string(name(c.dtype)) + " rows " + std::to_string(c.rows) +
+                             " in " + std::to_string(c.in) + " out " + std::to_string(c.out);
+    const auto x = as_dtype(random_vector(static_cast<std::size_t>(c.rows * c.in), 18), c.dtype);
+    const auto w =
+        as_dtype(random_vector(static_cast<std::size_t>(c.out * c.in), 19, 0.05f), c.dtype);
+    const auto d_x = upload(x, c.dtype), d_w = upload(w, c.dtype);
+    DeviceBuffer y_on(static_cast<std::size_t>(c.rows * c.out) * 4), y_off(y_on.bytes());
+    EXPECT_EQ(on.skinny(c.dtype, c.rows, c.in, c.out, d_x.get(), d_w.get(), y_on.as<float>()),
+              c.skinny)
+        << what;
+    EXPECT_FALSE(off.skinny(c.dtype, c.rows, c.in, c.out, d_x.get(), d_w.get(), y_on.as<float>()))
+        << what;
+    on.run(c.dtype, d_x.get(), d_w.get(), y_on.as<float>(), c.rows, c.in, c.out, false, stream());
+    off.run(c.dtype, d_x.get(), d_w.get(), y_off.as<float>(), c.rows, c.in, c.out, false, stream());
+    synchronize();
+    const auto got = download_f32(y_on, c.rows * c.out);
+    const auto cublas = download_f32(y_off, c.rows * c.out);
+    if (!c.skinny) {
+      for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], cublas[i]) << what << " at " << i;
+      continue;
+    }
+    std::vector<double> want(got.size());
+    for (std::int64_t r = 0; r < c.rows; ++r)
+      for (std::int64_t o = 0; o < c.out; ++o) {
+        double s = 0;
+        for (std::int64_t i = 0; i < c.in; ++i)
+          s += static_cast<double>(x[static_cast<std::size_t>(r * c.in + i)]) *
+               w[static_cast<std::size_t>(o * c.in + i)];
+        want[static_cast<std::size_t>(r * c.out + o)] = s;
+      }
+    EXPECT_LT(rel_l2(got, want), 1e-5) << what;
+    // The autotune of a skinny shape: times its n-tile choices, records them, same bits after.
+    DeviceBuffer x_scratch(static_cast<std::size_t>(c.rows * c.in) * 2 + 256),
+        y_scratch(y_on.bytes());
+    EXPECT_GT(on.tune(c.dtype, x_scratch.get(), d_w.get(), y_scratch.as<float>(), c.rows, c.in,
+                      c.out, false, stream()),
+              0.0)
+        << what;
+    EXPECT_TRUE(on.tuned(c.dtype, c.rows, c.in, c.out, false)) << what;
+    on.run(c.dtype, d_x.get(), d_w.get(), y_on.as<float>(), c.rows, c.in, c.out, false, stream());
+    synchronize();
+    const auto tuned = download_f32(y_on, c.rows * c.out);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(tuned[i], got[i]) << what << " tuned, at " << i;
+  }
+  const auto choices = on.choices();
+  ASSERT_EQ(choices.size(), 2u);
+  for (const auto& choice : choices) {
+    EXPECT_TRUE(choice.skinny);
+    EXPECT_GE(choice.candidates, 1);
+    EXPECT_GT(choice.chosen_us, 0.0);
+    const auto options = skinny_n_tile_options(choice.rows, choice.out);
+    EXPECT_NE(std::find(options.begin(), options.end(), choice.skinny_n_tiles), options.end());
+  }
+  EXPECT_THROW(Gemm(65), Error);
+  EXPECT_THROW(launch_skinny_gemm(nullptr, nullptr, nullptr, 8, 48, 384, false, 1, stream()),
+               Error);
 }
 
 struct AttnCase {

@@ -71,6 +71,12 @@ struct CudaBackendOptions {
   /// most about 2 s in all per backend (shapes met later keep the heuristic's choice). fp32
   /// (exactness tests) never tunes.
   bool gemm_autotune = true;
+  /// bf16 GEMMs of at most this many rows (padded rows of the pass; 0 turns it off, at most 64)
+  /// run the skinny tensor-core kernel (skinny_gemm.h) instead of cuBLASLt when the shape fits
+  /// (in a multiple of 32, out of 8): cuBLASLt streams the weights at about 64% of the copy
+  /// bandwidth at 8 rows (bench/results/2026-11-23-engine-profile-h100). Deterministic; its
+  /// results differ from cuBLASLt's by fp32 rounding only. fp32 backends always use cuBLASLt.
+  std::int64_t skinny_gemm_rows = 16;
 };
 
 /// The cuBLASLt algorithm a GEMM shape (y[rows, out] = x[rows, in] w^T, + y with accumulate)
@@ -88,6 +94,11 @@ struct CudaGemmChoice {
   double heuristic_us = 0;  ///< mean time of the heuristic's first choice
   double chosen_us = 0;     ///< mean time of the one kept
   double fastest_us = 0;    ///< the fastest of all (other bits allowed): what exactness costs
+  /// The skinny kernel runs this shape instead of cuBLASLt (CudaBackendOptions::skinny_gemm_rows);
+  /// then the candidates are its n8 tiles per block (all give the same bits), algo_id, tile_id
+  /// and stages_id are -1 and splitk is its warps per block (split-K inside the block).
+  bool skinny = false;
+  int skinny_n_tiles = 0;  ///< n8 tiles per block kept
 };
 
 /// Where the device memory went (bytes), and the KV cache's size.

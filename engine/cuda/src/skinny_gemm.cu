@@ -1,0 +1,236 @@
+// The skinny bf16 GEMM (skinny_gemm.h): y[rows, out] = x[rows, in] w[out, in]^T for few rows.
+//
+// Fragments of mma.m16n8k16.row.col (PTX ISA): with g = lane / 4 and t = lane % 4, B (16 x 8,
+// col) regs {b0b1, b2b3} hold (k 2t..2t+1, n g) and (k 2t+8..2t+9, n g); A (16 x 16, row) regs
+// hold (g, 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..); C holds (g, 2t), (g, 2t+1),
+// (g+8, 2t), (g+8, 2t+1). The lower-indexed element sits in the lower 16 bits.
+//
+// w is [out, in] row-major, so 8 rows of w over 32 consecutive k are one 16-byte load per lane:
+// lane (g, t) loads w[n0 + g][k0 + 8t .. k0 + 8t + 7] as 4 registers r0..r3. A dot product does
+// not depend on the order of k, so the chunk runs as two k16 MMAs over a fixed permutation of k:
+// MMA 1 takes b = (r0, r1), i.e. logical k {2t, 2t+1, 2t+8, 2t+9} = real k0 + 8t + {0, 1, 2, 3};
+// MMA 2 takes b = (r2, r3) (real k0 + 8t + {4..7}). x is loaded with the same permutation: lane
+// (g, t) loads x[m0 + g][k0 + 8t ..] (xl) and x[m0 + g + 8][..] (xh), and MMA 1 takes a =
+// (xl.0, xh.0, xl.1, xh.1), MMA 2 a = (xl.2, xh.2, xl.3, xh.3). Rows at or past `rows` are zero
+// registers (no loads).
+//
+// Grid: one block per 8 n_tiles output columns; its kSkinnyWarps warps split the k chunks into
+// contiguous shares (warp w: chunks [C w / W, C (w + 1) / W)), each warp computing every column
+// of the block over its share with several 16-byte weight loads in flight (n_tiles x unroll =
+// 8), then the warps' partial sums meet in shared memory and are added in warp order: the sum
+// order of an output depends on neither timing nor n_tiles.
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cuda_check.h"
+#include "dice/core/error.h"
+#include "skinny_gemm.h"
+
+namespace dice::engine::cuda {
+
+namespace {
+
+/// 16 bytes of weights, read once per forward: not kept in L1, first out of L2.
+__device__ __forceinline__ uint4 load_streaming(const __nv_bfloat16* p, std::uint64_t policy) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
+}
+
+__device__ __forceinline__ std::uint64_t evict_first_policy() {
+  std::uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1,
+                                         std::uint32_t a2, std::uint32_t a3, std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/// One 32-wide k chunk of one (m16, n8) tile: two MMAs over the permutation above.
+__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& xl, const uint4& xh,
+                                          const uint4& b) {
+  mma_bf16(c, xl.x, xh.x, xl.y, xh.y, b.x, b.y);
+  mma_bf16(c, xl.z, xh.z, xl.w, xh.w, b.z, b.w);
+}
+
+/// The A fragments of chunk `chunk`: x_lane points at row g, k = 8t; rows m * 16 + g (xl) and
+/// m * 16 + g + 8 (xh) at or past `rows` are zeros.
+template <int MT>
+__device__ __forceinline__ void load_x(const __nv_bfloat16* x_lane, std::int32_t in,
+                                       std::int32_t rows_left, std::int32_t chunk, uint4 (&xl)[MT],
+                                       uint4 (&xh)[MT]) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    const __nv_bfloat16* lo = x_lane + (m * 16) * in + chunk * 32;
+    xl[m] = m * 16 < rows_left ? __ldg(reinterpret_cast<const uint4*>(lo)) : zero;
+    xh[m] = m * 16 + 8 < rows_left ? __ldg(reinterpret_cast<const uint4*>(lo + 8 * in)) : zero;
+  }
+}
+
+/// MT m16 tiles x NT n8 tiles per block; U chunks of weights loaded before the first MMA.
+template <int MT, int NT, int U>
+__global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
+    skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                       float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
+                       bool accumulate) {
+  constexpr int kRegs = MT * NT * 4;  // accumulators per lane
+  __shared__ float partial[kSkinnyWarps][kRegs][32];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * NT * 8;
+  const std::int32_t chunks = in / 32;
+  const std::int32_t begin = chunks * warp / kSkinnyWarps;
+  const std::int32_t end = chunks * (warp + 1) / kSkinnyWarps;
+
+  // This lane's first weight (row n0 + g, k = 8t) and x element (row g, k = 8t); n8 tile j is
+  // 8 j rows further, m16 tile m 16 m rows further. rows_left: rows past this lane's row g.
+  const __nv_bfloat16* w_lane = w + (n0 + g) * in + 8 * t;
+  const __nv_bfloat16* x_lane = x + g * in + 8 * t;
+  const std::int32_t rows_left = rows - g;
+  const std::uint64_t policy = evict_first_policy();
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[m][j][r] = 0.0f;
+
+  std::int32_t c = begin;
+  for (; c + U <= end; c += U) {
+    uint4 b[U][NT];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        b[u][j] = load_streaming(w_lane + j * 8 * in + (c + u) * 32, policy);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      uint4 xl[MT], xh[MT];
+      load_x<MT>(x_lane, in, rows_left, c + u, xl, xh);
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) mma_chunk(acc[m][j], xl[m], xh[m], b[u][j]);
+    }
+  }
+  for (; c < end; ++c) {  // the share's last chunks, one at a time
+    uint4 b[NT];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) b[j] = load_streaming(w_lane + j * 8 * in + c * 32, policy);
+    uint4 xl[MT], xh[MT];
+    load_x<MT>(x_lane, in, rows_left, c, xl, xh);
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mma_chunk(acc[m][j], xl[m], xh[m], b[j]);
+  }
+
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) partial[warp][(m * NT + j) * 4 + r][lane] = acc[m][j][r];
+  __syncthreads();
+  // Output (m, j, r, lane) -> row m * 16 + g + 8 (r / 2), column n0 + 8 j + 2 t + r % 2.
+  for (int e = static_cast<int>(threadIdx.x); e < kRegs * 32; e += kSkinnyWarps * 32) {
+    const int reg = e / 32, l = e % 32;
+    const int m = reg / (NT * 4), j = (reg / 4) % NT, r = reg % 4;
+    const int row = m * 16 + l / 4 + 8 * (r / 2);
+    if (row >= rows) continue;
+    float sum = partial[0][reg][l];
+#pragma unroll
+    for (int v = 1; v < kSkinnyWarps; ++v) sum += partial[v][reg][l];
+    const std::int64_t col = n0 + j * 8 + 2 * (l % 4) + r % 2;
+    float* dst = y + static_cast<std::int64_t>(row) * out + col;
+    *dst = accumulate ? *dst + sum : sum;
+  }
+}
+
+template <int MT, int NT>
+void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+                  std::int64_t out, bool accumulate, cudaStream_t stream) {
+  // 8 weight loads of 16 bytes in flight per lane with one m16 tile, fewer with more (the x
+  // fragments take the registers; ptxas -v shows no spills inside the loop).
+  constexpr int kLoads = MT == 1 ? 8 : MT == 2 ? 4 : 2;
+  constexpr int kUnroll = kLoads / NT > 0 ? kLoads / NT : 1;
+  const auto blocks = static_cast<unsigned>(out / (8 * NT));
+  skinny_gemm_kernel<MT, NT, kUnroll><<<blocks, kSkinnyWarps * 32, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
+      static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
+      static_cast<std::int32_t>(out), accumulate);
+  DICE_CUDA_CHECK_LAUNCH("skinny_gemm_kernel");
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+bool skinny_gemm_fits(bool bf16, std::int64_t rows, std::int64_t in, std::int64_t out,
+                      std::int64_t max_rows, const void* x, const void* w, const float* y) {
+  return bf16 && rows >= 1 && rows <= max_rows && rows <= kSkinnyRowsLimit && in > 0 &&
+         in % 32 == 0 && in <= (std::int64_t{1} << 30) && out > 0 && out % 8 == 0 &&
+         out / 8 <= std::int64_t{1} << 30 && aligned16(x) && aligned16(w) && aligned16(y);
+}
+
+int skinny_m_tiles(std::int64_t rows) {
+  return rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+}
+
+std::vector<int> skinny_n_tile_options(std::int64_t rows, std::int64_t out) {
+  std::vector<int> options;
+  for (const int n : {1, 2, 4})
+    if (out % (8 * n) == 0 && skinny_m_tiles(rows) * n <= 8) options.push_back(n);
+  return options;
+}
+
+int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms) {
+  const std::vector<int> options = skinny_n_tile_options(rows, out);
+  for (auto it = options.rbegin(); it != options.rend(); ++it)
+    if (out / (8 * *it) >= 2 * static_cast<std::int64_t>(sms)) return *it;
+  return 1;
+}
+
+void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+                        std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream) {
+  bool known = false;
+  for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
+  if (!skinny_gemm_fits(true, rows, in, out, kSkinnyRowsLimit, x, w, y) || !known)
+    throw Error("skinny GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) +
+                " out " + std::to_string(out) + " with " + std::to_string(n_tiles) +
+                " n8 tiles per block is not a shape it takes (rows 1.." +
+                std::to_string(kSkinnyRowsLimit) +
+                ", in a multiple of 32, out a multiple of 8 n tiles, 16-byte aligned)");
+  const int m_tiles = skinny_m_tiles(rows);
+  if (m_tiles == 1) {
+    if (n_tiles == 1) return launch_tiles<1, 1>(x, w, y, rows, in, out, accumulate, stream);
+    if (n_tiles == 2) return launch_tiles<1, 2>(x, w, y, rows, in, out, accumulate, stream);
+    return launch_tiles<1, 4>(x, w, y, rows, in, out, accumulate, stream);
+  }
+  if (m_tiles == 2) {
+    if (n_tiles == 1) return launch_tiles<2, 1>(x, w, y, rows, in, out, accumulate, stream);
+    if (n_tiles == 2) return launch_tiles<2, 2>(x, w, y, rows, in, out, accumulate, stream);
+    return launch_tiles<2, 4>(x, w, y, rows, in, out, accumulate, stream);
+  }
+  if (n_tiles == 1) return launch_tiles<4, 1>(x, w, y, rows, in, out, accumulate, stream);
+  return launch_tiles<4, 2>(x, w, y, rows, in, out, accumulate, stream);
+}
+
+}  // namespace dice::engine::cuda

@@ -1,0 +1,49 @@
+#pragma once
+// The "skinny" bf16 GEMM for few rows (issue 6: at 1-16 sequences cuBLASLt streams the weights
+// at about 64% of the copy bandwidth): y[rows, out] (fp32) = x[rows, in] (bf16) w[out, in]^T
+// (bf16), fp32 accumulation, optionally adding into y. Tensor cores through
+// mma.sync.m16n8k16.row.col (PTX ISA, "Matrix fragments for mma.m16n8k16"); each weight is
+// read once, streamed past L1 and marked evict-first in L2; x (small, L2-resident) is re-read by
+// every block. The dispatch rule and the tile choice are host-only (tested without a device).
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace dice::engine::cuda {
+
+/// Most rows the kernel takes (four m16 tiles).
+inline constexpr std::int64_t kSkinnyRowsLimit = 64;
+/// Warps per block; each owns a fixed contiguous share of the k chunks (split-K inside the block,
+/// summed through shared memory in warp order: deterministic).
+inline constexpr int kSkinnyWarps = 8;
+
+/// Whether the skinny kernel computes this GEMM: bf16 weights and inputs, 1 <= rows <=
+/// min(max_rows, kSkinnyRowsLimit), in a positive multiple of 32 (one k chunk of a warp), out a
+/// positive multiple of 8 (one n8 tile), and x, w, y 16-byte aligned. Otherwise cuBLASLt runs it.
+/// max_rows 0 turns the kernel off.
+bool skinny_gemm_fits(bool bf16, std::int64_t rows, std::int64_t in, std::int64_t out,
+                      std::int64_t max_rows, const void* x, const void* w, const float* y);
+
+/// m16 tiles for `rows` rows: 1 (<= 16), 2 (<= 32) or 4 (<= 64).
+int skinny_m_tiles(std::int64_t rows);
+
+/// The n8 tiles per block (each warp computes all of them over its k share) that may run
+/// `rows` x `out`: 1, 2 and 4 where out divides into them and registers allow (m tiles x n tiles
+/// <= 8). In increasing order; never empty for a shape skinny_gemm_fits accepts.
+std::vector<int> skinny_n_tile_options(std::int64_t rows, std::int64_t out);
+
+/// The default n8 tiles per block before any timing: the most (fewer re-reads of x) that still
+/// give at least two blocks per SM (out / (8 n) >= 2 sms), else 1 (the most blocks).
+int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
+
+/// Launches y = x w^T (+ y with `accumulate`) with `n_tiles` n8 tiles per block (one of
+/// skinny_n_tile_options): grid out / (8 n_tiles) blocks of kSkinnyWarps warps. The result does
+/// not depend on n_tiles (each output's sum runs over the same k order). Capture-safe (no
+/// allocation, no synchronization). Throws dice::Error for a shape it does not take or a failed
+/// launch.
+void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+                        std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream);
+
+}  // namespace dice::engine::cuda
