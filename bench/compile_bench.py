@@ -12,8 +12,9 @@ Passes, each on its own candidates so that every candidate is distinct where it 
 Prints per pass: wall time, candidates per minute, and medians of per-candidate compile time
 (capture + build), main.cpp, cuda.cu and link seconds; writes everything to OUT/compile.json.
 
-`--headers slim,full` runs instead, for each way of compiling cuda.cu (slim: dice's default;
-full: --no-slim-header), on a fresh cache of its own and the same candidates:
+`--headers slim,full` runs instead, for each way of compiling main.cpp and cuda.cu (slim: dice's
+default, dice_torch_main.h and dice_torch_cuda.h; full: --no-slim-header, torch's headers), on a
+fresh cache of its own and the same candidates:
   alone     `--alone` candidates one after another, each alone (`dice eval` on one candidate with
             `--jobs`): the first is cold (the precompiled header is built with it), the others warm
   batch     `--batch` other candidates at once (warm): the amortised time per candidate
@@ -104,6 +105,7 @@ def run_pass(
     }
     main_status: dict[str, int] = {}
     cuda_headers: dict[str, int] = {}
+    main_headers: dict[str, int] = {}
     pch_used = 0
     compilers: set[str] = set()
     for r in records:
@@ -115,6 +117,8 @@ def run_pass(
                 per["main"].append(ext["main"]["seconds"])
                 per["main_cpu"].append(ext["main"]["cpu_seconds"])
                 pch_used += bool(ext["main"]["pch"])
+                header = ext["main"].get("header", "")
+                main_headers[header] = main_headers.get(header, 0) + 1
                 compilers.add(ext["main"]["compiler"])
             if ext["cuda"]["status"] == "built":
                 header = ext["cuda"].get("header", "")
@@ -146,6 +150,7 @@ def run_pass(
         "main_status": main_status,
         "main_with_pch": pch_used,
         "cuda_headers": cuda_headers,
+        "main_headers": main_headers,
         "main_compilers": sorted(compilers),
         "pch_builds_in_cache": pch_builds,
         "verdicts": verdicts,
@@ -157,7 +162,7 @@ def fmt(x: float | None) -> str:
 
 
 def header_passes(pairs: list[dict[str, Any]], args: argparse.Namespace) -> int:
-    """Alone (cold, then warm) and batch compile times, for each way of compiling cuda.cu."""
+    """Alone (cold, then warm) and batch compile times, for each way of compiling the halves."""
     need = args.alone + args.batch
     if len(pairs) < need:
         raise SystemExit(f"--alone {args.alone} --batch {args.batch}: only {len(pairs)} pairs")
@@ -197,7 +202,8 @@ def header_passes(pairs: list[dict[str, Any]], args: argparse.Namespace) -> int:
             f"batch of {together['candidates']}: {together['wall_s']:.1f} s, "
             f"{together['wall_per_candidate_s']:.2f} s per candidate; batch median CPU s: "
             f"main.cpp {fmt(m['main_cpu'])}, cuda.cu {fmt(m['cuda_cpu'])}, per candidate "
-            f"{fmt(m['build_cpu'])}; cuda.cu headers {together['cuda_headers']}; "
+            f"{fmt(m['build_cpu'])}; main.cpp headers {together['main_headers']}; "
+            f"cuda.cu headers {together['cuda_headers']}; "
             f"verdicts {together['verdicts']}",
             flush=True,
         )

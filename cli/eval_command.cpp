@@ -108,10 +108,10 @@ void add_eval_command(CLI::App& app) {
                 "are evaluated; inputs and result options come from the store");
   cmd->add_flag("--fresh-reference-timing", options->fresh_reference_timing,
                 "time the reference with every candidate instead of reusing its stored timing");
-  cmd->add_flag("!--no-pch", options->pch,
-                "compile main.cpp without the precompiled header of torch/extension.h");
-  cmd->add_flag("!--no-slim-header", options->slim_cuda_header,
-                "compile cuda.cu only with torch's headers, not first with dice_torch_cuda.h");
+  cmd->add_flag("!--no-pch", options->pch, "compile main.cpp without a precompiled header");
+  cmd->add_flag("!--no-slim-header", options->slim_headers,
+                "compile main.cpp and cuda.cu only with torch's headers, not first with dice's "
+                "slim header (dice_torch_cuda.h)");
   cmd->add_option("--main-compiler", options->main_compiler,
                   "compiler of main.cpp: auto (clang++ if present), cxx, or a program")
       ->capture_default_str();

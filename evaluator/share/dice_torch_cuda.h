@@ -14,8 +14,10 @@
 //   `using namespace at`) with the same meaning. torch::empty & co. name at::empty & co.: torch's
 //   own versions (torch/csrc/autograd/generated/variable_factories.h) differ only for tensors
 //   that require grad, and the builder never substitutes a source that mentions requires_grad.
-// Changing this file changes the cache key of every CUDA object compiled with it.
-#pragma once
+// Changing this file changes the cache key of every object compiled with it. The C++ half
+// (main.cpp) uses it too, with DICE_TORCH_HOST_ONLY and pybind11 (builder.h, slim_main_header).
+#ifndef DICE_TORCH_CUDA_H  // a macro guard: the builder's precompiled copy and a source's
+#define DICE_TORCH_CUDA_H  // own include of it are different files
 
 #include <ATen/Dispatch.h>     // AT_DISPATCH_*
 #include <ATen/core/Tensor.h>  // at::Tensor and its methods
@@ -29,8 +31,10 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>  // TORCH_CHECK
+#ifndef DICE_TORCH_HOST_ONLY  // the C++ half (main.cpp) includes this header without CUDA's
 #include <cuda.h>
 #include <cuda_runtime.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -84,3 +88,5 @@ constexpr auto kFloat16 = at::kHalf;
 constexpr auto kFloat32 = at::kFloat;
 constexpr auto kFloat64 = at::kDouble;
 }  // namespace torch
+
+#endif  // DICE_TORCH_CUDA_H

@@ -21,8 +21,10 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kBuilderVersion = 3;  // bump when the generated files or commands change
+constexpr int kBuilderVersion = 4;  // bump when the generated files or commands change
 constexpr const char* kSlimHeaderName = "dice_torch_cuda.h";
+constexpr const char* kSlimMainHeaderName = "dice_torch_main.h";
+constexpr const char* kFullMainHeaderName = "torch_extension.h";
 constexpr std::size_t kLogTail = 8000;
 
 std::vector<std::string> string_list(const json& j, const char* key) {
@@ -38,8 +40,9 @@ std::string sanitize(const std::string& name) {
   return out.substr(0, 64);
 }
 
-std::string main_cpp(const ExtensionSpec& spec) {
-  std::string out = "#include <torch/extension.h>\n" + spec.cpp_sources + "\n";
+/// The pybind11 module of `spec.functions` as load_inline writes it (empty without functions).
+std::string bindings(const ExtensionSpec& spec) {
+  std::string out;
   if (spec.functions.is_null()) return out;
   out += "\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n";
   const auto bind = [&](const std::string& fn, const std::string& doc) {
@@ -65,10 +68,50 @@ bool umbrella_include(const std::string& line) {
   return std::regex_match(line, pattern);
 }
 
+/// `sources` with each line that is only an umbrella include turned into a comment naming
+/// `header` (line numbers kept).
+std::string without_umbrella_includes(const std::string& sources, const std::string& header) {
+  std::string out;
+  for (std::size_t pos = 0;;) {
+    const std::size_t end = std::min(sources.find('\n', pos), sources.size());
+    const std::string line = sources.substr(pos, end - pos);
+    out += umbrella_include(line) ? "// dice: in " + header + ": " + line : line;
+    if (end == sources.size()) break;
+    out += '\n';
+    pos = end + 1;
+  }
+  return out;
+}
+
+/// A source the slim headers must not be substituted in (builder.h, slim_cuda_source).
+bool needs_torch_factories(const std::string& sources) {
+  return sources.find("requires_grad") != std::string::npos;
+}
+
 }  // namespace
 
 std::string_view slim_cuda_header() {
   return kSlimCudaHeaderText;
+}
+
+std::string slim_main_header() {
+  return fmt::format(
+      "// {}: dice's slim header of C++ halves (main.cpp), written by dice's builder\n"
+      "#ifndef DICE_TORCH_MAIN_H\n#define DICE_TORCH_MAIN_H\n#define DICE_TORCH_HOST_ONLY\n{}\n"
+      "#include <torch/csrc/Exceptions.h>    // torch::wrap_pybind_function\n"
+      "#include <torch/csrc/utils/pybind.h>  // pybind11 and its at::Tensor casters\n"
+      "#endif  // DICE_TORCH_MAIN_H\n",
+      kSlimMainHeaderName, slim_cuda_header());
+}
+
+std::string full_main_source(const ExtensionSpec& spec) {
+  return "#include <torch/extension.h>\n" + spec.cpp_sources + "\n" + bindings(spec);
+}
+
+std::optional<std::string> slim_main_source(const ExtensionSpec& spec) {
+  if (needs_torch_factories(spec.cpp_sources)) return std::nullopt;
+  return fmt::format("#include \"{}\"\n", kSlimMainHeaderName) +
+         without_umbrella_includes(spec.cpp_sources, kSlimMainHeaderName) + "\n" + bindings(spec);
 }
 
 std::string full_cuda_source(const ExtensionSpec& spec) {
@@ -77,20 +120,12 @@ std::string full_cuda_source(const ExtensionSpec& spec) {
 }
 
 std::optional<std::string> slim_cuda_source(const ExtensionSpec& spec) {
-  if (spec.cuda_sources.find("requires_grad") != std::string::npos) return std::nullopt;
+  if (needs_torch_factories(spec.cuda_sources)) return std::nullopt;
   // Three lines like torch's preamble, so that the sources keep their line numbers.
-  std::string out = fmt::format("#include \"{}\"\n// <cuda.h>, <cuda_runtime.h>: in {}\n//\n",
-                                kSlimHeaderName, kSlimHeaderName);
-  const std::string& src = spec.cuda_sources;
-  for (std::size_t pos = 0;;) {
-    const std::size_t end = std::min(src.find('\n', pos), src.size());
-    const std::string line = src.substr(pos, end - pos);
-    out += umbrella_include(line) ? "// dice: in dice_torch_cuda.h: " + line : line;
-    if (end == src.size()) break;
-    out += '\n';
-    pos = end + 1;
-  }
-  return out + "\n";  // as full_cuda_source
+  return fmt::format("#include \"{}\"\n// <cuda.h>, <cuda_runtime.h>: in {}\n//\n", kSlimHeaderName,
+                     kSlimHeaderName) +
+         without_umbrella_includes(spec.cuda_sources, kSlimHeaderName) +
+         "\n";  // as full_cuda_source
 }
 
 ExtensionSpec ExtensionSpec::from_json(const json& j) {
@@ -163,20 +198,22 @@ ExtensionBuilder::Keys ExtensionBuilder::keys(const ExtensionSpec& spec) const {
   std::vector<std::string> includes;
   for (const auto& p : spec.extra_include_paths) includes.push_back("-I" + p);
   for (const auto& p : toolchain_.include_paths) includes.insert(includes.end(), {"-isystem", p});
-  k.main_flags = {"-fPIC", "-std=c++17", "-O2"};
+  // torch's load_inline flags: no -O (the candidate's extra_cflags may add one).
+  k.main_flags = {"-fPIC", "-std=c++17"};
   k.main_flags.insert(k.main_flags.end(), toolchain_.cflags.begin(), toolchain_.cflags.end());
   k.main_flags.insert(k.main_flags.end(), includes.begin(), includes.end());
   k.main_flags.insert(k.main_flags.end(), spec.extra_cflags.begin(), spec.extra_cflags.end());
-  k.main = sha256_hex(json{
-      {"builder", kBuilderVersion},
-      {"with_cuda", k.cuda_needed},
-      {"toolchain", fingerprint_},
-      {"compiler", main_compiler_.version},
-      {"name", spec.name},
-      {"cpp", spec.cpp_sources},
-      {"functions", spec.functions},
-      {"flags",
-       k.main_flags}}.dump());
+  k.main =
+      sha256_hex(json{{"builder", kBuilderVersion},
+                      {"with_cuda", k.cuda_needed},
+                      {"toolchain", fingerprint_},
+                      {"compiler", main_compiler_.version},
+                      {"name", spec.name},
+                      {"cpp", spec.cpp_sources},
+                      {"functions", spec.functions},
+                      {"flags", k.main_flags},
+                      {"slim_header", options_.slim_headers ? sha256_hex(slim_main_header()) : ""}}
+                     .dump());
   k.module = sanitize(spec.name) + "_" + k.main.substr(0, 12);
   if (k.cuda_needed) {
     k.cuda = sha256_hex(
@@ -187,7 +224,7 @@ ExtensionBuilder::Keys ExtensionBuilder::keys(const ExtensionSpec& spec) const {
              {"cuda", spec.cuda_sources},
              {"cuda_cflags", spec.extra_cuda_cflags},
              {"include", spec.extra_include_paths},
-             {"slim_header", options_.slim_cuda_header ? sha256_hex(slim_cuda_header()) : ""}}
+             {"slim_header", options_.slim_headers ? sha256_hex(slim_cuda_header()) : ""}}
             .dump());
   }
   k.full = sha256_hex(json{{"builder", kBuilderVersion},
@@ -283,18 +320,19 @@ ExtensionBuilder::Object ExtensionBuilder::object(
 
 ObjectOutcome ExtensionBuilder::compile_main(const ExtensionSpec& spec, const Keys& k,
                                              const fs::path& dir, std::string& log) {
-  write_file_atomic(dir / "main.cpp", main_cpp(spec));
   const CompileRunner runner = [this](const std::vector<std::string>& argv, const fs::path& cwd) {
     return run_compiler(argv, cwd);
   };
-  const auto attempt = [&](const Compiler& compiler) {
+  const auto attempt = [&](const Compiler& compiler, const std::string& source,
+                           const PchHeader& header, const std::string& label) {
     const auto start = Clock::now();
+    write_file_atomic(dir / "main.cpp", source);
     std::vector<std::string> argv{compiler.path, "-c",       "main.cpp",
                                   "-o",          "object.o", "-DTORCH_EXTENSION_NAME=" + k.module};
     if (k.cuda_needed) argv.push_back("-DWITH_CUDA");
     argv.insert(argv.end(), k.main_flags.begin(), k.main_flags.end());
     std::vector<std::string> pch;
-    if (options_.pch) pch = pch_.flags_for(compiler, k.main_flags, runner);
+    if (options_.pch) pch = pch_.flags_for(header, compiler, k.main_flags, runner);
     argv.insert(argv.end(), pch.begin(), pch.end());
     const std::size_t log_start = log.size();
     ObjectOutcome out;
@@ -302,20 +340,39 @@ ObjectOutcome ExtensionBuilder::compile_main(const ExtensionSpec& spec, const Ke
     out.status = note(log, argv, r);
     out.cpu_seconds = r.status.cpu_seconds;
     out.compiler = compiler.version;
-    out.header = "full";
+    out.header = label;
     // gcc says why it did not use a precompiled header it found (-Winvalid-pch).
     out.pch = !pch.empty() && log.find(".gch", log_start) == std::string::npos;
     out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return out;
   };
-  ObjectOutcome out = attempt(main_compiler_);
+  const auto add_time = [](ObjectOutcome& later, const ObjectOutcome& first) {
+    later.seconds += first.seconds;
+    later.cpu_seconds += first.cpu_seconds;
+  };
+  const PchHeader full{kFullMainHeaderName, "#include <torch/extension.h>\n"};
+  const std::optional<std::string> slim =
+      options_.slim_headers ? slim_main_source(spec) : std::nullopt;
+  std::optional<ObjectOutcome> before;
+  if (slim) {
+    const PchHeader header{kSlimMainHeaderName, slim_main_header()};
+    write_file_atomic(dir / header.name, header.text);
+    ObjectOutcome out = attempt(main_compiler_, *slim, header, "slim");
+    if (out.status != "failed") return out;
+    // The slim header lacks something these sources use: torch's own headers decide.
+    log += fmt::format("# main.cpp failed with {}; compiled again with torch's headers:\n",
+                       kSlimMainHeaderName);
+    fs::rename(dir / "main.cpp", dir / "main.slim.cpp");
+    before = out;
+  }
+  ObjectOutcome out = attempt(main_compiler_, full_main_source(spec), full, "full");
   if (out.status == "failed" && main_compiler_.path != cxx_.path) {
     log += fmt::format("# {} failed; the toolchain's compiler decides:\n", main_compiler_.path);
-    const double first = out.seconds, first_cpu = out.cpu_seconds;
-    out = attempt(cxx_);
-    out.seconds += first;
-    out.cpu_seconds += first_cpu;
+    const ObjectOutcome first = out;
+    out = attempt(cxx_, full_main_source(spec), full, "full");
+    add_time(out, first);
   }
+  if (before) add_time(out, *before);
   return out;
 }
 
@@ -348,7 +405,7 @@ ObjectOutcome ExtensionBuilder::compile_cuda(const ExtensionSpec& spec, const Ke
     return out;
   };
   const std::optional<std::string> slim =
-      options_.slim_cuda_header ? slim_cuda_source(spec) : std::nullopt;
+      options_.slim_headers ? slim_cuda_source(spec) : std::nullopt;
   if (!slim) return attempt(full_cuda_source(spec), "full");
   write_file_atomic(dir / kSlimHeaderName, std::string(slim_cuda_header()));
   ObjectOutcome out = attempt(*slim, "slim");

@@ -292,7 +292,7 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_t
                                     .timeout = options.compile_timeout,
                                     .pch = options.pch,
                                     .main_compiler = options.main_compiler,
-                                    .slim_cuda_header = options.slim_cuda_header},
+                                    .slim_headers = options.slim_headers},
                           .capture_timeout = options.capture_timeout,
                           .stages = options.stages,
                           .fresh_reference_timing = options.fresh_reference_timing,

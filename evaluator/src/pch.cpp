@@ -17,9 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kPchVersion = 1;  // bump when the header or the commands change
-constexpr const char* kHeader = "torch_extension.h";
-constexpr const char* kHeaderText = "#include <torch/extension.h>\n";
+constexpr int kPchVersion = 2;  // bump when the commands change
 
 std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
@@ -44,22 +42,24 @@ std::optional<Compiler> Compiler::probe(const std::string& path, std::chrono::se
 PchCache::PchCache(fs::path cache_dir, std::chrono::seconds timeout)
     : root_(std::move(cache_dir) / "pch"), timeout_(timeout) {}
 
-std::string PchCache::key(const Compiler& compiler, const std::vector<std::string>& flags) {
+std::string PchCache::key(const PchHeader& header, const Compiler& compiler,
+                          const std::vector<std::string>& flags) {
   return sha256_hex(json{
       {"version", kPchVersion},
       {"compiler", compiler.path},
       {"compiler_version", compiler.version},
-      {"header", kHeaderText},
+      {"header_name", header.name},
+      {"header", header.text},
       {"flags", flags}}.dump());
 }
 
-std::vector<std::string> PchCache::flags_for(const Compiler& compiler,
+std::vector<std::string> PchCache::flags_for(const PchHeader& header, const Compiler& compiler,
                                              const std::vector<std::string>& flags,
                                              const CompileRunner& run) {
-  const std::string k = key(compiler, flags);
+  const std::string k = key(header, compiler, flags);
   const fs::path dir = fs::absolute(root_ / k);
-  const std::string pch_name = std::string(kHeader) + (compiler.clang ? ".pch" : ".gch");
-  std::vector<std::string> use{"-include", (dir / kHeader).string()};
+  const std::string pch_name = header.name + (compiler.clang ? ".pch" : ".gch");
+  std::vector<std::string> use{"-include", (dir / header.name).string()};
   if (!compiler.clang) use.push_back("-Winvalid-pch");
   const auto lock = building_.lock(k);
   const auto cached = [&]() -> std::optional<bool> {
@@ -77,10 +77,10 @@ std::vector<std::string> PchCache::flags_for(const Compiler& compiler,
   // header must stay where it was compiled. The folder counts only once result.json is there;
   // the precompiled file appears by an atomic rename.
   fs::create_directories(dir);
-  write_file_atomic(dir / kHeader, kHeaderText);
+  write_file_atomic(dir / header.name, header.text);
   const std::string tmp = fmt::format("{}.tmp-{}-{}", pch_name, ::getpid(),
                                       std::hash<std::thread::id>{}(std::this_thread::get_id()));
-  std::vector<std::string> argv{compiler.path, "-x", "c++-header", kHeader, "-o", tmp};
+  std::vector<std::string> argv{compiler.path, "-x", "c++-header", header.name, "-o", tmp};
   argv.insert(argv.end(), flags.begin(), flags.end());
   if (compiler.clang) argv.push_back("-fpch-instantiate-templates");
   const CommandResult r = run(argv, dir);

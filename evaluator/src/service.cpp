@@ -109,7 +109,7 @@ void Service::start_pipeline() {
                                   .timeout = base.compile_timeout,
                                   .pch = base.pch,
                                   .main_compiler = base.main_compiler,
-                                  .slim_cuda_header = base.slim_cuda_header},
+                                  .slim_headers = base.slim_headers},
                         .capture_timeout = base.capture_timeout,
                         .stages = base.stages,
                         .fresh_reference_timing = base.fresh_reference_timing,

@@ -62,7 +62,7 @@ TEST(Builder, BuildsCachesObjectsAndReportsCompileErrors) {
   EXPECT_EQ(first.main.compiler, builder.main_compiler().version) << first.log_tail;
   EXPECT_EQ(first.cuda.status, "built");
   EXPECT_EQ(first.cuda.header, "slim") << first.log_tail;  // dice_torch_cuda.h was enough
-  EXPECT_EQ(first.main.header, "full");
+  EXPECT_EQ(first.main.header, "slim") << first.log_tail;  // dice_torch_main.h was enough
   EXPECT_TRUE(std::filesystem::exists(first.module_path));
   EXPECT_EQ(first.module_path.filename().string(),
             "add_one_" + first.main_key.substr(0, 12) + ".so");
@@ -71,6 +71,7 @@ TEST(Builder, BuildsCachesObjectsAndReportsCompileErrors) {
   EXPECT_TRUE(second.cached);
   EXPECT_EQ(second.module_path, first.module_path);
   EXPECT_EQ(second.cuda.header, "slim");  // remembered with the module
+  EXPECT_EQ(second.main.header, "slim");
 
   ExtensionBuilder other_arch(toolchain, {.cache_dir = cache.path(), .arch = "sm_80", .jobs = 1});
   EXPECT_NE(other_arch.key(good), builder.key(good));
@@ -90,9 +91,10 @@ TEST(Builder, BuildsCachesObjectsAndReportsCompileErrors) {
   EXPECT_FALSE(broken_again.ok);
   EXPECT_TRUE(broken_again.cached);  // same sources, same failure: not rebuilt
 
-  // A C++-only extension from the same cache: the precompiled header is shared (WITH_CUDA and
-  // the module name are not part of it), the module loads in Python and its functions work,
-  // errors included: the main.cpp compiler (clang++ when present) is ABI-compatible with torch.
+  // A C++-only extension from the same cache that needs torch's headers (the slim compile fails,
+  // torch's decides, with its own precompiled header: WITH_CUDA and the module name are not part
+  // of one); the module loads in Python and its functions work, errors included: the main.cpp
+  // compiler (clang++ when present) is ABI-compatible with torch.
   ExtensionSpec cpp;
   cpp.digest = "c";
   cpp.name = "scale";
@@ -100,13 +102,16 @@ TEST(Builder, BuildsCachesObjectsAndReportsCompileErrors) {
   cpp.cpp_sources = R"(
 torch::Tensor scale(torch::Tensor x, double s) {
   TORCH_CHECK(x.dim() == 1, "scale: need a 1-d tensor, got ", x.dim(), " dims");
-  return x * s;
+  return torch::relu(x) * s;  // torch::relu: not in dice_torch_main.h
 }
 std::vector<torch::Tensor> split_sum(torch::Tensor x) { return {x, x.sum()}; })";
   cpp.functions = nlohmann::json::array({"scale", "split_sum"});
   const BuildResult cpu_only = builder.build(cpp);
   ASSERT_TRUE(cpu_only.ok) << cpu_only.log_tail;
   EXPECT_TRUE(cpu_only.main.pch);
+  EXPECT_EQ(cpu_only.main.header, "full");  // failed with the slim header, then built with torch's
+  EXPECT_NE(cpu_only.log_tail.find("main.cpp failed with dice_torch_main.h"), std::string::npos)
+      << cpu_only.log_tail;
   EXPECT_EQ(cpu_only.cuda.status, "none");
   const auto py = testing::test_python();
   const std::string script =
@@ -171,14 +176,48 @@ TEST(Builder, SlimCudaSourceReplacesOnlyUmbrellaIncludes) {
       slim_cuda_source(add_one_spec("auto y = torch::zeros({2}, o.requires_grad(true));")));
 }
 
-/// The slim header may only include headers that <torch/extension.h> includes itself, so that a
-/// CUDA half compiled with it sees a subset of torch's declarations (dice_torch_cuda.h).
-TEST(Builder, SlimHeaderIncludesOnlyWhatTorchExtensionIncludes) {
+TEST(Builder, SlimMainSourceKeepsBindingsAndLineNumbers) {
+  ExtensionSpec spec = add_one_spec("");
+  spec.cpp_sources =
+      "#include <torch/extension.h>\n"
+      "#include <vector>\n"
+      "torch::Tensor add_one(torch::Tensor x);\n";
+  spec.functions = {{"add_one", "adds \"one\""}};
+  const std::optional<std::string> slim = slim_main_source(spec);
+  ASSERT_TRUE(slim);
+  const std::string full = full_main_source(spec);
+  EXPECT_EQ(full.rfind("#include <torch/extension.h>\n#include <torch/extension.h>\n", 0), 0u)
+      << full;
+  EXPECT_EQ(slim->rfind("#include \"dice_torch_main.h\"\n// dice: in dice_torch_main.h: ", 0), 0u)
+      << *slim;
+  EXPECT_EQ(std::count(slim->begin(), slim->end(), '\n'),
+            std::count(full.begin(), full.end(), '\n'));
+  EXPECT_NE(slim->find("\n#include <vector>\n"), std::string::npos) << *slim;
+  // The same pybind11 module either way, docstring escaped.
+  const std::string module =
+      "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
+      "m.def(\"add_one\", torch::wrap_pybind_function(add_one), \"adds \\\"one\\\"\");\n}\n";
+  EXPECT_NE(full.find(module), std::string::npos) << full;
+  EXPECT_NE(slim->find(module), std::string::npos) << *slim;
+  spec.cpp_sources += "auto z = torch::zeros({2}, torch::requires_grad());\n";
+  EXPECT_FALSE(slim_main_source(spec));
+
+  const std::string header = slim_main_header();
+  EXPECT_NE(header.find("#define DICE_TORCH_HOST_ONLY"), std::string::npos);
+  EXPECT_NE(header.find(slim_cuda_header()), std::string::npos);
+  EXPECT_NE(header.find("#include <torch/csrc/utils/pybind.h>"), std::string::npos);
+}
+
+/// The slim headers may only include headers that <torch/extension.h> includes itself, so that a
+/// half compiled with one sees a subset of torch's declarations (dice_torch_cuda.h).
+TEST(Builder, SlimHeadersIncludeOnlyWhatTorchExtensionIncludes) {
   const Toolchain toolchain = query_toolchain(testing::test_python(), std::chrono::seconds(300));
   if (toolchain.nvcc_version.empty()) GTEST_SKIP() << "nvcc not found: no CUDA headers to check";
   ScratchDir dir("dice_slim_header");
   dir.write("dice_torch_cuda.h", std::string(slim_cuda_header()));
+  dir.write("dice_torch_main.h", slim_main_header());
   dir.write("slim.cpp", "#include \"dice_torch_cuda.h\"\n");
+  dir.write("slim_main.cpp", "#include \"dice_torch_main.h\"\n");
   dir.write("full.cpp",
             "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
             "#include <torch/extension.h>\n");
@@ -195,14 +234,21 @@ TEST(Builder, SlimHeaderIncludesOnlyWhatTorchExtensionIncludes) {
       if (w != "\\" && w.back() != ':' && w.find(".cpp") == std::string::npos) out.insert(w);
     return out;
   };
-  const std::set<std::string> slim = headers("slim.cpp"), full = headers("full.cpp");
-  EXPECT_GT(slim.size(), 100u);
-  EXPECT_GT(full.size(), slim.size());
-  for (const auto& h : slim) {
-    if (h != "dice_torch_cuda.h") {
-      EXPECT_TRUE(full.contains(h)) << h << " is not in torch's headers";
+  const std::set<std::string> full = headers("full.cpp");
+  for (const std::string file : {"slim.cpp", "slim_main.cpp"}) {
+    const std::set<std::string> slim = headers(file);
+    EXPECT_GT(slim.size(), 100u) << file;
+    EXPECT_GT(full.size(), slim.size()) << file;
+    for (const auto& h : slim) {
+      if (!h.starts_with("dice_torch_")) {
+        EXPECT_TRUE(full.contains(h)) << file << ": " << h << " is not in torch's headers";
+      }
     }
   }
+  // The C++ half does without CUDA's headers.
+  const std::set<std::string> main_headers = headers("slim_main.cpp");
+  EXPECT_FALSE(std::any_of(main_headers.begin(), main_headers.end(),
+                           [](const std::string& h) { return h.ends_with("/cuda_runtime.h"); }));
 }
 
 TEST(Builder, SpecFromCaptureRecord) {

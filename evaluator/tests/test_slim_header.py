@@ -1,4 +1,4 @@
-"""The builder's slim CUDA header (dice_torch_cuda.h) on real DICE candidates.
+"""The builder's slim headers (dice_torch_cuda.h, dice_torch_main.h) on real DICE candidates.
 
 Builds two DICE pairs with `dice eval --device none` (the slim header must be enough for both),
 one of them again with `--no-slim-header` (torch's headers), and a variant that calls
@@ -114,6 +114,9 @@ def test_slim_header_on_real_candidates_and_fallback(tmp_path: Path) -> None:
     headers = sorted(_cuda(r)["header"] for r in first)
     assert headers == ["full", "slim", "slim"], headers
     assert all(_cuda(r)["status"] == "built" for r in first)
+    # Their C++ halves (declarations and bindings) all compile with dice_torch_main.h.
+    mains = [r["compile"]["detail"][0]["main"] for r in first]
+    assert all(m["header"] == "slim" for m in mains if m["status"] == "built"), mains
     # The relu variant: the slim compile failed on torch::relu, torch's headers decided.
     (fallback,) = [d for d in (cache / "obj").iterdir() if "dice_relu" in _text(d / "cuda.cu")]
     assert json.loads((fallback / "result.json").read_text())["header"] == "full"
@@ -124,7 +127,8 @@ def test_slim_header_on_real_candidates_and_fallback(tmp_path: Path) -> None:
 
     (again,) = _eval([pairs[BOTH_WAYS]], tmp_path / "b", cache, "--no-slim-header")
     assert (_cuda(again)["status"], _cuda(again)["header"]) == ("built", "full")
-    assert again["compile"]["detail"][0]["main"]["status"] == "cached"
+    main = again["compile"]["detail"][0]["main"]
+    assert (main["status"], main["header"]) == ("built", "full")  # its own key: torch's headers
 
     objects = _cuda_objects(cache, "log1p_isneginf_kernel")
     assert set(objects) == {"slim", "full"}

@@ -1,8 +1,8 @@
 #pragma once
 // Builds candidates' inline CUDA/C++ extensions on the CPU into content-addressed caches: objects
 // (main.o keyed by its own inputs, cuda.o by its own) and linked modules. The same sources, flags
-// and toolchain give the same artifact, built once; main.cpp compiles use a precompiled header,
-// cuda.cu compiles first try a slim header in place of torch's umbrella headers.
+// and toolchain give the same artifact, built once; main.cpp and cuda.cu compiles first try a
+// slim header in place of torch's umbrella headers, and main.cpp's header is precompiled.
 
 #include <chrono>
 #include <filesystem>
@@ -40,8 +40,9 @@ struct ObjectOutcome {
   std::string status = "none";  ///< none (not needed), built, cached, failed, timeout
   bool pch = false;             ///< main.cpp: compiled with the precompiled header
   std::string compiler;         ///< the compiler that produced the verdict (main.cpp)
-  /// The torch headers the verdict was compiled with: "slim" (cuda.cu with dice_torch_cuda.h),
-  /// "full" (torch's own headers), or "" when unknown (served from an older cache entry) or none.
+  /// The torch headers the verdict was compiled with: "slim" (cuda.cu with dice_torch_cuda.h,
+  /// main.cpp with dice_torch_main.h), "full" (torch's own headers), or "" when unknown (served
+  /// from an older cache entry) or none.
   std::string header;
   double seconds = 0.0;      ///< compile wall time when built here
   double cpu_seconds = 0.0;  ///< CPU time of the compiler processes (user + system)
@@ -68,15 +69,16 @@ struct BuildOptions {
   std::string arch = "sm_90";         ///< target: sm_XY or sm_XYa
   int jobs = 1;                       ///< compiler processes at once, over all threads
   std::chrono::seconds timeout{600};  ///< per compiler process
-  bool pch = true;                    ///< main.cpp with a precompiled header of torch/extension.h
+  bool pch = true;                    ///< main.cpp with its header precompiled
   /// The compiler of main.cpp: "auto" (clang++ when it runs, else the toolchain's C++ compiler),
   /// "cxx" (the toolchain's), or a program name or path. A main.cpp that fails with another
   /// compiler than the toolchain's, or with the precompiled header, is compiled again plainly
   /// with the toolchain's compiler, whose result decides.
   std::string main_compiler = "auto";
-  /// cuda.cu first with the slim header (slim_cuda_source) in place of torch's umbrella headers;
-  /// a source that fails so is compiled again unchanged, and that compile decides.
-  bool slim_cuda_header = true;
+  /// cuda.cu and main.cpp first with the slim headers (slim_cuda_source, slim_main_source) in
+  /// place of torch's umbrella headers; a source that fails so is compiled again as torch writes
+  /// it, and that compile decides.
+  bool slim_headers = true;
 };
 
 /// The text of dice_torch_cuda.h (evaluator/share/): the part of torch's C++ API that CUDA halves
@@ -92,6 +94,23 @@ std::string_view slim_cuda_header();
 /// sources mention `requires_grad` (the slim torch::empty & co. are ATen's, which do not make
 /// tensors that require grad).
 std::optional<std::string> slim_cuda_source(const ExtensionSpec& spec);
+
+/// The text of dice_torch_main.h, the slim header of C++ halves: dice_torch_cuda.h without CUDA's
+/// headers, then torch/csrc/Exceptions.h (torch::wrap_pybind_function) and
+/// torch/csrc/utils/pybind.h (pybind11 and its at::Tensor casters), both of which
+/// <torch/extension.h> includes. Parsing and instantiating it costs about a third of
+/// <torch/extension.h> (bench/results/2026-11-23-compile-main-cpu).
+std::string slim_main_header();
+
+/// The C++ half of `spec` as compiled with the slim header: `#include "dice_torch_main.h"` in place
+/// of load_inline's `#include <torch/extension.h>`, the C++ sources with their umbrella includes
+/// commented out (as slim_cuda_source), then the pybind11 module of `functions`. std::nullopt
+/// when the sources mention `requires_grad`.
+std::optional<std::string> slim_main_source(const ExtensionSpec& spec);
+
+/// main.cpp exactly as torch's load_inline writes it: `#include <torch/extension.h>`, the C++
+/// sources, then `PYBIND11_MODULE` with one `m.def` per name of `functions`.
+std::string full_main_source(const ExtensionSpec& spec);
 
 /// The CUDA half of `spec` exactly as torch's load_inline writes it: `#include <torch/types.h>`,
 /// <cuda.h>, <cuda_runtime.h>, then the CUDA sources.

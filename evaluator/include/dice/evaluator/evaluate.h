@@ -54,7 +54,7 @@ struct EvalOptions {
   bool fresh_reference_timing = false;
   bool pch = true;                     ///< BuildOptions::pch
   std::string main_compiler = "auto";  ///< BuildOptions::main_compiler
-  bool slim_cuda_header = true;        ///< BuildOptions::slim_cuda_header
+  bool slim_headers = true;            ///< BuildOptions::slim_headers
   ProgressMode progress = ProgressMode::kLines;
 };
 

@@ -1,7 +1,8 @@
 #pragma once
-// Precompiled headers of <torch/extension.h> for the C++ half of candidates' extensions
-// (main.cpp). Parsing torch's headers is most of a main.cpp compile; a precompiled header is
-// built once per compiler and flag set into the cache and used by every later compile.
+// Precompiled headers for the C++ half of candidates' extensions (main.cpp): dice's slim header
+// or <torch/extension.h>. Parsing torch's headers is most of a main.cpp compile; a precompiled
+// header is built once per header, compiler and flag set into the cache and used by every later
+// compile.
 
 #include <chrono>
 #include <filesystem>
@@ -25,14 +26,21 @@ struct Compiler {
   static std::optional<Compiler> probe(const std::string& path, std::chrono::seconds timeout);
 };
 
+/// A header to precompile: its file name and its text (e.g. "torch_extension.h" and
+/// "#include <torch/extension.h>\n").
+struct PchHeader {
+  std::string name;
+  std::string text;
+};
+
 /// Runs one compiler command in `cwd` (the builder bounds how many run at once).
 using CompileRunner = std::function<CommandResult(const std::vector<std::string>& argv,
                                                   const std::filesystem::path&)>;
 
-/// The precompiled headers in cache_dir/pch/<key>/ (key: compiler version and the exact flags).
-/// gcc: `torch_extension.h.gch`, used through `-include torch_extension.h` (gcc ignores a .gch
-/// that does not fit the compile and parses the header instead; -Winvalid-pch says so in the log).
-/// clang: `torch_extension.h.pch` built with -fpch-instantiate-templates (template
+/// The precompiled headers in cache_dir/pch/<key>/ (key: the header's text, compiler version and
+/// the exact flags). gcc: `<name>.gch`, used through `-include <name>` (gcc ignores a .gch that
+/// does not fit the compile and parses the header instead; -Winvalid-pch says so in the log).
+/// clang: `<name>.pch` built with -fpch-instantiate-templates (template
 /// instantiations done once in the header instead of in every compile; clang >= 11). A header
 /// that fails to build is remembered and compiles go on without it. Thread-safe.
 class PchCache {
@@ -41,16 +49,17 @@ class PchCache {
   PchCache(const PchCache&) = delete;
   PchCache& operator=(const PchCache&) = delete;
 
-  /// What to add to a compile of main.cpp by `compiler` with `flags` to use the precompiled
-  /// header: {"-include", ".../torch_extension.h", ...}. Builds the header first if it is not in
-  /// the cache (other threads asking for the same one wait). Empty when it cannot be built.
-  /// Throws dice::Error only if the cache folder cannot be written.
-  std::vector<std::string> flags_for(const Compiler& compiler,
+  /// What to add to a compile of main.cpp by `compiler` with `flags` to use `header`
+  /// precompiled: {"-include", ".../<name>", ...}. Builds it first if it is not in the cache
+  /// (other threads asking for the same one wait). Empty when it cannot be built. Throws
+  /// dice::Error only if the cache folder cannot be written.
+  std::vector<std::string> flags_for(const PchHeader& header, const Compiler& compiler,
                                      const std::vector<std::string>& flags,
                                      const CompileRunner& run);
 
-  /// The cache key of a header for `compiler` and `flags`.
-  static std::string key(const Compiler& compiler, const std::vector<std::string>& flags);
+  /// The cache key of `header` for `compiler` and `flags`.
+  static std::string key(const PchHeader& header, const Compiler& compiler,
+                         const std::vector<std::string>& flags);
 
  private:
   std::filesystem::path root_;

@@ -1,0 +1,3 @@
+#include "dice_torch_cuda.h"
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/Exceptions.h>
