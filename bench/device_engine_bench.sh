@@ -14,6 +14,9 @@
 #   SKINNY=16                 --skinny-gemm-rows values, one dice engine bench call each (e.g.
 #                             SKINNY=16,0: dice's small-row GEMM kernel, then cuBLASLt only;
 #                             the table's "skinny" column tells the rows apart)
+#   PDL=0                     programmatic dependent launch, one dice engine bench call per
+#                             value and SKINNY value (PDL=1,0: --pdl, then --no-pdl; the table's
+#                             "pdl" column tells the rows apart)
 #   TORCH=1                   0: dice only
 #   TORCH_TIME_LIMIT=10       seconds of PyTorch decoding per configuration (its rate is steady:
 #                             a static cache costs the same at every position)
@@ -29,6 +32,7 @@ sequences=${SEQUENCES:-1,16,128}
 new_tokens=${NEW_TOKENS:-1024,4096}
 store=${STORE:-fused,unfused}
 skinny=${SKINNY:-16}
+pdl=${PDL:-0}
 torch_on=${TORCH:-1}
 torch_limit=${TORCH_TIME_LIMIT:-10}
 limit=${BENCH_LIMIT:-540}
@@ -50,7 +54,7 @@ exec > >(tee "$OUT/engine-bench.log") 2>&1
   machine_header
   nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
   echo "models $models; sequences $sequences; new tokens $new_tokens; store $store;" \
-    "skinny GEMM rows $skinny; torch $torch_on" \
+    "skinny GEMM rows $skinny; pdl $pdl; torch $torch_on" \
     "(${torch_limit} s per configuration); limit ${limit} s"
 } | tee "$bench/machine.txt"
 missing=$(missing_libraries)
@@ -76,20 +80,24 @@ for shape in ${models//,/ }; do
   [ "$torch_on" = 1 ] && reserve=$((configs * (torch_limit + 6) + 30))
   budget=$(($(left) - reserve))
   [ "$budget" -lt 60 ] && budget=$(($(left) * 2 / 3))
-  # The budget shared by the SKINNY values (each call gets its share of what is left).
-  runs=$(count "$skinny")
+  # The budget shared by the SKINNY x PDL calls (each call gets its share of what is left).
+  runs=$(($(count "$skinny") * $(count "$pdl")))
   for rows in ${skinny//,/ }; do
-    share=$((budget / runs))
-    runs=$((runs - 1))
-    start=$SECONDS
-    timeout -k 10 "$share" "$DICE" engine bench --model "$m" --sequences "$sequences" \
-      --new-tokens "$new_tokens" --store "$store" --skinny-gemm-rows "$rows" \
-      --json "$bench/dice.jsonl" >/dev/null
-    rc=$?
-    elapsed=$((SECONDS - start))
-    budget=$((budget - elapsed))
-    echo "SDAR-$shape: dice engine bench (skinny GEMM rows $rows) exit $rc after $elapsed s" \
-      "(share $share s)"
+    for p in ${pdl//,/ }; do
+      pdl_flag=--no-pdl
+      [ "$p" = 1 ] && pdl_flag=--pdl
+      share=$((budget / runs))
+      runs=$((runs - 1))
+      start=$SECONDS
+      timeout -k 10 "$share" "$DICE" engine bench --model "$m" --sequences "$sequences" \
+        --new-tokens "$new_tokens" --store "$store" --skinny-gemm-rows "$rows" "$pdl_flag" \
+        --json "$bench/dice.jsonl" >/dev/null
+      rc=$?
+      elapsed=$((SECONDS - start))
+      budget=$((budget - elapsed))
+      echo "SDAR-$shape: dice engine bench (skinny GEMM rows $rows, $pdl_flag) exit $rc after" \
+        "$elapsed s (share $share s)"
+    done
   done
   if [ "$torch_on" = 1 ] && [ "$(left)" -gt 30 ]; then
     start=$SECONDS

@@ -4,15 +4,18 @@
 #   tests     dice_engine_cuda_tests, one process per test so that a fault cannot hide the rest:
 #             the host planner, every CUDA op against its CPU reference on random inputs, the
 #             backend against CpuBackend (logits, fp32 greedy and sampled tokens, seeded sampling,
-#             graphs, chunked prefill, paged-cache admission, bad input)       ~1-2 min
+#             graphs, chunked prefill, paged-cache admission, programmatic dependent launch on
+#             and off giving the same bits, bad input)                          ~1-2 min
 #   cli       dice engine logits --backend cuda vs cpu on SDAR-1.7B- and SDAR-4B-shaped random
 #             bf16 checkpoints cut to 2 layers: per-row rel. L2 <= 1e-2; greedy decoding of a tiny
 #             fp32 checkpoint (--batch of 6 prompts and a single --json prompt): cuda in fp32 gives
 #             the cpu backend's tokens and traces (bf16 agreement reported); seeded sampling
-#             through --batch twice: identical                                   ~1-2 min
+#             through --batch twice: identical; the same with --pdl (programmatic dependent
+#             launch): fp32 greedy with and without graphs = cpu, bf16 sampling = without --pdl
+#                                                                                ~1-2 min
 #   smoke     first speed reading on a full SDAR-1.7B-shaped random checkpoint: dice engine bench
 #             1 and 16 sequences x 256 tokens (fused) with floors, and the PyTorch decoding at 1
-#             sequence for at most 20 s                                          ~1-2 min
+#             sequence for at most 20 s; dice again with --pdl                   ~1-2 min
 #   sanitize  compute-sanitizer memcheck over the op tests (slow: its own call)  ~3-5 min
 # Leaves $OUT/engine-check.txt (one PASS/FAIL/SKIP/INFO line per check), $OUT/engine-check.log
 # and $OUT/engine-check.tar.gz (per-test logs and gtest JSON, logits metadata, records).
@@ -153,6 +156,13 @@ PY
   compare "seeded sampling (T=1, top-k/top-p), 6 prompts x 3 samples, cuda bf16 run twice" sampled-cuda-1 sampled-cuda-2
   # Sampling draws at T=1 can flip where fp32 sums differ in their last bits: reported only.
   compare "seeded sampling, cuda fp32 vs cpu (agreement)" sampled-cuda-fp32 sampled-cpu --report
+  # Programmatic dependent launch changes no arithmetic: the same tokens and traces.
+  run_batch greedy-cuda-fp32-pdl greedy --backend $cuda --cuda-dtype fp32 --pdl
+  run_batch greedy-cuda-fp32-eager-pdl greedy --backend $cuda --cuda-dtype fp32 --no-cuda-graphs --pdl
+  run_batch sampled-cuda-pdl sampled --backend $cuda --pdl
+  compare "greedy tiny fp32 checkpoint, cuda fp32 --pdl vs cpu" greedy-cuda-fp32-pdl greedy-cpu
+  compare "greedy tiny fp32 checkpoint, cuda fp32 --pdl without graphs vs cpu" greedy-cuda-fp32-eager-pdl greedy-cpu
+  compare "seeded sampling, cuda bf16 --pdl vs without" sampled-cuda-pdl sampled-cuda-1
   echo "cli: $((SECONDS - start)) s"
 fi
 
@@ -170,6 +180,17 @@ if [[ $steps == *,smoke,* ]] && time_for smoke 100; then
   else
     while read -r line; do record INFO "smoke: dice SDAR-1.7B shape" "$line"; done \
       < <(grep "sequences x" "$check/smoke-dice.err")
+  fi
+  if time_for "smoke --pdl" 40; then
+    dice_cmd engine bench --model "$m" --sequences 1,16 --new-tokens 256 --store fused --pdl \
+      --json "$check/smoke-dice-pdl.jsonl" >/dev/null 2>"$check/smoke-dice-pdl.err"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+      record FAIL "smoke: dice engine bench --pdl SDAR-1.7B shape" "$(tail -3 "$check/smoke-dice-pdl.err" | tr '\n' ' ')"
+    else
+      while read -r line; do record INFO "smoke: dice --pdl SDAR-1.7B shape" "$line"; done \
+        < <(grep "sequences x" "$check/smoke-dice-pdl.err")
+    fi
   fi
   timeout 120 "$DICE_PYTHON" "$root/bench/engine_torch_decode.py" --model "$m" --sequences 1 \
     --new-tokens 256 --store fused --time-limit 20 --json "$check/smoke-torch.jsonl" \

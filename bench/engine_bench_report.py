@@ -41,6 +41,12 @@ def skinny(r: dict) -> str:
     return "-" if value is None else str(value)
 
 
+def pdl(r: dict) -> str:
+    """The record's programmatic dependent launch: on, off ("-" for records from before it)."""
+    value = r.get("cuda_kernels", {}).get("programmatic_launch")
+    return "-" if value is None else ("on" if value else "off")
+
+
 def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -53,6 +59,7 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
         "new tokens",
         "store",
         "skinny",
+        "pdl",
         "dice tok/s",
         "dice fwd/s",
         "floor s",
@@ -64,7 +71,7 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
     rows = []
     joined = set()
     for r in dice:
-        t = by_key.get(key(r))  # several dice rows (skinny values) share one PyTorch row
+        t = by_key.get(key(r))  # several dice rows (skinny, pdl values) share one PyTorch row
         joined.add(key(r))
         torch_rate = None if t is None or "error" in t else t["tokens_per_second"]
         torch_note = "" if t is None or "complete" not in t or t["complete"] else "*"
@@ -75,6 +82,7 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
                 str(r["new_tokens"]),
                 "fused" if r["fused_store"] else "unfused",
                 skinny(r),
+                pdl(r),
                 fmt(r["tokens_per_second"], ".1f"),
                 fmt(r.get("forwards_per_second"), ".1f"),
                 fmt(r.get("floor_seconds"), ".3f"),
@@ -88,7 +96,7 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
         if k in joined:
             continue
         rate = None if "error" in t else t["tokens_per_second"]
-        rows.append([k[0], str(k[1]), str(k[2]), "fused" if k[3] else "unfused"] + ["-"] * 5)
+        rows.append([k[0], str(k[1]), str(k[2]), "fused" if k[3] else "unfused"] + ["-"] * 6)
         rows[-1] += ["oom" if rate is None else f"{rate:.1f}", "-", "-"]
     lines = []
     if markdown:

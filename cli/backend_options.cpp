@@ -48,6 +48,9 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "tensor-core kernel for few rows instead of cuBLASLt (0: off, at most 64)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  command->add_flag("--pdl,!--no-pdl", args.pdl,
+                    "cuda backend: launch dice's kernels with programmatic dependent launch (each "
+                    "scheduled while the previous kernel drains; same results) (default: off)");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -131,6 +134,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.cuda_graphs = !args.no_cuda_graphs;
   options.gemm_autotune = !args.no_gemm_autotune;
   options.skinny_gemm_rows = args.skinny_gemm_rows;
+  options.programmatic_launch = args.pdl;
   if (args.baseline_kernels) {
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
@@ -140,13 +144,12 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   if (description != nullptr) {
     const auto m = cuda->memory();
     *description = fmt::format(
-        "cuda ({}, {}{}, skinny GEMM rows {}, weights {:.2f} GiB, KV cache {:.2f} GiB = {} tokens "
-        "of {} "
-        "KiB)",
+        "cuda ({}, {}{}, skinny GEMM rows {}, PDL {}, weights {:.2f} GiB, KV cache {:.2f} GiB = "
+        "{} tokens of {} KiB)",
         m.device_name, args.dtype,
         std::string(args.baseline_kernels ? ", baseline kernels" : "") +
             (args.no_gemm_autotune ? ", no GEMM autotune" : ""),
-        args.skinny_gemm_rows, static_cast<double>(m.weights) / (1 << 30),
+        args.skinny_gemm_rows, args.pdl ? "on" : "off", static_cast<double>(m.weights) / (1 << 30),
         static_cast<double>(m.kv_cache) / (1 << 30), m.pages * m.page_tokens,
         m.bytes_per_token / 1024);
   }

@@ -211,7 +211,8 @@ void run_bench(const BenchArgs& args) {
                                     {"attention_min_split_keys", o.attention_min_split_keys},
                                     {"fast_norms", o.fast_norms},
                                     {"gemm_autotune", o.gemm_autotune},
-                                    {"skinny_gemm_rows", o.skinny_gemm_rows}};
+                                    {"skinny_gemm_rows", o.skinny_gemm_rows},
+                                    {"programmatic_launch", o.programmatic_launch}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
             gemms.push_back({{"rows", g.rows},

@@ -21,6 +21,7 @@
 #include "cuda_check.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
+#include "launch.cuh"
 #include "ops.h"
 
 namespace dice::engine::cuda {
@@ -72,6 +73,7 @@ __device__ __forceinline__ void write_result(const AttnArgs& a, const AttnWork& 
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) attention_simple_kernel(AttnArgs a) {
+  wait_for_prior_grid();
   constexpr int kPerLane = (D + 31) / 32;
   __shared__ float q_shared[kTileQueries][D];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -186,6 +188,7 @@ constexpr std::size_t mma_shared_bytes() {
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
+  wait_for_prior_grid();
   constexpr int kStride = mma_row_stride<D>();
   constexpr int kSteps = D / 16;  // k-steps of Q K^T
   constexpr int kDimTiles = D / 8;
@@ -381,6 +384,7 @@ template <typename T, int D>
 __global__ void attention_combine_kernel(const PassHeader* meta, const float* partial_out,
                                          const float* partial_lse, std::int32_t heads,
                                          std::int32_t group, T* out) {
+  wait_for_prior_grid();
   const auto* combines = pass_section<AttnCombine>(meta, meta->combine_offset);
   for (std::int32_t item = blockIdx.x; item < meta->attn_combine; item += gridDim.x) {
     const AttnCombine cb = combines[item];
@@ -408,30 +412,32 @@ __global__ void attention_combine_kernel(const PassHeader* meta, const float* pa
 
 template <int D>
 void run_attention(CudaDType dtype, bool tensor_cores, const AttnArgs& args, std::int32_t grid,
-                   cudaStream_t stream) {
-  if (tensor_cores) {
-    attention_mma_kernel<D><<<grid, kThreads, mma_shared_bytes<D>(), stream>>>(args);
-    DICE_CUDA_CHECK_LAUNCH("attention_mma_kernel");
-  } else if (dtype == CudaDType::kBF16) {
-    attention_simple_kernel<__nv_bfloat16, D><<<grid, kThreads, 0, stream>>>(args);
-    DICE_CUDA_CHECK_LAUNCH("attention_simple_kernel");
-  } else {
-    attention_simple_kernel<float, D><<<grid, kThreads, 0, stream>>>(args);
-    DICE_CUDA_CHECK_LAUNCH("attention_simple_kernel");
-  }
+                   cudaStream_t stream, bool pdl) {
+  const auto blocks = static_cast<unsigned>(grid);
+  if (tensor_cores)
+    launch_kernel("attention_mma_kernel", attention_mma_kernel<D>, blocks, kThreads,
+                  mma_shared_bytes<D>(), stream, pdl, args);
+  else if (dtype == CudaDType::kBF16)
+    launch_kernel("attention_simple_kernel", attention_simple_kernel<__nv_bfloat16, D>, blocks,
+                  kThreads, 0, stream, pdl, args);
+  else
+    launch_kernel("attention_simple_kernel", attention_simple_kernel<float, D>, blocks, kThreads, 0,
+                  stream, pdl, args);
 }
 
 template <int D>
 void run_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                  const float* partial_lse, std::int32_t heads, std::int32_t group, void* out,
-                 std::int32_t grid, cudaStream_t stream) {
+                 std::int32_t grid, cudaStream_t stream, bool pdl) {
+  const auto blocks = static_cast<unsigned>(grid);
   if (dtype == CudaDType::kBF16)
-    attention_combine_kernel<__nv_bfloat16, D><<<grid, kThreads, 0, stream>>>(
-        meta, partial_out, partial_lse, heads, group, static_cast<__nv_bfloat16*>(out));
+    launch_kernel("attention_combine_kernel", attention_combine_kernel<__nv_bfloat16, D>, blocks,
+                  kThreads, 0, stream, pdl, meta, partial_out, partial_lse, heads, group,
+                  static_cast<__nv_bfloat16*>(out));
   else
-    attention_combine_kernel<float, D><<<grid, kThreads, 0, stream>>>(
-        meta, partial_out, partial_lse, heads, group, static_cast<float*>(out));
-  DICE_CUDA_CHECK_LAUNCH("attention_combine_kernel");
+    launch_kernel("attention_combine_kernel", attention_combine_kernel<float, D>, blocks, kThreads,
+                  0, stream, pdl, meta, partial_out, partial_lse, heads, group,
+                  static_cast<float*>(out));
 }
 
 template <int D>
@@ -511,20 +517,20 @@ std::int32_t attention_grid(CudaDType dtype, bool tensor_cores, std::int32_t hea
 
 void launch_attention(CudaDType dtype, bool tensor_cores, const PassHeader* meta, const void* q,
                       CacheLayer cache, const LayerShape& shape, void* out, float* partial_out,
-                      float* partial_lse, std::int32_t grid, cudaStream_t stream) {
+                      float* partial_lse, std::int32_t grid, cudaStream_t stream, bool pdl) {
   const AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse);
   with_head_dim(shape.head_dim, [&](auto d) {
-    run_attention<decltype(d)::value>(dtype, tensor_cores, args, grid, stream);
+    run_attention<decltype(d)::value>(dtype, tensor_cores, args, grid, stream, pdl);
   });
 }
 
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,
-                              std::int32_t grid, cudaStream_t stream) {
+                              std::int32_t grid, cudaStream_t stream, bool pdl) {
   const std::int32_t group = shape.heads / shape.kv_heads;
   with_head_dim(shape.head_dim, [&](auto d) {
     run_combine<decltype(d)::value>(dtype, meta, partial_out, partial_lse, shape.heads, group, out,
-                                    grid, stream);
+                                    grid, stream, pdl);
   });
 }
 

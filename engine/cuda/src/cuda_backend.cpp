@@ -206,7 +206,7 @@ struct CudaBackend::Impl {
     }
 
     stream = std::make_unique<Stream>();
-    gemm = std::make_unique<Gemm>(options.skinny_gemm_rows);
+    gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
     upload_weights(source);
     build_rope();
     allocate_workspace();
@@ -424,39 +424,42 @@ struct CudaBackend::Impl {
                       static_cast<char*>(v_cache.get()) + layer * stride};
   }
 
-  /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows.
+  /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows. With
+  /// options.programmatic_launch our kernels are PDL launches (launch.cuh); cuBLASLt's are plain,
+  /// so each waits for the kernel before it to finish, and the kernel after it waits for it.
   void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine) {
     const cudaStream_t s = stream->get();
+    const bool pdl = options.programmatic_launch;  // our kernels only; gemm knows it too
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
                        kvd = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
-    launch_embedding(dtype, header, embed.get(), shape.hidden, x.as<float>(), rows_pad, s);
+    launch_embedding(dtype, header, embed.get(), shape.hidden, x.as<float>(), rows_pad, s, pdl);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       launch_rms_norm(dtype, x.as<float>(), l.input_norm.as<float>(), shape.hidden, shape.eps,
-                      h.get(), rows_pad, nullptr, s, options.fast_norms);
+                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
       gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false, s);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
-                          s, options.fast_norms);
+                          s, options.fast_norms, pdl);
       launch_attention(dtype, tensor_cores, header, q.get(), cache, shape, attn.get(),
-                       partial_out.as<float>(), partial_lse.as<float>(), attn_grid, s);
+                       partial_out.as<float>(), partial_lse.as<float>(), attn_grid, s, pdl);
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
-                                 shape, attn.get(), combine_grid, s);
+                                 shape, attn.get(), combine_grid, s, pdl);
       gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
       launch_rms_norm(dtype, x.as<float>(), l.post_norm.as<float>(), shape.hidden, shape.eps,
-                      h.get(), rows_pad, nullptr, s, options.fast_norms);
+                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
       gemm->run(dtype, h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in, false,
                 s);
-      launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s);
+      launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s, pdl);
       gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
     }
     if (block_rows_pad > 0) {
       launch_rms_norm(dtype, x.as<float>(), final_norm.as<float>(), shape.hidden, shape.eps,
-                      hn.get(), block_rows_pad, header, s, options.fast_norms);
+                      hn.get(), block_rows_pad, header, s, options.fast_norms, pdl);
       gemm->run(dtype, hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(),
                 logits.as<float>(), block_rows_pad, hd, c.vocab_size, false, s);
       const auto vocab = static_cast<std::int32_t>(c.vocab_size);
@@ -465,10 +468,10 @@ struct CudaBackend::Impl {
             header, logits.as<float>(), vocab, proposals.as<ProposalOut>(), block_rows_pad,
             vocab_pass_chunks(vocab, block_rows_pad, sms),
             VocabWorkspace{vocab_partials.as<VocabPartial>(), vocab_counters.as<std::uint32_t>()},
-            s);
+            s, pdl);
       else
         launch_vocab_pass(header, logits.as<float>(), vocab, proposals.as<ProposalOut>(),
-                          block_rows_pad, s);
+                          block_rows_pad, s, pdl);
     }
   }
 

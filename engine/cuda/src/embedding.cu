@@ -4,6 +4,7 @@
 
 #include "cuda_check.h"
 #include "device_utils.cuh"
+#include "launch.cuh"
 #include "ops.h"
 
 namespace dice::engine::cuda {
@@ -13,6 +14,7 @@ namespace {
 template <typename T>
 __global__ void embedding_kernel(const PassHeader* meta, const T* table, std::int32_t hidden,
                                  float* x) {
+  wait_for_prior_grid();
   const std::int32_t row = blockIdx.x;
   float* out = x + static_cast<std::int64_t>(row) * hidden;
   if (row >= meta->rows) {
@@ -27,15 +29,16 @@ __global__ void embedding_kernel(const PassHeader* meta, const T* table, std::in
 }  // namespace
 
 void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table,
-                      std::int32_t hidden, float* x, std::int32_t rows_pad, cudaStream_t stream) {
+                      std::int32_t hidden, float* x, std::int32_t rows_pad, cudaStream_t stream,
+                      bool pdl) {
   if (rows_pad <= 0) return;
+  const auto grid = static_cast<unsigned>(rows_pad);
   if (dtype == CudaDType::kBF16)
-    embedding_kernel<<<rows_pad, 256, 0, stream>>>(meta, static_cast<const __nv_bfloat16*>(table),
-                                                   hidden, x);
+    launch_kernel("embedding_kernel", embedding_kernel<__nv_bfloat16>, grid, 256, 0, stream, pdl,
+                  meta, static_cast<const __nv_bfloat16*>(table), hidden, x);
   else
-    embedding_kernel<<<rows_pad, 256, 0, stream>>>(meta, static_cast<const float*>(table), hidden,
-                                                   x);
-  DICE_CUDA_CHECK_LAUNCH("embedding_kernel");
+    launch_kernel("embedding_kernel", embedding_kernel<float>, grid, 256, 0, stream, pdl, meta,
+                  static_cast<const float*>(table), hidden, x);
 }
 
 }  // namespace dice::engine::cuda

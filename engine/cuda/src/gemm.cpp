@@ -32,8 +32,11 @@ struct EventPair {
 
 }  // namespace
 
-Gemm::Gemm(std::int64_t skinny_max_rows, std::size_t workspace_bytes)
-    : skinny_max_rows_(skinny_max_rows), workspace_(workspace_bytes), hash_(256) {
+Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t workspace_bytes)
+    : skinny_max_rows_(skinny_max_rows),
+      pdl_(programmatic_launch),
+      workspace_(workspace_bytes),
+      hash_(256) {
   if (skinny_max_rows < 0 || skinny_max_rows > kSkinnyRowsLimit)
     throw Error(fmt::format("skinny GEMM rows {}: expected 0 (off) to {}", skinny_max_rows,
                             kSkinnyRowsLimit));
@@ -68,10 +71,10 @@ double Gemm::tune_skinny(void* x, const void* w, float* y, std::int64_t rows, st
   double best_us = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < options.size(); ++i) {
     const int n = options[i];
-    launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n, stream);  // warm-up
+    launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n, stream, pdl_);  // warm-up
     DICE_CUDA_CHECK(cudaEventRecord(events.start, stream));
     for (int k = 0; k < repeats; ++k)
-      launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n, stream);
+      launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n, stream, pdl_);
     DICE_CUDA_CHECK(cudaEventRecord(events.stop, stream));
     DICE_CUDA_CHECK(cudaEventSynchronize(events.stop));
     float ms = 0;
@@ -291,7 +294,7 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
   if (rows <= 0) return;
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
-                              skinny_n_tiles(rows, in, out, accumulate), stream);
+                              skinny_n_tiles(rows, in, out, accumulate), stream, pdl_);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

@@ -25,8 +25,11 @@ class Gemm {
  public:
   /// Creates the cuBLASLt handle and a workspace of `workspace_bytes` on the current device.
   /// `skinny_max_rows` (0: off, at most kSkinnyRowsLimit): bf16 GEMMs of up to that many rows
-  /// that the skinny kernel takes run it. Throws dice::Error for a limit out of range.
-  explicit Gemm(std::int64_t skinny_max_rows = 0, std::size_t workspace_bytes = 64ull << 20);
+  /// that the skinny kernel takes run it; `programmatic_launch`: the skinny kernel is launched
+  /// with programmatic dependent launch (launch.cuh; cuBLASLt's kernels never are). Throws
+  /// dice::Error for a limit out of range.
+  explicit Gemm(std::int64_t skinny_max_rows = 0, bool programmatic_launch = false,
+                std::size_t workspace_bytes = 64ull << 20);
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
   ~Gemm();
@@ -83,6 +86,7 @@ class Gemm {
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
 
   std::int64_t skinny_max_rows_ = 0;
+  bool pdl_ = false;
   int sms_ = 1;
   std::map<Key, SkinnyPlan> skinny_;
   cublasLtHandle_t handle_ = nullptr;

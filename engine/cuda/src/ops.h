@@ -6,7 +6,9 @@
 // varies from pass to pass (token ids, positions, cache slots, attention work, sampling
 // parameters) lives in one metadata block in device memory, a PassHeader followed by sections,
 // so that kernels take fixed pointers and a captured CUDA graph replays with new contents. Every
-// launcher checks its launch (DICE_CUDA_CHECK_LAUNCH) and throws dice::Error on failure.
+// launcher checks its launch (DICE_CUDA_CHECK_LAUNCH) and throws dice::Error on failure. With
+// `pdl` a launcher launches with programmatic dependent launch (launch.cuh; the kernels wait for
+// the previous kernel first thing, so results are the same bits either way).
 
 #include <cuda_runtime.h>
 
@@ -118,7 +120,8 @@ struct CacheLayer {
 /// x[r] = embedding[token of row r] as fp32, [rows_pad, hidden]; rows at or past header->rows get
 /// zeros. `table` is [vocab, hidden] of `dtype`.
 void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table,
-                      std::int32_t hidden, float* x, std::int32_t rows_pad, cudaStream_t stream);
+                      std::int32_t hidden, float* x, std::int32_t rows_pad, cudaStream_t stream,
+                      bool pdl = false);
 
 /// out[r] = weight * x[r] / sqrt(mean(x[r]^2) + eps) (fp32 math, sum in double, as the CPU
 /// reference), written as `dtype`; x [rows, hidden] fp32. With `gather` (a metadata block), out
@@ -127,7 +130,7 @@ void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table
 /// the sum in float; otherwise the first kernel (scalar loads, double sum).
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
-                     cudaStream_t stream, bool vectorised = true);
+                     cudaStream_t stream, bool vectorised = true, bool pdl = false);
 
 /// From the fused projection output qkv [rows_pad, (heads + 2 kv_heads) head_dim] fp32: per-head
 /// RMSNorm of q and k with q_norm / k_norm [head_dim], NeoX rotate-half RoPE at the row's
@@ -139,7 +142,8 @@ void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
-                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector = true);
+                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector = true,
+                         bool pdl = false);
 
 /// Attention of every AttnWork of the pass: softmax(q k^T / sqrt(head_dim)) v over the paged
 /// cache, per query row over positions [kv_begin, min(kv_end, kv_len)). Output [rows, heads,
@@ -148,11 +152,11 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
 /// merges. `grid`: blocks of the persistent kernel.
 void launch_attention(CudaDType dtype, bool tensor_cores, const PassHeader* meta, const void* q,
                       CacheLayer cache, const LayerShape& shape, void* out, float* partial_out,
-                      float* partial_lse, std::int32_t grid, cudaStream_t stream);
+                      float* partial_lse, std::int32_t grid, cudaStream_t stream, bool pdl = false);
 /// Merges the split tiles' partial results into `out`.
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,
-                              std::int32_t grid, cudaStream_t stream);
+                              std::int32_t grid, cudaStream_t stream, bool pdl = false);
 /// Blocks of the persistent attention kernel that fit on the device at once (occupancy).
 std::int32_t attention_grid(CudaDType dtype, bool tensor_cores, std::int32_t head_dim);
 /// Whether the kernels support this head_dim (16, 32, 64, 128, 256).
@@ -160,13 +164,14 @@ bool attention_supports(std::int32_t head_dim);
 
 /// out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i] (as `dtype`) for rows_pad rows.
 void launch_swiglu(CudaDType dtype, const float* gate_up, std::int32_t inter, void* out,
-                   std::int32_t rows_pad, cudaStream_t stream);
+                   std::int32_t rows_pad, cudaStream_t stream, bool pdl = false);
 
 /// One block per block row r < header->block_rows of logits [.., vocab] fp32: the proposal of
 /// sampling.h (allowed ids, greedy or temperature / top-k / top-p with the Philox uniform of
 /// (seed, position, step), confidence and entropy of the temperature-1 softmax).
 void launch_vocab_pass(const PassHeader* meta, const float* logits, std::int32_t vocab,
-                       ProposalOut* out, std::int32_t block_rows_pad, cudaStream_t stream);
+                       ProposalOut* out, std::int32_t block_rows_pad, cudaStream_t stream,
+                       bool pdl = false);
 
 /// Per-chunk results of the chunked vocabulary pass: kernel 1 writes the first four, kernel 2
 /// the sums (at the row's maximum m: sum exp(x - m), sum exp(x - m) (x - m), sum exp((x - m) / T)).
@@ -201,7 +206,7 @@ std::int32_t vocab_pass_chunks(std::int32_t vocab, std::int32_t block_rows_pad, 
 /// [1, kMaxVocabChunks] or a launch fails.
 void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std::int32_t vocab,
                                ProposalOut* out, std::int32_t block_rows_pad, std::int32_t chunks,
-                               VocabWorkspace workspace, cudaStream_t stream);
+                               VocabWorkspace workspace, cudaStream_t stream, bool pdl = false);
 
 /// Fills `count` elements of `dtype` at `data` with normal(0, std) values from a counter-based
 /// hash of (seed, index) (benchmarks and GEMM-rate measurement: never zeros).

@@ -7,6 +7,7 @@
 
 #include "cuda_check.h"
 #include "device_utils.cuh"
+#include "launch.cuh"
 #include "ops.h"
 
 namespace dice::engine::cuda {
@@ -20,6 +21,7 @@ template <typename T, typename Acc, bool kWarpPerVector>
 __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, const float* q_norm,
                                     const float* k_norm, const float2* rope, LayerShape shape,
                                     T* q_out, T* k_cache, T* v_cache) {
+  wait_for_prior_grid();
   __shared__ float buffer[kWarps][kMaxHeadDim];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int32_t d_head = shape.head_dim, half = d_head / 2;
@@ -84,7 +86,8 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
-                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector) {
+                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector,
+                         bool pdl) {
   if (rows_pad <= 0) return;
   auto* bq = static_cast<__nv_bfloat16*>(q_out);
   auto* bk = static_cast<__nv_bfloat16*>(cache.k);
@@ -92,24 +95,25 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
   auto* fq = static_cast<float*>(q_out);
   auto* fk = static_cast<float*>(cache.k);
   auto* fv = static_cast<float*>(cache.v);
+  const char* name = "qk_norm_rope_kernel";
   if (warp_per_vector) {
     const std::int64_t warps =
         static_cast<std::int64_t>(rows_pad) * (shape.heads + 2 * shape.kv_heads);
     const auto grid = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
     if (dtype == CudaDType::kBF16)
-      qk_norm_rope_kernel<__nv_bfloat16, float, true>
-          <<<grid, kWarps * 32, 0, stream>>>(meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
+      launch_kernel(name, qk_norm_rope_kernel<__nv_bfloat16, float, true>, grid, kWarps * 32, 0,
+                    stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
     else
-      qk_norm_rope_kernel<float, double, true>
-          <<<grid, kWarps * 32, 0, stream>>>(meta, qkv, q_norm, k_norm, rope, shape, fq, fk, fv);
+      launch_kernel(name, qk_norm_rope_kernel<float, double, true>, grid, kWarps * 32, 0, stream,
+                    pdl, meta, qkv, q_norm, k_norm, rope, shape, fq, fk, fv);
   } else if (dtype == CudaDType::kBF16) {
-    qk_norm_rope_kernel<__nv_bfloat16, double, false>
-        <<<rows_pad, kWarps * 32, 0, stream>>>(meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
+    launch_kernel(name, qk_norm_rope_kernel<__nv_bfloat16, double, false>,
+                  static_cast<unsigned>(rows_pad), kWarps * 32, 0, stream, pdl, meta, qkv, q_norm,
+                  k_norm, rope, shape, bq, bk, bv);
   } else {
-    qk_norm_rope_kernel<float, double, false>
-        <<<rows_pad, kWarps * 32, 0, stream>>>(meta, qkv, q_norm, k_norm, rope, shape, fq, fk, fv);
+    launch_kernel(name, qk_norm_rope_kernel<float, double, false>, static_cast<unsigned>(rows_pad),
+                  kWarps * 32, 0, stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, fq, fk, fv);
   }
-  DICE_CUDA_CHECK_LAUNCH("qk_norm_rope_kernel");
 }
 
 }  // namespace dice::engine::cuda

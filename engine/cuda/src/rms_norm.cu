@@ -8,6 +8,7 @@
 
 #include "cuda_check.h"
 #include "device_utils.cuh"
+#include "launch.cuh"
 #include "ops.h"
 
 namespace dice::engine::cuda {
@@ -19,6 +20,7 @@ constexpr int kThreads = 256;
 template <typename T>
 __global__ void rms_norm_kernel(const float* x, const float* weight, std::int32_t hidden,
                                 double eps, T* out, const PassHeader* gather) {
+  wait_for_prior_grid();
   __shared__ double scratch[32];
   const std::int32_t row = blockIdx.x;
   T* dst = out + static_cast<std::int64_t>(row) * hidden;
@@ -60,6 +62,7 @@ template <typename T, typename Acc, int kVec>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_vec_kernel(const float* x, const float* weight, std::int32_t hidden, double eps,
                         T* out, const PassHeader* gather) {
+  wait_for_prior_grid();
   __shared__ Acc scratch[32];
   const std::int32_t row = blockIdx.x;
   const int n4 = hidden / 4;
@@ -102,42 +105,37 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, typename Acc>
 void launch_vec(const float* x, const float* weight, std::int32_t hidden, double eps, T* out,
-                std::int32_t rows, const PassHeader* gather, cudaStream_t stream) {
+                std::int32_t rows, const PassHeader* gather, cudaStream_t stream, bool pdl) {
   const int per_thread = (hidden / 4 + kThreads - 1) / kThreads;
-  if (per_thread <= 2)
-    rms_norm_vec_kernel<T, Acc, 2>
-        <<<rows, kThreads, 0, stream>>>(x, weight, hidden, eps, out, gather);
-  else if (per_thread <= 4)
-    rms_norm_vec_kernel<T, Acc, 4>
-        <<<rows, kThreads, 0, stream>>>(x, weight, hidden, eps, out, gather);
-  else
-    rms_norm_vec_kernel<T, Acc, kMaxVec>
-        <<<rows, kThreads, 0, stream>>>(x, weight, hidden, eps, out, gather);
+  const auto kernel = per_thread <= 2   ? rms_norm_vec_kernel<T, Acc, 2>
+                      : per_thread <= 4 ? rms_norm_vec_kernel<T, Acc, 4>
+                                        : rms_norm_vec_kernel<T, Acc, kMaxVec>;
+  launch_kernel("rms_norm_vec_kernel", kernel, static_cast<unsigned>(rows), kThreads, 0, stream,
+                pdl, x, weight, hidden, eps, out, gather);
 }
 
 }  // namespace
 
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
-                     cudaStream_t stream, bool vectorised) {
+                     cudaStream_t stream, bool vectorised, bool pdl) {
   if (rows <= 0) return;
   if (vectorised && hidden % 4 == 0 && hidden <= 4 * kThreads * kMaxVec) {
     if (dtype == CudaDType::kBF16)
       launch_vec<__nv_bfloat16, float>(x, weight, hidden, eps, static_cast<__nv_bfloat16*>(out),
-                                       rows, gather, stream);
+                                       rows, gather, stream, pdl);
     else
       launch_vec<float, double>(x, weight, hidden, eps, static_cast<float*>(out), rows, gather,
-                                stream);
-    DICE_CUDA_CHECK_LAUNCH("rms_norm_vec_kernel");
+                                stream, pdl);
     return;
   }
+  const auto grid = static_cast<unsigned>(rows);
   if (dtype == CudaDType::kBF16)
-    rms_norm_kernel<<<rows, kThreads, 0, stream>>>(x, weight, hidden, eps,
-                                                   static_cast<__nv_bfloat16*>(out), gather);
+    launch_kernel("rms_norm_kernel", rms_norm_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, pdl,
+                  x, weight, hidden, eps, static_cast<__nv_bfloat16*>(out), gather);
   else
-    rms_norm_kernel<<<rows, kThreads, 0, stream>>>(x, weight, hidden, eps, static_cast<float*>(out),
-                                                   gather);
-  DICE_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+    launch_kernel("rms_norm_kernel", rms_norm_kernel<float>, grid, kThreads, 0, stream, pdl, x,
+                  weight, hidden, eps, static_cast<float*>(out), gather);
 }
 
 }  // namespace dice::engine::cuda

@@ -27,6 +27,7 @@
 
 #include "cuda_check.h"
 #include "dice/core/error.h"
+#include "launch.cuh"
 #include "skinny_gemm.h"
 
 namespace dice::engine::cuda {
@@ -86,6 +87,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate) {
+  wait_for_prior_grid();
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -164,17 +166,16 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 
 template <int MT, int NT>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                  std::int64_t out, bool accumulate, cudaStream_t stream) {
+                  std::int64_t out, bool accumulate, cudaStream_t stream, bool pdl) {
   // 8 weight loads of 16 bytes in flight per lane with one m16 tile, fewer with more (the x
   // fragments take the registers; ptxas -v shows no spills inside the loop).
   constexpr int kLoads = MT == 1 ? 8 : MT == 2 ? 4 : 2;
   constexpr int kUnroll = kLoads / NT > 0 ? kLoads / NT : 1;
   const auto blocks = static_cast<unsigned>(out / (8 * NT));
-  skinny_gemm_kernel<MT, NT, kUnroll><<<blocks, kSkinnyWarps * 32, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
-      static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
-      static_cast<std::int32_t>(out), accumulate);
-  DICE_CUDA_CHECK_LAUNCH("skinny_gemm_kernel");
+  launch_kernel("skinny_gemm_kernel", skinny_gemm_kernel<MT, NT, kUnroll>, blocks,
+                kSkinnyWarps * 32, 0, stream, pdl, static_cast<const __nv_bfloat16*>(x),
+                static_cast<const __nv_bfloat16*>(w), y, static_cast<std::int32_t>(rows),
+                static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate);
 }
 
 bool aligned16(const void* p) {
@@ -209,7 +210,8 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms) {
 }
 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                        std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream) {
+                        std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
+                        bool pdl) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   if (!skinny_gemm_fits(true, rows, in, out, kSkinnyRowsLimit, x, w, y) || !known)
@@ -220,17 +222,17 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                 ", in a multiple of 32, out a multiple of 8 n tiles, 16-byte aligned)");
   const int m_tiles = skinny_m_tiles(rows);
   if (m_tiles == 1) {
-    if (n_tiles == 1) return launch_tiles<1, 1>(x, w, y, rows, in, out, accumulate, stream);
-    if (n_tiles == 2) return launch_tiles<1, 2>(x, w, y, rows, in, out, accumulate, stream);
-    return launch_tiles<1, 4>(x, w, y, rows, in, out, accumulate, stream);
+    if (n_tiles == 1) return launch_tiles<1, 1>(x, w, y, rows, in, out, accumulate, stream, pdl);
+    if (n_tiles == 2) return launch_tiles<1, 2>(x, w, y, rows, in, out, accumulate, stream, pdl);
+    return launch_tiles<1, 4>(x, w, y, rows, in, out, accumulate, stream, pdl);
   }
   if (m_tiles == 2) {
-    if (n_tiles == 1) return launch_tiles<2, 1>(x, w, y, rows, in, out, accumulate, stream);
-    if (n_tiles == 2) return launch_tiles<2, 2>(x, w, y, rows, in, out, accumulate, stream);
-    return launch_tiles<2, 4>(x, w, y, rows, in, out, accumulate, stream);
+    if (n_tiles == 1) return launch_tiles<2, 1>(x, w, y, rows, in, out, accumulate, stream, pdl);
+    if (n_tiles == 2) return launch_tiles<2, 2>(x, w, y, rows, in, out, accumulate, stream, pdl);
+    return launch_tiles<2, 4>(x, w, y, rows, in, out, accumulate, stream, pdl);
   }
-  if (n_tiles == 1) return launch_tiles<4, 1>(x, w, y, rows, in, out, accumulate, stream);
-  return launch_tiles<4, 2>(x, w, y, rows, in, out, accumulate, stream);
+  if (n_tiles == 1) return launch_tiles<4, 1>(x, w, y, rows, in, out, accumulate, stream, pdl);
+  return launch_tiles<4, 2>(x, w, y, rows, in, out, accumulate, stream, pdl);
 }
 
 }  // namespace dice::engine::cuda

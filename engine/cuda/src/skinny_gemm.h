@@ -41,9 +41,10 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// Launches y = x w^T (+ y with `accumulate`) with `n_tiles` n8 tiles per block (one of
 /// skinny_n_tile_options): grid out / (8 n_tiles) blocks of kSkinnyWarps warps. The result does
 /// not depend on n_tiles (each output's sum runs over the same k order). Capture-safe (no
-/// allocation, no synchronization). Throws dice::Error for a shape it does not take or a failed
-/// launch.
+/// allocation, no synchronization). `pdl`: programmatic dependent launch (launch.cuh). Throws
+/// dice::Error for a shape it does not take or a failed launch.
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                        std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream);
+                        std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
+                        bool pdl = false);
 
 }  // namespace dice::engine::cuda

@@ -31,6 +31,7 @@
 #include "cuda_check.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
+#include "launch.cuh"
 #include "ops.h"
 
 namespace dice::engine::cuda {
@@ -340,6 +341,7 @@ __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std
 __global__ void __launch_bounds__(kThreads)
     vocab_pass_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
                       ProposalOut* out) {
+  wait_for_prior_grid();
   __shared__ Scratch s;
   const std::int32_t row = blockIdx.x;
   if (row >= meta->block_rows) return;
@@ -367,6 +369,7 @@ __device__ __forceinline__ bool needs_whole_row(const SampleInfo& p, int limit) 
 __global__ void __launch_bounds__(kThreads)
     vocab_chunk_max_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
                            VocabPartial* partials) {
+  wait_for_prior_grid();
   __shared__ Scratch s;
   const int row = static_cast<int>(blockIdx.y), chunk = static_cast<int>(blockIdx.x),
             chunks = static_cast<int>(gridDim.x);
@@ -400,6 +403,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     vocab_chunk_sum_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
                            ProposalOut* out, VocabPartial* partials, std::uint32_t* counters) {
+  wait_for_prior_grid();
   __shared__ Scratch s;
   const int row = static_cast<int>(blockIdx.y), chunk = static_cast<int>(blockIdx.x),
             chunks = static_cast<int>(gridDim.x);
@@ -546,24 +550,24 @@ std::int32_t vocab_pass_chunks(std::int32_t vocab, std::int32_t block_rows_pad, 
 
 void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std::int32_t vocab,
                                ProposalOut* out, std::int32_t block_rows_pad, std::int32_t chunks,
-                               VocabWorkspace workspace, cudaStream_t stream) {
+                               VocabWorkspace workspace, cudaStream_t stream, bool pdl) {
   if (block_rows_pad <= 0) return;
   if (chunks < 1 || chunks > kMaxVocabChunks)
     throw Error("vocabulary pass: " + std::to_string(chunks) + " chunks per row (1 to " +
                 std::to_string(kMaxVocabChunks) + ")");
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(block_rows_pad));
-  vocab_chunk_max_kernel<<<grid, kThreads, 0, stream>>>(meta, logits, vocab, workspace.partials);
-  DICE_CUDA_CHECK_LAUNCH("vocab_chunk_max_kernel");
-  vocab_chunk_sum_kernel<<<grid, kThreads, 0, stream>>>(meta, logits, vocab, out,
-                                                        workspace.partials, workspace.counters);
-  DICE_CUDA_CHECK_LAUNCH("vocab_chunk_sum_kernel");
+  launch_kernel("vocab_chunk_max_kernel", vocab_chunk_max_kernel, grid, kThreads, 0, stream, pdl,
+                meta, logits, vocab, workspace.partials);
+  launch_kernel("vocab_chunk_sum_kernel", vocab_chunk_sum_kernel, grid, kThreads, 0, stream, pdl,
+                meta, logits, vocab, out, workspace.partials, workspace.counters);
 }
 
 void launch_vocab_pass(const PassHeader* meta, const float* logits, std::int32_t vocab,
-                       ProposalOut* out, std::int32_t block_rows_pad, cudaStream_t stream) {
+                       ProposalOut* out, std::int32_t block_rows_pad, cudaStream_t stream,
+                       bool pdl) {
   if (block_rows_pad <= 0) return;
-  vocab_pass_kernel<<<block_rows_pad, kThreads, 0, stream>>>(meta, logits, vocab, out);
-  DICE_CUDA_CHECK_LAUNCH("vocab_pass_kernel");
+  launch_kernel("vocab_pass_kernel", vocab_pass_kernel, static_cast<unsigned>(block_rows_pad),
+                kThreads, 0, stream, pdl, meta, logits, vocab, out);
 }
 
 }  // namespace dice::engine::cuda

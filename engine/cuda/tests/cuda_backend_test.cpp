@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -296,6 +297,56 @@ TEST_F(CudaBackendTest, GraphsAndChunkedPrefillDoNotChangeLogits) {
   EXPECT_GT(graphs.stats().graph_captures, 0);
   EXPECT_EQ(eager.stats().graph_replays, 0);
   EXPECT_GT(chunked.stats().passes, chunked.stats().forwards);  // the prefill took several passes
+}
+
+/// Whether two runs' logits are the same bits (NaN included).
+bool same_bits(const ScoredLogits& a, const ScoredLogits& b) {
+  return a.rows == b.rows && a.logits.size() == b.logits.size() &&
+         std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)) == 0;
+}
+
+TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
+  // PDL only lets a kernel be scheduled before its predecessor drains; every kernel waits for it
+  // first, so logits and tokens are bit for bit those of plain launches. Each variant covers
+  // other kernels: bf16 with graphs (skinny GEMM at few rows, tensor-core attention, chunked
+  // vocabulary pass); bf16 eager with the first layouts (split attention and its combine, the
+  // scalar norms, the whole-row vocabulary pass); fp32 with graphs (CUDA-core attention, split).
+  // The GEMM autotune stays off: its choice cannot differ in bits, but this test is about PDL.
+  struct Variant {
+    std::string name;
+    std::size_t shape;
+    CudaBackendOptions options;
+  };
+  CudaBackendOptions first{.cuda_graphs = false,
+                           .chunked_vocab_pass = false,
+                           .attention_min_split_keys = 0,
+                           .fast_norms = false};
+  const std::vector<Variant> variants{
+      {"bf16, graphs", 2, {}},
+      {"bf16, eager, first kernel layouts", 1, first},
+      {"fp32, graphs, short splits", 0, {.dtype = CudaDType::kF32, .attention_min_split_keys = 0}}};
+  for (const auto& v : variants) {
+    const auto shape = shapes()[v.shape];
+    const bool bf16 = v.options.dtype == CudaDType::kBF16;
+    const CpuWeights weights = random_weights(shape.config, shape.std, bf16);
+    CudaBackendOptions plain = limited(v.options);
+    plain.gemm_autotune = false;
+    CudaBackendOptions pdl = plain;
+    pdl.programmatic_launch = true;
+    CudaBackend off(weights, plain), on(weights, pdl);
+    const auto ids = random_ids(300, shape.config.vocab_size, 6);
+    for (const bool fused : {true, false}) {
+      const auto a = score_blocks(off, ids, 250, 4, fused);
+      const auto b = score_blocks(on, ids, 250, 4, fused);
+      EXPECT_TRUE(same_bits(a, b))
+          << v.name << (fused ? ", fused" : ", unfused") << ": " << max_row_rel_l2(a, b);
+    }
+    const auto requests = requests_for(shape.config, 1.0, 20, 0.9);
+    expect_same(generate(on, requests), generate(off, requests), v.name + ", sampled");
+    const auto greedy = requests_for(shape.config, 0.0);
+    expect_same(generate(on, greedy), generate(off, greedy), v.name + ", greedy");
+    EXPECT_EQ(on.stats().graph_replays > 0, v.options.cuda_graphs) << v.name;
+  }
 }
 
 TEST_F(CudaBackendTest, PagedCacheAdmitsRequestsAsRoomFreesUp) {

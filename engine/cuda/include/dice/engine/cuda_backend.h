@@ -77,6 +77,13 @@ struct CudaBackendOptions {
   /// bandwidth at 8 rows (bench/results/2026-11-23-engine-profile-h100). Deterministic; its
   /// results differ from cuBLASLt's by fp32 rounding only. fp32 backends always use cuBLASLt.
   std::int64_t skinny_gemm_rows = 16;
+  /// Programmatic dependent launch (PDL; issue 6): every dice kernel of the forward (not
+  /// cuBLASLt's) is launched with cudaLaunchAttributeProgrammaticStreamSerialization, so the GPU
+  /// schedules it while the previous kernel's last blocks drain; each kernel waits for its
+  /// predecessor (griddepcontrol.wait) before anything else, so results are the same bits with
+  /// and without. Eager launches and captured graphs alike (CUDA 12.3+). Off by default until
+  /// measured (bench/device_engine_bench.sh PDL=1,0).
+  bool programmatic_launch = false;
 };
 
 /// The cuBLASLt algorithm a GEMM shape (y[rows, out] = x[rows, in] w^T, + y with accumulate)

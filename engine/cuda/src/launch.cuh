@@ -1,0 +1,62 @@
+#pragma once
+// The one place where the forward's kernels are launched: plainly (<<<>>>), or with programmatic
+// dependent launch (PDL; CUDA C++ Programming Guide, "Programmatic Dependent Launch and
+// Synchronization"; PTX ISA, "griddepcontrol"), which lets the GPU schedule a kernel while the
+// previous kernel of the stream drains its last blocks (CudaBackendOptions::programmatic_launch).
+//
+// The contract that keeps PDL correct: every kernel launched through launch_kernel runs
+// wait_for_prior_grid() as its first statement, in every block, before any early return. A PDL
+// kernel may start before its predecessor finished, but none of its blocks reads or writes
+// memory (or exits) before the predecessor has completed and its writes are visible. So kernel
+// N + 1 cannot complete before kernel N, and kernel N + 2, which waits for N + 1, also sees
+// N's writes (the ordering is transitive). No kernel triggers its dependents early
+// (griddepcontrol.launch_dependents): the implicit trigger at each block's exit is used.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "cuda_check.h"
+
+namespace dice::engine::cuda {
+
+/// Waits until the grid this one depends on programmatically (the previous kernel of the stream,
+/// or its kernel node in a graph) has completed and its memory operations are visible
+/// (griddepcontrol.wait). Returns at once when the launch had no PDL attribute; compiled out
+/// below sm_90, which has no PDL.
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// Launches `kernel` on `stream` with grid x block threads and `shared` bytes of dynamic shared
+/// memory: with `pdl` through cudaLaunchKernelEx with
+/// cudaLaunchAttributeProgrammaticStreamSerialization = 1 (stream capture records a programmatic
+/// edge, CUDA 12.3+), otherwise with <<<>>> exactly as a plain launch. The kernel must start with
+/// wait_for_prior_grid() (see above). Works inside and outside stream capture. Throws dice::Error
+/// naming `name` when the launch fails.
+template <typename... Params, typename... Args>
+void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block,
+                   std::size_t shared, cudaStream_t stream, bool pdl, Args&&... args) {
+  if (!pdl) {
+    kernel<<<grid, block, shared, stream>>>(std::forward<Args>(args)...);
+    DICE_CUDA_CHECK_LAUNCH(name);
+    return;
+  }
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name, __FILE__,
+             __LINE__);
+}
+
+}  // namespace dice::engine::cuda
