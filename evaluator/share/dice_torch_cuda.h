@@ -31,7 +31,8 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>  // TORCH_CHECK
-#ifndef DICE_TORCH_HOST_ONLY  // the C++ half (main.cpp) includes this header without CUDA's
+// The C++ half (main.cpp) includes this header without CUDA's (builder.h, slim_main_header).
+#ifndef DICE_TORCH_HOST_ONLY
 #include <cuda.h>
 #include <cuda_runtime.h>
 #endif
