@@ -111,7 +111,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_flag("!--no-pch", options->pch, "compile main.cpp without a precompiled header");
   cmd->add_flag("!--no-slim-header", options->slim_headers,
                 "compile main.cpp and cuda.cu only with torch's headers, not first with dice's "
-                "slim header (dice_torch_cuda.h)");
+                "slim headers (dice_torch_main.h, dice_torch_cuda.h)");
   cmd->add_option("--main-compiler", options->main_compiler,
                   "compiler of main.cpp: auto (clang++ if present), cxx, or a program")
       ->capture_default_str();
