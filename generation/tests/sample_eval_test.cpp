@@ -1,12 +1,12 @@
 #include "dice/generation/sample_eval.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
 #include "dice/core/hash.h"
 #include "dice/evaluator/evaluate.h"
+#include "test_support.h"
 
 namespace dice::generation {
 namespace {
@@ -14,13 +14,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("dice_sample_eval_" + name + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using testing::temp_dir;
 
 /// A bench store with one sample of problem L1/19 and the evaluator's store beside it.
 struct Stores {

@@ -1,9 +1,10 @@
 #include "dice/generation/bench_store.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
+
+#include "test_support.h"
 
 namespace dice::generation {
 namespace {
@@ -11,13 +12,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("dice_generation_" + name + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using testing::temp_dir;
 
 std::vector<SampleRow> rows() {
   std::vector<SampleRow> out;

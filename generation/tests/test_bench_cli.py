@@ -212,27 +212,19 @@ def test_endpoint_errors_are_clear(server: str, tmp_path: Path) -> None:
     assert dead.returncode == 1 and "127.0.0.1:9" in dead.stderr
 
 
-class _PerSeedServer(BaseHTTPRequestHandler):
+class _PerSeedServer(_ChatServer):
     """Speaks /v1/chat/completions; the answer depends on the request's seed (the sample)."""
 
     answers: dict[int, str] = {}
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        data = json.dumps({
+        self._send(200, {
             "choices": [{"message": {"role": "assistant",
                                      "content": _PerSeedServer.answers[body["seed"]]},
                          "finish_reason": "stop"}],
             "usage": {"completion_tokens": 7},
-        }).encode()  # fmt: skip
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        })  # fmt: skip
 
 
 def test_outputs_without_code_get_parse_error_without_the_evaluator(tmp_path: Path) -> None:
