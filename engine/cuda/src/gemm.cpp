@@ -65,7 +65,8 @@ double Gemm::tune_skinny(void* x, const void* w, float* y, std::int64_t rows, st
   launch_fill_random(CudaDType::kBF16, x, rows * in, 1.0f,
                      0x5EED0000u + static_cast<std::uint64_t>(rows), stream);
   SkinnyPlan p;
-  p.n_tiles = skinny_default_n_tiles(rows, out, sms_);
+  const int by_default = skinny_default_n_tiles(rows, out, sms_);
+  p.n_tiles = by_default;
   const std::vector<int> options = skinny_n_tile_options(rows, out);
   EventPair events;
   double best_us = std::numeric_limits<double>::infinity();
@@ -80,7 +81,7 @@ double Gemm::tune_skinny(void* x, const void* w, float* y, std::int64_t rows, st
     float ms = 0;
     DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
     const double us = 1e3 * static_cast<double>(ms) / repeats;
-    if (n == p.n_tiles) p.choice.heuristic_us = us;
+    if (n == by_default) p.choice.heuristic_us = us;
     if (us < best_us) {
       best_us = us;
       p.n_tiles = n;
