@@ -83,6 +83,12 @@ std::string without_umbrella_includes(const std::string& sources, const std::str
   return out;
 }
 
+/// Adds the compile time of an earlier, failed attempt at the same object to `later`'s.
+void add_attempt_time(ObjectOutcome& later, const ObjectOutcome& earlier) {
+  later.seconds += earlier.seconds;
+  later.cpu_seconds += earlier.cpu_seconds;
+}
+
 /// A source the slim headers must not be substituted in (builder.h, slim_cuda_source).
 bool needs_torch_factories(const std::string& sources) {
   return sources.find("requires_grad") != std::string::npos;
@@ -346,14 +352,10 @@ ObjectOutcome ExtensionBuilder::compile_main(const ExtensionSpec& spec, const Ke
     out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return out;
   };
-  const auto add_time = [](ObjectOutcome& later, const ObjectOutcome& first) {
-    later.seconds += first.seconds;
-    later.cpu_seconds += first.cpu_seconds;
-  };
   const PchHeader full{kFullMainHeaderName, "#include <torch/extension.h>\n"};
   const std::optional<std::string> slim =
       options_.slim_headers ? slim_main_source(spec) : std::nullopt;
-  std::optional<ObjectOutcome> before;
+  std::optional<ObjectOutcome> slim_attempt;  // the failed slim compile, if any
   if (slim) {
     const PchHeader header{kSlimMainHeaderName, slim_main_header()};
     write_file_atomic(dir / header.name, header.text);
@@ -363,16 +365,16 @@ ObjectOutcome ExtensionBuilder::compile_main(const ExtensionSpec& spec, const Ke
     log += fmt::format("# main.cpp failed with {}; compiled again with torch's headers:\n",
                        kSlimMainHeaderName);
     fs::rename(dir / "main.cpp", dir / "main.slim.cpp");
-    before = out;
+    slim_attempt = out;
   }
   ObjectOutcome out = attempt(main_compiler_, full_main_source(spec), full, "full");
   if (out.status == "failed" && main_compiler_.path != cxx_.path) {
     log += fmt::format("# {} failed; the toolchain's compiler decides:\n", main_compiler_.path);
     const ObjectOutcome first = out;
     out = attempt(cxx_, full_main_source(spec), full, "full");
-    add_time(out, first);
+    add_attempt_time(out, first);
   }
-  if (before) add_time(out, *before);
+  if (slim_attempt) add_attempt_time(out, *slim_attempt);
   return out;
 }
 
@@ -414,10 +416,9 @@ ObjectOutcome ExtensionBuilder::compile_cuda(const ExtensionSpec& spec, const Ke
   log += fmt::format("# cuda.cu failed with {}; compiled again with torch's headers:\n",
                      kSlimHeaderName);
   fs::rename(dir / "cuda.cu", dir / "cuda.slim.cu");
-  const double first = out.seconds, first_cpu = out.cpu_seconds;
+  const ObjectOutcome first = out;
   out = attempt(full_cuda_source(spec), "full");
-  out.seconds += first;
-  out.cpu_seconds += first_cpu;
+  add_attempt_time(out, first);
   return out;
 }
 
