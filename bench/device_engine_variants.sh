@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Side-by-side tokens/s of `dice engine bench` under several option sets, in one device call
+# (issue 6: trying a kernel or launch option before it becomes a default), after
+# bench/device_prepare.sh here (carry ".device"). Random bf16 weights in the SDAR shapes, the
+# static schedule, 64-token prompts. The option sets run in turn, REPEATS rounds (ABAB...), so
+# that drift in clocks or temperature falls on all of them alike.
+#   VARIANTS='--no-pdl;--pdl'   option sets, separated by ';'
+#   MODELS=1.7b  SEQUENCES=1  NEW_TOKENS=1024  STORE=fused  REPEATS=2
+#   VARIANTS_LIMIT=400          seconds after which nothing new starts
+# Leaves $OUT/engine-variants.txt (one line per run, then per variant and configuration the
+# mean tokens/s and its ratio to the first variant) and $OUT/engine-variants.jsonl.
+set -uo pipefail
+source "$(dirname "$0")/common_device.sh"
+source "$(dirname "$0")/engine_device.sh"
+models=${MODELS:-1.7b}
+variants=${VARIANTS:---no-pdl;--pdl}
+limit=${VARIANTS_LIMIT:-400}
+dir="$WORK/engine-variants"
+rm -rf "$dir"
+mkdir -p "$dir" "$WORK/models"
+exec > >(tee "$OUT/engine-variants.txt") 2>&1
+machine_header
+echo "models $models; sequences ${SEQUENCES:-1}; new tokens ${NEW_TOKENS:-1024};" \
+  "store ${STORE:-fused}; repeats ${REPEATS:-2}; variants: $variants"
+IFS=';' read -r -a sets <<<"$variants"
+for shape in ${models//,/ }; do
+  m="$WORK/models/$shape"
+  "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \
+    --out "$m" --no-tokenizer --threads "$(nproc)" --force >/dev/null || { echo "SDAR-$shape: model random failed"; continue; }
+  for round in $(seq 1 "${REPEATS:-2}"); do
+    for i in "${!sets[@]}"; do
+      [ "$SECONDS" -lt "$limit" ] || { echo "limit reached: SDAR-$shape round $round variant $i skipped"; continue; }
+      # shellcheck disable=SC2086  # an option set is split into its words on purpose
+      timeout -k 10 $((limit - SECONDS + 30)) "$DICE" engine bench --model "$m" \
+        --sequences "${SEQUENCES:-1}" --new-tokens "${NEW_TOKENS:-1024}" --store "${STORE:-fused}" \
+        ${sets[$i]} --json "$dir/run.jsonl" >/dev/null 2>"$dir/err-$shape-$round-$i.txt" ||
+        { echo "SDAR-$shape variant '${sets[$i]}' round $round: exit $?"; tail -3 "$dir/err-$shape-$round-$i.txt"; }
+      "$DICE_PYTHON" - "$dir/run.jsonl" "$shape" "$i" "${sets[$i]}" "$dir/all.jsonl" <<'PY'
+import json, sys
+path, shape, index, options, out = sys.argv[1:]
+try:
+    lines = open(path).read().splitlines()
+except FileNotFoundError:
+    lines = []
+with open(out, "a") as f:
+    for line in lines:
+        r = json.loads(line)
+        r.update(model=shape, variant=int(index), options=options)
+        f.write(json.dumps(r) + "\n")
+        print(f"SDAR-{shape} [{index}] {options}: {r['sequences']} x {r['new_tokens']}: "
+              f"{r['tokens_per_second']:.1f} tok/s, {r.get('time_over_floor', 0):.2f}x floor")
+open(path, "w").close()
+PY
+    done
+  done
+  rm -rf "$m"
+done
+cp "$dir/all.jsonl" "$OUT/engine-variants.jsonl" 2>/dev/null
+"$DICE_PYTHON" - "$dir/all.jsonl" <<'PY'
+import json, sys
+from collections import defaultdict
+runs = defaultdict(list)
+names = {}
+try:
+    records = [json.loads(line) for line in open(sys.argv[1])]
+except FileNotFoundError:
+    records = []
+for r in records:
+    key = (r["model"], r["sequences"], r["new_tokens"])
+    runs[key + (r["variant"],)].append(r["tokens_per_second"])
+    names[r["variant"]] = r["options"]
+print("\nmean tokens/s per variant (ratio to variant 0)")
+for key in sorted({k[:3] for k in runs}):
+    base = runs.get(key + (0,))
+    for v in sorted(names):
+        got = runs.get(key + (v,))
+        if not got:
+            continue
+        mean = sum(got) / len(got)
+        ratio = f"{mean / (sum(base) / len(base)):.3f}" if base else "-"
+        print(f"SDAR-{key[0]} {key[1]} x {key[2]} [{v}] {names[v]}: {mean:.1f} tok/s "
+              f"(n={len(got)}), ratio {ratio}")
+PY
