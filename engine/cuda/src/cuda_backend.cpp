@@ -143,6 +143,7 @@ struct CudaBackend::Impl {
   double gemm_tune_seconds = 0;  ///< spent by the GEMM autotune so far
 
   std::unique_ptr<Stream> stream;
+  std::unique_ptr<Event> pass_start, pass_end;  ///< around each pass (stats.device_seconds)
   std::unique_ptr<Gemm> gemm;
   DeviceBuffer embed, lm_head, final_norm, rope;
   std::vector<Layer> layers;
@@ -206,6 +207,8 @@ struct CudaBackend::Impl {
     }
 
     stream = std::make_unique<Stream>();
+    pass_start = std::make_unique<Event>();
+    pass_end = std::make_unique<Event>();
     gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
     upload_weights(source);
     build_rope();
@@ -512,6 +515,7 @@ struct CudaBackend::Impl {
     ensure_meta(plan.bytes.size());
     std::memcpy(meta_host.get(), plan.bytes.data(), plan.bytes.size());
     const cudaStream_t s = stream->get();
+    pass_start->record(s);
     DICE_CUDA_CHECK(
         cudaMemcpyAsync(meta.get(), meta_host.get(), plan.bytes.size(), cudaMemcpyHostToDevice, s));
     const bool graph = options.cuda_graphs && plan.rows <= options.graph_max_rows;
@@ -554,7 +558,9 @@ struct CudaBackend::Impl {
                                         static_cast<std::size_t>(plan.block_rows * vocab) * 4,
                                         cudaMemcpyDeviceToHost, s));
     }
+    pass_end->record(s);
     stream->synchronize();
+    stats.device_seconds += static_cast<double>(pass_end->since(*pass_start)) / 1000.0;
     ++stats.passes;
     stats.rows += plan.rows;
     stats.padded_rows += rows_pad;

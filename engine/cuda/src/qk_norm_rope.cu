@@ -1,7 +1,9 @@
 // Per-head q/k RMSNorm, NeoX rotate-half RoPE and the K/V write into the paged cache, fused: one
 // warp per head vector. Two layouts: one block per row whose 8 warps loop over the row's vectors
 // (the first kernel: few blocks at few rows), or one warp per (row, vector) pair over
-// rows x vectors / 8 blocks (kWarpPerVector).
+// rows x vectors / 8 blocks (kWarpPerVector); for bf16 with head_dim 128 the warp-per-vector
+// layout runs qk_norm_rope_vec_kernel, whose lanes hold 4 consecutive dimensions each (float4
+// loads, the rotate-half partner one shuffle away) and round every product as the others do.
 
 #include <cuda_bf16.h>
 
@@ -81,6 +83,71 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
   }
 }
 
+__device__ __forceinline__ void store4(__nv_bfloat16* dst, float a, float b, float c, float d) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+  uint2 bits;
+  bits.x = *reinterpret_cast<const unsigned*>(&lo);
+  bits.y = *reinterpret_cast<const unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(dst) = bits;
+}
+
+/// bf16, head_dim 128, one warp per (row, vector): lane l holds dimensions 4l..4l+3, so the
+/// rotate-half partner of lane l (dimension d +- 64) is lane l ^ 16. The sum of squares runs
+/// in float (4 per lane, then the warp); the products round as in qk_norm_rope_kernel.
+__global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv,
+                                        const float* q_norm, const float* k_norm,
+                                        const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
+                                        __nv_bfloat16* k_cache, __nv_bfloat16* v_cache) {
+  wait_for_prior_grid();
+  constexpr int kDim = 128, kHalf = 64;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::int32_t vectors = shape.heads + 2 * shape.kv_heads;
+  const std::int64_t global_warp = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
+  const auto row = static_cast<std::int32_t>(global_warp / vectors);
+  if (row >= meta->rows) return;
+  const auto v = static_cast<std::int32_t>(global_warp % vectors);
+  const RowInfo info = pass_section<RowInfo>(meta, meta->rows_offset)[row];
+  const float4 x = reinterpret_cast<const float4*>(
+      qkv + (static_cast<std::int64_t>(row) * vectors + v) * kDim)[lane];
+  const bool is_q = v < shape.heads;
+  const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
+  __nv_bfloat16* dst;
+  if (is_q) {
+    dst = q_out + (static_cast<std::int64_t>(row) * shape.heads + v) * kDim;
+  } else {
+    const std::int32_t kv_head = is_k ? v - shape.heads : v - shape.heads - shape.kv_heads;
+    dst = (is_k ? k_cache : v_cache) +
+          ((static_cast<std::int64_t>(info.page) * shape.kv_heads + kv_head) * kPageTokens +
+           info.slot) *
+              kDim;
+  }
+  dst += 4 * lane;
+  if (!is_q && !is_k) {  // V: as projected
+    store4(dst, x.x, x.y, x.z, x.w);
+    return;
+  }
+  const float sum = warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w);
+  const float scale = 1.0f / sqrtf(sum / static_cast<float>(kDim) + static_cast<float>(shape.eps));
+  const float4 w = reinterpret_cast<const float4*>(is_q ? q_norm : k_norm)[lane];
+  const float own[4] = {
+      __fmul_rn(w.x, __fmul_rn(x.x, scale)), __fmul_rn(w.y, __fmul_rn(x.y, scale)),
+      __fmul_rn(w.z, __fmul_rn(x.z, scale)), __fmul_rn(w.w, __fmul_rn(x.w, scale))};
+  float other[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) other[j] = __shfl_xor_sync(0xffffffffu, own[j], 16);
+  const bool first = lane < 16;  // dimensions below kHalf
+  const float2* cs = rope + static_cast<std::int64_t>(info.position) * kHalf + 4 * (lane & 15);
+  float out[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 c = cs[j];
+    // first half: x_i c - x_{i+half} s; second half: x_{i+half} c + x_i s (no FMA contraction).
+    out[j] = first ? __fsub_rn(__fmul_rn(own[j], c.x), __fmul_rn(other[j], c.y))
+                   : __fadd_rn(__fmul_rn(own[j], c.x), __fmul_rn(other[j], c.y));
+  }
+  store4(dst, out[0], out[1], out[2], out[3]);
+}
+
 }  // namespace
 
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
@@ -100,7 +167,10 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
     const std::int64_t warps =
         static_cast<std::int64_t>(rows_pad) * (shape.heads + 2 * shape.kv_heads);
     const auto grid = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
-    if (dtype == CudaDType::kBF16)
+    if (dtype == CudaDType::kBF16 && shape.head_dim == 128)
+      launch_kernel("qk_norm_rope_vec_kernel", qk_norm_rope_vec_kernel, grid, kWarps * 32, 0,
+                    stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
+    else if (dtype == CudaDType::kBF16)
       launch_kernel(name, qk_norm_rope_kernel<__nv_bfloat16, float, true>, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
     else

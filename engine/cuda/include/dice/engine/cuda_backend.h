@@ -146,6 +146,10 @@ struct CudaForwardStats {
   double bytes = 0;
   double flops = 0;
   double floor_seconds = 0;
+  /// GPU time of the passes (CUDA events around each pass on the stream: the metadata upload,
+  /// the kernels and the proposals' download), seconds. A forward's wall time minus this is
+  /// the time the GPU waited for the host (decoding logic, planning, launch).
+  double device_seconds = 0;
 };
 
 /// The CUDA backend. One GPU, one stream; not thread-safe (Backend's contract).
