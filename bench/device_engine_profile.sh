@@ -72,6 +72,7 @@ for seqs in ${seqs//,/ }; do
     --no-cuda-graphs --no-ceilings --warmup-tokens 48 $(kernel_flag "$k") \
     >"$prof/ncu-$k-$seqs.csv" 2>"$prof/ncu-$k-$seqs.err"
   echo "ncu exit $?"
-  "$DICE_PYTHON" "$root/bench/engine_profile_report.py" "$prof/ncu-$k-$seqs.csv"
+  layers=$("$DICE_PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$m/config.json")
+  "$DICE_PYTHON" "$root/bench/engine_profile_report.py" "$prof/ncu-$k-$seqs.csv" --layers "$layers"
 done
 done 2>&1 | tee "$OUT/engine-profile.txt"

@@ -1,10 +1,13 @@
 """Per-kernel GPU time of a CUDA engine run from Nsight Compute's CSV (bench/device_engine_profile.sh).
 
-    engine_profile_report.py NCU.csv[.gz]
+    engine_profile_report.py NCU.csv[.gz] [--layers N]
 
 Groups the profiled kernels by name (template arguments dropped), prints launches, total and mean
-duration (us) and share of the profiled time, and the time per forward, taking the number of
-forwards as the launch count of the most frequent once-per-forward kernel (the vocabulary pass).
+duration (us) and share of the profiled time, and the time per forward. With --layers (the
+model's decoder layers), the number of forwards in the window is the launches of the q/k norm +
+RoPE kernel (one per layer) over N, a fraction where the window cuts a forward; without it, the
+launch count of the vocabulary pass, which overstates the time per forward when the window holds
+parts of forwards beyond its last vocabulary pass.
 """
 
 from __future__ import annotations
@@ -26,8 +29,20 @@ def short_name(name: str) -> str:
     return name.replace("dice::(anonymous namespace)::", "").replace("dice::::", "").strip()
 
 
-def main(path: Path) -> int:
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+def count_forwards(count: dict[str, int], layers: int | None) -> float:
+    """Forwards in the window: q/k norm launches / layers, else vocabulary-pass launches."""
+    if layers:
+        per_layer = max((n for k, n in count.items() if "qk_norm_rope" in k), default=0)
+        return per_layer / layers
+    return float(max((n for k, n in count.items() if "vocab" in k.lower()), default=0))
+
+
+def main(path: Path, layers: int | None = None) -> int:
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError) as e:
+        print(f"{path}: cannot read the Nsight Compute CSV: {e}")
+        return 1
     lines = raw.decode(errors="replace").splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
@@ -47,9 +62,13 @@ def main(path: Path) -> int:
     if not total:
         print(f"{path}: no kernel durations")
         return 1
-    forwards = max((n for k, n in count.items() if "vocab" in k.lower()), default=0)
+    forwards = count_forwards(count, layers)
     all_us = sum(total.values())
-    print(f"{sum(count.values())} kernels, {all_us / 1e3:.3f} ms of GPU time, {forwards} forwards")
+    basis = f"{layers} layers" if layers else "vocabulary passes"
+    print(
+        f"{sum(count.values())} kernels, {all_us / 1e3:.3f} ms of GPU time, "
+        f"{forwards:.2f} forwards (from {basis})"
+    )
     print(f"{'kernel':60} {'launches':>8} {'mean us':>9} {'share':>7} {'us/forward':>11}")
     for name, us in sorted(total.items(), key=lambda kv: -kv[1]):
         per_forward = us / forwards if forwards else float("nan")
@@ -62,4 +81,10 @@ def main(path: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])) if len(sys.argv) == 2 else 2)
+    args = sys.argv[1:]
+    if len(args) == 3 and args[1] == "--layers" and args[2].isdigit():
+        sys.exit(main(Path(args[0]), int(args[2])))
+    if len(args) == 1:
+        sys.exit(main(Path(args[0])))
+    print(__doc__.strip().splitlines()[2], file=sys.stderr)
+    sys.exit(2)

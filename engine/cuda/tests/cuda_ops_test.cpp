@@ -288,23 +288,25 @@ TEST_F(CudaOps, QkNormRopeAndCacheWrite) {
 }
 
 TEST_F(CudaOps, SwiGlu) {
-  for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16}) {
-    const int rows = 5, inter = 1000;
-    const auto gu = random_vector(rows * 2 * inter, 7, 4.0f);
-    const auto d_gu = upload(gu, CudaDType::kF32);
-    DeviceBuffer out(rows * inter * 4);
-    launch_swiglu(dtype, d_gu.as<float>(), inter, out.get(), rows, stream());
-    synchronize();
-    const auto got = download(out, rows * inter, dtype);
-    for (int r = 0; r < rows; ++r)
-      for (int i = 0; i < inter; ++i) {
-        const float g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
-        const float want = as_dtype({g / (1.0f + std::exp(-g)) * u}, dtype)[0];
-        ASSERT_NEAR(got[r * inter + i], want,
-                    (dtype == CudaDType::kBF16 ? 8e-3f : 1e-6f) * std::abs(want) + 1e-7f)
-            << "swiglu " << name(dtype) << " row " << r << " i " << i;
-      }
-  }
+  // inter % 4 == 0 runs the float4 kernel, 1002 the one-element one: the same values.
+  for (const int inter : {1000, 1002})
+    for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16}) {
+      const int rows = 5;
+      const auto gu = random_vector(rows * 2 * inter, 7, 4.0f);
+      const auto d_gu = upload(gu, CudaDType::kF32);
+      DeviceBuffer out(rows * inter * 4);
+      launch_swiglu(dtype, d_gu.as<float>(), inter, out.get(), rows, stream());
+      synchronize();
+      const auto got = download(out, rows * inter, dtype);
+      for (int r = 0; r < rows; ++r)
+        for (int i = 0; i < inter; ++i) {
+          const float g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
+          const float want = as_dtype({g / (1.0f + std::exp(-g)) * u}, dtype)[0];
+          ASSERT_NEAR(got[r * inter + i], want,
+                      (dtype == CudaDType::kBF16 ? 8e-3f : 1e-6f) * std::abs(want) + 1e-7f)
+              << "swiglu " << name(dtype) << " inter " << inter << " row " << r << " i " << i;
+        }
+    }
 }
 
 TEST_F(CudaOps, GemmThroughCublasLt) {
