@@ -15,7 +15,9 @@
 # MODEL=1.7b (or 4b), PROFILE_SEQUENCES=1 (sequences in the profiled run), NCU_KERNELS=1200
 # (kernels profiled after skipping the load and warm-up), NCU_CACHE=none|all, NCU=1 (0: skip
 # Nsight Compute), GRAPHS=1 (0: skip the graphs on/off timing). PROFILE_SEQUENCES may be a list
-# (1,16). Leaves $OUT/engine-profile.txt,
+# (1,16). PROMPT_LENGTH=64: prompt positions of the profiled run (its contexts are this plus up
+# to ~110 decoded tokens; 1000 profiles attention at ~1,100 positions). Leaves
+# $OUT/engine-profile.txt,
 # $OUT/engine-profile.log and $OUT/engine-profile.tar.gz.
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
@@ -62,14 +64,15 @@ ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 cache=${NCU_CACHE:-none}
 for k in ${kernel_sets//,/ }; do
 for seqs in ${seqs//,/ }; do
-  echo "## Nsight Compute, $k kernels: $kernels kernels of a $seqs-sequence run without graphs (cache control $cache)"
+  echo "## Nsight Compute, $k kernels: $kernels kernels of a $seqs-sequence run without graphs, prompt ${PROMPT_LENGTH:-64} (cache control $cache)"
   # Skip the model load and the prompt's prefill: the warm-up run's kernels come first, then the
   # timed run's. --cache-control none: kernels see the L2 as the previous kernel left it (as in a
   # graph replay); all: L2 flushed before each kernel (cold, slower for small kernels).
   timeout 300 "$ncu" --clock-control none --cache-control "$cache" --metrics gpu__time_duration.sum \
     --csv --launch-skip "${NCU_SKIP:-4000}" --launch-count "$kernels" \
     "$DICE" engine bench --model "$m" --sequences "$seqs" --new-tokens 64 --store unfused \
-    --no-cuda-graphs --no-ceilings --warmup-tokens 48 $(kernel_flag "$k") \
+    --prompt-length "${PROMPT_LENGTH:-64}" --no-cuda-graphs --no-ceilings --warmup-tokens 48 \
+    $(kernel_flag "$k") \
     >"$prof/ncu-$k-$seqs.csv" 2>"$prof/ncu-$k-$seqs.err"
   echo "ncu exit $?"
   layers=$("$DICE_PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$m/config.json")

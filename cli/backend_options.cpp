@@ -51,6 +51,10 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
   command->add_flag("--pdl,!--no-pdl", args.pdl,
                     "cuda backend: launch dice's kernels with programmatic dependent launch (each "
                     "scheduled while the previous kernel drains; same results) (default: off)");
+  command->add_flag("--pipelined-attention,!--no-pipelined-attention", args.pipelined_attention,
+                    "cuda backend: bf16 tensor-core attention with cp.async K/V loads in flight "
+                    "and split tiles merged in the same kernel; --no-pipelined-attention: the "
+                    "first mma kernel and its combine launch (default: on)");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -135,9 +139,11 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.gemm_autotune = !args.no_gemm_autotune;
   options.skinny_gemm_rows = args.skinny_gemm_rows;
   options.programmatic_launch = args.pdl;
+  options.pipelined_attention = args.pipelined_attention;
   if (args.baseline_kernels) {
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
+    options.pipelined_attention = false;
     options.fast_norms = false;
   }
   auto cuda = std::make_unique<engine::CudaBackend>(checkpoint, options);
@@ -148,7 +154,8 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
         "{} tokens of {} KiB)",
         m.device_name, args.dtype,
         std::string(args.baseline_kernels ? ", baseline kernels" : "") +
-            (args.no_gemm_autotune ? ", no GEMM autotune" : ""),
+            (args.no_gemm_autotune ? ", no GEMM autotune" : "") +
+            (!args.baseline_kernels && !args.pipelined_attention ? ", first mma attention" : ""),
         args.skinny_gemm_rows, args.pdl ? "on" : "off", static_cast<double>(m.weights) / (1 << 30),
         static_cast<double>(m.kv_cache) / (1 << 30), m.pages * m.page_tokens,
         m.bytes_per_token / 1024);

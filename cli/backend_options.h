@@ -30,10 +30,13 @@ struct BackendArgs {
   /// cuda: bf16 GEMMs of at most this many rows run the skinny kernel (0: cuBLASLt always)
   std::int64_t skinny_gemm_rows = 16;
   bool pdl = false;  ///< cuda: programmatic dependent launch of dice's kernels (--pdl / --no-pdl)
+  /// cuda: the pipelined tensor-core attention (--no-pipelined-attention: the first mma kernel)
+  bool pipelined_attention = true;
 };
 
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,
-/// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl / --no-pdl.
+/// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl / --no-pdl,
+/// --pipelined-attention / --no-pipelined-attention.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 
 /// "cpu" or "cuda" for --backend auto|cpu|cuda. Throws dice::InputError for cuda when dice was

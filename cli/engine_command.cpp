@@ -209,6 +209,8 @@ void run_bench(const BenchArgs& args) {
           const auto& o = cuda->options();
           record["cuda_kernels"] = {{"chunked_vocab_pass", o.chunked_vocab_pass},
                                     {"attention_min_split_keys", o.attention_min_split_keys},
+                                    {"pipelined_attention", o.pipelined_attention},
+                                    {"attention_max_splits", o.attention_max_splits},
                                     {"fast_norms", o.fast_norms},
                                     {"gemm_autotune", o.gemm_autotune},
                                     {"skinny_gemm_rows", o.skinny_gemm_rows},

@@ -5,12 +5,15 @@
 // denoising block (the whole cache plus the block itself, whose K/V the pass wrote to the cache
 // first) and the fused store pass.
 //
-// Two kernels compute the same thing: attention_simple (CUDA cores, any dtype: the fp32 path and
-// the fallback) and attention_mma (bf16 tensor cores, mma.sync.m16n8k16 with fp32 accumulation,
-// FlashAttention-2's online softmax; Dao, "FlashAttention-2", 2023, §3.1). Both are persistent
-// (a fixed grid walks the work list, so a captured graph fits any pass of its bucket). A work
-// item with a split KV range writes a partial result (normalized output and log2-sum-exp) that
-// attention_combine merges (flash-decoding).
+// Three kernels compute the same thing: attention_simple (CUDA cores, any dtype: the fp32 path
+// and the fallback), attention_mma (bf16 tensor cores, mma.sync.m16n8k16 with fp32 accumulation,
+// FlashAttention-2's online softmax; Dao, "FlashAttention-2", 2023, §3.1) and
+// attention_mma_pipelined (the same arithmetic with cp.async K/V loads, ldmatrix fragments and
+// the split merge inside the kernel: the bf16 default). All are persistent (a fixed grid walks
+// the work list, so a captured graph fits any pass of its bucket). A work item with a split KV
+// range writes a partial result (normalized output and log2-sum-exp); attention_combine merges
+// them after attention_simple and attention_mma (flash-decoding), attention_mma_pipelined merges
+// them itself (the tile's last work item to finish).
 
 #include <cuda_bf16.h>
 
@@ -40,6 +43,7 @@ struct AttnArgs {
   void* out;
   float* partial_out;
   float* partial_lse;
+  std::uint32_t* counters;  ///< attention_mma_pipelined: one per AttnCombine, zero between passes
   std::int32_t heads;
   std::int32_t kv_heads;
   std::int32_t group;
@@ -379,6 +383,449 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Tensor cores, pipelined (the bf16 default). Per page the arithmetic of attention_mma (S = Q K^T
+// and O += P V by mma.sync.m16n8k16, each warp's online softmax over its pages, the 4 warps merged
+// through shared memory), changed where few sequences leave the kernel waiting on latency
+// (bench/results/2026-11-23-engine-attention-h100):
+// - K and V reach shared memory by cp.async (PTX ISA, "Data Movement and Conversion
+//   Instructions: cp.async"), a page's 2 x 16 copies per lane all in flight at once (attention_mma
+//   waits for 4 rounds of 8 loads per page), and a warp asks for its next page's K (V) as soon as
+//   it has read this page's K (V): the copy flies while it computes. The page ids are read two
+//   pages ahead, the Q tile is copied into shared memory with the first page;
+// - fragments come from shared memory by ldmatrix (.trans for V; PTX ISA, "ldmatrix"), 4 8 x 8
+//   matrices per instruction;
+// - a split tile's partial results are merged by its last work item to finish: after writing its
+//   partial result each work item adds 1 to the tile's counter (thread 0 after a block barrier,
+//   atom.acq_rel.gpu: the pattern of CUTLASS's generic barrier and of the CUDA samples'
+//   threadFenceReduction); the one that brings it to `splits` resets it to 0 for the next pass
+//   and merges the partial slots in split order (kMergeBatch at a time staged by cp.async), so
+//   the result is the same bits whichever item comes last, and no combine launch is needed.
+//   Atomics count only; every float sum has a fixed order.
+// Shared memory: per warp one K and one V page (rows of D + 8 bf16), then the Q tile; the warp
+// merge and the split merge reuse the K/V area (the split merge the Q area too) once all warps
+// are done with it.
+
+/// 16-byte asynchronous copy global -> shared (cp.async.cg: through L2 only). With `fill` false
+/// nothing is read and the 16 bytes become zeros (src-size 0), `global` must still be a valid
+/// address.
+__device__ __forceinline__ void cp_async_16(void* shared, const void* global, bool fill) {
+  const auto dst = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
+               "r"(fill ? 16 : 0)
+               : "memory");
+}
+
+/// Closes this thread's current group of cp.async copies (an empty group if it issued none).
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/// Waits until at most N of this thread's most recent cp.async groups are still pending; the
+/// copies of the older groups are then visible to this thread (other threads: after a barrier).
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/// ldmatrix.m8n8.x4.b16: lanes 8j .. 8j + 7 give the addresses of the 8 rows (16 bytes each) of
+/// matrix j; r[j] of lane (g, t) receives row g, columns 2t and 2t + 1 of matrix j, or with
+/// `kTrans` rows 2t and 2t + 1 of column g (the lower-indexed element in the low half).
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const std::uint16_t* row) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address)
+                 : "memory");
+}
+
+/// Bytes of the K/V area of attention_mma_pipelined (also the warp merge's and the split merge's
+/// scratch), then the Q tile's rows.
+template <int D>
+constexpr std::size_t pipelined_kv_bytes() {
+  const std::size_t kv =
+      static_cast<std::size_t>(kWarps) * 2 * kPageTokens * mma_row_stride<D>() * 2;
+  const std::size_t merge =
+      static_cast<std::size_t>(kWarps) * (kTileQueries * D + 3 * kTileQueries) * 4 +
+      2 * kTileQueries * 4;
+  return kv > merge ? kv : merge;
+}
+
+template <int D>
+constexpr std::size_t pipelined_shared_bytes() {
+  return pipelined_kv_bytes<D>() + static_cast<std::size_t>(kTileQueries) * mma_row_stride<D>() * 2;
+}
+
+/// Blocks per SM the register budget is set for: 3 at head_dim <= 128 (3 x 74 KB of shared
+/// memory fit an H100 SM), 1 above (the accumulators alone take 128 registers at 256).
+template <int D>
+constexpr int pipelined_min_blocks() {
+  return D <= 128 ? 3 : 1;
+}
+
+/// Splits whose partial outputs the split merge stages in shared memory at once (after the
+/// weights, in the K/V and Q areas): 8 x 16 x head_dim floats.
+inline constexpr int kMergeBatch = 8;
+
+/// The last work item of the split tile of `w` merges its partial slots partial0 ..
+/// partial0 + splits - 1 (normalized outputs o_j and log2-sum-exps s_j) into `out`:
+/// o = sum_j 2^(s_j - max) o_j / sum_j 2^(s_j - max), j in split order (the combine kernel's
+/// formula). The partial outputs of kMergeBatch splits at a time are contiguous in memory and
+/// come into shared memory by cp.async (one round trip per batch). `scratch`: the kernel's
+/// dynamic shared memory. Block-wide; starts and ends with all threads in step.
+template <int D>
+__device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& w,
+                                             std::int32_t partial0, std::int32_t splits,
+                                             float* scratch) {
+  constexpr int kVectors = D / 4;  // float4 per query vector
+  constexpr int kTileVectors = kTileQueries * kVectors;
+  constexpr int kPerThread = (kTileVectors + kThreads - 1) / kThreads;
+  constexpr int kWeights = (kMaxMergedSplits + 1) * kTileQueries;
+  static_assert((kWeights + kMergeBatch * kTileQueries * D) * 4 <= pipelined_shared_bytes<D>());
+  float* weight = scratch;                                      // [split][16]
+  float* total = scratch + kMaxMergedSplits * kTileQueries;     // [16]
+  auto* stage = reinterpret_cast<float4*>(scratch + kWeights);  // [batch split][16][D / 4]
+  const std::int64_t first = static_cast<std::int64_t>(partial0) * kTileQueries;
+  const auto* partial = reinterpret_cast<const float4*>(a.partial_out) + first * kVectors;
+  const auto stage_batch = [&](int b0) {
+    const int n = splits - b0 < kMergeBatch ? splits - b0 : kMergeBatch;
+    const float4* from = partial + static_cast<std::int64_t>(b0) * kTileVectors;
+    for (int i = threadIdx.x; i < n * kTileVectors; i += kThreads)
+      cp_async_16(stage + i, from + i, true);
+    cp_async_commit();
+  };
+  stage_batch(0);
+  // The log2-sum-exps are contiguous too: slot j's 16 follow slot j - 1's. L2 reads (__ldcg;
+  // cp.async.cg reads L2 as well): other blocks wrote them during this kernel.
+  for (int i = threadIdx.x; i < splits * kTileQueries; i += kThreads)
+    weight[i] = __ldcg(a.partial_lse + first + i);
+  __syncthreads();
+  if (threadIdx.x < kTileQueries) {
+    const int q = threadIdx.x;
+    float big = -INFINITY;
+    for (int j = 0; j < splits; ++j) big = fmaxf(big, weight[j * kTileQueries + q]);
+    float sum = 0.0f;
+    for (int j = 0; j < splits; ++j) {
+      const float wj = big == -INFINITY ? 0.0f : exp2f(weight[j * kTileQueries + q] - big);
+      weight[j * kTileQueries + q] = wj;
+      sum += wj;
+    }
+    total[q] = sum;
+  }
+  // Each thread owns float4 groups f = threadIdx.x + 128 i of the tile's 16 x D outputs and adds
+  // the splits in order.
+  float4 o[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) o[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int b0 = 0; b0 < splits; b0 += kMergeBatch) {
+    cp_async_wait<0>();
+    __syncthreads();  // the batch is staged (and the weights are ready)
+    const int n = splits - b0 < kMergeBatch ? splits - b0 : kMergeBatch;
+    for (int j = 0; j < n; ++j) {
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int f = threadIdx.x + kThreads * i;
+        if (f >= kTileVectors) continue;
+        const float4 p = stage[j * kTileVectors + f];
+        const float wj = weight[(b0 + j) * kTileQueries + f / kVectors];
+        o[i].x += wj * p.x;
+        o[i].y += wj * p.y;
+        o[i].z += wj * p.z;
+        o[i].w += wj * p.w;
+      }
+    }
+    __syncthreads();  // the stage is free
+    if (b0 + kMergeBatch < splits) stage_batch(b0 + kMergeBatch);
+  }
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int f = threadIdx.x + kThreads * i;
+    const int q = f / kVectors, d = (f % kVectors) * 4;
+    if (f >= kTileVectors || q / a.group >= w.rows) continue;
+    const float sum = total[q];
+    const std::int32_t row = w.row0 + q / a.group;
+    const std::int32_t head = w.kv_head * a.group + q % a.group;
+    auto* dst = static_cast<__nv_bfloat16*>(a.out) +
+                (static_cast<std::int64_t>(row) * a.heads + head) * D + d;
+    const __nv_bfloat162 lo =
+        __floats2bfloat162_rn(sum > 0.0f ? o[i].x / sum : 0.0f, sum > 0.0f ? o[i].y / sum : 0.0f);
+    const __nv_bfloat162 hi =
+        __floats2bfloat162_rn(sum > 0.0f ? o[i].z / sum : 0.0f, sum > 0.0f ? o[i].w / sum : 0.0f);
+    reinterpret_cast<__nv_bfloat162*>(dst)[0] = lo;
+    reinterpret_cast<__nv_bfloat162*>(dst)[1] = hi;
+  }
+}
+
+/// atom.add.acq_rel.gpu: adds 1 to *counter and returns the old value; release orders the
+/// writes this thread has observed (the block's, through the barrier before it) before the add,
+/// acquire orders the reads after it after the other blocks' releases.
+__device__ __forceinline__ unsigned count_in(unsigned* counter) {
+  unsigned old = 0;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
+               : "=r"(old)
+               : "l"(counter)
+               : "memory");
+  return old;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
+    attention_mma_pipelined_kernel(AttnArgs a) {
+  wait_for_prior_grid();
+  constexpr int kStride = mma_row_stride<D>();
+  constexpr int kSteps = D / 16;                              // k-steps of Q K^T
+  constexpr int kDimTiles = D / 8;                            // n-tiles of P V
+  constexpr int kRowChunks = D / 8;                           // 16-byte chunks of a K, V or Q row
+  constexpr int kLaneChunks = kPageTokens * kRowChunks / 32;  // of a page, per lane
+  constexpr std::int32_t kStep = kWarps * kPageTokens;        // a warp's next page
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  __shared__ int merge_here;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  auto* k_shared = reinterpret_cast<std::uint16_t*>(shared_raw) +
+                   static_cast<std::size_t>(warp) * 2 * kPageTokens * kStride;
+  std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
+  auto* q_shared = reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D>());
+  auto* merge = reinterpret_cast<float*>(shared_raw);
+  float* merge_m = merge;                                    // [warp][16]
+  float* merge_l = merge + kWarps * kTileQueries;            // [warp][16]
+  float* merge_o = merge + 2 * kWarps * kTileQueries;        // [warp][16][D]
+  float* merge_scale = merge_o + kWarps * kTileQueries * D;  // [warp][16]
+  float* merge_sum = merge_scale + kWarps * kTileQueries;    // [16]
+  float* merge_lse = merge_sum + kTileQueries;               // [16]
+
+  const PassHeader* meta = a.meta;
+  const auto* works = pass_section<AttnWork>(meta, meta->work_offset);
+  const auto* combines = pass_section<AttnCombine>(meta, meta->combine_offset);
+  const auto* rows = pass_section<RowInfo>(meta, meta->rows_offset);
+  const auto* tables = pass_section<std::int32_t>(meta, meta->tables_offset);
+  const auto* q_all = static_cast<const std::uint16_t*>(a.q);
+  const auto* k_cache = static_cast<const std::uint16_t*>(a.k_cache);
+  const auto* v_cache = static_cast<const std::uint16_t*>(a.v_cache);
+
+  for (std::int32_t item = blockIdx.x; item < meta->attn_work; item += gridDim.x) {
+    const AttnWork w = works[item];
+    // A split tile's first partial slot and split count, read early (needed at the end).
+    std::int32_t partial0 = 0, splits = 1;
+    if (w.partial >= 0) {
+      partial0 = combines[w.combine].partial;
+      splits = combines[w.combine].splits;
+      if (splits > kMaxMergedSplits) __trap();  // the planner's limit (PlanShape::split_align)
+    }
+    // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
+    for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
+      const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
+      const bool valid = q / a.group < w.rows;
+      const std::int32_t row = w.row0 + (valid ? q / a.group : 0);
+      const std::int32_t head = w.kv_head * a.group + q % a.group;
+      cp_async_16(q_shared + q * kStride + c8,
+                  q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + c8, valid);
+    }
+    cp_async_commit();
+    // This warp's pages: c = kv_begin + 32 (warp + 4 i) < kv_end. The tile's last row sees all
+    // of [kv_begin, kv_end) (the planner takes kv_end from it), so every position before kv_end
+    // has been written; the rows of the last page past kv_end are zero-filled (no NaN in P V).
+    std::int32_t c = w.kv_begin + warp * kPageTokens;
+    const auto page_id = [&](std::int32_t chunk) {
+      return chunk < w.kv_end ? tables[w.table + chunk / kPageTokens] : 0;
+    };
+    const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
+                           std::int32_t page) {
+      const std::uint16_t* src = cache + page_offset(page, w.kv_head, a.kv_heads, D);
+#pragma unroll
+      for (int i = 0; i < kLaneChunks; ++i) {
+        const int v = lane + 32 * i;
+        const int r = v / kRowChunks, c8 = (v % kRowChunks) * 8;
+        cp_async_16(dst + r * kStride + c8, src + r * D + c8, chunk + r < w.kv_end);
+      }
+    };
+    const std::int32_t first_page = page_id(c);
+    std::int32_t next_page = page_id(c + kStep);
+    if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
+    cp_async_commit();  // group 2: K of the first page
+    if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
+    cp_async_commit();  // group 3: V of the first page
+    // The two query vectors of this thread's C rows and their visible ends.
+    const int q0 = g, q1 = g + 8;
+    const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
+    const auto visible_end = [&](bool valid, int q) {
+      if (!valid) return w.kv_begin;
+      const std::int32_t kv_len = rows[w.row0 + q / a.group].kv_len;
+      return kv_len < w.kv_end ? kv_len : w.kv_end;
+    };
+    const std::int32_t end0 = visible_end(valid0, q0), end1 = visible_end(valid1, q1);
+    cp_async_wait<2>();  // this thread's Q copies
+    __syncthreads();     // everyone's
+    // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
+    std::uint32_t q_frag[kSteps][4];
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks)
+      ldmatrix_x4<false>(q_frag[ks], q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float acc[kDimTiles][4];
+#pragma unroll
+    for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
+
+    for (; c < w.kv_end; c += kStep) {
+      const std::int32_t c_next = c + kStep;
+      const std::int32_t after_page = page_id(c_next + kStep);  // two pages ahead
+      cp_async_wait<1>();  // K of this page (its V may still be in flight)
+      __syncwarp();
+      // S = Q K^T for positions c + 0..31: per pair of n-tiles and k-step, matrices (n-tile 2np,
+      // k lo), (2np, k hi), (2np + 1, k lo), (2np + 1, k hi) of K's rows.
+      float s[4][4];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int np = 0; np < 2; ++np)
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks) {
+          std::uint32_t b[4];
+          ldmatrix_x4<false>(b, k_shared + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * kStride +
+                                    ks * 16 + ((lane >> 3) & 1) * 8);
+          mma_bf16(s[2 * np], q_frag[ks], b[0], b[1]);
+          mma_bf16(s[2 * np + 1], q_frag[ks], b[2], b[3]);
+        }
+      __syncwarp();  // every lane has read this K page
+      if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page);
+      cp_async_commit();
+      // Mask, scale, online softmax (rows g and g + 8; a row's 4 lanes t = 0..3 share it).
+      float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const std::int32_t position = c + nt * 8 + 2 * t + (e & 1);
+          const std::int32_t end = e < 2 ? end0 : end1;
+          s[nt][e] = position < end ? s[nt][e] * a.scale_log2 : -INFINITY;
+          row_max[e >> 1] = fmaxf(row_max[e >> 1], s[nt][e]);
+        }
+      float alpha[2], shift[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
+        row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
+        const float m_new = fmaxf(m[h], row_max[h]);
+        alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
+        shift[h] = m_new == -INFINITY ? 0.0f : m_new;
+        m[h] = m_new;
+        l[h] *= alpha[h];
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[nt][e] = exp2f(s[nt][e] - shift[e >> 1]);
+          l[e >> 1] += s[nt][e];
+        }
+#pragma unroll
+      for (int dn = 0; dn < kDimTiles; ++dn) {
+        acc[dn][0] *= alpha[0];
+        acc[dn][1] *= alpha[0];
+        acc[dn][2] *= alpha[1];
+        acc[dn][3] *= alpha[1];
+      }
+      cp_async_wait<1>();  // V of this page (the next K may still be in flight)
+      __syncwarp();
+      // O += P V: P's C fragments of n-tiles 2kk, 2kk + 1 are the A fragment of k-step kk; V's
+      // B fragments by ldmatrix.trans of matrices (dim tile 2dp, keys lo), (2dp, keys hi),
+      // (2dp + 1, keys lo), (2dp + 1, keys hi).
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const std::uint32_t p_frag[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
+                                         pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                         pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                         pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < kDimTiles / 2; ++dp) {
+          std::uint32_t b[4];
+          ldmatrix_x4<true>(b, v_shared + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
+                                   (dp * 2 + (lane >> 4)) * 8);
+          mma_bf16(acc[2 * dp], p_frag, b[0], b[1]);
+          mma_bf16(acc[2 * dp + 1], p_frag, b[2], b[3]);
+        }
+      }
+      __syncwarp();  // every lane has read this V page
+      if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page);
+      cp_async_commit();
+      next_page = after_page;
+    }
+    cp_async_wait<0>();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+    // Merge the 4 warps through shared memory (aliasing the K/V rows: all warps are done).
+    __syncthreads();
+    if (t == 0) {
+      merge_m[warp * kTileQueries + g] = m[0];
+      merge_m[warp * kTileQueries + g + 8] = m[1];
+      merge_l[warp * kTileQueries + g] = l[0];
+      merge_l[warp * kTileQueries + g + 8] = l[1];
+    }
+    float* o_warp = merge_o + static_cast<std::size_t>(warp) * kTileQueries * D;
+#pragma unroll
+    for (int dn = 0; dn < kDimTiles; ++dn) {
+      const int col = dn * 8 + 2 * t;
+      o_warp[g * D + col] = acc[dn][0];
+      o_warp[g * D + col + 1] = acc[dn][1];
+      o_warp[(g + 8) * D + col] = acc[dn][2];
+      o_warp[(g + 8) * D + col + 1] = acc[dn][3];
+    }
+    __syncthreads();
+    // Per query vector once: each warp's scale 2^(m_k - max), the sum and the log2-sum-exp (the
+    // same arithmetic as attention_mma's per-element merge, so the same bits).
+    if (threadIdx.x < kTileQueries) {
+      const int q = threadIdx.x;
+      float big = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) big = fmaxf(big, merge_m[k * kTileQueries + q]);
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) {
+        const float scale = big == -INFINITY ? 0.0f : exp2f(merge_m[k * kTileQueries + q] - big);
+        merge_scale[k * kTileQueries + q] = scale;
+        sum += merge_l[k * kTileQueries + q] * scale;
+      }
+      merge_sum[q] = sum;
+      merge_lse[q] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < kTileQueries * D; e += kThreads) {
+      const int q = e / D, d = e % D;
+      if (q / a.group >= w.rows) continue;
+      float o = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k)
+        o += merge_o[(static_cast<std::size_t>(k) * kTileQueries + q) * D + d] *
+             merge_scale[k * kTileQueries + q];
+      const float sum = merge_sum[q];
+      write_result<__nv_bfloat16, D>(a, w, q, d, sum > 0.0f ? o / sum : 0.0f, merge_lse[q]);
+    }
+    if (w.partial >= 0) {
+      // Count this split in; the last one merges the tile (see above).
+      __syncthreads();  // the block's partial writes are done (CTA scope) ...
+      if (threadIdx.x == 0) {
+        // ... and released at GPU scope with the count (acquiring the other splits' writes).
+        const bool last = count_in(a.counters + w.combine) + 1u == static_cast<unsigned>(splits);
+        if (last) a.counters[w.combine] = 0u;  // for the next pass: no other split is left
+        merge_here = last;
+      }
+      __syncthreads();
+      if (merge_here) merge_splits<D>(a, w, partial0, splits, merge);
+    }
+    __syncthreads();  // the merge area is the next item's K/V rows
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 
 template <typename T, int D>
 __global__ void attention_combine_kernel(const PassHeader* meta, const float* partial_out,
@@ -410,11 +857,20 @@ __global__ void attention_combine_kernel(const PassHeader* meta, const float* pa
   }
 }
 
+/// Throws dice::Error unless `dtype` suits `kernel` (the tensor-core kernels read bf16).
+void check_kernel_dtype(CudaDType dtype, AttentionKernel kernel) {
+  if (kernel != AttentionKernel::kCudaCores && dtype != CudaDType::kBF16)
+    throw Error("CUDA attention: the tensor-core kernels need bf16");
+}
+
 template <int D>
-void run_attention(CudaDType dtype, bool tensor_cores, const AttnArgs& args, std::int32_t grid,
+void run_attention(CudaDType dtype, AttentionKernel kernel, const AttnArgs& args, std::int32_t grid,
                    cudaStream_t stream, bool pdl) {
   const auto blocks = static_cast<unsigned>(grid);
-  if (tensor_cores)
+  if (kernel == AttentionKernel::kTensorCoresPipelined)
+    launch_kernel("attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D>, blocks,
+                  kThreads, pipelined_shared_bytes<D>(), stream, pdl, args);
+  else if (kernel == AttentionKernel::kTensorCores)
     launch_kernel("attention_mma_kernel", attention_mma_kernel<D>, blocks, kThreads,
                   mma_shared_bytes<D>(), stream, pdl, args);
   else if (dtype == CudaDType::kBF16)
@@ -440,30 +896,37 @@ void run_combine(CudaDType dtype, const PassHeader* meta, const float* partial_o
                   static_cast<float*>(out));
 }
 
+/// Raises `kernel`'s dynamic shared memory limit to `bytes` and returns its blocks per SM.
+template <typename... Params>
+int blocks_per_sm(void (*kernel)(Params...), std::size_t bytes) {
+  int blocks = 0;
+  if (bytes > 0)
+    DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(bytes)));
+  DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, bytes));
+  return blocks;
+}
+
 template <int D>
-std::int32_t grid_for(CudaDType dtype, bool tensor_cores) {
+std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
   int device = 0, sms = 0, blocks = 0;
   DICE_CUDA_CHECK(cudaGetDevice(&device));
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (tensor_cores) {
-    const auto bytes = static_cast<int>(mma_shared_bytes<D>());
-    DICE_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, attention_mma_kernel<D>, kThreads, static_cast<std::size_t>(bytes)));
-  } else if (dtype == CudaDType::kBF16) {
-    DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, attention_simple_kernel<__nv_bfloat16, D>, kThreads, 0));
-  } else {
-    DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, attention_simple_kernel<float, D>, kThreads, 0));
-  }
+  if (kernel == AttentionKernel::kTensorCoresPipelined)
+    blocks = blocks_per_sm(attention_mma_pipelined_kernel<D>, pipelined_shared_bytes<D>());
+  else if (kernel == AttentionKernel::kTensorCores)
+    blocks = blocks_per_sm(attention_mma_kernel<D>, mma_shared_bytes<D>());
+  else if (dtype == CudaDType::kBF16)
+    blocks = blocks_per_sm(attention_simple_kernel<__nv_bfloat16, D>, 0);
+  else
+    blocks = blocks_per_sm(attention_simple_kernel<float, D>, 0);
   return sms * (blocks > 0 ? blocks : 1);
 }
 
 AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, const LayerShape& shape,
-                   void* out, float* partial_out, float* partial_lse) {
+                   void* out, float* partial_out, float* partial_lse, std::uint32_t* counters) {
   AttnArgs a{};
+  a.counters = counters;
   a.meta = meta;
   a.q = q;
   a.k_cache = cache.k;
@@ -508,19 +971,23 @@ void with_head_dim(std::int32_t head_dim, F&& f) {
 
 }  // namespace
 
-std::int32_t attention_grid(CudaDType dtype, bool tensor_cores, std::int32_t head_dim) {
+std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_t head_dim) {
+  check_kernel_dtype(dtype, kernel);
   std::int32_t grid = 0;
-  with_head_dim(head_dim,
-                [&](auto d) { grid = grid_for<decltype(d)::value>(dtype, tensor_cores); });
+  with_head_dim(head_dim, [&](auto d) { grid = grid_for<decltype(d)::value>(dtype, kernel); });
   return grid;
 }
 
-void launch_attention(CudaDType dtype, bool tensor_cores, const PassHeader* meta, const void* q,
-                      CacheLayer cache, const LayerShape& shape, void* out, float* partial_out,
-                      float* partial_lse, std::int32_t grid, cudaStream_t stream, bool pdl) {
-  const AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse);
+void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
+                      const void* q, CacheLayer cache, const LayerShape& shape, void* out,
+                      float* partial_out, float* partial_lse, std::uint32_t* counters,
+                      std::int32_t grid, cudaStream_t stream, bool pdl) {
+  check_kernel_dtype(dtype, kernel);
+  if (kernel == AttentionKernel::kTensorCoresPipelined && counters == nullptr)
+    throw Error("CUDA attention: the pipelined kernel needs its merge counters");
+  const AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   with_head_dim(shape.head_dim, [&](auto d) {
-    run_attention<decltype(d)::value>(dtype, tensor_cores, args, grid, stream, pdl);
+    run_attention<decltype(d)::value>(dtype, kernel, args, grid, stream, pdl);
   });
 }
 

@@ -125,7 +125,7 @@ struct CudaBackend::Impl {
   LayerShape shape{};
   CudaDType dtype = CudaDType::kBF16;
   std::size_t elem = 2;
-  bool tensor_cores = true;
+  AttentionKernel attention = AttentionKernel::kTensorCoresPipelined;
   std::int32_t sms = 0;
   std::int32_t attn_grid = 0;
   std::int32_t combine_grid = 0;
@@ -149,6 +149,7 @@ struct CudaBackend::Impl {
   std::vector<Layer> layers;
   DeviceBuffer x, h, qkv, q, attn, gate_up, act, hn, logits, partial_out, partial_lse, proposals;
   DeviceBuffer vocab_partials, vocab_counters;  // the chunked vocabulary pass's scratch
+  DeviceBuffer attn_counters;                   // the pipelined attention's merge counters
   DeviceBuffer meta;
   PinnedBuffer meta_host, proposals_host;
   DeviceBuffer k_cache, v_cache;
@@ -164,10 +165,14 @@ struct CudaBackend::Impl {
     DICE_CUDA_CHECK(cudaSetDevice(options.device));
     dtype = options.dtype;
     elem = dtype == CudaDType::kBF16 ? 2 : 4;
-    tensor_cores = options.attention == CudaAttention::kTensorCores ||
-                   (options.attention == CudaAttention::kAuto && dtype == CudaDType::kBF16);
+    const bool tensor_cores =
+        options.attention == CudaAttention::kTensorCores ||
+        (options.attention == CudaAttention::kAuto && dtype == CudaDType::kBF16);
     if (tensor_cores && dtype != CudaDType::kBF16)
       throw Error("CUDA backend: the tensor-core attention needs bf16 (dtype is fp32)");
+    attention = !tensor_cores                 ? AttentionKernel::kCudaCores
+                : options.pipelined_attention ? AttentionKernel::kTensorCoresPipelined
+                                              : AttentionKernel::kTensorCores;
     validate_shape();
     shape = LayerShape{static_cast<std::int32_t>(config.hidden_size),
                        static_cast<std::int32_t>(config.num_heads),
@@ -214,7 +219,7 @@ struct CudaBackend::Impl {
     build_rope();
     allocate_workspace();
     allocate_cache();
-    attn_grid = attention_grid(dtype, tensor_cores, shape.head_dim);
+    attn_grid = attention_grid(dtype, attention, shape.head_dim);
     combine_grid = sms * 4;
   }
 
@@ -370,6 +375,9 @@ struct CudaBackend::Impl {
     DICE_CUDA_CHECK(cudaMemset(vocab_counters.get(), 0, vocab_counters.bytes()));
     partial_out = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * c.head_dim * 4);
     partial_lse = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * 4);
+    // One per split tile (at most kMaxPartials / 2); every pass leaves them zero.
+    attn_counters = work_buffer(std::int64_t{kMaxPartials} * 4);
+    DICE_CUDA_CHECK(cudaMemset(attn_counters.get(), 0, attn_counters.bytes()));
     proposals_host = PinnedBuffer(static_cast<std::size_t>(br) * sizeof(ProposalOut));
     ensure_meta(1 << 20);
     memory.workspace += static_cast<std::int64_t>(gemm->workspace_bytes());
@@ -447,8 +455,9 @@ struct CudaBackend::Impl {
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
                           s, options.fast_norms, pdl);
-      launch_attention(dtype, tensor_cores, header, q.get(), cache, shape, attn.get(),
-                       partial_out.as<float>(), partial_lse.as<float>(), attn_grid, s, pdl);
+      launch_attention(dtype, attention, header, q.get(), cache, shape, attn.get(),
+                       partial_out.as<float>(), partial_lse.as<float>(),
+                       attn_counters.as<std::uint32_t>(), attn_grid, s, pdl);
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
@@ -521,7 +530,8 @@ struct CudaBackend::Impl {
     const bool graph = options.cuda_graphs && plan.rows <= options.graph_max_rows;
     const std::int32_t rows_pad = graph ? bucket_rows(plan.rows) : plan.rows;
     const std::int32_t block_rows_pad = graph ? bucket_rows(plan.block_rows) : plan.block_rows;
-    const bool combine = plan.attn_combine > 0;
+    // Only the kernels without their own merge launch the combine (and key graphs by it).
+    const bool combine = plan.attn_combine > 0 && attention_needs_combine(attention);
     if (options.gemm_autotune && dtype == CudaDType::kBF16 && rows_pad <= options.graph_max_rows)
       tune_gemms(rows_pad, block_rows_pad);
     if (graph) {
@@ -700,8 +710,13 @@ struct CudaBackend::Impl {
       sizes.push_back({std::ssize(item.commit), std::ssize(item.block),
                        sequences.at(item.sequence).block_length});
     const auto passes = split_forward(sizes, options.max_rows, options.max_block_rows);
-    const PlanShape plan_shape{shape.heads, shape.kv_heads, attn_grid, kMaxPartials,
-                               options.attention_min_split_keys};
+    const PlanShape plan_shape{shape.heads,
+                               shape.kv_heads,
+                               attn_grid,
+                               kMaxPartials,
+                               options.attention_min_split_keys,
+                               attention_split_align(attention),
+                               options.attention_max_splits};
     std::size_t out_row = 0;
     std::vector<PassItem> pass_items;
     for (const auto& pieces : passes) {

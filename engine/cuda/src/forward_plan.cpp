@@ -150,10 +150,26 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
       base >= shape.target_work || base == 0 ? 1 : ceil_div(shape.target_work, base);
   const std::int64_t min_split =
       std::max<std::int64_t>(2, ceil_div(shape.min_split_keys, kPageTokens)) * kPageTokens;
+  if (shape.split_align < 0 || shape.split_align % kPageTokens != 0 || shape.max_splits < 0)
+    throw Error(fmt::format(
+        "CUDA backend: attention split alignment {} (a multiple of {}) or max splits {} out of "
+        "range",
+        shape.split_align, kPageTokens, shape.max_splits));
+  const std::int64_t max_splits = shape.max_splits > 0
+                                      ? std::min<std::int64_t>(shape.max_splits, kMaxMergedSplits)
+                                      : kMaxMergedSplits;
   std::int32_t partial = 0;
   for (const Tile& tile : tiles) {
     std::int64_t splits = 1, split_len = tile.kv_end;
-    if (wanted > 1) {
+    if (wanted > 1 && shape.split_align > 0) {
+      // Ranges of whole split_align units, as many as wanted, once two min_split ranges fit.
+      if (tile.kv_end / min_split >= 2) {
+        const std::int64_t align = shape.split_align;
+        splits = std::min({wanted, ceil_div(tile.kv_end, align), max_splits});
+        split_len = ceil_div(ceil_div(tile.kv_end, splits), align) * align;
+        splits = ceil_div(tile.kv_end, split_len);
+      }
+    } else if (wanted > 1) {
       const std::int64_t most =
           shape.min_split_keys > 0 ? tile.kv_end / min_split : ceil_div(tile.kv_end, min_split);
       splits = std::max<std::int64_t>(1, std::min(wanted, most));
@@ -161,23 +177,24 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
         split_len = ceil_div(ceil_div(tile.kv_end, splits), kPageTokens) * kPageTokens;
         splits = ceil_div(tile.kv_end, split_len);
       }
-      if (splits > 1 && partial + splits * shape.kv_heads > shape.max_partials) {
-        splits = 1;
-        split_len = tile.kv_end;
-      }
+    }
+    if (splits > 1 && partial + splits * shape.kv_heads > shape.max_partials) {
+      splits = 1;  // no room for the partial results
+      split_len = tile.kv_end;
     }
     for (std::int32_t h = 0; h < shape.kv_heads; ++h) {
       if (splits == 1) {
-        work.push_back({tile.row0, tile.rows, h, 0, tile.kv_end, tile.table, -1, 0});
+        work.push_back({tile.row0, tile.rows, h, 0, tile.kv_end, tile.table, -1, -1});
         continue;
       }
+      const auto combine = static_cast<std::int32_t>(combines.size());
       combines.push_back(
           {tile.row0, tile.rows, h, partial, static_cast<std::int32_t>(splits), {0, 0, 0}});
       for (std::int64_t j = 0; j < splits; ++j) {
         const auto begin = static_cast<std::int32_t>(j * split_len);
         const auto end =
             static_cast<std::int32_t>(std::min<std::int64_t>(tile.kv_end, (j + 1) * split_len));
-        work.push_back({tile.row0, tile.rows, h, begin, end, tile.table, partial, 0});
+        work.push_back({tile.row0, tile.rows, h, begin, end, tile.table, partial, combine});
         ++partial;
       }
     }

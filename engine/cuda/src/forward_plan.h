@@ -63,6 +63,14 @@ struct PlanShape {
   /// 2): short contexts are not split, so their pass needs no combine. 0: the first planner's
   /// rule (ceil(kv_end / 64) splits, so ranges of 33 to 64 positions).
   std::int32_t min_split_keys = 256;
+  /// 0: split ranges as min_split_keys says (whole pages). > 0 (a multiple of kPageTokens; the
+  /// pipelined attention kernel's attention_split_align): a tile whose KV range holds two
+  /// min_split_keys ranges is split into up to `wanted` ranges (wanted: as above, the target
+  /// work over the tiles) of a multiple of split_align positions (the last one shorter), at
+  /// most max_splits (and kMaxMergedSplits) of them.
+  std::int32_t split_align = 0;
+  /// With split_align: most splits per tile, 0: kMaxMergedSplits. Capped at kMaxMergedSplits.
+  std::int32_t max_splits = 0;
 };
 
 /// A pass's metadata block and its counts.

@@ -22,6 +22,10 @@ namespace dice::engine::cuda {
 inline constexpr int kPageTokens = 32;
 /// Query vectors (rows x heads of one KV head) per attention tile: one m16 MMA tile.
 inline constexpr int kTileQueries = 16;
+/// Most splits of one tile's KV range that AttentionKernel::kTensorCoresPipelined merges itself
+/// (its merge keeps a weight per split and query vector in shared memory); the planner caps
+/// splits at this when it plans for that kernel (PlanShape::split_align > 0).
+inline constexpr int kMaxMergedSplits = 64;
 
 /// One row (token) of a pass.
 struct RowInfo {
@@ -43,7 +47,7 @@ struct AttnWork {
   std::int32_t kv_end;    ///< positions [kv_begin, kv_end), clipped per row to its kv_len
   std::int32_t table;     ///< index of the sequence's first page id in the tables section
   std::int32_t partial;   ///< -1: write the normalized output; else the partial slot
-  std::int32_t pad;
+  std::int32_t combine;   ///< the tile's AttnCombine entry (and merge counter) if split, else -1
 };
 
 /// A tile whose KV range was split: its partial slots [partial, partial + splits) are merged.
@@ -145,20 +149,45 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
                          std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector = true,
                          bool pdl = false);
 
+/// The attention kernels (attention.cu).
+enum class AttentionKernel {
+  kCudaCores,    ///< attention_simple: CUDA cores, bf16 or fp32
+  kTensorCores,  ///< attention_mma: bf16 mma.sync, each warp loads a page, then computes
+  /// attention_mma_pipelined: bf16 mma.sync, cp.async K/V loads in flight while the warp
+  /// computes, ldmatrix fragments; merges split tiles itself (no launch_attention_combine)
+  kTensorCoresPipelined,
+};
+
+/// Whether split tiles of `kernel` need launch_attention_combine after it.
+inline bool attention_needs_combine(AttentionKernel kernel) {
+  return kernel != AttentionKernel::kTensorCoresPipelined;
+}
+
+/// Positions per unit of a split KV range the planner should use for `kernel`
+/// (PlanShape::split_align): kTensorCoresPipelined gives each of its 4 warps one page of a
+/// 128-position range at once; 0 (the others): the first planner's page-aligned ranges.
+inline std::int32_t attention_split_align(AttentionKernel kernel) {
+  return kernel == AttentionKernel::kTensorCoresPipelined ? 4 * kPageTokens : 0;
+}
+
 /// Attention of every AttnWork of the pass: softmax(q k^T / sqrt(head_dim)) v over the paged
 /// cache, per query row over positions [kv_begin, min(kv_end, kv_len)). Output [rows, heads,
 /// head_dim] `dtype`, or partial results (normalized output fp32 [slot, 16, head_dim] and log2
 /// of the softmax denominator plus the max, fp32 [slot, 16]) that launch_attention_combine
-/// merges. `grid`: blocks of the persistent kernel.
-void launch_attention(CudaDType dtype, bool tensor_cores, const PassHeader* meta, const void* q,
-                      CacheLayer cache, const LayerShape& shape, void* out, float* partial_out,
-                      float* partial_lse, std::int32_t grid, cudaStream_t stream, bool pdl = false);
+/// merges when attention_needs_combine(kernel); kTensorCoresPipelined merges them itself, with
+/// `counters` (uint32, at least one per AttnCombine entry of the pass; zero before the first
+/// launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`: blocks of the
+/// persistent kernel (attention_grid).
+void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
+                      const void* q, CacheLayer cache, const LayerShape& shape, void* out,
+                      float* partial_out, float* partial_lse, std::uint32_t* counters,
+                      std::int32_t grid, cudaStream_t stream, bool pdl = false);
 /// Merges the split tiles' partial results into `out`.
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,
                               std::int32_t grid, cudaStream_t stream, bool pdl = false);
 /// Blocks of the persistent attention kernel that fit on the device at once (occupancy).
-std::int32_t attention_grid(CudaDType dtype, bool tensor_cores, std::int32_t head_dim);
+std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_t head_dim);
 /// Whether the kernels support this head_dim (16, 32, 64, 128, 256).
 bool attention_supports(std::int32_t head_dim);
 

@@ -171,14 +171,24 @@ TEST_F(CudaBackendTest, LogitsMatchTheCpuReference) {
 }
 
 TEST_F(CudaBackendTest, CudaCoreAndTensorCoreAttentionAgree) {
+  // The tensor-core kernels against the CUDA-core one: the pipelined kernel (default), with
+  // short splits that it merges itself (tiles of 128+ positions split), and the first one.
   const auto shape = shapes()[1];
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
-  CudaBackend mma(weights, limited({.attention = CudaAttention::kTensorCores}));
   CudaBackend simple(weights, limited({.attention = CudaAttention::kCudaCores}));
   const auto ids = random_ids(300, shape.config.vocab_size, 4);
-  const auto a = score_blocks(mma, ids, 250, 4, true);
-  const auto b = score_blocks(simple, ids, 250, 4, true);
-  EXPECT_LT(max_row_rel_l2(a, b), 1e-2);
+  const auto want = score_blocks(simple, ids, 250, 4, true);
+  CudaBackendOptions split = limited({.attention = CudaAttention::kTensorCores});
+  split.attention_min_split_keys = 64;
+  CudaBackendOptions first = limited({.attention = CudaAttention::kTensorCores});
+  first.pipelined_attention = false;
+  for (const auto& [name, options] : std::vector<std::pair<std::string, CudaBackendOptions>>{
+           {"pipelined", limited({.attention = CudaAttention::kTensorCores})},
+           {"pipelined, short splits", split},
+           {"first mma", first}}) {
+    CudaBackend mma(weights, options);
+    EXPECT_LT(max_row_rel_l2(score_blocks(mma, ids, 250, 4, true), want), 1e-2) << name;
+  }
 }
 
 /// Five requests for the model `c`: its mask id, every vocabulary row allowed, one stop id inside
@@ -250,6 +260,7 @@ TEST_F(CudaBackendTest, BaselineAndDefaultKernelsGiveTheSameBf16Logits) {
   CudaBackendOptions first = limited();
   first.chunked_vocab_pass = false;
   first.attention_min_split_keys = 0;
+  first.pipelined_attention = false;
   first.fast_norms = false;
   first.gemm_autotune = false;
   CudaBackend baseline(weights, first);
@@ -308,10 +319,12 @@ bool same_bits(const ScoredLogits& a, const ScoredLogits& b) {
 TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   // PDL only lets a kernel be scheduled before its predecessor drains; every kernel waits for it
   // first, so logits and tokens are bit for bit those of plain launches. Each variant covers
-  // other kernels: bf16 with graphs (skinny GEMM at few rows, tensor-core attention, chunked
-  // vocabulary pass); bf16 eager with the first layouts (split attention and its combine, the
-  // scalar norms, the whole-row vocabulary pass); fp32 with graphs (CUDA-core attention, split).
-  // The GEMM autotune stays off: its choice cannot differ in bits, but this test is about PDL.
+  // other kernels: bf16 with graphs (skinny GEMM at few rows, pipelined tensor-core attention,
+  // chunked vocabulary pass), and with short splits (the pipelined kernel's own merge and its
+  // counters, replayed); bf16 eager with the first layouts (the first mma attention, split,
+  // and its combine, the scalar norms, the whole-row vocabulary pass); fp32 with graphs
+  // (CUDA-core attention, split). The GEMM autotune stays off: its choice cannot differ in bits,
+  // but this test is about PDL.
   struct Variant {
     std::string name;
     std::size_t shape;
@@ -320,9 +333,11 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   CudaBackendOptions first{.cuda_graphs = false,
                            .chunked_vocab_pass = false,
                            .attention_min_split_keys = 0,
+                           .pipelined_attention = false,
                            .fast_norms = false};
   const std::vector<Variant> variants{
       {"bf16, graphs", 2, {}},
+      {"bf16, graphs, pipelined attention with short splits", 2, {.attention_min_split_keys = 64}},
       {"bf16, eager, first kernel layouts", 1, first},
       {"fp32, graphs, short splits", 0, {.dtype = CudaDType::kF32, .attention_min_split_keys = 0}}};
   for (const auto& v : variants) {

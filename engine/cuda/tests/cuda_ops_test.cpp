@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -77,6 +79,12 @@ std::vector<float> download(const DeviceBuffer& b, std::size_t n, CudaDType dtyp
     DICE_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), n * 4, cudaMemcpyDeviceToHost));
   }
   return v;
+}
+
+std::vector<std::byte> download_bytes(const DeviceBuffer& b, std::size_t n) {
+  std::vector<std::byte> bytes(n);
+  DICE_CUDA_CHECK(cudaMemcpy(bytes.data(), b.get(), n, cudaMemcpyDeviceToHost));
+  return bytes;
 }
 
 DeviceBuffer upload_bytes(const std::vector<std::byte>& bytes) {
@@ -531,31 +539,101 @@ TEST_F(CudaOps, SkinnyGemmDispatchAndRefusedShapesFallBack) {
                Error);
 }
 
+/// softmax(q k^T / sqrt(d)) v in double for query vector `q` (d values) of KV head `kv_head` over
+/// positions [0, kv_len) of a sequence whose position p is in page pages[p / 32], slot p % 32 of
+/// caches `k` and `v` laid out [page][kv_heads][32][d].
+std::vector<double> attend(const float* q, const std::vector<float>& k, const std::vector<float>& v,
+                           const std::vector<std::int32_t>& pages, int kv_head, int kv_heads,
+                           int kv_len, int d) {
+  const auto at = [&](int p) {
+    return static_cast<std::size_t>(
+        ((static_cast<std::int64_t>(pages[static_cast<std::size_t>(p / kPageTokens)]) * kv_heads +
+          kv_head) *
+             kPageTokens +
+         p % kPageTokens) *
+        d);
+  };
+  std::vector<double> scores(static_cast<std::size_t>(kv_len));
+  double big = -1e300;
+  for (int j = 0; j < kv_len; ++j) {
+    double dot = 0;
+    for (int i = 0; i < d; ++i) dot += static_cast<double>(q[i]) * k[at(j) + i];
+    scores[j] = dot / std::sqrt(static_cast<double>(d));
+    big = std::max(big, scores[j]);
+  }
+  double sum = 0;
+  for (auto& sc : scores) sum += (sc = std::exp(sc - big));
+  std::vector<double> out(static_cast<std::size_t>(d), 0.0);
+  for (int j = 0; j < kv_len; ++j)
+    for (int i = 0; i < d; ++i) out[i] += scores[j] * v[at(j) + i];
+  for (auto& o : out) o /= sum;
+  return out;
+}
+
 struct AttnCase {
   CudaDType dtype;
-  bool tensor_cores;
+  AttentionKernel kernel;
   int d, heads, kv_heads;
   std::int32_t target_work;           // large: split the KV ranges
   std::int32_t min_split_keys = 256;  // 0: the first planner's short splits (33-64 positions)
+  std::int32_t max_splits = 0;        // the pipelined kernel's planner: most splits (0: 64)
 };
 
+const char* name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kCudaCores:
+      return "simple";
+    case AttentionKernel::kTensorCores:
+      return "mma";
+    case AttentionKernel::kTensorCoresPipelined:
+      return "mma pipelined";
+  }
+  return "?";
+}
+
 TEST_F(CudaOps, AttentionOverThePagedCache) {
+  constexpr auto kSimple = AttentionKernel::kCudaCores;
+  constexpr auto kMma = AttentionKernel::kTensorCores;
+  constexpr auto kPipelined = AttentionKernel::kTensorCoresPipelined;
+  constexpr auto kF32 = CudaDType::kF32;
+  constexpr auto kBF16 = CudaDType::kBF16;
   const std::vector<AttnCase> cases{
-      {CudaDType::kF32, false, 16, 4, 2, 1},        {CudaDType::kF32, false, 128, 16, 8, 1},
-      {CudaDType::kF32, false, 128, 32, 8, 600},    {CudaDType::kF32, false, 64, 4, 4, 1},
-      {CudaDType::kBF16, false, 128, 16, 8, 1},     {CudaDType::kBF16, true, 128, 16, 8, 1},
-      {CudaDType::kBF16, true, 128, 32, 8, 1},      {CudaDType::kBF16, true, 128, 32, 8, 600},
-      {CudaDType::kBF16, true, 16, 4, 2, 300},      {CudaDType::kBF16, true, 64, 4, 4, 1},
-      {CudaDType::kBF16, true, 128, 32, 8, 600, 0}, {CudaDType::kF32, false, 128, 32, 8, 600, 0},
-      {CudaDType::kBF16, true, 32, 16, 1, 1},       {CudaDType::kBF16, true, 256, 8, 1, 100},
-      {CudaDType::kBF16, true, 128, 16, 2, 1}};
+      {kF32, kSimple, 16, 4, 2, 1},
+      {kF32, kSimple, 128, 16, 8, 1},
+      {kF32, kSimple, 128, 32, 8, 600},
+      {kF32, kSimple, 64, 4, 4, 1},
+      {kBF16, kSimple, 128, 16, 8, 1},
+      {kBF16, kMma, 128, 16, 8, 1},
+      {kBF16, kMma, 128, 32, 8, 1},
+      {kBF16, kMma, 128, 32, 8, 600},
+      {kBF16, kMma, 16, 4, 2, 300},
+      {kBF16, kMma, 64, 4, 4, 1},
+      {kBF16, kMma, 128, 32, 8, 600, 0},
+      {kF32, kSimple, 128, 32, 8, 600, 0},
+      {kBF16, kMma, 32, 16, 1, 1},
+      {kBF16, kMma, 256, 8, 1, 100},
+      {kBF16, kMma, 128, 16, 2, 1},
+      // The pipelined kernel: unsplit (several pages per warp), splits of 2 pages per warp,
+      // of one page per warp (the 1,008-position tile in 8), capped at 3 splits (3 pages per
+      // warp), short splits down to 64 positions, every head_dim and group.
+      {kBF16, kPipelined, 128, 16, 8, 1},
+      {kBF16, kPipelined, 128, 16, 8, 600},
+      {kBF16, kPipelined, 128, 16, 8, 4000},
+      {kBF16, kPipelined, 128, 16, 8, 4000, 256, 3},
+      {kBF16, kPipelined, 128, 32, 8, 4000, 64},
+      {kBF16, kPipelined, 128, 32, 8, 1},
+      {kBF16, kPipelined, 16, 4, 2, 300},
+      {kBF16, kPipelined, 64, 4, 4, 4000, 128},
+      {kBF16, kPipelined, 32, 16, 1, 1},
+      {kBF16, kPipelined, 256, 8, 1, 100},
+      {kBF16, kPipelined, 128, 16, 2, 4000, 0}};
   for (const auto& c : cases) {
     const int group = c.heads / c.kv_heads, pages = 120;
     const std::string what =
-        std::string("attention ") + name(c.dtype) + (c.tensor_cores ? " mma" : " simple") + " d " +
+        std::string("attention ") + name(c.dtype) + " " + name(c.kernel) + " d " +
         std::to_string(c.d) + " heads " + std::to_string(c.heads) + "/" +
         std::to_string(c.kv_heads) + " target " + std::to_string(c.target_work) + " min split " +
-        std::to_string(c.min_split_keys);
+        std::to_string(c.min_split_keys) + " max splits " + std::to_string(c.max_splits);
     // Sequences: (cached start, commit, block): a long denoising block, a fused store pass, a
     // prefill chunk, a short block; pages shuffled.
     struct Seq {
@@ -584,9 +662,19 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
       items[i].pages = seq_pages[i];
     }
     const PassPlan plan =
-        plan_pass(items, {c.heads, c.kv_heads, c.target_work, 4096, c.min_split_keys});
+        plan_pass(items, {c.heads, c.kv_heads, c.target_work, 4096, c.min_split_keys,
+                          attention_split_align(c.kernel), c.max_splits});
     if (c.target_work > 1) {
       ASSERT_GT(plan.attn_combine, 0) << what;
+    }
+    std::int32_t most_splits = 1;
+    for (const auto& cb : std::vector<AttnCombine>(
+             pass_section<AttnCombine>(&plan.header(), plan.header().combine_offset),
+             pass_section<AttnCombine>(&plan.header(), plan.header().combine_offset) +
+                 plan.attn_combine))
+      most_splits = std::max(most_splits, cb.splits);
+    if (c.max_splits > 0) {
+      EXPECT_EQ(most_splits, c.max_splits) << what;
     }
     const auto meta = upload_bytes(plan.bytes);
     const std::size_t cache_n = static_cast<std::size_t>(pages) * c.kv_heads * kPageTokens * c.d;
@@ -599,16 +687,35 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
                                     std::numeric_limits<float>::quiet_NaN());
     const auto d_out = upload(poison, c.dtype);
     DeviceBuffer partial_out(4096ull * kTileQueries * c.d * 4),
-        partial_lse(4096ull * kTileQueries * 4);
+        partial_lse(4096ull * kTileQueries * 4), counters(4096ull * 4);
+    DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
     const LayerShape shape{c.heads * c.d, c.heads, c.kv_heads, c.d, 64, 1e-6};
-    const std::int32_t grid = attention_grid(c.dtype, c.tensor_cores, c.d);
-    launch_attention(c.dtype, c.tensor_cores, meta.as<PassHeader>(), d_q.get(),
-                     CacheLayer{d_k.get(), d_v.get()}, shape, d_out.get(), partial_out.as<float>(),
-                     partial_lse.as<float>(), grid, stream());
-    launch_attention_combine(c.dtype, meta.as<PassHeader>(), partial_out.as<float>(),
-                             partial_lse.as<float>(), shape, d_out.get(), 4 * 132, stream());
+    const std::int32_t grid = attention_grid(c.dtype, c.kernel, c.d);
+    const auto run = [&] {
+      launch_attention(c.dtype, c.kernel, meta.as<PassHeader>(), d_q.get(),
+                       CacheLayer{d_k.get(), d_v.get()}, shape, d_out.get(),
+                       partial_out.as<float>(), partial_lse.as<float>(),
+                       counters.as<std::uint32_t>(), grid, stream());
+      if (attention_needs_combine(c.kernel))
+        launch_attention_combine(c.dtype, meta.as<PassHeader>(), partial_out.as<float>(),
+                                 partial_lse.as<float>(), shape, d_out.get(), 4 * 132, stream());
+    };
+    run();
     synchronize();
     const auto got = download(d_out, poison.size(), c.dtype);
+    // The same bits again (a fresh poison), and the pipelined kernel's counters back at zero.
+    {
+      const auto first = download_bytes(d_out, poison.size() * (c.dtype == kBF16 ? 2 : 4));
+      DICE_CUDA_CHECK(cudaMemcpy(d_out.get(), upload(poison, c.dtype).get(), first.size(),
+                                 cudaMemcpyDeviceToDevice));
+      run();
+      synchronize();
+      EXPECT_EQ(download_bytes(d_out, first.size()), first) << what << ": not deterministic";
+      const auto left = download_bytes(counters, counters.bytes());
+      EXPECT_TRUE(
+          std::all_of(left.begin(), left.end(), [](std::byte b) { return b == std::byte{0}; }))
+          << what << ": merge counters not reset";
+    }
     // Reference in double.
     const auto rows = std::vector<RowInfo>(
         pass_section<RowInfo>(&plan.header(), plan.header().rows_offset),
@@ -652,7 +759,8 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
     }
     for (std::size_t i = 0; i < got.size(); ++i)
       ASSERT_FALSE(std::isnan(got[i])) << what << ": output " << i << " not written";
-    const double tolerance = c.dtype == CudaDType::kF32 ? 1e-5 : (c.tensor_cores ? 1.5e-2 : 6e-3);
+    const double tolerance =
+        c.dtype == kF32 ? 1e-5 : (c.kernel != AttentionKernel::kCudaCores ? 1.5e-2 : 6e-3);
     EXPECT_LT(rel_l2(got, want), tolerance) << what;
     // Row by row too: an error confined to one sequence or head must not hide in the total.
     for (int r = 0; r < plan.rows; ++r) {
@@ -662,6 +770,222 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
       ASSERT_LT(rel_l2(g, w), 3 * tolerance) << what << ", row " << r;
     }
   }
+}
+
+TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
+  // 150 sequences (fused store passes of 8 rows at contexts 64, 132, 200, ...): 1,200 work items,
+  // more than the persistent grid's blocks, so blocks take several items of unequal page counts
+  // per warp; against the double reference, every row.
+  constexpr int kD = 128, kHeads = 16, kKvHeads = 8, kSequences = 150;
+  const std::vector<int> contexts{64, 132, 200, 96, 36};
+  std::vector<std::vector<std::int32_t>> seq_pages(kSequences);
+  const std::vector<std::int32_t> commit(4, 1), block(4, 1);
+  std::vector<PassItem> items(kSequences);
+  std::int32_t next_page = 1;
+  for (int i = 0; i < kSequences; ++i) {
+    const int context = contexts[static_cast<std::size_t>(i) % contexts.size()];
+    for (int j = 0; j < (context + kPageTokens - 1) / kPageTokens; ++j)
+      seq_pages[static_cast<std::size_t>(i)].push_back(next_page++);
+    auto& item = items[static_cast<std::size_t>(i)];
+    item.commit = commit;
+    item.block = block;
+    item.start = context - 8;
+    item.block_length = 4;
+    item.pages = seq_pages[static_cast<std::size_t>(i)];
+  }
+  const std::size_t cache_n = static_cast<std::size_t>(next_page) * kKvHeads * kPageTokens * kD;
+  const auto k = as_dtype(random_vector(cache_n, 31, 1.0f), CudaDType::kBF16);
+  const auto v = as_dtype(random_vector(cache_n, 32, 1.0f), CudaDType::kBF16);
+  const auto d_k = upload(k, CudaDType::kBF16), d_v = upload(v, CudaDType::kBF16);
+  for (const auto kernel : {AttentionKernel::kTensorCoresPipelined, AttentionKernel::kTensorCores,
+                            AttentionKernel::kCudaCores}) {
+    const std::int32_t grid = attention_grid(CudaDType::kBF16, kernel, kD);
+    const PassPlan plan =
+        plan_pass(items, {kHeads, kKvHeads, grid, 4096, 256, attention_split_align(kernel), 16});
+    ASSERT_GT(plan.attn_work, grid) << name(kernel);
+    const auto meta = upload_bytes(plan.bytes);
+    const auto q =
+        as_dtype(random_vector(static_cast<std::size_t>(plan.rows) * kHeads * kD, 33, 1.0f),
+                 CudaDType::kBF16);
+    const auto d_q = upload(q, CudaDType::kBF16);
+    const std::vector<float> poison(q.size(), std::numeric_limits<float>::quiet_NaN());
+    const auto d_out = upload(poison, CudaDType::kBF16);
+    DeviceBuffer partial_out(4096ull * kTileQueries * kD * 4),
+        partial_lse(4096ull * kTileQueries * 4), counters(4096ull * 4);
+    DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    const LayerShape shape{kHeads * kD, kHeads, kKvHeads, kD, 64, 1e-6};
+    launch_attention(CudaDType::kBF16, kernel, meta.as<PassHeader>(), d_q.get(),
+                     CacheLayer{d_k.get(), d_v.get()}, shape, d_out.get(), partial_out.as<float>(),
+                     partial_lse.as<float>(), counters.as<std::uint32_t>(), grid, stream());
+    synchronize();
+    const auto got = download(d_out, q.size(), CudaDType::kBF16);
+    const auto* rows = pass_section<RowInfo>(&plan.header(), plan.header().rows_offset);
+    double worst = 0;
+    for (int r = 0; r < plan.rows; ++r) {
+      const auto& pages = seq_pages[static_cast<std::size_t>(r / 8)];
+      std::vector<double> want;
+      std::vector<float> row_got;
+      for (int h = 0; h < kHeads; ++h) {
+        const auto o = attend(q.data() + (static_cast<std::size_t>(r) * kHeads + h) * kD, k, v,
+                              pages, h / (kHeads / kKvHeads), kKvHeads, rows[r].kv_len, kD);
+        want.insert(want.end(), o.begin(), o.end());
+        const auto from = got.begin() + static_cast<std::ptrdiff_t>((r * kHeads + h) * kD);
+        row_got.insert(row_got.end(), from, from + kD);
+      }
+      worst = std::max(worst, rel_l2(row_got, want));
+    }
+    EXPECT_LT(worst, 4.5e-2) << name(kernel) << ": worst row";
+  }
+}
+
+// Per-launch attention times (not a check: skipped unless DICE_ATTENTION_TIMINGS is set; run on
+// the device by bench/results/2026-11-23-engine-attention-h100). SDAR-1.7B and -4B heads, bf16,
+// head_dim 128; per sequence a fused store pass (4 commit rows + a block of 4) whose block sees
+// `context` positions; the first mma kernel (with its combine launch when split) against the
+// pipelined one under several planner settings. 28 launches (one per layer, rotating over as many
+// layers' caches as fit 3 GiB, so that the KV cache mostly comes from HBM as in a forward) are
+// captured in a CUDA graph; the time is its replay's over 28, median of 9 replays.
+TEST_F(CudaOps, AttentionTimings) {
+  if (std::getenv("DICE_ATTENTION_TIMINGS") == nullptr)
+    GTEST_SKIP() << "set DICE_ATTENTION_TIMINGS=1 to time the attention kernels";
+  struct Variant {
+    std::string name;
+    AttentionKernel kernel;
+    std::int32_t min_split_keys, max_splits;
+  };
+  const std::vector<Variant> variants{
+      {"first", AttentionKernel::kTensorCores, 256, 0},
+      {"pipe", AttentionKernel::kTensorCoresPipelined, 256, 16},
+      {"pipe_m128", AttentionKernel::kTensorCoresPipelined, 128, 16},
+      {"pipe_m512", AttentionKernel::kTensorCoresPipelined, 512, 16},
+      {"pipe_x8", AttentionKernel::kTensorCoresPipelined, 256, 8},
+      {"pipe_x64", AttentionKernel::kTensorCoresPipelined, 256, 64}};
+  constexpr int kD = 128, kLayers = 28, kRowsPerSequence = 8;
+  std::printf("attention us per launch (median of 9 graph replays of %d launches)\n", kLayers);
+  std::printf("%-5s %5s %7s", "model", "seqs", "context");
+  for (const auto& v : variants) std::printf(" %9s", v.name.c_str());
+  std::printf("  pipe/first  ref err first, pipelined (last sequence)\n");
+  for (const auto& [model, heads] :
+       std::vector<std::pair<std::string, int>>{{"1.7b", 16}, {"4b", 32}})
+    for (const int sequences : {1, 16, 128})
+      for (const int context : {64, 256, 1024, 4160}) {
+        const int kv_heads = 8;
+        const std::int64_t pages_per_sequence = (context + kPageTokens - 1) / kPageTokens;
+        const std::int64_t pages = sequences * pages_per_sequence + 1;  // page 0: scratch
+        const std::int64_t layer_elems = pages * kv_heads * kPageTokens * kD;
+        const std::int64_t layers =
+            std::clamp<std::int64_t>((3ll << 30) / (layer_elems * 4), 1, kLayers);
+        DeviceBuffer k(static_cast<std::size_t>(layers * layer_elems * 2)),
+            v(static_cast<std::size_t>(layers * layer_elems * 2));
+        launch_fill_random(CudaDType::kBF16, k.get(), layers * layer_elems, 1.0f, 21, stream());
+        launch_fill_random(CudaDType::kBF16, v.get(), layers * layer_elems, 1.0f, 22, stream());
+        const std::int64_t rows = std::int64_t{sequences} * kRowsPerSequence;
+        DeviceBuffer q(static_cast<std::size_t>(rows * heads * kD * 2)),
+            out(static_cast<std::size_t>(rows * heads * kD * 2)),
+            partial_out(4096ull * kTileQueries * kD * 4), partial_lse(4096ull * kTileQueries * 4),
+            counters(4096ull * 4);
+        launch_fill_random(CudaDType::kBF16, q.get(), rows * heads * kD, 1.0f, 23, stream());
+        DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+        std::vector<std::vector<std::int32_t>> seq_pages(static_cast<std::size_t>(sequences));
+        const std::vector<std::int32_t> commit(4, 1), block(4, 1);
+        std::vector<PassItem> items(static_cast<std::size_t>(sequences));
+        for (int i = 0; i < sequences; ++i) {
+          auto& p = seq_pages[static_cast<std::size_t>(i)];
+          for (std::int64_t j = 0; j < pages_per_sequence; ++j)
+            p.push_back(static_cast<std::int32_t>(1 + i * pages_per_sequence + j));
+          auto& item = items[static_cast<std::size_t>(i)];
+          item.commit = commit;
+          item.block = block;
+          item.start = context - 8;
+          item.block_length = 4;
+          item.pages = p;
+        }
+        const LayerShape shape{heads * kD, heads, kv_heads, kD, 64, 1e-6};
+        std::vector<double> times;
+        std::vector<std::vector<float>> outputs;
+        for (const auto& variant : variants) {
+          const std::int32_t grid = attention_grid(CudaDType::kBF16, variant.kernel, kD);
+          const PassPlan plan =
+              plan_pass(items, {heads, kv_heads, grid, 4096, variant.min_split_keys,
+                                attention_split_align(variant.kernel), variant.max_splits});
+          const auto meta = upload_bytes(plan.bytes);
+          const auto launch = [&](std::int64_t layer) {
+            const CacheLayer cache{static_cast<std::uint16_t*>(k.get()) + layer * layer_elems,
+                                   static_cast<std::uint16_t*>(v.get()) + layer * layer_elems};
+            launch_attention(CudaDType::kBF16, variant.kernel, meta.as<PassHeader>(), q.get(),
+                             cache, shape, out.get(), partial_out.as<float>(),
+                             partial_lse.as<float>(), counters.as<std::uint32_t>(), grid, stream());
+            if (plan.attn_combine > 0 && attention_needs_combine(variant.kernel))
+              launch_attention_combine(CudaDType::kBF16, meta.as<PassHeader>(),
+                                       partial_out.as<float>(), partial_lse.as<float>(), shape,
+                                       out.get(), 4 * 132, stream());
+          };
+          launch(0);
+          synchronize();
+          outputs.push_back(
+              download(out, static_cast<std::size_t>(rows * heads * kD), CudaDType::kBF16));
+          DICE_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+          for (int l = 0; l < kLayers; ++l) launch(l % layers);
+          cudaGraph_t captured = nullptr;
+          DICE_CUDA_CHECK(cudaStreamEndCapture(stream(), &captured));
+          GraphExec graph(captured);
+          for (int i = 0; i < 2; ++i) graph.launch(stream());
+          std::vector<double> replays;
+          for (int i = 0; i < 9; ++i) {
+            Event start, stop;
+            start.record(stream());
+            graph.launch(stream());
+            stop.record(stream());
+            synchronize();
+            replays.push_back(stop.since(start) * 1000.0 / kLayers);
+          }
+          std::sort(replays.begin(), replays.end());
+          times.push_back(replays[replays.size() / 2]);
+        }
+        // Each variant's output rows of the last sequence (layer 0) against the double reference.
+        const std::int64_t last = sequences - 1;
+        const std::int64_t page_elems = std::int64_t{kv_heads} * kPageTokens * kD;
+        const std::size_t seq_elems = static_cast<std::size_t>(pages_per_sequence * page_elems);
+        std::vector<std::uint16_t> bits(seq_elems);
+        std::vector<float> k_seq(seq_elems), v_seq(seq_elems), q_seq;
+        for (auto [from, to] : {std::pair{&k, &k_seq}, std::pair{&v, &v_seq}}) {
+          DICE_CUDA_CHECK(cudaMemcpy(bits.data(),
+                                     static_cast<const std::uint16_t*>(from->get()) +
+                                         (1 + last * pages_per_sequence) * page_elems,
+                                     seq_elems * 2, cudaMemcpyDeviceToHost));
+          for (std::size_t i = 0; i < seq_elems; ++i) (*to)[i] = model::bf16_to_f32(bits[i]);
+        }
+        const std::size_t row_elems = static_cast<std::size_t>(heads) * kD;
+        const auto all_q =
+            download(q, static_cast<std::size_t>(rows) * row_elems, CudaDType::kBF16);
+        std::vector<std::int32_t> local(static_cast<std::size_t>(pages_per_sequence));
+        std::iota(local.begin(), local.end(), 0);
+        std::vector<double> want;
+        for (int r = 0; r < kRowsPerSequence; ++r) {
+          const int kv_len = r < 4 ? context - 4 : context;
+          const std::size_t row = static_cast<std::size_t>(last * kRowsPerSequence + r);
+          for (int h = 0; h < heads; ++h) {
+            const auto o =
+                attend(all_q.data() + row * row_elems + static_cast<std::size_t>(h) * kD, k_seq,
+                       v_seq, local, h / (heads / kv_heads), kv_heads, kv_len, kD);
+            want.insert(want.end(), o.begin(), o.end());
+          }
+        }
+        std::vector<double> errors;
+        for (std::size_t i = 0; i < outputs.size(); ++i) {
+          const auto from =
+              outputs[i].begin() + static_cast<std::ptrdiff_t>(last * kRowsPerSequence * row_elems);
+          errors.push_back(rel_l2(
+              std::vector<float>(from, from + static_cast<std::ptrdiff_t>(want.size())), want));
+          EXPECT_LT(errors.back(), 1.5e-2) << model << " " << sequences << " sequences, context "
+                                           << context << ", " << variants[i].name;
+        }
+        std::printf("%-5s %5d %7d", model.c_str(), sequences, context);
+        for (const double t : times) std::printf(" %9.2f", t);
+        std::printf("  %10.2f  %.1e %.1e\n", times[1] / times[0], errors[0],
+                    *std::max_element(errors.begin() + 1, errors.end()));
+        std::fflush(stdout);
+      }
 }
 
 struct VocabCase {

@@ -222,6 +222,112 @@ TEST(PlanPass, SplitsHoldAtLeastTheMinimumKeys) {
   EXPECT_EQ(splits_of(wide), 4);
 }
 
+/// Checks that the split tiles' work items tile [0, kv_end) in order and name their combine.
+void expect_splits_cover_tiles(const PassPlan& plan) {
+  const auto combines = section<AttnCombine>(plan, plan.header().combine_offset, plan.attn_combine);
+  const auto work = section<AttnWork>(plan, plan.header().work_offset, plan.attn_work);
+  for (std::size_t i = 0; i < combines.size(); ++i) {
+    const auto& c = combines[i];
+    std::vector<AttnWork> parts;
+    for (const auto& w : work)
+      if (w.partial >= c.partial && w.partial < c.partial + c.splits) parts.push_back(w);
+    ASSERT_EQ(std::ssize(parts), c.splits);
+    std::sort(parts.begin(), parts.end(),
+              [](const AttnWork& a, const AttnWork& b) { return a.partial < b.partial; });
+    std::int32_t next = 0;
+    for (const auto& p : parts) {
+      EXPECT_EQ(p.combine, static_cast<std::int32_t>(i));
+      EXPECT_EQ(p.kv_head, c.kv_head);
+      EXPECT_EQ(p.row0, c.row0);
+      EXPECT_EQ(p.kv_begin, next);  // split order = partial slot order
+      next = p.kv_end;
+    }
+    EXPECT_EQ(next, parts.back().kv_end);
+  }
+  for (const auto& w : work) {
+    if (w.partial < 0) {
+      EXPECT_EQ(w.combine, -1);
+    }
+  }
+}
+
+TEST(PlanPass, PipelinedKernelSplitsIntoWholeUnitsAtFewSequences) {
+  // SDAR-1.7B heads (16 / 8), one sequence decoding a block of 4 (one tile per KV head), the
+  // pipelined kernel's planner: units of 128 positions (one page per warp), up to 16 splits.
+  const auto block = ids(4);
+  std::vector<std::int32_t> pages(140);
+  std::iota(pages.begin(), pages.end(), 1);
+  PassItem item;
+  item.block = block;
+  item.block_length = 4;
+  item.pages = pages;
+  const auto plan_at = [&](std::int64_t start, std::int32_t max_splits,
+                           std::int32_t min_split_keys = 256) {
+    item.start = start;
+    return plan_pass(std::span(&item, 1), {16, 8, 396, 4096, min_split_keys, 128, max_splits});
+  };
+  const auto lengths = [](const PassPlan& plan) {
+    std::vector<std::int32_t> v;
+    for (const auto& w : section<AttnWork>(plan, plan.header().work_offset, plan.attn_work))
+      if (w.kv_head == 0) v.push_back(w.kv_end - w.kv_begin);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  // ~1,000 positions: 8 ranges of 128 (the last 108), 64 work items.
+  const PassPlan p1000 = plan_at(1000, 16);
+  EXPECT_EQ(p1000.attn_work, 64);
+  EXPECT_EQ(p1000.attn_combine, 8);
+  EXPECT_EQ(lengths(p1000), (std::vector<std::int32_t>{108, 128, 128, 128, 128, 128, 128, 128}));
+  expect_splits_cover_tiles(p1000);
+  for (const auto& w : section<AttnWork>(p1000, p1000.header().work_offset, p1000.attn_work))
+    EXPECT_EQ(w.kv_begin % 128, 0);
+  // At most 4 splits: ranges of 256.
+  EXPECT_EQ(lengths(plan_at(1000, 4)), (std::vector<std::int32_t>{236, 256, 256, 256}));
+  // 4,160 positions: 16 splits wanted at most, 260 rounded up to 384: 11 ranges.
+  const PassPlan p4160 = plan_at(4156, 16);
+  EXPECT_EQ(p4160.attn_combine, 8);
+  EXPECT_EQ(p4160.attn_work, 88);
+  expect_splits_cover_tiles(p4160);
+  // 0: the kernel's limit, 64 splits; 33 units of 128.
+  EXPECT_EQ(plan_at(4156, 0).attn_work, 8 * 33);
+  // Short contexts stay whole: under two 256-position ranges ...
+  EXPECT_EQ(plan_at(96, 16).attn_combine, 0);
+  EXPECT_EQ(plan_at(500, 16).attn_combine, 0);
+  EXPECT_EQ(lengths(plan_at(508, 16)), (std::vector<std::int32_t>{128, 128, 128, 128}));
+  // ... or 128-position ones with min_split_keys 64 (a 4-position last range).
+  EXPECT_EQ(lengths(plan_at(128, 16, 64)), (std::vector<std::int32_t>{4, 128}));
+  // Bad alignment.
+  item.start = 1000;
+  EXPECT_THROW(plan_pass(std::span(&item, 1), {16, 8, 396, 4096, 256, 100, 16}), Error);
+}
+
+TEST(PlanPass, PipelinedKernelSplitsFewerAtSixteenSequences) {
+  // 16 sequences at ~1,000 positions: 16 tiles x 8 heads = 128 items, ceil(396 / 128) = 4
+  // splits of 256 each; 128 sequences fill the GPU unsplit.
+  const auto block = ids(4);
+  std::vector<std::int32_t> pages(32);
+  std::iota(pages.begin(), pages.end(), 1);
+  const auto plan_for = [&](int sequences) {
+    std::vector<PassItem> items(static_cast<std::size_t>(sequences));
+    for (auto& item : items) {
+      item.block = block;
+      item.start = 1000;
+      item.block_length = 4;
+      item.pages = pages;
+    }
+    return plan_pass(items, {16, 8, 396, 4096, 256, 128, 16});
+  };
+  const PassPlan sixteen = plan_for(16);
+  EXPECT_EQ(sixteen.attn_combine, 128);
+  EXPECT_EQ(sixteen.attn_work, 512);
+  expect_splits_cover_tiles(sixteen);
+  for (const auto& w : section<AttnWork>(sixteen, sixteen.header().work_offset, sixteen.attn_work))
+    EXPECT_LE(w.kv_end - w.kv_begin, 256);
+  const PassPlan many = plan_for(128);
+  EXPECT_EQ(many.attn_combine, 0);
+  EXPECT_EQ(many.attn_work, 128 * 8);
+}
+
 TEST(PlanPass, SeveralSequencesAndBadInput) {
   const auto a = ids(4), b = ids(8), c = ids(3);
   const std::vector<std::int32_t> pa{5}, pb{6, 8}, pc{2};

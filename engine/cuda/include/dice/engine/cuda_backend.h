@@ -60,8 +60,17 @@ struct CudaBackendOptions {
   /// Vocabulary pass split over many blocks per row (false: one block per block row).
   bool chunked_vocab_pass = true;
   /// A split KV range of the attention holds at least this many positions (the combine kernel
-  /// is skipped when no tile is split); 0: the first planner, which split down to 2 pages.
+  /// is skipped when no tile is split); 0: the first planner, which split down to 2 pages. With
+  /// the pipelined kernel: tiles of at least twice this many positions are split, into ranges
+  /// of 128 positions (one page per warp) or more, as many as fill the GPU.
   std::int32_t attention_min_split_keys = 256;
+  /// bf16 tensor-core attention: the pipelined kernel (cp.async K/V loads in flight while each
+  /// warp computes, split tiles merged in the same kernel by their last work item, no combine
+  /// launch; bench/results/2026-11-23-engine-attention-h100). false: the first mma kernel
+  /// (synchronous page loads) and the combine kernel.
+  bool pipelined_attention = true;
+  /// Pipelined attention: most splits of one tile's KV range (0: 64, the kernel's limit).
+  std::int32_t attention_max_splits = 16;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;
