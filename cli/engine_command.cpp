@@ -245,16 +245,15 @@ void run_bench(const BenchArgs& args) {
           record["kv_positions_read"] = st.kv_positions_read;
           // Host share: the part of the run during which the GPU had no pass to run.
           record["device_seconds"] = st.device_seconds;
-          record["host_share"] = seconds > 0 ? 1.0 - st.device_seconds / seconds : 0.0;
+          const double host_share = seconds > 0 ? 1.0 - st.device_seconds / seconds : 0.0;
+          record["host_share"] = host_share;
           if (st.floor_seconds > 0) {
             record["floor_seconds"] = st.floor_seconds;
             record["time_over_floor"] = seconds / st.floor_seconds;
             floor_text = fmt::format(", floor {:.3f} s, {:.2f}x the floor", st.floor_seconds,
                                      seconds / st.floor_seconds);
           }
-          floor_text +=
-              fmt::format(", GPU idle {:.1f}%",
-                          seconds > 0 ? 100.0 * (1.0 - st.device_seconds / seconds) : 0.0);
+          floor_text += fmt::format(", host share {:.1f}%", 100.0 * host_share);
         }
 #endif
         if (forwards == 0)  // cpu: every sequence runs every forward in this lockstep benchmark

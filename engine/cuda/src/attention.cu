@@ -190,6 +190,91 @@ constexpr std::size_t mma_shared_bytes() {
   return kv > merge ? kv : merge;
 }
 
+/// The visible end of query vector q (of the tile's 16) in work item w: its row's kv_len clipped
+/// to kv_end, or kv_begin (nothing visible) for a vector past w.rows.
+__device__ __forceinline__ std::int32_t visible_end(const AttnArgs& a, const AttnWork& w,
+                                                    const RowInfo* rows, bool valid, int q) {
+  if (!valid) return w.kv_begin;
+  const std::int32_t kv_len = rows[w.row0 + q / a.group].kv_len;
+  return kv_len < w.kv_end ? kv_len : w.kv_end;
+}
+
+/// One 32-position page of a warp's online softmax (FlashAttention-2, §3.1) for this lane's C
+/// rows g and g + 8 (a row's 4 lanes t = 0..3 share it): s holds S = Q K^T for positions
+/// c + 0..31 (4 n-tiles of 8); positions at or past end0 (row g) / end1 (row g + 8) are masked,
+/// the rest scaled by scale_log2 (log2 domain). Updates the running max m and sum l, rescales
+/// acc (the O fragments, kDimTiles n-tiles of 8 dimensions) and leaves P = 2^(s - max) in s.
+template <int kDimTiles>
+__device__ __forceinline__ void online_softmax_page(float (&s)[4][4], float (&m)[2], float (&l)[2],
+                                                    float (&acc)[kDimTiles][4], std::int32_t c,
+                                                    int t, std::int32_t end0, std::int32_t end1,
+                                                    float scale_log2) {
+  float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const std::int32_t position = c + nt * 8 + 2 * t + (e & 1);
+      const std::int32_t end = e < 2 ? end0 : end1;
+      s[nt][e] = position < end ? s[nt][e] * scale_log2 : -INFINITY;
+      row_max[e >> 1] = fmaxf(row_max[e >> 1], s[nt][e]);
+    }
+  float alpha[2], shift[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
+    row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
+    const float m_new = fmaxf(m[h], row_max[h]);
+    alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
+    shift[h] = m_new == -INFINITY ? 0.0f : m_new;
+    m[h] = m_new;
+    l[h] *= alpha[h];
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[nt][e] = exp2f(s[nt][e] - shift[e >> 1]);
+      l[e >> 1] += s[nt][e];
+    }
+#pragma unroll
+  for (int dn = 0; dn < kDimTiles; ++dn) {
+    acc[dn][0] *= alpha[0];
+    acc[dn][1] *= alpha[0];
+    acc[dn][2] *= alpha[1];
+    acc[dn][3] *= alpha[1];
+  }
+}
+
+/// A warp's end of the page loop: adds l over the row's 4 lanes, then writes the warp's running
+/// max m and sum l ([warp][16] each) and its O fragments acc ([warp][16][D], fp32) into the
+/// shared merge area, which the caller fences with block barriers on both sides.
+template <int D>
+__device__ __forceinline__ void stage_warp_result(float* merge_m, float* merge_l, float* merge_o,
+                                                  int warp, int g, int t, const float (&m)[2],
+                                                  float (&l)[2], const float (&acc)[D / 8][4]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+  if (t == 0) {
+    merge_m[warp * kTileQueries + g] = m[0];
+    merge_m[warp * kTileQueries + g + 8] = m[1];
+    merge_l[warp * kTileQueries + g] = l[0];
+    merge_l[warp * kTileQueries + g + 8] = l[1];
+  }
+  float* o_warp = merge_o + static_cast<std::size_t>(warp) * kTileQueries * D;
+#pragma unroll
+  for (int dn = 0; dn < D / 8; ++dn) {
+    const int col = dn * 8 + 2 * t;
+    o_warp[g * D + col] = acc[dn][0];
+    o_warp[g * D + col + 1] = acc[dn][1];
+    o_warp[(g + 8) * D + col] = acc[dn][2];
+    o_warp[(g + 8) * D + col + 1] = acc[dn][3];
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
   wait_for_prior_grid();
@@ -220,12 +305,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
     // The two query vectors of this thread's C rows, their visible ends, the tile's end.
     const int q0 = g, q1 = g + 8;
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
-    const auto visible_end = [&](bool valid, int q) {
-      if (!valid) return w.kv_begin;
-      const std::int32_t kv_len = rows[w.row0 + q / a.group].kv_len;
-      return kv_len < w.kv_end ? kv_len : w.kv_end;
-    };
-    const std::int32_t end0 = visible_end(valid0, q0), end1 = visible_end(valid1, q1);
+    const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
+                       end1 = visible_end(a, w, rows, valid1, q1);
     std::int32_t tile_end = end0 > end1 ? end0 : end1;
     for (int offset = 16; offset > 0; offset >>= 1) {
       const std::int32_t o = __shfl_xor_sync(0xffffffffu, tile_end, offset);
@@ -283,42 +364,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
           mma_bf16(s[nt], q_frag[ks], b0, b1);
         }
       }
-      // Mask, scale, online softmax (rows g and g + 8; a row's 4 lanes t = 0..3 share it).
-      float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const std::int32_t position = c + nt * 8 + 2 * t + (e & 1);
-          const std::int32_t end = e < 2 ? end0 : end1;
-          s[nt][e] = position < end ? s[nt][e] * a.scale_log2 : -INFINITY;
-          row_max[e >> 1] = fmaxf(row_max[e >> 1], s[nt][e]);
-        }
-      float alpha[2], shift[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
-        row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
-        const float m_new = fmaxf(m[h], row_max[h]);
-        alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
-        shift[h] = m_new == -INFINITY ? 0.0f : m_new;
-        m[h] = m_new;
-        l[h] *= alpha[h];
-      }
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[nt][e] = exp2f(s[nt][e] - shift[e >> 1]);
-          l[e >> 1] += s[nt][e];
-        }
-#pragma unroll
-      for (int dn = 0; dn < kDimTiles; ++dn) {
-        acc[dn][0] *= alpha[0];
-        acc[dn][1] *= alpha[0];
-        acc[dn][2] *= alpha[1];
-        acc[dn][3] *= alpha[1];
-      }
+      online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
       // O += P V: P's C fragments of n-tiles 2kk, 2kk+1 are the A fragment of k-step kk.
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
@@ -337,28 +383,9 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
       }
       __syncwarp();  // shared rows are overwritten by the next chunk
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
     // Merge the 4 warps through shared memory (aliasing the K/V rows: all warps are done).
     __syncthreads();
-    if (t == 0) {
-      merge_m[warp * kTileQueries + g] = m[0];
-      merge_m[warp * kTileQueries + g + 8] = m[1];
-      merge_l[warp * kTileQueries + g] = l[0];
-      merge_l[warp * kTileQueries + g + 8] = l[1];
-    }
-    float* o_warp = merge_o + static_cast<std::size_t>(warp) * kTileQueries * D;
-#pragma unroll
-    for (int dn = 0; dn < kDimTiles; ++dn) {
-      const int col = dn * 8 + 2 * t;
-      o_warp[g * D + col] = acc[dn][0];
-      o_warp[g * D + col + 1] = acc[dn][1];
-      o_warp[(g + 8) * D + col] = acc[dn][2];
-      o_warp[(g + 8) * D + col + 1] = acc[dn][3];
-    }
+    stage_warp_result<D>(merge_m, merge_l, merge_o, warp, g, t, m, l, acc);
     __syncthreads();
     for (int e = threadIdx.x; e < kTileQueries * D; e += kThreads) {
       const int q = e / D, d = e % D;
@@ -654,12 +681,8 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
     // The two query vectors of this thread's C rows and their visible ends.
     const int q0 = g, q1 = g + 8;
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
-    const auto visible_end = [&](bool valid, int q) {
-      if (!valid) return w.kv_begin;
-      const std::int32_t kv_len = rows[w.row0 + q / a.group].kv_len;
-      return kv_len < w.kv_end ? kv_len : w.kv_end;
-    };
-    const std::int32_t end0 = visible_end(valid0, q0), end1 = visible_end(valid1, q1);
+    const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
+                       end1 = visible_end(a, w, rows, valid1, q1);
     cp_async_wait<2>();  // this thread's Q copies
     __syncthreads();     // everyone's
     // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
@@ -695,42 +718,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
       __syncwarp();  // every lane has read this K page
       if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page);
       cp_async_commit();
-      // Mask, scale, online softmax (rows g and g + 8; a row's 4 lanes t = 0..3 share it).
-      float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const std::int32_t position = c + nt * 8 + 2 * t + (e & 1);
-          const std::int32_t end = e < 2 ? end0 : end1;
-          s[nt][e] = position < end ? s[nt][e] * a.scale_log2 : -INFINITY;
-          row_max[e >> 1] = fmaxf(row_max[e >> 1], s[nt][e]);
-        }
-      float alpha[2], shift[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 1));
-        row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xffffffffu, row_max[h], 2));
-        const float m_new = fmaxf(m[h], row_max[h]);
-        alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new);
-        shift[h] = m_new == -INFINITY ? 0.0f : m_new;
-        m[h] = m_new;
-        l[h] *= alpha[h];
-      }
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[nt][e] = exp2f(s[nt][e] - shift[e >> 1]);
-          l[e >> 1] += s[nt][e];
-        }
-#pragma unroll
-      for (int dn = 0; dn < kDimTiles; ++dn) {
-        acc[dn][0] *= alpha[0];
-        acc[dn][1] *= alpha[0];
-        acc[dn][2] *= alpha[1];
-        acc[dn][3] *= alpha[1];
-      }
+      online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
       cp_async_wait<1>();  // V of this page (the next K may still be in flight)
       __syncwarp();
       // O += P V: P's C fragments of n-tiles 2kk, 2kk + 1 are the A fragment of k-step kk; V's
@@ -757,28 +745,9 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
       next_page = after_page;
     }
     cp_async_wait<0>();
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
     // Merge the 4 warps through shared memory (aliasing the K/V rows: all warps are done).
     __syncthreads();
-    if (t == 0) {
-      merge_m[warp * kTileQueries + g] = m[0];
-      merge_m[warp * kTileQueries + g + 8] = m[1];
-      merge_l[warp * kTileQueries + g] = l[0];
-      merge_l[warp * kTileQueries + g + 8] = l[1];
-    }
-    float* o_warp = merge_o + static_cast<std::size_t>(warp) * kTileQueries * D;
-#pragma unroll
-    for (int dn = 0; dn < kDimTiles; ++dn) {
-      const int col = dn * 8 + 2 * t;
-      o_warp[g * D + col] = acc[dn][0];
-      o_warp[g * D + col + 1] = acc[dn][1];
-      o_warp[(g + 8) * D + col] = acc[dn][2];
-      o_warp[(g + 8) * D + col + 1] = acc[dn][3];
-    }
+    stage_warp_result<D>(merge_m, merge_l, merge_o, warp, g, t, m, l, acc);
     __syncthreads();
     // Per query vector once: each warp's scale 2^(m_k - max), the sum and the log2-sum-exp (the
     // same arithmetic as attention_mma's per-element merge, so the same bits).

@@ -1,5 +1,6 @@
 #pragma once
-// Device helpers shared by the kernels: element conversion, warp and block reductions.
+// Device helpers shared by the kernels: element conversion, vector stores, warp and block
+// reductions.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -24,6 +25,19 @@ __device__ __forceinline__ float from_float<float>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+
+/// Stores 4 values at dst (16-byte aligned for float, 8-byte for bf16, rounded to nearest) in one
+/// vector store.
+__device__ __forceinline__ void store4(float* dst, float a, float b, float c, float d) {
+  *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
+}
+__device__ __forceinline__ void store4(__nv_bfloat16* dst, float a, float b, float c, float d) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+  uint2 bits;
+  bits.x = *reinterpret_cast<const unsigned*>(&lo);
+  bits.y = *reinterpret_cast<const unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(dst) = bits;
 }
 
 template <typename T>

@@ -84,6 +84,16 @@ struct PassPlan {
   std::int64_t kv_positions_read = 0;
   std::int64_t attention_scores = 0;
   const PassHeader& header() const { return *reinterpret_cast<const PassHeader*>(bytes.data()); }
+  /// The attention work items, in launch order (a view into bytes).
+  std::span<const AttnWork> work() const {
+    return {pass_section<AttnWork>(&header(), header().work_offset),
+            static_cast<std::size_t>(attn_work)};
+  }
+  /// The split tiles, one per AttnCombine (a view into bytes).
+  std::span<const AttnCombine> combines() const {
+    return {pass_section<AttnCombine>(&header(), header().combine_offset),
+            static_cast<std::size_t>(attn_combine)};
+  }
 };
 
 /// Builds the metadata of one pass: rows in item order (commit rows, then block rows). Row r of

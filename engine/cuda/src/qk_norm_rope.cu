@@ -19,6 +19,23 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kMaxHeadDim = 256;
 
+/// Where head vector v (q heads, then k heads, then v heads) of pass row `row` goes: q_out
+/// [rows, heads, head_dim] for a q head, else the row's cache slot (page, kv head, slot) of the
+/// K or V cache [pages, kv_heads, kPageTokens, head_dim].
+template <typename T>
+__device__ __forceinline__ T* head_destination(const LayerShape& shape, const RowInfo& info,
+                                               std::int32_t row, std::int32_t v, T* q_out,
+                                               T* k_cache, T* v_cache) {
+  if (v < shape.heads)
+    return q_out + (static_cast<std::int64_t>(row) * shape.heads + v) * shape.head_dim;
+  const bool is_k = v < shape.heads + shape.kv_heads;
+  const std::int32_t kv_head = is_k ? v - shape.heads : v - shape.heads - shape.kv_heads;
+  return (is_k ? k_cache : v_cache) +
+         ((static_cast<std::int64_t>(info.page) * shape.kv_heads + kv_head) * kPageTokens +
+          info.slot) *
+             shape.head_dim;
+}
+
 template <typename T, typename Acc, bool kWarpPerVector>
 __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, const float* q_norm,
                                     const float* k_norm, const float2* rope, LayerShape shape,
@@ -41,17 +58,7 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
     const float* h = src + static_cast<std::int64_t>(v) * d_head;
     const bool is_q = v < shape.heads;
     const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
-    T* dst;
-    if (is_q) {
-      dst = q_out + (static_cast<std::int64_t>(row) * shape.heads + v) * d_head;
-    } else {
-      const std::int32_t kv_head = is_k ? v - shape.heads : v - shape.heads - shape.kv_heads;
-      const std::int64_t offset =
-          ((static_cast<std::int64_t>(info.page) * shape.kv_heads + kv_head) * kPageTokens +
-           info.slot) *
-          d_head;
-      dst = (is_k ? k_cache : v_cache) + offset;
-    }
+    T* dst = head_destination(shape, info, row, v, q_out, k_cache, v_cache);
     if (!is_q && !is_k) {  // V: as projected
       for (std::int32_t d = lane; d < d_head; d += 32) dst[d] = from_float<T>(h[d]);
       continue;
@@ -83,14 +90,6 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
   }
 }
 
-__device__ __forceinline__ void store4(__nv_bfloat16* dst, float a, float b, float c, float d) {
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
-  uint2 bits;
-  bits.x = *reinterpret_cast<const unsigned*>(&lo);
-  bits.y = *reinterpret_cast<const unsigned*>(&hi);
-  *reinterpret_cast<uint2*>(dst) = bits;
-}
-
 /// bf16, head_dim 128, one warp per (row, vector): lane l holds dimensions 4l..4l+3, so the
 /// rotate-half partner of lane l (dimension d +- 64) is lane l ^ 16. The sum of squares runs
 /// in float (4 per lane, then the warp); the products round as in qk_norm_rope_kernel.
@@ -111,16 +110,7 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
       qkv + (static_cast<std::int64_t>(row) * vectors + v) * kDim)[lane];
   const bool is_q = v < shape.heads;
   const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
-  __nv_bfloat16* dst;
-  if (is_q) {
-    dst = q_out + (static_cast<std::int64_t>(row) * shape.heads + v) * kDim;
-  } else {
-    const std::int32_t kv_head = is_k ? v - shape.heads : v - shape.heads - shape.kv_heads;
-    dst = (is_k ? k_cache : v_cache) +
-          ((static_cast<std::int64_t>(info.page) * shape.kv_heads + kv_head) * kPageTokens +
-           info.slot) *
-              kDim;
-  }
+  __nv_bfloat16* dst = head_destination(shape, info, row, v, q_out, k_cache, v_cache);
   dst += 4 * lane;
   if (!is_q && !is_k) {  // V: as projected
     store4(dst, x.x, x.y, x.z, x.w);

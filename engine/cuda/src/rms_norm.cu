@@ -46,17 +46,6 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, std::int32_
 
 constexpr int kMaxVec = 8;  // float4 per thread: hidden up to 8,192
 
-__device__ __forceinline__ void store4(float* dst, float a, float b, float c, float d) {
-  *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
-}
-__device__ __forceinline__ void store4(__nv_bfloat16* dst, float a, float b, float c, float d) {
-  __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
-  uint2 bits;
-  bits.x = *reinterpret_cast<unsigned*>(&lo);
-  bits.y = *reinterpret_cast<unsigned*>(&hi);
-  *reinterpret_cast<uint2*>(dst) = bits;
-}
-
 /// hidden % 4 == 0 and hidden <= 4 * kThreads * kVec.
 template <typename T, typename Acc, int kVec>
 __global__ void __launch_bounds__(kThreads)

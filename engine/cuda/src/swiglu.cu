@@ -31,17 +31,6 @@ __global__ void swiglu_kernel(const float* gate_up, std::int32_t inter, T* out,
   }
 }
 
-__device__ __forceinline__ void store4(float* dst, float a, float b, float c, float d) {
-  *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
-}
-__device__ __forceinline__ void store4(__nv_bfloat16* dst, float a, float b, float c, float d) {
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
-  uint2 bits;
-  bits.x = *reinterpret_cast<const unsigned*>(&lo);
-  bits.y = *reinterpret_cast<const unsigned*>(&hi);
-  *reinterpret_cast<uint2*>(dst) = bits;
-}
-
 /// inter % 4 == 0: four elements per thread (float4 loads of gate and up), row blockIdx.y; the
 /// same values as swiglu_kernel, bit for bit.
 template <typename T>

@@ -668,11 +668,7 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
       ASSERT_GT(plan.attn_combine, 0) << what;
     }
     std::int32_t most_splits = 1;
-    for (const auto& cb : std::vector<AttnCombine>(
-             pass_section<AttnCombine>(&plan.header(), plan.header().combine_offset),
-             pass_section<AttnCombine>(&plan.header(), plan.header().combine_offset) +
-                 plan.attn_combine))
-      most_splits = std::max(most_splits, cb.splits);
+    for (const auto& cb : plan.combines()) most_splits = std::max(most_splits, cb.splits);
     if (c.max_splits > 0) {
       EXPECT_EQ(most_splits, c.max_splits) << what;
     }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "dice/core/error.h"
@@ -17,6 +18,18 @@ std::vector<std::int32_t> ids(std::int64_t n, std::int32_t first = 100) {
   std::vector<std::int32_t> v(static_cast<std::size_t>(n));
   std::iota(v.begin(), v.end(), first);
   return v;
+}
+
+/// A sequence denoising `block` (block length 4) after `start` cached positions on `pages`; the
+/// item's spans view the caller's vectors.
+PassItem denoising_item(std::span<const std::int32_t> block, std::span<const std::int32_t> pages,
+                        std::int64_t start) {
+  PassItem item;
+  item.block = block;
+  item.start = start;
+  item.block_length = 4;
+  item.pages = pages;
+  return item;
 }
 
 template <typename T>
@@ -136,7 +149,7 @@ TEST(PlanPass, PrefillRowsSeeTheirOwnBlockOnly) {
   for (int r = 0; r < 12; ++r) EXPECT_EQ(rows[r].kv_len, (r / 4 + 1) * 4) << r;
   // Group 2: tiles of 8 rows, 4 KV heads: 2 tiles x 4 heads, no split (target 1).
   ASSERT_EQ(plan.attn_work, 8);
-  const auto work = section<AttnWork>(plan, plan.header().work_offset, 8);
+  const auto work = plan.work();
   for (const auto& w : work) {
     EXPECT_EQ(w.partial, -1);
     EXPECT_EQ(w.kv_begin, 0);
@@ -146,20 +159,14 @@ TEST(PlanPass, PrefillRowsSeeTheirOwnBlockOnly) {
 }
 
 TEST(PlanPass, FewTilesSplitTheKvRangeIntoPageAlignedParts) {
-  const auto block = ids(4);
-  std::vector<std::int32_t> pages(40);
-  std::iota(pages.begin(), pages.end(), 1);
-  PassItem item;
-  item.block = block;
-  item.start = 1000;
-  item.block_length = 4;
-  item.pages = pages;
+  const auto block = ids(4), pages = ids(40, 1);
+  const PassItem item = denoising_item(block, pages, 1000);
   const PassPlan plan = plan_pass(std::span(&item, 1), {32, 8, 200, 4096});
   // One tile (4 rows x 4 heads) per KV head: 8 tiles; about 200 / 8 = 25 splits wanted, 3 of
   // at least 256 positions of 1004.
   ASSERT_EQ(plan.attn_combine, 8);
-  const auto combines = section<AttnCombine>(plan, plan.header().combine_offset, 8);
-  const auto work = section<AttnWork>(plan, plan.header().work_offset, plan.attn_work);
+  const auto combines = plan.combines();
+  const auto work = plan.work();
   EXPECT_EQ(plan.attn_work, plan.partials);
   for (const auto& c : combines) {
     EXPECT_GT(c.splits, 1);
@@ -187,18 +194,11 @@ TEST(PlanPass, FewTilesSplitTheKvRangeIntoPageAlignedParts) {
 }
 
 TEST(PlanPass, SplitsHoldAtLeastTheMinimumKeys) {
-  const auto block = ids(4);
-  std::vector<std::int32_t> pages(130);
-  std::iota(pages.begin(), pages.end(), 1);
-  PassItem item;
-  item.block = block;
-  item.block_length = 4;
-  item.pages = pages;
+  const auto block = ids(4), pages = ids(130, 1);
+  PassItem item = denoising_item(block, pages, 0);
   const auto splits_of = [&](const PassPlan& plan) {
     std::int32_t most = 1;
-    for (const auto& c :
-         section<AttnCombine>(plan, plan.header().combine_offset, plan.attn_combine))
-      most = std::max(most, c.splits);
+    for (const auto& c : plan.combines()) most = std::max(most, c.splits);
     return most;
   };
   // A ~100-position context at one sequence (the profiled decode): no split, no combine ...
@@ -215,17 +215,17 @@ TEST(PlanPass, SplitsHoldAtLeastTheMinimumKeys) {
   const PassPlan long_plan = plan_pass(std::span(&item, 1), {16, 8, 396, 4096});
   EXPECT_EQ(long_plan.attn_combine, 8);
   EXPECT_EQ(splits_of(long_plan), 16);
-  for (const auto& w :
-       section<AttnWork>(long_plan, long_plan.header().work_offset, long_plan.attn_work))
-    EXPECT_GE(w.kv_end - w.kv_begin, 256);
+  for (const auto& w : long_plan.work()) EXPECT_GE(w.kv_end - w.kv_begin, 256);
   const PassPlan wide = plan_pass(std::span(&item, 1), {16, 8, 396, 4096, 1024});
   EXPECT_EQ(splits_of(wide), 4);
 }
 
-/// Checks that the split tiles' work items tile [0, kv_end) in order and name their combine.
+/// Checks that the split tiles' work items tile [0, kv_end) in order and name their combine;
+/// kv_end is the tile's last row's kv_len.
 void expect_splits_cover_tiles(const PassPlan& plan) {
-  const auto combines = section<AttnCombine>(plan, plan.header().combine_offset, plan.attn_combine);
-  const auto work = section<AttnWork>(plan, plan.header().work_offset, plan.attn_work);
+  const auto combines = plan.combines();
+  const auto work = plan.work();
+  const auto rows = section<RowInfo>(plan, plan.header().rows_offset, plan.rows);
   for (std::size_t i = 0; i < combines.size(); ++i) {
     const auto& c = combines[i];
     std::vector<AttnWork> parts;
@@ -242,7 +242,7 @@ void expect_splits_cover_tiles(const PassPlan& plan) {
       EXPECT_EQ(p.kv_begin, next);  // split order = partial slot order
       next = p.kv_end;
     }
-    EXPECT_EQ(next, parts.back().kv_end);
+    EXPECT_EQ(next, rows[static_cast<std::size_t>(c.row0 + c.rows - 1)].kv_len);
   }
   for (const auto& w : work) {
     if (w.partial < 0) {
@@ -254,13 +254,8 @@ void expect_splits_cover_tiles(const PassPlan& plan) {
 TEST(PlanPass, PipelinedKernelSplitsIntoWholeUnitsAtFewSequences) {
   // SDAR-1.7B heads (16 / 8), one sequence decoding a block of 4 (one tile per KV head), the
   // pipelined kernel's planner: units of 128 positions (one page per warp), up to 16 splits.
-  const auto block = ids(4);
-  std::vector<std::int32_t> pages(140);
-  std::iota(pages.begin(), pages.end(), 1);
-  PassItem item;
-  item.block = block;
-  item.block_length = 4;
-  item.pages = pages;
+  const auto block = ids(4), pages = ids(140, 1);
+  PassItem item = denoising_item(block, pages, 0);
   const auto plan_at = [&](std::int64_t start, std::int32_t max_splits,
                            std::int32_t min_split_keys = 256) {
     item.start = start;
@@ -268,7 +263,7 @@ TEST(PlanPass, PipelinedKernelSplitsIntoWholeUnitsAtFewSequences) {
   };
   const auto lengths = [](const PassPlan& plan) {
     std::vector<std::int32_t> v;
-    for (const auto& w : section<AttnWork>(plan, plan.header().work_offset, plan.attn_work))
+    for (const auto& w : plan.work())
       if (w.kv_head == 0) v.push_back(w.kv_end - w.kv_begin);
     std::sort(v.begin(), v.end());
     return v;
@@ -279,8 +274,7 @@ TEST(PlanPass, PipelinedKernelSplitsIntoWholeUnitsAtFewSequences) {
   EXPECT_EQ(p1000.attn_combine, 8);
   EXPECT_EQ(lengths(p1000), (std::vector<std::int32_t>{108, 128, 128, 128, 128, 128, 128, 128}));
   expect_splits_cover_tiles(p1000);
-  for (const auto& w : section<AttnWork>(p1000, p1000.header().work_offset, p1000.attn_work))
-    EXPECT_EQ(w.kv_begin % 128, 0);
+  for (const auto& w : p1000.work()) EXPECT_EQ(w.kv_begin % 128, 0);
   // At most 4 splits: ranges of 256.
   EXPECT_EQ(lengths(plan_at(1000, 4)), (std::vector<std::int32_t>{236, 256, 256, 256}));
   // 4,160 positions: 16 splits wanted at most, 260 rounded up to 384: 11 ranges.
@@ -304,25 +298,17 @@ TEST(PlanPass, PipelinedKernelSplitsIntoWholeUnitsAtFewSequences) {
 TEST(PlanPass, PipelinedKernelSplitsFewerAtSixteenSequences) {
   // 16 sequences at ~1,000 positions: 16 tiles x 8 heads = 128 items, ceil(396 / 128) = 4
   // splits of 256 each; 128 sequences fill the GPU unsplit.
-  const auto block = ids(4);
-  std::vector<std::int32_t> pages(32);
-  std::iota(pages.begin(), pages.end(), 1);
+  const auto block = ids(4), pages = ids(32, 1);
   const auto plan_for = [&](int sequences) {
-    std::vector<PassItem> items(static_cast<std::size_t>(sequences));
-    for (auto& item : items) {
-      item.block = block;
-      item.start = 1000;
-      item.block_length = 4;
-      item.pages = pages;
-    }
+    const std::vector<PassItem> items(static_cast<std::size_t>(sequences),
+                                      denoising_item(block, pages, 1000));
     return plan_pass(items, {16, 8, 396, 4096, 256, 128, 16});
   };
   const PassPlan sixteen = plan_for(16);
   EXPECT_EQ(sixteen.attn_combine, 128);
   EXPECT_EQ(sixteen.attn_work, 512);
   expect_splits_cover_tiles(sixteen);
-  for (const auto& w : section<AttnWork>(sixteen, sixteen.header().work_offset, sixteen.attn_work))
-    EXPECT_LE(w.kv_end - w.kv_begin, 256);
+  for (const auto& w : sixteen.work()) EXPECT_LE(w.kv_end - w.kv_begin, 256);
   const PassPlan many = plan_for(128);
   EXPECT_EQ(many.attn_combine, 0);
   EXPECT_EQ(many.attn_work, 128 * 8);
