@@ -173,6 +173,8 @@ ExtensionBuilder::ExtensionBuilder(Toolchain toolchain, BuildOptions options)
     : toolchain_(std::move(toolchain)),
       options_(std::move(options)),
       fingerprint_(toolchain_.fingerprint()),
+      slim_main_hash_(options_.slim_headers ? sha256_hex(slim_main_header()) : ""),
+      slim_cuda_hash_(options_.slim_headers ? sha256_hex(slim_cuda_header()) : ""),
       compiler_slots_(std::max(1, options_.jobs)),
       pch_(options_.cache_dir, options_.timeout) {
   gencode_flag(options_.arch);  // validates
@@ -209,29 +211,29 @@ ExtensionBuilder::Keys ExtensionBuilder::keys(const ExtensionSpec& spec) const {
   k.main_flags.insert(k.main_flags.end(), toolchain_.cflags.begin(), toolchain_.cflags.end());
   k.main_flags.insert(k.main_flags.end(), includes.begin(), includes.end());
   k.main_flags.insert(k.main_flags.end(), spec.extra_cflags.begin(), spec.extra_cflags.end());
-  k.main =
-      sha256_hex(json{{"builder", kBuilderVersion},
-                      {"with_cuda", k.cuda_needed},
-                      {"toolchain", fingerprint_},
-                      {"compiler", main_compiler_.version},
-                      {"name", spec.name},
-                      {"cpp", spec.cpp_sources},
-                      {"functions", spec.functions},
-                      {"flags", k.main_flags},
-                      {"slim_header", options_.slim_headers ? sha256_hex(slim_main_header()) : ""}}
-                     .dump());
+  k.main = sha256_hex(json{
+      {"builder", kBuilderVersion},
+      {"with_cuda", k.cuda_needed},
+      {"toolchain", fingerprint_},
+      {"compiler", main_compiler_.version},
+      {"name", spec.name},
+      {"cpp", spec.cpp_sources},
+      {"functions", spec.functions},
+      {"flags", k.main_flags},
+      {"slim_header",
+       slim_main_hash_}}.dump());
   k.module = sanitize(spec.name) + "_" + k.main.substr(0, 12);
   if (k.cuda_needed) {
-    k.cuda = sha256_hex(
-        json{{"builder", kBuilderVersion},
-             {"toolchain", fingerprint_},
-             {"arch", options_.arch},
-             {"module", k.module},
-             {"cuda", spec.cuda_sources},
-             {"cuda_cflags", spec.extra_cuda_cflags},
-             {"include", spec.extra_include_paths},
-             {"slim_header", options_.slim_headers ? sha256_hex(slim_cuda_header()) : ""}}
-            .dump());
+    k.cuda = sha256_hex(json{
+        {"builder", kBuilderVersion},
+        {"toolchain", fingerprint_},
+        {"arch", options_.arch},
+        {"module", k.module},
+        {"cuda", spec.cuda_sources},
+        {"cuda_cflags", spec.extra_cuda_cflags},
+        {"include", spec.extra_include_paths},
+        {"slim_header",
+         slim_cuda_hash_}}.dump());
   }
   k.full = sha256_hex(json{{"builder", kBuilderVersion},
                            {"toolchain", fingerprint_},

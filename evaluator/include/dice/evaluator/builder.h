@@ -159,6 +159,8 @@ class ExtensionBuilder {
   Toolchain toolchain_;
   BuildOptions options_;
   std::string fingerprint_;
+  // sha256 of the slim headers in the cache keys ("" without options_.slim_headers).
+  std::string slim_main_hash_, slim_cuda_hash_;
   Compiler cxx_;            // the toolchain's C++ compiler (reference behaviour, linking)
   Compiler main_compiler_;  // main.cpp's
   std::counting_semaphore<> compiler_slots_;
