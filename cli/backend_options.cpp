@@ -55,6 +55,11 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "cuda backend: bf16 tensor-core attention with cp.async K/V loads in flight "
                     "and split tiles merged in the same kernel; --no-pipelined-attention: the "
                     "first mma kernel and its combine launch (default: on)");
+  command->add_flag("--balanced-attention-plan,!--no-balanced-attention-plan",
+                    args.balanced_attention_plan,
+                    "cuda backend: split attention ranges by waves of resident blocks and launch "
+                    "the tiles that read the same K/V pages side by side; "
+                    "--no-balanced-attention-plan: the earlier planner (default: on)");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -140,7 +145,9 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.skinny_gemm_rows = args.skinny_gemm_rows;
   options.programmatic_launch = args.pdl;
   options.pipelined_attention = args.pipelined_attention;
+  options.attention_balanced_plan = args.balanced_attention_plan;
   if (args.baseline_kernels) {
+    options.attention_balanced_plan = false;
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
     options.pipelined_attention = false;
@@ -155,7 +162,9 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
         m.device_name, args.dtype,
         std::string(args.baseline_kernels ? ", baseline kernels" : "") +
             (args.no_gemm_autotune ? ", no GEMM autotune" : "") +
-            (!args.baseline_kernels && !args.pipelined_attention ? ", first mma attention" : ""),
+            (!args.baseline_kernels && !args.pipelined_attention ? ", first mma attention" : "") +
+            (!args.baseline_kernels && !args.balanced_attention_plan ? ", earlier attention plan"
+                                                                     : ""),
         args.skinny_gemm_rows, args.pdl ? "on" : "off", static_cast<double>(m.weights) / (1 << 30),
         static_cast<double>(m.kv_cache) / (1 << 30), m.pages * m.page_tokens,
         m.bytes_per_token / 1024);

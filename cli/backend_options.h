@@ -32,11 +32,15 @@ struct BackendArgs {
   bool pdl = false;  ///< cuda: programmatic dependent launch of dice's kernels (--pdl / --no-pdl)
   /// cuda: the pipelined tensor-core attention (--no-pipelined-attention: the first mma kernel)
   bool pipelined_attention = true;
+  /// cuda: the attention planner's wave-aware splits and grouped tiles
+  /// (--no-balanced-attention-plan: the earlier rules)
+  bool balanced_attention_plan = true;
 };
 
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,
 /// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl / --no-pdl,
-/// --pipelined-attention / --no-pipelined-attention.
+/// --pipelined-attention / --no-pipelined-attention, --balanced-attention-plan /
+/// --no-balanced-attention-plan.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 
 /// "cpu" or "cuda" for --backend auto|cpu|cuda. Throws dice::InputError for cuda when dice was

@@ -211,6 +211,7 @@ void run_bench(const BenchArgs& args) {
                                     {"attention_min_split_keys", o.attention_min_split_keys},
                                     {"pipelined_attention", o.pipelined_attention},
                                     {"attention_max_splits", o.attention_max_splits},
+                                    {"attention_balanced_plan", o.attention_balanced_plan},
                                     {"fast_norms", o.fast_norms},
                                     {"gemm_autotune", o.gemm_autotune},
                                     {"skinny_gemm_rows", o.skinny_gemm_rows},

@@ -716,7 +716,9 @@ struct CudaBackend::Impl {
                                kMaxPartials,
                                options.attention_min_split_keys,
                                attention_split_align(attention),
-                               options.attention_max_splits};
+                               options.attention_max_splits,
+                               options.attention_balanced_plan,
+                               options.attention_balanced_plan};
     std::size_t out_row = 0;
     std::vector<PassItem> pass_items;
     for (const auto& pieces : passes) {

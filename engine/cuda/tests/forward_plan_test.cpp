@@ -296,22 +296,70 @@ TEST(PlanPass, PipelinedKernelSplitsIntoWholeUnitsAtFewSequences) {
 }
 
 TEST(PlanPass, PipelinedKernelSplitsFewerAtSixteenSequences) {
-  // 16 sequences at ~1,000 positions: 16 tiles x 8 heads = 128 items, ceil(396 / 128) = 4
-  // splits of 256 each; 128 sequences fill the GPU unsplit.
+  // 16 sequences at ~1,000 positions: 16 tiles x 8 heads = 128 items for 396 blocks. By waves:
+  // 3 splits (ranges of 384, the last 236) make 384 items, one wave; the earlier rule took
+  // ceil(396 / 128) = 4 splits of 256, 512 items, a second wave of 116. 128 sequences fill the
+  // GPU unsplit either way.
   const auto block = ids(4), pages = ids(32, 1);
-  const auto plan_for = [&](int sequences) {
+  const auto plan_for = [&](int sequences, bool waves) {
     const std::vector<PassItem> items(static_cast<std::size_t>(sequences),
                                       denoising_item(block, pages, 1000));
-    return plan_pass(items, {16, 8, 396, 4096, 256, 128, 16});
+    PlanShape shape{16, 8, 396, 4096, 256, 128, 16};
+    shape.wave_splits = waves;
+    return plan_pass(items, shape);
   };
-  const PassPlan sixteen = plan_for(16);
+  const PassPlan sixteen = plan_for(16, true);
   EXPECT_EQ(sixteen.attn_combine, 128);
-  EXPECT_EQ(sixteen.attn_work, 512);
+  EXPECT_EQ(sixteen.attn_work, 384);
   expect_splits_cover_tiles(sixteen);
-  for (const auto& w : sixteen.work()) EXPECT_LE(w.kv_end - w.kv_begin, 256);
-  const PassPlan many = plan_for(128);
-  EXPECT_EQ(many.attn_combine, 0);
-  EXPECT_EQ(many.attn_work, 128 * 8);
+  for (const auto& w : sixteen.work()) EXPECT_LE(w.kv_end - w.kv_begin, 384);
+  const PassPlan earlier = plan_for(16, false);
+  EXPECT_EQ(earlier.attn_combine, 128);
+  EXPECT_EQ(earlier.attn_work, 512);
+  expect_splits_cover_tiles(earlier);
+  for (const auto& w : earlier.work()) EXPECT_LE(w.kv_end - w.kv_begin, 256);
+  for (const bool waves : {true, false}) {
+    const PassPlan many = plan_for(128, waves);
+    EXPECT_EQ(many.attn_combine, 0);
+    EXPECT_EQ(many.attn_work, 128 * 8);
+  }
+  // One sequence keeps the most splits that still fit one wave: 8 ranges of 128 at ~1,000.
+  const PassPlan one = plan_for(1, true);
+  EXPECT_EQ(one.attn_work, 64);
+  EXPECT_EQ(one.attn_combine, 8);
+}
+
+TEST(PlanPass, TilesReadingTheSamePagesAreNeighbours) {
+  // SDAR-4B heads (32 / 8: 4 query heads per KV head, tiles of 4 rows): a fused store pass of
+  // 4 commit rows and a block of 4 makes two tiles per sequence, whose kv_end differ by 4
+  // (1,020 and 1,024). With group_tiles each sequence's two tiles of a KV head are adjacent in
+  // launch order, longest (by whole pages) first; without, all block-row tiles come first.
+  const auto commit = ids(4), block = ids(4, 100), pages = ids(32, 1);
+  constexpr int kSequences = 128;
+  std::vector<PassItem> items(kSequences, denoising_item(block, pages, 1016));
+  for (auto& item : items) item.commit = commit;
+  for (const bool grouped : {true, false}) {
+    PlanShape shape{32, 8, 396, 4096, 256, 128, 16};
+    shape.group_tiles = grouped;
+    const PassPlan plan = plan_pass(items, shape);
+    const auto work = plan.work();
+    ASSERT_EQ(std::ssize(work), kSequences * 8 * 2);
+    std::int64_t adjacent = 0;
+    for (std::size_t i = 0; i + 1 < work.size(); i += 2)
+      adjacent += work[i].kv_head == work[i + 1].kv_head &&
+                  work[i].row0 / 8 == work[i + 1].row0 / 8 && work[i].row0 + 4 == work[i + 1].row0;
+    EXPECT_EQ(adjacent, grouped ? kSequences * 8 : 0) << (grouped ? "grouped" : "by length");
+    for (std::size_t i = 1; i < work.size(); ++i)
+      EXPECT_GE((work[i - 1].kv_end - work[i - 1].kv_begin + kPageTokens - 1) / kPageTokens,
+                (work[i].kv_end - work[i].kv_begin + kPageTokens - 1) / kPageTokens);
+  }
+  // Longer sequences still go first: one at 2,048 positions among those at 1,024.
+  const auto long_pages = ids(70, 1000);
+  items[5] = denoising_item(block, long_pages, 2044);
+  items[5].commit = commit;
+  const PassPlan plan = plan_pass(items, {32, 8, 396, 4096, 256, 128, 16});
+  const auto work = plan.work();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(work[static_cast<std::size_t>(i)].row0 / 8, 5);
 }
 
 TEST(PlanPass, SeveralSequencesAndBadInput) {

@@ -71,6 +71,11 @@ struct CudaBackendOptions {
   bool pipelined_attention = true;
   /// Pipelined attention: most splits of one tile's KV range (0: 64, the kernel's limit).
   std::int32_t attention_max_splits = 16;
+  /// Pipelined attention's work planner: split counts chosen by waves of resident blocks
+  /// (PlanShape::wave_splits) and the tiles of one sequence that read the same K/V pages
+  /// launched side by side (PlanShape::group_tiles). false: the earlier rules (ceil of blocks
+  /// over tiles; longest range first).
+  bool attention_balanced_plan = true;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;
