@@ -27,7 +27,6 @@ void put_section(std::vector<std::byte>& bytes, std::int32_t offset, const std::
 
 struct Tile {
   std::int32_t row0, rows, kv_end, table;
-  std::int32_t item;  ///< the pass item whose rows it holds
 };
 
 /// PlanShape::wave_splits: the split count of the longest tile (kv_end `longest`) with the
@@ -156,8 +155,7 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
     for (std::int64_t t0 = 0; t0 < n; t0 += tile_rows) {
       const std::int64_t count = std::min<std::int64_t>(tile_rows, n - t0);
       tiles.push_back({row0 + static_cast<std::int32_t>(t0), static_cast<std::int32_t>(count),
-                       rows[static_cast<std::size_t>(row0 + t0 + count - 1)].kv_len, table,
-                       static_cast<std::int32_t>(i)});
+                       rows[static_cast<std::size_t>(row0 + t0 + count - 1)].kv_len, table});
     }
   }
 
@@ -185,7 +183,6 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
                               std::min(max_splits, ceil_div(longest, shape.split_align)));
   }
   std::int32_t partial = 0;
-  std::vector<std::int32_t> work_item;  // the pass item of each work item (group_tiles)
   for (const Tile& tile : tiles) {
     std::int64_t splits = 1, split_len = tile.kv_end;
     if (wanted > 1 && shape.split_align > 0) {
@@ -212,7 +209,6 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
     for (std::int32_t h = 0; h < shape.kv_heads; ++h) {
       if (splits == 1) {
         work.push_back({tile.row0, tile.rows, h, 0, tile.kv_end, tile.table, -1, -1});
-        work_item.push_back(tile.item);
         continue;
       }
       const auto combine = static_cast<std::int32_t>(combines.size());
@@ -223,28 +219,21 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
         const auto end =
             static_cast<std::int32_t>(std::min<std::int64_t>(tile.kv_end, (j + 1) * split_len));
         work.push_back({tile.row0, tile.rows, h, begin, end, tile.table, partial, combine});
-        work_item.push_back(tile.item);
         ++partial;
       }
     }
   }
-  // Longest first, so that the persistent grid's round-robin ends evenly; with group_tiles by
-  // whole pages, then item, KV head and range, so that the tiles reading the same pages are
-  // neighbours (a stable sort keeps them in row order).
+  // Longest first, so that the persistent grid's round-robin ends evenly. With group_tiles by
+  // whole pages, then item (its page table's offset, which grows with the item), KV head and
+  // range: the tiles reading the same pages become neighbours (the stable sort keeps them in row
+  // order).
   if (shape.group_tiles) {
-    std::vector<std::size_t> order(work.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    const auto key = [&](std::size_t i) {
-      const AttnWork& w = work[i];
-      return std::tuple(-ceil_div(w.kv_end - w.kv_begin, kPageTokens), work_item[i], w.kv_head,
+    const auto key = [](const AttnWork& w) {
+      return std::tuple(-ceil_div(w.kv_end - w.kv_begin, kPageTokens), w.table, w.kv_head,
                         w.kv_begin);
     };
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
-    std::vector<AttnWork> sorted;
-    sorted.reserve(work.size());
-    for (const std::size_t i : order) sorted.push_back(work[i]);
-    work = std::move(sorted);
+    std::stable_sort(work.begin(), work.end(),
+                     [&](const AttnWork& a, const AttnWork& b) { return key(a) < key(b); });
   } else {
     std::stable_sort(work.begin(), work.end(), [](const AttnWork& a, const AttnWork& b) {
       return a.kv_end - a.kv_begin > b.kv_end - b.kv_begin;

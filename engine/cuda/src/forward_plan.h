@@ -71,12 +71,14 @@ struct PlanShape {
   std::int32_t split_align = 0;
   /// With split_align: most splits per tile, 0: kMaxMergedSplits. Capped at kMaxMergedSplits.
   std::int32_t max_splits = 0;
-  /// With split_align: the split count s (at most `wanted`'s bound, max_splits) that minimises
-  /// the estimated makespan ceil(tiles x kv_heads x s / target_work) x (range + one unit) over
-  /// the longest tile, where range = its kv_end / s rounded up to split_align and one unit
-  /// (split_align positions) stands for an item's fixed cost; fewer splits on ties. false: s =
-  /// ceil(target_work / (tiles x kv_heads)), which can leave a second, mostly idle wave
-  /// (bench/results/2026-11-23-engine-attention-h100: 4B at 16 x 1,024, 512 items for 396 blocks).
+  /// With split_align: the split count s (at most max_splits and the longest tile's kv_end /
+  /// split_align) that minimises the estimated makespan ceil(tiles x kv_heads x s /
+  /// target_work) x (range + one unit) over the longest tile, where range = its kv_end / s
+  /// rounded up to split_align and one unit (split_align positions) stands for an item's fixed
+  /// cost (an estimate, not fitted; measured only against the earlier rule and 512-position
+  /// splits); fewer splits on ties. false: s = ceil(target_work / (tiles x kv_heads)), which
+  /// can leave a second, mostly idle wave (bench/results/2026-11-23-engine-attention-h100: 4B
+  /// at 16 x 1,024, 512 items for 396 blocks; -balanced-plan-h100 for the rule's effect).
   bool wave_splits = true;
   /// Work items of one sequence's tiles with the same KV head and range next to each other in
   /// launch order, and "longest first" by whole pages: the tiles of a pass item read the same
