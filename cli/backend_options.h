@@ -35,12 +35,15 @@ struct BackendArgs {
   /// cuda: the attention planner's wave-aware splits and grouped tiles
   /// (--no-balanced-attention-plan: the earlier rules)
   bool balanced_attention_plan = true;
+  /// cuda: the RMSNorms before qkv and gate_up fused into the skinny GEMM (--fused-norm-gemm;
+  /// off by default: measured slower)
+  bool fused_norm_gemm = false;
 };
 
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,
 /// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl / --no-pdl,
 /// --pipelined-attention / --no-pipelined-attention, --balanced-attention-plan /
-/// --no-balanced-attention-plan.
+/// --no-balanced-attention-plan, --fused-norm-gemm / --no-fused-norm-gemm.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 
 /// "cpu" or "cuda" for --backend auto|cpu|cuda. Throws dice::InputError for cuda when dice was

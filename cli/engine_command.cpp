@@ -215,6 +215,7 @@ void run_bench(const BenchArgs& args) {
                                     {"fast_norms", o.fast_norms},
                                     {"gemm_autotune", o.gemm_autotune},
                                     {"skinny_gemm_rows", o.skinny_gemm_rows},
+                                    {"fused_norm_gemm", o.fused_norm_gemm},
                                     {"programmatic_launch", o.programmatic_launch}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())

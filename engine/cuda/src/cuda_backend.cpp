@@ -446,11 +446,20 @@ struct CudaBackend::Impl {
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
                        kvd = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
     launch_embedding(dtype, header, embed.get(), shape.hidden, x.as<float>(), rows_pad, s, pdl);
+    // RMSNorm(x) w^T: fused into the skinny GEMM where it takes it, else the norm kernel into h.
+    const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
+    const auto normed_gemm = [&](const DeviceBuffer& norm_weight, const DeviceBuffer& w, float* y,
+                                 std::int64_t out) {
+      const SkinnyNorm norm{x.as<float>(), norm_weight.as<float>(), static_cast<float>(shape.eps)};
+      if (fuse && gemm->fuses_norm(dtype, rows_pad, hd, out, norm, w.get(), y))
+        return gemm->run_normed(norm, w.get(), y, rows_pad, hd, out, false, s);
+      launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
+                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
+      gemm->run(dtype, h.get(), w.get(), y, rows_pad, hd, out, false, s);
+    };
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
-      launch_rms_norm(dtype, x.as<float>(), l.input_norm.as<float>(), shape.hidden, shape.eps,
-                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
-      gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false, s);
+      normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
@@ -462,10 +471,7 @@ struct CudaBackend::Impl {
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
       gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
-      launch_rms_norm(dtype, x.as<float>(), l.post_norm.as<float>(), shape.hidden, shape.eps,
-                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
-      gemm->run(dtype, h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in, false,
-                s);
+      normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in);
       launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s, pdl);
       gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
     }

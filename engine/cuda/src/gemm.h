@@ -16,6 +16,7 @@
 
 #include "device_memory.h"
 #include "dice/engine/cuda_backend.h"
+#include "skinny_gemm.h"
 
 namespace dice::engine::cuda {
 
@@ -39,6 +40,16 @@ class Gemm {
   /// the shape when cuBLASLt has no algorithm for it or fails.
   void run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
            std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
+
+  /// Whether run_normed() takes this GEMM: bf16, skinny() (with the residual in x's place),
+  /// skinny_norm_fits(), and one wave (out / (8 n tiles) <= 2 SMs; every block pays the norm).
+  bool fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                  const SkinnyNorm& norm, const void* w, const float* y) const;
+  /// y = RMSNorm(norm.residual) w^T (+ y with `accumulate`) in one skinny launch whose blocks
+  /// normalise the rows themselves (SkinnyNorm: the same bits as rms_norm_vec_kernel then run()).
+  /// Throws dice::Error when fuses_norm() does not hold or the launch fails.
+  void run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
+                  std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }

@@ -3,13 +3,17 @@
 // and sums squares in double; the vectorised one (rms_norm_vec_kernel) keeps the row in
 // registers (float4 loads, at most kMaxVec per thread), sums in float for bf16 output (the
 // output's rounding, 2^-9, dwarfs the sum's) and in double for fp32 output (exactness tests).
+// Its float arithmetic is rms_norm.cuh's, which the skinny GEMM's fused norm shares (same bits).
 
 #include <cuda_bf16.h>
+
+#include <type_traits>
 
 #include "cuda_check.h"
 #include "device_utils.cuh"
 #include "launch.cuh"
 #include "ops.h"
+#include "rms_norm.cuh"
 
 namespace dice::engine::cuda {
 
@@ -73,21 +77,32 @@ __global__ void __launch_bounds__(kThreads)
     const int i = static_cast<int>(threadIdx.x) + k * kThreads;
     if (i < n4) {
       v[k] = src[i];
-      sum += static_cast<Acc>(v[k].x) * v[k].x + static_cast<Acc>(v[k].y) * v[k].y +
-             static_cast<Acc>(v[k].z) * v[k].z + static_cast<Acc>(v[k].w) * v[k].w;
+      if constexpr (std::is_same_v<Acc, float>)
+        sum = add_squares(sum, v[k]);
+      else
+        sum += static_cast<Acc>(v[k].x) * v[k].x + static_cast<Acc>(v[k].y) * v[k].y +
+               static_cast<Acc>(v[k].z) * v[k].z + static_cast<Acc>(v[k].w) * v[k].w;
     }
   }
   sum = block_sum(sum, scratch);
-  const auto scale =
-      static_cast<float>(Acc(1) / sqrt(sum / static_cast<Acc>(hidden) + static_cast<Acc>(eps)));
+  float scale = 0;
+  if constexpr (std::is_same_v<Acc, float>)
+    scale = rms_scale(sum, hidden, static_cast<float>(eps));
+  else
+    scale =
+        static_cast<float>(Acc(1) / sqrt(sum / static_cast<Acc>(hidden) + static_cast<Acc>(eps)));
   const auto* w4 = reinterpret_cast<const float4*>(weight);
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
     const int i = static_cast<int>(threadIdx.x) + k * kThreads;
     if (i < n4) {
       const float4 w = w4[i];
-      store4(dst + 4 * i, w.x * (v[k].x * scale), w.y * (v[k].y * scale), w.z * (v[k].z * scale),
-             w.w * (v[k].w * scale));
+      if constexpr (std::is_same_v<Acc, float>)
+        store4(dst + 4 * i, rms_apply(w.x, v[k].x, scale), rms_apply(w.y, v[k].y, scale),
+               rms_apply(w.z, v[k].z, scale), rms_apply(w.w, v[k].w, scale));
+      else
+        store4(dst + 4 * i, w.x * (v[k].x * scale), w.y * (v[k].y * scale), w.z * (v[k].z * scale),
+               w.w * (v[k].w * scale));
     }
   }
 }

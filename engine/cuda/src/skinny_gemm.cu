@@ -19,6 +19,12 @@
 // of the block over its share with several 16-byte weight loads in flight (n_tiles x unroll =
 // 8), then the warps' partial sums meet in shared memory and are added in warp order: the sum
 // order of an output depends on neither timing nor n_tiles.
+//
+// With a fused norm (SkinnyNorm), x is RMSNorm(residual) computed by the block itself: it sums
+// the rows' squares exactly as rms_norm_vec_kernel does (same thread layout, rms_norm.cuh's
+// rounded arithmetic, block_sum's order), writes the normalised bf16 rows into shared memory
+// (rows padded by 16 bytes against bank conflicts), and the warps read their A fragments from
+// there: the same x bits as the norm kernel's output, so the same y bits, one launch fewer.
 
 #include <cuda_bf16.h>
 
@@ -26,8 +32,10 @@
 #include <string>
 
 #include "cuda_check.h"
+#include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
+#include "rms_norm.cuh"
 #include "skinny_gemm.h"
 
 namespace dice::engine::cuda {
@@ -66,30 +74,93 @@ __device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& xl, const 
   mma_bf16(c, xl.z, xh.z, xl.w, xh.w, b.z, b.w);
 }
 
-/// The A fragments of chunk `chunk`: x_lane points at row g, k = 8t; rows m * 16 + g (xl) and
-/// m * 16 + g + 8 (xh) at or past `rows` are zeros.
-template <int MT>
-__device__ __forceinline__ void load_x(const __nv_bfloat16* x_lane, std::int32_t in,
+/// 16 bytes of x: read-only global memory (kShared false) or shared memory (the fused norm's).
+template <bool kShared>
+__device__ __forceinline__ uint4 load16(const __nv_bfloat16* p) {
+  if constexpr (kShared)
+    return *reinterpret_cast<const uint4*>(p);
+  else
+    return __ldg(reinterpret_cast<const uint4*>(p));
+}
+
+/// The A fragments of chunk `chunk`: x_lane points at row g, k = 8t, rows `stride` elements
+/// apart; rows m * 16 + g (xl) and m * 16 + g + 8 (xh) at or past `rows` are zeros.
+template <int MT, bool kShared>
+__device__ __forceinline__ void load_x(const __nv_bfloat16* x_lane, std::int32_t stride,
                                        std::int32_t rows_left, std::int32_t chunk, uint4 (&xl)[MT],
                                        uint4 (&xh)[MT]) {
   const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
-    const __nv_bfloat16* lo = x_lane + (m * 16) * in + chunk * 32;
-    xl[m] = m * 16 < rows_left ? __ldg(reinterpret_cast<const uint4*>(lo)) : zero;
-    xh[m] = m * 16 + 8 < rows_left ? __ldg(reinterpret_cast<const uint4*>(lo + 8 * in)) : zero;
+    const __nv_bfloat16* lo = x_lane + (m * 16) * stride + chunk * 32;
+    xl[m] = m * 16 < rows_left ? load16<kShared>(lo) : zero;
+    xh[m] = m * 16 + 8 < rows_left ? load16<kShared>(lo + 8 * stride) : zero;
   }
 }
 
+/// Writes RMSNorm(norm.residual rows) as bf16 into `normed` ([rows][in + 8]): the block's sums
+/// of squares in rms_norm_vec_kernel's layout and order, then every element. rows <= 16,
+/// in % 4 == 0, in <= 4 * kNormVec * 256.
+constexpr int kNormVec = 4;
+__device__ __forceinline__ void norm_rows(const SkinnyNorm& norm, std::int32_t rows,
+                                          std::int32_t in, __nv_bfloat16* normed) {
+  static_assert(kSkinnyWarps * 32 == 256, "the norm kernel's block size");
+  __shared__ float scratch[kSkinnyNormRowsLimit][kSkinnyWarps];
+  __shared__ float scale[kSkinnyNormRowsLimit];
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int n4 = in / 4;
+  const std::int32_t stride = in + 8;
+  for (std::int32_t r0 = 0; r0 < rows; r0 += 4) {  // four rows' loads in flight at a time
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      if (r0 + r >= rows) break;
+      const auto* src = reinterpret_cast<const float4*>(norm.residual + (r0 + r) * in);
+#pragma unroll
+      for (int k = 0; k < kNormVec; ++k) {
+        const int i = static_cast<int>(threadIdx.x) + k * 256;
+        if (i < n4) sum[r] = add_squares(sum[r], __ldg(src + i));
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float s = warp_sum(sum[r]);
+      if (lane == 0 && r0 + r < rows) scratch[r0 + r][warp] = s;
+    }
+  }
+  __syncthreads();
+  if (warp == 0)
+    for (std::int32_t r = 0; r < rows; ++r) {
+      float total = lane < kSkinnyWarps ? scratch[r][lane] : 0.0f;
+      total = warp_sum(total);
+      if (lane == 0) scale[r] = rms_scale(total, in, norm.eps);
+    }
+  __syncthreads();
+  const auto* w4 = reinterpret_cast<const float4*>(norm.weight);
+#pragma unroll 4
+  for (int e = static_cast<int>(threadIdx.x); e < rows * n4; e += 256) {
+    const int r = e / n4, i = e % n4;
+    const float4 v = __ldg(reinterpret_cast<const float4*>(norm.residual + r * in) + i);
+    const float4 wn = __ldg(w4 + i);
+    const float sc = scale[r];
+    store4(normed + r * stride + 4 * i, rms_apply(wn.x, v.x, sc), rms_apply(wn.y, v.y, sc),
+           rms_apply(wn.z, v.z, sc), rms_apply(wn.w, v.w, sc));
+  }
+  __syncthreads();
+}
+
 /// MT m16 tiles x NT n8 tiles per block; U chunks of weights loaded before the first MMA.
-template <int MT, int NT, int U>
+/// kNorm: x is RMSNorm(norm.residual), made by the block into dynamic shared memory (MT == 1).
+template <int MT, int NT, int U, bool kNorm>
 __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate) {
+                       bool accumulate, SkinnyNorm norm) {
   wait_for_prior_grid();
+  static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
+  extern __shared__ __align__(16) unsigned char normed_raw[];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const std::int64_t n0 = static_cast<std::int64_t>(blockIdx.x) * NT * 8;
@@ -99,10 +170,30 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 
   // This lane's first weight (row n0 + g, k = 8t) and x element (row g, k = 8t); n8 tile j is
   // 8 j rows further, m16 tile m 16 m rows further. rows_left: rows past this lane's row g.
+  // With kNorm, x is the normalised rows in shared memory (row stride in + 8).
   const __nv_bfloat16* w_lane = w + (n0 + g) * in + 8 * t;
-  const __nv_bfloat16* x_lane = x + g * in + 8 * t;
-  const std::int32_t rows_left = rows - g;
   const std::uint64_t policy = evict_first_policy();
+  // The weights of the first U chunks; with kNorm loaded before the norm prologue (they do not
+  // depend on it), so that their latency hides the prologue's.
+  uint4 b[U][NT];
+  const auto load_b = [&](std::int32_t c0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        b[u][j] = load_streaming(w_lane + j * 8 * in + (c0 + u) * 32, policy);
+  };
+  const __nv_bfloat16* x_rows = x;
+  std::int32_t x_stride = in;
+  if constexpr (kNorm) {
+    if (begin + U <= end) load_b(begin);
+    auto* normed = reinterpret_cast<__nv_bfloat16*>(normed_raw);
+    norm_rows(norm, rows, in, normed);
+    x_rows = normed;
+    x_stride = in + 8;
+  }
+  const __nv_bfloat16* x_lane = x_rows + g * x_stride + 8 * t;
+  const std::int32_t rows_left = rows - g;
 
   float acc[MT][NT][4];
 #pragma unroll
@@ -114,18 +205,13 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 
   std::int32_t c = begin;
   for (; c + U <= end; c += U) {
-    uint4 b[U][NT];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-        b[u][j] = load_streaming(w_lane + j * 8 * in + (c + u) * 32, policy);
+    if (!kNorm || c != begin) load_b(c);
     // The x fragments of all U chunks are loaded before the first MMA too, not one chunk at a
     // time between the MMAs (Nsight Compute, 1.7B at 1 sequence: 4.6% less time per launch;
     // tokens/s unchanged within noise: bench/results/2026-11-23-engine-pdl-h100).
     uint4 xl[U][MT], xh[U][MT];
 #pragma unroll
-    for (int u = 0; u < U; ++u) load_x<MT>(x_lane, in, rows_left, c + u, xl[u], xh[u]);
+    for (int u = 0; u < U; ++u) load_x<MT, kNorm>(x_lane, x_stride, rows_left, c + u, xl[u], xh[u]);
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -138,7 +224,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 #pragma unroll
     for (int j = 0; j < NT; ++j) b[j] = load_streaming(w_lane + j * 8 * in + c * 32, policy);
     uint4 xl[MT], xh[MT];
-    load_x<MT>(x_lane, in, rows_left, c, xl, xh);
+    load_x<MT, kNorm>(x_lane, x_stride, rows_left, c, xl, xh);
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -167,18 +253,26 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   }
 }
 
-template <int MT, int NT>
+template <int MT, int NT, bool kNorm>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                  std::int64_t out, bool accumulate, cudaStream_t stream, bool pdl) {
+                  std::int64_t out, bool accumulate, const SkinnyNorm& norm, cudaStream_t stream,
+                  bool pdl) {
   // 8 weight loads of 16 bytes in flight per lane with one m16 tile, fewer with more (the x
   // fragments take the registers; ptxas -v shows no spills inside the loop).
   constexpr int kLoads = MT == 1 ? 8 : MT == 2 ? 4 : 2;
   constexpr int kUnroll = kLoads / NT > 0 ? kLoads / NT : 1;
+  const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm>;
+  std::size_t shared = 0;
+  if constexpr (kNorm) {
+    shared = skinny_norm_shared_bytes(rows, in);
+    DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kSkinnyNormSharedLimit)));
+  }
   const auto blocks = static_cast<unsigned>(out / (8 * NT));
-  launch_kernel("skinny_gemm_kernel", skinny_gemm_kernel<MT, NT, kUnroll>, blocks,
-                kSkinnyWarps * 32, 0, stream, pdl, static_cast<const __nv_bfloat16*>(x),
+  launch_kernel(kNorm ? "skinny_gemm_kernel (fused RMSNorm)" : "skinny_gemm_kernel", kernel, blocks,
+                kSkinnyWarps * 32, shared, stream, pdl, static_cast<const __nv_bfloat16*>(x),
                 static_cast<const __nv_bfloat16*>(w), y, static_cast<std::int32_t>(rows),
-                static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate);
+                static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate, norm);
 }
 
 bool aligned16(const void* p) {
@@ -212,30 +306,59 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms) {
   return 1;
 }
 
+std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
+  return static_cast<std::size_t>(rows * (in + 8) * 2);
+}
+
+bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
+  return rows >= 1 && rows <= kSkinnyNormRowsLimit && in % 32 == 0 && in <= 4 * kNormVec * 256 &&
+         skinny_norm_shared_bytes(rows, in) <= kSkinnyNormSharedLimit && norm.eps > 0.0f &&
+         aligned16(norm.residual) && aligned16(norm.weight);
+}
+
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
-                        bool pdl) {
+                        bool pdl, const SkinnyNorm* norm) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
-  if (!skinny_gemm_fits(true, rows, in, out, kSkinnyRowsLimit, x, w, y) || !known)
+  const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
+  if (!skinny_gemm_fits(true, rows, in, out, kSkinnyRowsLimit, x_or_norm, w, y) || !known)
     throw Error("skinny GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) +
                 " out " + std::to_string(out) + " with " + std::to_string(n_tiles) +
                 " n8 tiles per block is not a shape it takes (rows 1.." +
                 std::to_string(kSkinnyRowsLimit) +
                 ", in a multiple of 32, out a multiple of 8 n tiles, 16-byte aligned)");
+  const SkinnyNorm none{};
+  if (norm != nullptr) {
+    if (!skinny_norm_fits(rows, in, *norm))
+      throw Error("skinny GEMM with a fused RMSNorm: rows " + std::to_string(rows) + " in " +
+                  std::to_string(in) + " is not a shape it takes (rows 1.." +
+                  std::to_string(kSkinnyNormRowsLimit) +
+                  ", in at most 4,096, eps > 0, residual and weight 16-byte aligned)");
+    if (n_tiles == 1)
+      return launch_tiles<1, 1, true>(x, w, y, rows, in, out, accumulate, *norm, stream, pdl);
+    if (n_tiles == 2)
+      return launch_tiles<1, 2, true>(x, w, y, rows, in, out, accumulate, *norm, stream, pdl);
+    return launch_tiles<1, 4, true>(x, w, y, rows, in, out, accumulate, *norm, stream, pdl);
+  }
   const int m_tiles = skinny_m_tiles(rows);
   if (m_tiles == 1) {
-    if (n_tiles == 1) return launch_tiles<1, 1>(x, w, y, rows, in, out, accumulate, stream, pdl);
-    if (n_tiles == 2) return launch_tiles<1, 2>(x, w, y, rows, in, out, accumulate, stream, pdl);
-    return launch_tiles<1, 4>(x, w, y, rows, in, out, accumulate, stream, pdl);
+    if (n_tiles == 1)
+      return launch_tiles<1, 1, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
+    if (n_tiles == 2)
+      return launch_tiles<1, 2, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
+    return launch_tiles<1, 4, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
   }
   if (m_tiles == 2) {
-    if (n_tiles == 1) return launch_tiles<2, 1>(x, w, y, rows, in, out, accumulate, stream, pdl);
-    if (n_tiles == 2) return launch_tiles<2, 2>(x, w, y, rows, in, out, accumulate, stream, pdl);
-    return launch_tiles<2, 4>(x, w, y, rows, in, out, accumulate, stream, pdl);
+    if (n_tiles == 1)
+      return launch_tiles<2, 1, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
+    if (n_tiles == 2)
+      return launch_tiles<2, 2, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
+    return launch_tiles<2, 4, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
   }
-  if (n_tiles == 1) return launch_tiles<4, 1>(x, w, y, rows, in, out, accumulate, stream, pdl);
-  return launch_tiles<4, 2>(x, w, y, rows, in, out, accumulate, stream, pdl);
+  if (n_tiles == 1)
+    return launch_tiles<4, 1, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
+  return launch_tiles<4, 2, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
 }
 
 }  // namespace dice::engine::cuda

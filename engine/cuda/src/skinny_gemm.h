@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +19,29 @@ inline constexpr std::int64_t kSkinnyRowsLimit = 64;
 /// Warps per block; each owns a fixed contiguous share of the k chunks (split-K inside the block,
 /// summed through shared memory in warp order: deterministic).
 inline constexpr int kSkinnyWarps = 8;
+
+/// Most rows the fused RMSNorm takes (one m16 tile).
+inline constexpr std::int64_t kSkinnyNormRowsLimit = 16;
+/// Most dynamic shared memory (bytes) of the fused norm's normalised rows: two blocks per SM fit.
+inline constexpr std::size_t kSkinnyNormSharedLimit = 96 * 1024;
+
+/// RMSNorm fused into the skinny GEMM's prologue: x = bf16(weight * (residual * scale)) with
+/// scale = 1 / sqrt(mean(residual^2) + eps) per row, computed by every block with
+/// rms_norm_vec_kernel's layout and arithmetic (rms_norm.cuh): the same bits as that kernel's
+/// output, so the same y. residual: fp32 [rows, in]; weight: fp32 [in]; both 16-byte aligned.
+struct SkinnyNorm {
+  const float* residual = nullptr;
+  const float* weight = nullptr;
+  float eps = 0.0f;
+};
+
+/// Dynamic shared memory (bytes) of the fused norm for `rows` x `in`: rows * (in + 8) bf16.
+std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in);
+
+/// Whether the fused norm takes this GEMM (on top of skinny_gemm_fits): 1 <= rows <=
+/// kSkinnyNormRowsLimit, in <= 4,096 (a multiple of 32), its shared rows within
+/// kSkinnyNormSharedLimit, eps > 0, residual and weight 16-byte aligned.
+bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm);
 
 /// Whether the skinny kernel computes this GEMM: bf16 weights and inputs, 1 <= rows <=
 /// min(max_rows, kSkinnyRowsLimit), in a positive multiple of 32 (one k chunk of a warp), out a
@@ -41,10 +65,12 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// Launches y = x w^T (+ y with `accumulate`) with `n_tiles` n8 tiles per block (one of
 /// skinny_n_tile_options): grid out / (8 n_tiles) blocks of kSkinnyWarps warps. The result does
 /// not depend on n_tiles (each output's sum runs over the same k order). Capture-safe (no
-/// allocation, no synchronization). `pdl`: programmatic dependent launch (launch.cuh). Throws
-/// dice::Error for a shape it does not take or a failed launch.
+/// allocation, no synchronization). `pdl`: programmatic dependent launch (launch.cuh). `norm`:
+/// x is not read; the blocks compute it as RMSNorm(norm->residual) (SkinnyNorm; one launch
+/// instead of the norm kernel and this one, the same bits). Throws dice::Error for a shape it
+/// does not take (skinny_gemm_fits, and skinny_norm_fits with a norm) or a failed launch.
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
-                        bool pdl = false);
+                        bool pdl = false, const SkinnyNorm* norm = nullptr);
 
 }  // namespace dice::engine::cuda

@@ -364,6 +364,31 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   }
 }
 
+TEST_F(CudaBackendTest, FusedNormGemmChangesNoBits) {
+  // The skinny GEMM's fused RMSNorm computes x with the norm kernel's arithmetic, so logits and
+  // tokens are bit for bit those of the norm kernel then the GEMM; the fused path runs (block
+  // passes of 4-8 rows at widths 128, 256 and SDAR-1.7B's 2,048, where the autotune's n-tile
+  // choice makes the qkv launch one wave); the prompt's 250-row pass keeps the norm kernel and
+  // cuBLASLt either way. The autotune keeps only choices with the same bits, so it stays on.
+  for (const auto& shape : shapes()) {
+    const CpuWeights weights = random_weights(shape.config, shape.std, true);
+    CudaBackendOptions with = limited();
+    with.fused_norm_gemm = true;
+    CudaBackendOptions without = with;
+    without.fused_norm_gemm = false;
+    CudaBackend on(weights, with), off(weights, without);
+    const auto ids = random_ids(300, shape.config.vocab_size, 7);
+    for (const bool fused : {true, false}) {
+      const auto a = score_blocks(off, ids, 250, 4, fused);
+      const auto b = score_blocks(on, ids, 250, 4, fused);
+      EXPECT_TRUE(same_bits(a, b))
+          << shape.name << (fused ? ", fused" : ", unfused") << ": " << max_row_rel_l2(a, b);
+    }
+    const auto requests = requests_for(shape.config, 1.0, 20, 0.9);
+    expect_same(generate(on, requests), generate(off, requests), shape.name + ", sampled");
+  }
+}
+
 TEST_F(CudaBackendTest, PagedCacheAdmitsRequestsAsRoomFreesUp) {
   const auto shape = shapes()[0];
   const CpuWeights weights = random_weights(shape.config, shape.std, true);

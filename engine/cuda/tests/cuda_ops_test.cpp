@@ -464,6 +464,66 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
   }
 }
 
+TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
+  // The fused RMSNorm prologue against the vectorised norm kernel into a bf16 buffer, then the
+  // skinny kernel on it: bit for bit, for every n-tile choice, at widths up to 4,096 (SDAR-1.7B,
+  // -4B, -8B hidden sizes) and 1-16 rows, accumulating or not; refused shapes throw.
+  struct Shape {
+    std::int64_t in, out;
+  };
+  const Shape shapes[] = {{2048, 4096}, {2048, 12288}, {2560, 6144}, {2560, 19456}, {4096, 6144}};
+  for (const Shape& shape : shapes) {
+    const std::int64_t in = shape.in, out = shape.out;
+    constexpr std::int64_t kRows = kSkinnyNormRowsLimit;
+    DeviceBuffer residual(static_cast<std::size_t>(kRows * in) * 4),
+        norm_weight(static_cast<std::size_t>(in) * 4), h(static_cast<std::size_t>(kRows * in) * 2),
+        w(static_cast<std::size_t>(in * out) * 2), y0(static_cast<std::size_t>(kRows * out) * 4),
+        y_a(y0.bytes()), y_b(y0.bytes());
+    launch_fill_random(CudaDType::kF32, residual.get(), kRows * in, 3.0f, 71, stream());
+    launch_fill_random(CudaDType::kF32, norm_weight.get(), in, 1.0f, 72, stream());
+    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 73, stream());
+    launch_fill_random(CudaDType::kF32, y0.get(), kRows * out, 1.0f, 74, stream());
+    constexpr double kEps = 1e-6;
+    const SkinnyNorm norm{residual.as<float>(), norm_weight.as<float>(), static_cast<float>(kEps)};
+    for (const std::int64_t rows : {1, 4, 8, 13, 16})
+      for (const bool accumulate : {false, true})
+        for (const int n : skinny_n_tile_options(rows, out)) {
+          if (skinny_norm_shared_bytes(rows, in) > kSkinnyNormSharedLimit) continue;
+          const std::string what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
+                                   " out " + std::to_string(out) + " n tiles " + std::to_string(n) +
+                                   " accumulate " + std::to_string(accumulate);
+          ASSERT_TRUE(skinny_norm_fits(rows, in, norm)) << what;
+          const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
+          for (const DeviceBuffer* y : {&y_a, &y_b})
+            DICE_CUDA_CHECK(
+                cudaMemcpyAsync(y->get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
+          launch_rms_norm(CudaDType::kBF16, residual.as<float>(), norm_weight.as<float>(),
+                          static_cast<std::int32_t>(in), kEps, h.get(),
+                          static_cast<std::int32_t>(rows), nullptr, stream(), true);
+          launch_skinny_gemm(h.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, n,
+                             stream());
+          launch_skinny_gemm(nullptr, w.get(), y_b.as<float>(), rows, in, out, accumulate, n,
+                             stream(), false, &norm);
+          synchronize();
+          const auto want = download_f32(y_a, rows * out);
+          const auto got = download_f32(y_b, rows * out);
+          for (std::size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(got[i], want[i]) << what << ": differs at " << i;
+        }
+  }
+  DeviceBuffer residual(17 * 4128 * 4), weight(4128 * 4), w(4128 * 64 * 2), y(17 * 64 * 4);
+  const SkinnyNorm norm{residual.as<float>(), weight.as<float>(), 1e-6f};
+  EXPECT_FALSE(skinny_norm_fits(17, 2048, norm));
+  EXPECT_FALSE(skinny_norm_fits(8, 4128, norm));
+  EXPECT_FALSE(skinny_norm_fits(8, 2048, SkinnyNorm{residual.as<float>(), weight.as<float>(), 0}));
+  EXPECT_THROW(launch_skinny_gemm(nullptr, w.get(), y.as<float>(), 17, 2048, 64, false, 1, stream(),
+                                  false, &norm),
+               Error);
+  EXPECT_THROW(launch_skinny_gemm(nullptr, w.get(), y.as<float>(), 8, 4128, 64, false, 1, stream(),
+                                  false, &norm),
+               Error);
+}
+
 TEST_F(CudaOps, SkinnyGemmDispatchAndRefusedShapesFallBack) {
   // Gemm with the skinny path on: shapes it refuses (rows over the limit, in not a multiple of
   // 32, out not of 8, fp32) run cuBLASLt, bit for bit as a Gemm with it off; taken shapes match
@@ -937,6 +997,88 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
         }
         EXPECT_EQ(bad, 0) << what << ": rows off the reference";
       }
+  }
+}
+
+// Per-launch skinny GEMM times (not a check: skipped unless DICE_SKINNY_TIMINGS is set; run on
+// the device by bench/device_skinny_sweep.sh). SDAR-1.7B and -4B layer shapes at 4 and 16 rows
+// (1 and 4 sequences of a block of 4): every n-tile choice and cuBLASLt's heuristic choice. The
+// launches of one graph rotate over as many copies of the weights as fill 512 MiB, so that weights
+// come from HBM as in a forward (L2 holds 50 MiB); the time is the graph replay's over its
+// launches, median of 7 replays. GB/s: weight bytes over that time, next to the copy bandwidth
+// measured in the same run (measure_copy_bandwidth).
+TEST_F(CudaOps, SkinnyGemmTimings) {
+  if (std::getenv("DICE_SKINNY_TIMINGS") == nullptr)
+    GTEST_SKIP() << "set DICE_SKINNY_TIMINGS=1 to time the skinny GEMM's tile and split choices";
+  int sms = 0;
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const double copy = measure_copy_bandwidth(0, 1ll << 30, 5);
+  std::printf("copy bandwidth %.0f GB/s, %d SMs\n", copy / 1e9, sms);
+  std::printf("%-12s %4s %6s %6s %3s %9s %8s %7s\n", "shape", "rows", "in", "out", "nt", "us",
+              "GB/s", "x copy");
+  struct Shape {
+    const char* name;
+    std::int64_t in, out;
+    bool accumulate;
+  };
+  const Shape shapes[] = {{"1.7b qkv", 2048, 4096, false},      {"1.7b o", 2048, 2048, true},
+                          {"1.7b gate_up", 2048, 12288, false}, {"1.7b down", 6144, 2048, true},
+                          {"4b qkv", 2560, 6144, false},        {"4b o", 4096, 2560, true},
+                          {"4b gate_up", 2560, 19456, false},   {"4b down", 9728, 2560, true}};
+  constexpr std::int64_t kPoolBytes = 512ll << 20;
+  Gemm cublas;
+  for (const Shape& shape : shapes) {
+    const std::int64_t weight_bytes = shape.in * shape.out * 2;
+    const std::int64_t copies = std::max<std::int64_t>(2, kPoolBytes / weight_bytes);
+    DeviceBuffer w(static_cast<std::size_t>(copies * weight_bytes)),
+        x(static_cast<std::size_t>(16 * shape.in * 2)),
+        y(static_cast<std::size_t>(16 * shape.out * 4));
+    launch_fill_random(CudaDType::kBF16, w.get(), copies * shape.in * shape.out, 0.05f, 61,
+                       stream());
+    launch_fill_random(CudaDType::kBF16, x.get(), 16 * shape.in, 1.0f, 62, stream());
+    DICE_CUDA_CHECK(cudaMemset(y.get(), 0, y.bytes()));
+    const auto weights = [&](std::int64_t i) {
+      return static_cast<const char*>(w.get()) + (i % copies) * weight_bytes;
+    };
+    const int launches = static_cast<int>(std::max<std::int64_t>(copies, 24));
+    for (const std::int64_t rows : {4, 16}) {
+      const auto time = [&](const auto& launch) {
+        launch(0);
+        synchronize();
+        DICE_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < launches; ++i) launch(i);
+        cudaGraph_t captured = nullptr;
+        DICE_CUDA_CHECK(cudaStreamEndCapture(stream(), &captured));
+        GraphExec graph(captured);
+        graph.launch(stream());
+        std::vector<double> replays;
+        for (int i = 0; i < 7; ++i) {
+          Event start, stop;
+          start.record(stream());
+          graph.launch(stream());
+          stop.record(stream());
+          synchronize();
+          replays.push_back(stop.since(start) * 1000.0 / launches);
+        }
+        std::sort(replays.begin(), replays.end());
+        return replays[replays.size() / 2];
+      };
+      const auto print = [&](int n_tiles, double us) {
+        const double rate = static_cast<double>(weight_bytes) / (us * 1e-6);
+        std::printf("%-12s %4lld %6lld %6lld %3d %9.2f %8.0f %7.3f\n", shape.name,
+                    static_cast<long long>(rows), static_cast<long long>(shape.in),
+                    static_cast<long long>(shape.out), n_tiles, us, rate / 1e9, rate / copy);
+      };
+      print(0, time([&](std::int64_t i) {  // n tiles 0: cuBLASLt
+              cublas.run(CudaDType::kBF16, x.get(), weights(i), y.as<float>(), rows, shape.in,
+                         shape.out, shape.accumulate, stream());
+            }));
+      for (const int n : skinny_n_tile_options(rows, shape.out))
+        print(n, time([&](std::int64_t i) {
+                launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                   shape.accumulate, n, stream());
+              }));
+    }
   }
 }
 

@@ -91,6 +91,13 @@ struct CudaBackendOptions {
   /// bandwidth at 8 rows (bench/results/2026-11-23-engine-profile-h100). Deterministic; its
   /// results differ from cuBLASLt's by fp32 rounding only. fp32 backends always use cuBLASLt.
   std::int64_t skinny_gemm_rows = 16;
+  /// The RMSNorms before the qkv and gate_up GEMMs fused into the skinny kernel where it runs
+  /// them in one wave (bf16 with fast_norms, at most 16 rows; SkinnyNorm in skinny_gemm.h): its
+  /// blocks normalise the rows themselves, with the norm kernel's arithmetic (the same bits),
+  /// and the norm launch goes. Off by default: measured 3-4% slower at 1 sequence, the
+  /// per-block prologue costing more than the launch it saves
+  /// (bench/results/2026-11-23-engine-skinny-split-h100). false: the norm kernel, then the GEMM.
+  bool fused_norm_gemm = false;
   /// Programmatic dependent launch (PDL; issue 6): every dice kernel of the forward (not
   /// cuBLASLt's) is launched with cudaLaunchAttributeProgrammaticStreamSerialization, so the GPU
   /// schedules it while the previous kernel's last blocks drain; each kernel waits for its
