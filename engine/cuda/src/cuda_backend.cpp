@@ -451,8 +451,10 @@ struct CudaBackend::Impl {
     const auto normed_gemm = [&](const DeviceBuffer& norm_weight, const DeviceBuffer& w, float* y,
                                  std::int64_t out) {
       const SkinnyNorm norm{x.as<float>(), norm_weight.as<float>(), static_cast<float>(shape.eps)};
-      if (fuse && gemm->fuses_norm(dtype, rows_pad, hd, out, norm, w.get(), y))
-        return gemm->run_normed(norm, w.get(), y, rows_pad, hd, out, false, s);
+      if (fuse && gemm->fuses_norm(dtype, rows_pad, hd, out, norm, w.get(), y)) {
+        ++stats.fused_norm_gemms;
+        return gemm->run_normed(norm, w.get(), y, rows_pad, hd, out, s);
+      }
       launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
                       h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
       gemm->run(dtype, h.get(), w.get(), y, rows_pad, hd, out, false, s);

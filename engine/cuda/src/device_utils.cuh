@@ -52,6 +52,15 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+/// The cross-warp step of block_sum, for warp 0 (every lane calls it; the sum comes back to all):
+/// lane i < warps takes per_warp[i], the others 0, then warp_sum. Kernels that sum several
+/// values per block in block_sum's order (the skinny GEMM's fused norm) call warp_sum and this.
+template <typename T>
+__device__ __forceinline__ T sum_of_warps(const T* per_warp, int warps) {
+  const int lane = threadIdx.x & 31;
+  return warp_sum(lane < warps ? per_warp[lane] : T(0));
+}
+
 /// Sum over the block (blockDim.x a multiple of 32, at most 1024), the same value returned to
 /// every thread; deterministic (fixed order). `scratch` holds 32 values; it is reused after a
 /// barrier, so consecutive calls are safe.
@@ -62,9 +71,10 @@ __device__ T block_sum(T v, T* scratch) {
   __syncthreads();  // scratch free (a previous call may still read it)
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  T total = lane < warps ? scratch[lane] : T(0);
-  if (warp == 0) total = warp_sum(total);
-  if (threadIdx.x == 0) scratch[0] = total;
+  if (warp == 0) {
+    const T total = sum_of_warps(scratch, warps);
+    if (lane == 0) scratch[0] = total;
+  }
   __syncthreads();
   return scratch[0];
 }

@@ -292,24 +292,23 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
 
 bool Gemm::fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                       const SkinnyNorm& norm, const void* w, const float* y) const {
-  // Every block of a fused launch runs the norm prologue (about a microsecond and a half that the
-  // first weight loads only partly hide): fused only where the launch is one wave of two blocks
-  // per SM, which saves the norm kernel; with more waves the prologue costs more than that
-  // (bench/results/2026-11-23-engine-skinny-split-h100: all fused, 14% slower at 1 sequence).
+  // Every block of a fused launch runs the norm prologue, which the first weight loads only
+  // partly hide: fused only where the launch is one wave of two blocks per SM (fused in every
+  // launch, 14% slower at 1 sequence: bench/results/2026-11-23-engine-skinny-split-h100).
   return skinny(dtype, rows, in, out, norm.residual, w, y) && skinny_norm_fits(rows, in, norm) &&
          out / (8 * skinny_n_tiles(rows, in, out, false)) <= 2 * static_cast<std::int64_t>(sms_);
 }
 
 void Gemm::run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
-                      std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
+                      std::int64_t in, std::int64_t out, cudaStream_t stream) {
   if (rows <= 0) return;
   if (!fuses_norm(CudaDType::kBF16, rows, in, out, norm, w, y))
     throw Error(
         fmt::format("GEMM with a fused RMSNorm: rows {} in {} out {} is not a shape the "
                     "skinny kernel's norm takes (skinny rows limit {})",
                     rows, in, out, skinny_max_rows_));
-  launch_skinny_gemm(nullptr, w, y, rows, in, out, accumulate,
-                     skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, &norm);
+  launch_skinny_gemm(nullptr, w, y, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
+                     stream, pdl_, &norm);
 }
 
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,

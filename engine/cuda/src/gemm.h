@@ -45,11 +45,12 @@ class Gemm {
   /// skinny_norm_fits(), and one wave (out / (8 n tiles) <= 2 SMs; every block pays the norm).
   bool fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                   const SkinnyNorm& norm, const void* w, const float* y) const;
-  /// y = RMSNorm(norm.residual) w^T (+ y with `accumulate`) in one skinny launch whose blocks
-  /// normalise the rows themselves (SkinnyNorm: the same bits as rms_norm_vec_kernel then run()).
-  /// Throws dice::Error when fuses_norm() does not hold or the launch fails.
+  /// y = RMSNorm(norm.residual) w^T (y[rows, out] fp32, residual [rows, in] fp32, w [out, in]
+  /// bf16) in one skinny launch whose blocks normalise the rows themselves (SkinnyNorm: the same
+  /// bits as rms_norm_vec_kernel then run()). Throws dice::Error when fuses_norm() does not hold
+  /// or the launch fails.
   void run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
-                  std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
+                  std::int64_t in, std::int64_t out, cudaStream_t stream);
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }

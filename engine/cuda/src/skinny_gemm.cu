@@ -98,10 +98,12 @@ __device__ __forceinline__ void load_x(const __nv_bfloat16* x_lane, std::int32_t
   }
 }
 
-/// Writes RMSNorm(norm.residual rows) as bf16 into `normed` ([rows][in + 8]): the block's sums
-/// of squares in rms_norm_vec_kernel's layout and order, then every element. rows <= 16,
-/// in % 4 == 0, in <= 4 * kNormVec * 256.
+/// float4s of a row per thread in the fused norm (as rms_norm_vec_kernel's kVec): in <= 4,096.
 constexpr int kNormVec = 4;
+
+/// Writes RMSNorm(norm.residual rows) as bf16 into `normed` ([rows][in + 8]): the block's sums
+/// of squares in rms_norm_vec_kernel's layout and block_sum's order (warp_sum, then
+/// sum_of_warps), then every element. rows <= 16, in % 4 == 0, in <= 4 * kNormVec * 256.
 __device__ __forceinline__ void norm_rows(const SkinnyNorm& norm, std::int32_t rows,
                                           std::int32_t in, __nv_bfloat16* normed) {
   static_assert(kSkinnyWarps * 32 == 256, "the norm kernel's block size");
@@ -131,8 +133,7 @@ __device__ __forceinline__ void norm_rows(const SkinnyNorm& norm, std::int32_t r
   __syncthreads();
   if (warp == 0)
     for (std::int32_t r = 0; r < rows; ++r) {
-      float total = lane < kSkinnyWarps ? scratch[r][lane] : 0.0f;
-      total = warp_sum(total);
+      const float total = sum_of_warps(scratch[r], kSkinnyWarps);
       if (lane == 0) scale[r] = rms_scale(total, in, norm.eps);
     }
   __syncthreads();
@@ -328,37 +329,33 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                 " n8 tiles per block is not a shape it takes (rows 1.." +
                 std::to_string(kSkinnyRowsLimit) +
                 ", in a multiple of 32, out a multiple of 8 n tiles, 16-byte aligned)");
-  const SkinnyNorm none{};
-  if (norm != nullptr) {
-    if (!skinny_norm_fits(rows, in, *norm))
-      throw Error("skinny GEMM with a fused RMSNorm: rows " + std::to_string(rows) + " in " +
-                  std::to_string(in) + " is not a shape it takes (rows 1.." +
-                  std::to_string(kSkinnyNormRowsLimit) +
-                  ", in at most 4,096, eps > 0, residual and weight 16-byte aligned)");
-    if (n_tiles == 1)
-      return launch_tiles<1, 1, true>(x, w, y, rows, in, out, accumulate, *norm, stream, pdl);
-    if (n_tiles == 2)
-      return launch_tiles<1, 2, true>(x, w, y, rows, in, out, accumulate, *norm, stream, pdl);
-    return launch_tiles<1, 4, true>(x, w, y, rows, in, out, accumulate, *norm, stream, pdl);
+  if (norm != nullptr && !skinny_norm_fits(rows, in, *norm))
+    throw Error("skinny GEMM with a fused RMSNorm: rows " + std::to_string(rows) + " in " +
+                std::to_string(in) + " is not a shape it takes (rows 1.." +
+                std::to_string(kSkinnyNormRowsLimit) +
+                ", in at most 4,096, eps > 0, residual and weight 16-byte aligned)");
+  const SkinnyNorm args = norm != nullptr ? *norm : SkinnyNorm{};
+  const auto go = [&](auto launch) {
+    launch(x, w, y, rows, in, out, accumulate, args, stream, pdl);
+  };
+  if (norm != nullptr) {  // one m16 tile (skinny_norm_fits)
+    if (n_tiles == 1) return go(launch_tiles<1, 1, true>);
+    if (n_tiles == 2) return go(launch_tiles<1, 2, true>);
+    return go(launch_tiles<1, 4, true>);
   }
   const int m_tiles = skinny_m_tiles(rows);
   if (m_tiles == 1) {
-    if (n_tiles == 1)
-      return launch_tiles<1, 1, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
-    if (n_tiles == 2)
-      return launch_tiles<1, 2, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
-    return launch_tiles<1, 4, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
+    if (n_tiles == 1) return go(launch_tiles<1, 1, false>);
+    if (n_tiles == 2) return go(launch_tiles<1, 2, false>);
+    return go(launch_tiles<1, 4, false>);
   }
   if (m_tiles == 2) {
-    if (n_tiles == 1)
-      return launch_tiles<2, 1, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
-    if (n_tiles == 2)
-      return launch_tiles<2, 2, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
-    return launch_tiles<2, 4, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
+    if (n_tiles == 1) return go(launch_tiles<2, 1, false>);
+    if (n_tiles == 2) return go(launch_tiles<2, 2, false>);
+    return go(launch_tiles<2, 4, false>);
   }
-  if (n_tiles == 1)
-    return launch_tiles<4, 1, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
-  return launch_tiles<4, 2, false>(x, w, y, rows, in, out, accumulate, none, stream, pdl);
+  if (n_tiles == 1) return go(launch_tiles<4, 1, false>);
+  return go(launch_tiles<4, 2, false>);
 }
 
 }  // namespace dice::engine::cuda

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -1000,6 +1001,29 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
   }
 }
 
+/// Per-launch time (us) of `launch(0) .. launch(launches - 1)` captured on `stream` as one CUDA
+/// graph: `warmups` replays, then the median of `replays` replays' event times over `launches`.
+double graph_replay_us(cudaStream_t stream, int launches, int warmups, int replays,
+                       const std::function<void(std::int64_t)>& launch) {
+  DICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < launches; ++i) launch(i);
+  cudaGraph_t captured = nullptr;
+  DICE_CUDA_CHECK(cudaStreamEndCapture(stream, &captured));
+  GraphExec graph(captured);
+  for (int i = 0; i < warmups; ++i) graph.launch(stream);
+  std::vector<double> times;
+  for (int i = 0; i < replays; ++i) {
+    Event start, stop;
+    start.record(stream);
+    graph.launch(stream);
+    stop.record(stream);
+    DICE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    times.push_back(stop.since(start) * 1000.0 / launches);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 // Per-launch skinny GEMM times (not a check: skipped unless DICE_SKINNY_TIMINGS is set; run on
 // the device by bench/device_skinny_sweep.sh). SDAR-1.7B and -4B layer shapes at 4 and 16 rows
 // (1 and 4 sequences of a block of 4): every n-tile choice and cuBLASLt's heuristic choice. The
@@ -1042,26 +1066,10 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
     };
     const int launches = static_cast<int>(std::max<std::int64_t>(copies, 24));
     for (const std::int64_t rows : {4, 16}) {
-      const auto time = [&](const auto& launch) {
+      const auto time = [&](const std::function<void(std::int64_t)>& launch) {
         launch(0);
         synchronize();
-        DICE_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
-        for (int i = 0; i < launches; ++i) launch(i);
-        cudaGraph_t captured = nullptr;
-        DICE_CUDA_CHECK(cudaStreamEndCapture(stream(), &captured));
-        GraphExec graph(captured);
-        graph.launch(stream());
-        std::vector<double> replays;
-        for (int i = 0; i < 7; ++i) {
-          Event start, stop;
-          start.record(stream());
-          graph.launch(stream());
-          stop.record(stream());
-          synchronize();
-          replays.push_back(stop.since(start) * 1000.0 / launches);
-        }
-        std::sort(replays.begin(), replays.end());
-        return replays[replays.size() / 2];
+        return graph_replay_us(stream(), launches, 1, 7, launch);
       };
       const auto print = [&](int n_tiles, double us) {
         const double rate = static_cast<double>(weight_bytes) / (us * 1e-6);
@@ -1173,23 +1181,8 @@ TEST_F(CudaOps, AttentionTimings) {
           synchronize();
           outputs.push_back(
               download(out, static_cast<std::size_t>(rows * heads * kD), CudaDType::kBF16));
-          DICE_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
-          for (int l = 0; l < kLayers; ++l) launch(l % layers);
-          cudaGraph_t captured = nullptr;
-          DICE_CUDA_CHECK(cudaStreamEndCapture(stream(), &captured));
-          GraphExec graph(captured);
-          for (int i = 0; i < 2; ++i) graph.launch(stream());
-          std::vector<double> replays;
-          for (int i = 0; i < 9; ++i) {
-            Event start, stop;
-            start.record(stream());
-            graph.launch(stream());
-            stop.record(stream());
-            synchronize();
-            replays.push_back(stop.since(start) * 1000.0 / kLayers);
-          }
-          std::sort(replays.begin(), replays.end());
-          times.push_back(replays[replays.size() / 2]);
+          times.push_back(graph_replay_us(stream(), kLayers, 2, 9,
+                                          [&](std::int64_t l) { launch(l % layers); }));
         }
         // Each variant's output rows of the last sequence (layer 0) against the double reference.
         const std::int64_t last = sequences - 1;

@@ -152,6 +152,9 @@ struct CudaForwardStats {
   std::int64_t rows = 0;            ///< token rows through the layers (commit + block)
   std::int64_t padded_rows = 0;     ///< rows including the bucket padding of graph passes
   std::int64_t block_rows = 0;      ///< rows through lm_head and the vocabulary pass
+  /// GEMM launches enqueued (eagerly or into a captured graph, not per replay) with the RMSNorm
+  /// fused in (CudaBackendOptions::fused_norm_gemm).
+  std::int64_t fused_norm_gemms = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
   /// per pass, as a kernel that reads it once would): the KV bytes read are this times
   /// kv_bytes_per_position.
