@@ -14,9 +14,10 @@
 #   SKINNY=16                 --skinny-gemm-rows values, one dice engine bench call each (e.g.
 #                             SKINNY=16,0: dice's small-row GEMM kernel, then cuBLASLt only;
 #                             the table's "skinny" column tells the rows apart)
-#   PDL=0                     programmatic dependent launch, one dice engine bench call per
-#                             value and SKINNY value (PDL=1,0: --pdl, then --no-pdl; the table's
-#                             "pdl" column tells the rows apart)
+#   PDL=few                   programmatic dependent launch, one dice engine bench call per
+#                             value and SKINNY value: 1 --pdl (every pass), 0 --no-pdl, few
+#                             neither (the default: passes of at most the skinny GEMM rows);
+#                             the table's "pdl" column (on, off, few) tells the rows apart
 #   TORCH=1                   0: dice only
 #   TORCH_TIME_LIMIT=10       seconds of PyTorch decoding per configuration (its rate is steady:
 #                             a static cache costs the same at every position)
@@ -32,7 +33,7 @@ sequences=${SEQUENCES:-1,16,128}
 new_tokens=${NEW_TOKENS:-1024,4096}
 store=${STORE:-fused,unfused}
 skinny=${SKINNY:-16}
-pdl=${PDL:-0}
+pdl=${PDL:-few}
 torch_on=${TORCH:-1}
 torch_limit=${TORCH_TIME_LIMIT:-10}
 limit=${BENCH_LIMIT:-540}
@@ -84,18 +85,19 @@ for shape in ${models//,/ }; do
   runs=$(($(count "$skinny") * $(count "$pdl")))
   for rows in ${skinny//,/ }; do
     for p in ${pdl//,/ }; do
-      pdl_flag=--no-pdl
-      [ "$p" = 1 ] && pdl_flag=--pdl
+      pdl_flags=()  # "few": the default
+      [ "$p" = 0 ] && pdl_flags=(--no-pdl)
+      [ "$p" = 1 ] && pdl_flags=(--pdl)
       share=$((budget / runs))
       runs=$((runs - 1))
       start=$SECONDS
       timeout -k 10 "$share" "$DICE" engine bench --model "$m" --sequences "$sequences" \
-        --new-tokens "$new_tokens" --store "$store" --skinny-gemm-rows "$rows" "$pdl_flag" \
+        --new-tokens "$new_tokens" --store "$store" --skinny-gemm-rows "$rows" "${pdl_flags[@]}" \
         --json "$bench/dice.jsonl" >/dev/null
       rc=$?
       elapsed=$((SECONDS - start))
       budget=$((budget - elapsed))
-      echo "SDAR-$shape: dice engine bench (skinny GEMM rows $rows, $pdl_flag) exit $rc after" \
+      echo "SDAR-$shape: dice engine bench (skinny GEMM rows $rows, PDL $p) exit $rc after" \
         "$elapsed s (share $share s)"
     done
   done

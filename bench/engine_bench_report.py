@@ -42,9 +42,13 @@ def skinny(r: dict) -> str:
 
 
 def pdl(r: dict) -> str:
-    """The record's programmatic dependent launch: on, off ("-" for records from before it)."""
-    value = r.get("cuda_kernels", {}).get("programmatic_launch")
-    return "-" if value is None else ("on" if value else "off")
+    """The record's programmatic dependent launch: on (every pass), few (passes of at most the
+    skinny GEMM rows), off ("-" for records from before it)."""
+    kernels = r.get("cuda_kernels", {})
+    value = kernels.get("programmatic_launch")
+    if value is None:
+        return "-"
+    return "on" if value else "few" if kernels.get("programmatic_launch_few_rows") else "off"
 
 
 def fmt(value: float | None, spec: str) -> str:

@@ -48,9 +48,15 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "tensor-core kernel for few rows instead of cuBLASLt (0: off, at most 64)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
-  command->add_flag("--pdl,!--no-pdl", args.pdl,
-                    "cuda backend: launch dice's kernels with programmatic dependent launch (each "
-                    "scheduled while the previous kernel drains; same results) (default: off)");
+  auto* pdl = command->add_flag(
+      "--pdl", args.pdl,
+      "cuda backend: launch dice's kernels with programmatic dependent launch (each scheduled "
+      "while the previous kernel drains; same results) in every pass (default: only in passes of "
+      "at most --skinny-gemm-rows rows, where every kernel of a layer is dice's)");
+  command
+      ->add_flag("--no-pdl", args.no_pdl,
+                 "cuda backend: no programmatic dependent launch in any pass (see --pdl)")
+      ->excludes(pdl);
   command->add_flag("--pipelined-attention,!--no-pipelined-attention", args.pipelined_attention,
                     "cuda backend: bf16 tensor-core attention with cp.async K/V loads in flight "
                     "and split tiles merged in the same kernel; --no-pipelined-attention: the "
@@ -65,6 +71,10 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "few-row GEMM kernel's blocks themselves where it runs them in one wave (same "
                     "bits, a launch fewer per layer; measured 3-4% slower at 1 sequence on an "
                     "H100) (default: off)");
+  command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.fused_swiglu,
+                    "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
+                    "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
+                    "kernel after the GEMM (default: on)");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -149,10 +159,14 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.gemm_autotune = !args.no_gemm_autotune;
   options.skinny_gemm_rows = args.skinny_gemm_rows;
   options.programmatic_launch = args.pdl;
+  options.programmatic_launch_few_rows = !args.no_pdl;
   options.pipelined_attention = args.pipelined_attention;
   options.attention_balanced_plan = args.balanced_attention_plan;
   options.fused_norm_gemm = args.fused_norm_gemm;
+  options.fused_swiglu = args.fused_swiglu;
   if (args.baseline_kernels) {
+    options.fused_swiglu = false;
+    options.programmatic_launch_few_rows = false;
     options.attention_balanced_plan = false;
     options.fused_norm_gemm = false;
     options.chunked_vocab_pass = false;
@@ -172,10 +186,14 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && !args.pipelined_attention ? ", first mma attention" : "") +
             (!args.baseline_kernels && !args.balanced_attention_plan ? ", earlier attention plan"
                                                                      : "") +
-            (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : ""),
-        args.skinny_gemm_rows, args.pdl ? "on" : "off", static_cast<double>(m.weights) / (1 << 30),
-        static_cast<double>(m.kv_cache) / (1 << 30), m.pages * m.page_tokens,
-        m.bytes_per_token / 1024);
+            (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
+            (!args.baseline_kernels && !args.fused_swiglu ? ", SwiGLU kernel" : ""),
+        args.skinny_gemm_rows,
+        args.pdl      ? "on"
+        : args.no_pdl ? "off"
+                      : "in passes of at most the skinny GEMM rows",
+        static_cast<double>(m.weights) / (1 << 30), static_cast<double>(m.kv_cache) / (1 << 30),
+        m.pages * m.page_tokens, m.bytes_per_token / 1024);
   }
   return cuda;
 #else

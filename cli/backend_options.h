@@ -29,7 +29,10 @@ struct BackendArgs {
   bool no_gemm_autotune = false;  ///< cuda: keep cuBLASLt's heuristic choice for every GEMM
   /// cuda: bf16 GEMMs of at most this many rows run the skinny kernel (0: cuBLASLt always)
   std::int64_t skinny_gemm_rows = 16;
-  bool pdl = false;  ///< cuda: programmatic dependent launch of dice's kernels (--pdl / --no-pdl)
+  /// cuda: programmatic dependent launch of dice's kernels in every pass (--pdl), in none
+  /// (--no-pdl); neither: in passes of at most skinny_gemm_rows rows
+  bool pdl = false;
+  bool no_pdl = false;
   /// cuda: the pipelined tensor-core attention (--no-pipelined-attention: the first mma kernel)
   bool pipelined_attention = true;
   /// cuda: the attention planner's wave-aware splits and grouped tiles
@@ -38,12 +41,15 @@ struct BackendArgs {
   /// cuda: the RMSNorms before qkv and gate_up fused into the skinny GEMM (--fused-norm-gemm;
   /// off by default: measured slower)
   bool fused_norm_gemm = false;
+  /// cuda: SwiGLU in the few-row gate/up GEMM's epilogue (--no-fused-swiglu: the SwiGLU kernel)
+  bool fused_swiglu = true;
 };
 
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,
-/// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl / --no-pdl,
+/// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl, --no-pdl,
 /// --pipelined-attention / --no-pipelined-attention, --balanced-attention-plan /
-/// --no-balanced-attention-plan, --fused-norm-gemm / --no-fused-norm-gemm.
+/// --no-balanced-attention-plan, --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
+/// --no-fused-swiglu.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 
 /// "cpu" or "cuda" for --backend auto|cpu|cuda. Throws dice::InputError for cuda when dice was

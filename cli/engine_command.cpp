@@ -207,16 +207,19 @@ void run_bench(const BenchArgs& args) {
           const std::int64_t per_sequence = (need + m.page_tokens - 1) / m.page_tokens;
           record["concurrent_sequences"] = std::min<std::int64_t>(n, m.pages / per_sequence);
           const auto& o = cuda->options();
-          record["cuda_kernels"] = {{"chunked_vocab_pass", o.chunked_vocab_pass},
-                                    {"attention_min_split_keys", o.attention_min_split_keys},
-                                    {"pipelined_attention", o.pipelined_attention},
-                                    {"attention_max_splits", o.attention_max_splits},
-                                    {"attention_balanced_plan", o.attention_balanced_plan},
-                                    {"fast_norms", o.fast_norms},
-                                    {"gemm_autotune", o.gemm_autotune},
-                                    {"skinny_gemm_rows", o.skinny_gemm_rows},
-                                    {"fused_norm_gemm", o.fused_norm_gemm},
-                                    {"programmatic_launch", o.programmatic_launch}};
+          record["cuda_kernels"] = {
+              {"chunked_vocab_pass", o.chunked_vocab_pass},
+              {"attention_min_split_keys", o.attention_min_split_keys},
+              {"pipelined_attention", o.pipelined_attention},
+              {"attention_max_splits", o.attention_max_splits},
+              {"attention_balanced_plan", o.attention_balanced_plan},
+              {"fast_norms", o.fast_norms},
+              {"gemm_autotune", o.gemm_autotune},
+              {"skinny_gemm_rows", o.skinny_gemm_rows},
+              {"fused_norm_gemm", o.fused_norm_gemm},
+              {"fused_swiglu", o.fused_swiglu},
+              {"programmatic_launch", o.programmatic_launch},
+              {"programmatic_launch_few_rows", o.programmatic_launch_few_rows}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
             gemms.push_back({{"rows", g.rows},

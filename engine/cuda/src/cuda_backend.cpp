@@ -272,6 +272,23 @@ struct CudaBackend::Impl {
     return buffer;
   }
 
+  /// Two [rows, cols] matrices as one [2 rows, cols] whose rows alternate: row 2i is a's row i,
+  /// row 2i + 1 is b's (the gate/up projection's layout, swiglu.cuh).
+  DeviceBuffer upload_interleaved(const WeightSource& source, const std::string& a,
+                                  const std::string& b, std::int64_t rows, std::int64_t cols) {
+    DeviceBuffer both(align_up(static_cast<std::size_t>(2 * rows * cols) * elem));
+    const auto row_bytes = static_cast<std::size_t>(cols) * elem;
+    for (const auto& [name, first] : {std::pair{a, 0}, std::pair{b, 1}}) {
+      DeviceBuffer one = upload(source, {name}, rows * cols);
+      DICE_CUDA_CHECK(cudaMemcpy2D(static_cast<char*>(both.get()) + first * row_bytes,
+                                   2 * row_bytes, one.get(), row_bytes, row_bytes,
+                                   static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice));
+      memory.weights -= static_cast<std::int64_t>(one.bytes());
+    }
+    memory.weights += static_cast<std::int64_t>(both.bytes());
+    return both;
+  }
+
   /// An fp32 vector (norm weights) of `count` values.
   DeviceBuffer upload_f32(const WeightSource& source, const std::string& name, std::int64_t count) {
     HostTensor t = source.get(name, false);
@@ -305,7 +322,7 @@ struct CudaBackend::Impl {
                      (qd + 2 * kvd) * hd);
       l.o = upload(source, {p + "self_attn.o_proj.weight"}, hd * qd);
       l.gate_up =
-          upload(source, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, 2 * in * hd);
+          upload_interleaved(source, p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", in, hd);
       l.down = upload(source, {p + "mlp.down_proj.weight"}, hd * in);
       l.input_norm = upload_f32(source, p + "input_layernorm.weight", hd);
       l.post_norm = upload_f32(source, p + "post_attention_layernorm.weight", hd);
@@ -436,29 +453,48 @@ struct CudaBackend::Impl {
   }
 
   /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows. With
-  /// options.programmatic_launch our kernels are PDL launches (launch.cuh); cuBLASLt's are plain,
-  /// so each waits for the kernel before it to finish, and the kernel after it waits for it.
+  /// options.programmatic_launch, or programmatic_launch_few_rows and rows_pad <=
+  /// skinny_gemm_rows, our kernels are PDL launches (launch.cuh); cuBLASLt's are plain, so each
+  /// waits for the kernel before it to finish, and the kernel after it waits for it.
   void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine) {
     const cudaStream_t s = stream->get();
-    const bool pdl = options.programmatic_launch;  // our kernels only; gemm knows it too
+    // Our kernels only; the skinny GEMM's too.
+    const bool pdl = options.programmatic_launch ||
+                     (options.programmatic_launch_few_rows && rows_pad <= options.skinny_gemm_rows);
+    gemm->set_programmatic_launch(pdl);
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
                        kvd = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
     launch_embedding(dtype, header, embed.get(), shape.hidden, x.as<float>(), rows_pad, s, pdl);
     // RMSNorm(x) w^T: fused into the skinny GEMM where it takes it, else the norm kernel into h.
+    // With `swiglu_act`, SwiGLU is fused into the GEMM's epilogue where the skinny kernel takes
+    // it (returns true; y is then not written), else the caller launches it (returns false).
     const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
     const auto normed_gemm = [&](const DeviceBuffer& norm_weight, const DeviceBuffer& w, float* y,
-                                 std::int64_t out) {
+                                 std::int64_t out, void* swiglu_act = nullptr) {
       const SkinnyNorm norm{x.as<float>(), norm_weight.as<float>(), static_cast<float>(shape.eps)};
-      if (fuse && gemm->fuses_norm(dtype, rows_pad, hd, out, norm, w.get(), y)) {
+      const bool norm_fused = fuse && gemm->fuses_norm(dtype, rows_pad, hd, out, norm, w.get(), y);
+      if (norm_fused)
         ++stats.fused_norm_gemms;
-        return gemm->run_normed(norm, w.get(), y, rows_pad, hd, out, s);
+      else
+        launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
+                        h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
+      if (swiglu_act != nullptr &&
+          gemm->fuses_swiglu(dtype, rows_pad, hd, out, norm_fused ? norm.residual : h.get(),
+                             w.get(), swiglu_act)) {
+        ++stats.fused_swiglu_gemms;
+        gemm->run_swiglu(h.get(), norm_fused ? &norm : nullptr, w.get(), swiglu_act, rows_pad, hd,
+                         out, s);
+        return true;
       }
-      launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
-                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
-      gemm->run(dtype, h.get(), w.get(), y, rows_pad, hd, out, false, s);
+      if (norm_fused)
+        gemm->run_normed(norm, w.get(), y, rows_pad, hd, out, s);
+      else
+        gemm->run(dtype, h.get(), w.get(), y, rows_pad, hd, out, false, s);
+      return false;
     };
+    const bool swiglu = options.fused_swiglu && dtype == CudaDType::kBF16;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
@@ -473,8 +509,9 @@ struct CudaBackend::Impl {
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
       gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
-      normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in);
-      launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s, pdl);
+      if (!normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in,
+                       swiglu ? act.get() : nullptr))
+        launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s, pdl);
       gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
     }
     if (block_rows_pad > 0) {

@@ -311,6 +311,26 @@ void Gemm::run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int6
                      stream, pdl_, &norm);
 }
 
+bool Gemm::fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                        const void* x, const void* w, const void* act) const {
+  return skinny(dtype, rows, in, out, x, w, static_cast<const float*>(act));
+}
+
+void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
+                      std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream) {
+  if (rows <= 0) return;
+  const void* input = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
+  if (!fuses_swiglu(CudaDType::kBF16, rows, in, out, input, w, act) ||
+      (norm != nullptr &&
+       !fuses_norm(CudaDType::kBF16, rows, in, out, *norm, w, static_cast<const float*>(act))))
+    throw Error(fmt::format(
+        "GEMM with a SwiGLU epilogue{}: rows {} in {} out {} is not a shape "
+        "the skinny kernel takes (skinny rows limit {})",
+        norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
+  launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
+                     stream, pdl_, norm, act);
+}
+
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
                std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
   if (rows <= 0) return;

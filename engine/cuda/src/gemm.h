@@ -52,6 +52,21 @@ class Gemm {
   void run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
                   std::int64_t in, std::int64_t out, cudaStream_t stream);
 
+  /// Whether run_swiglu() takes this GEMM: bf16 and skinny() with `act` in y's place.
+  bool fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                    const void* x, const void* w, const void* act) const;
+  /// act[rows, out / 2] (bf16) = silu(gate) * up of x w^T, whose output columns alternate gate
+  /// and up (swiglu.cuh), in one skinny launch with the SwiGLU epilogue: the same bits as run()
+  /// into an fp32 buffer then launch_swiglu. With `norm` (fuses_norm() holding for it), x is
+  /// RMSNorm(norm->residual) as in run_normed(). Throws dice::Error when fuses_swiglu() (or
+  /// fuses_norm()) does not hold or the launch fails.
+  void run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
+                  std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream);
+
+  /// Whether later skinny launches use programmatic dependent launch (the constructor's
+  /// `programmatic_launch`, changed per pass by the backend).
+  void set_programmatic_launch(bool on) { pdl_ = on; }
+
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
   /// Whether run() gives this GEMM to the skinny kernel (skinny_gemm_fits with this limit).

@@ -191,7 +191,9 @@ std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_
 /// Whether the kernels support this head_dim (16, 32, 64, 128, 256).
 bool attention_supports(std::int32_t head_dim);
 
-/// out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i] (as `dtype`) for rows_pad rows.
+/// out[r, i] = silu(gate_up[r, 2i]) * gate_up[r, 2i + 1] (as `dtype`) for rows_pad rows: the
+/// gate/up projection's columns alternate gate and up (swiglu.cuh); gate_up [rows_pad, 2 inter]
+/// fp32, out [rows_pad, inter].
 void launch_swiglu(CudaDType dtype, const float* gate_up, std::int32_t inter, void* out,
                    std::int32_t rows_pad, cudaStream_t stream, bool pdl = false);
 

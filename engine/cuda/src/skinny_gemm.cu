@@ -25,6 +25,12 @@
 // rounded arithmetic, block_sum's order), writes the normalised bf16 rows into shared memory
 // (rows padded by 16 bytes against bank conflicts), and the warps read their A fragments from
 // there: the same x bits as the norm kernel's output, so the same y bits, one launch fewer.
+//
+// With a SwiGLU epilogue, y is not written: w's rows alternate gate and up (swiglu.cuh), so an
+// output pair (2i, 2i + 1) of one row sits in one lane's C registers (r, r + 1), and the block
+// writes bf16(silu(gate) * up) at [row, i] of the down projection's input: the sums in the same
+// warp order and swiglu.cuh's arithmetic, so the same bits as the plain epilogue then
+// launch_swiglu, one launch (and the fp32 gate/up round trip) fewer.
 
 #include <cuda_bf16.h>
 
@@ -37,6 +43,7 @@
 #include "launch.cuh"
 #include "rms_norm.cuh"
 #include "skinny_gemm.h"
+#include "swiglu.cuh"
 
 namespace dice::engine::cuda {
 
@@ -152,11 +159,12 @@ __device__ __forceinline__ void norm_rows(const SkinnyNorm& norm, std::int32_t r
 
 /// MT m16 tiles x NT n8 tiles per block; U chunks of weights loaded before the first MMA.
 /// kNorm: x is RMSNorm(norm.residual), made by the block into dynamic shared memory (MT == 1).
-template <int MT, int NT, int U, bool kNorm>
+/// kSwiglu: act [rows, out / 2] (bf16) = silu(gate) * up of the output pairs, y not written.
+template <int MT, int NT, int U, bool kNorm, bool kSwiglu>
 __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate, SkinnyNorm norm) {
+                       bool accumulate, SkinnyNorm norm, __nv_bfloat16* __restrict__ act) {
   wait_for_prior_grid();
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
@@ -239,30 +247,50 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 #pragma unroll
       for (int r = 0; r < 4; ++r) partial[warp][(m * NT + j) * 4 + r][lane] = acc[m][j][r];
   __syncthreads();
-  // Output (m, j, r, lane) -> row m * 16 + g + 8 (r / 2), column n0 + 8 j + 2 t + r % 2.
-  for (int e = static_cast<int>(threadIdx.x); e < kRegs * 32; e += kSkinnyWarps * 32) {
-    const int reg = e / 32, l = e % 32;
-    const int m = reg / (NT * 4), j = (reg / 4) % NT, r = reg % 4;
-    const int row = m * 16 + l / 4 + 8 * (r / 2);
-    if (row >= rows) continue;
-    float sum = partial[0][reg][l];
+  if constexpr (kSwiglu) {
+    // Pairs (r, r + 1), r even: gate and up of row m * 16 + g + 8 (r / 2), input i = (n0 + 8 j +
+    // 2 t) / 2 of the down projection; each summed over the warps as below.
+    for (int e = static_cast<int>(threadIdx.x); e < kRegs / 2 * 32; e += kSkinnyWarps * 32) {
+      const int reg = 2 * (e / 32), l = e % 32;
+      const int m = reg / (NT * 4), j = (reg / 4) % NT, r = reg % 4;
+      const int row = m * 16 + l / 4 + 8 * (r / 2);
+      if (row >= rows) continue;
+      float gate = partial[0][reg][l], up = partial[0][reg + 1][l];
 #pragma unroll
-    for (int v = 1; v < kSkinnyWarps; ++v) sum += partial[v][reg][l];
-    const std::int64_t col = n0 + j * 8 + 2 * (l % 4) + r % 2;
-    float* dst = y + static_cast<std::int64_t>(row) * out + col;
-    *dst = accumulate ? *dst + sum : sum;
+      for (int v = 1; v < kSkinnyWarps; ++v) {
+        gate += partial[v][reg][l];
+        up += partial[v][reg + 1][l];
+      }
+      const std::int64_t i = (n0 + j * 8 + 2 * (l % 4)) / 2;
+      act[static_cast<std::int64_t>(row) * (out / 2) + i] =
+          __float2bfloat16_rn(silu_times(gate, up));
+    }
+  } else {
+    // Output (m, j, r, lane) -> row m * 16 + g + 8 (r / 2), column n0 + 8 j + 2 t + r % 2.
+    for (int e = static_cast<int>(threadIdx.x); e < kRegs * 32; e += kSkinnyWarps * 32) {
+      const int reg = e / 32, l = e % 32;
+      const int m = reg / (NT * 4), j = (reg / 4) % NT, r = reg % 4;
+      const int row = m * 16 + l / 4 + 8 * (r / 2);
+      if (row >= rows) continue;
+      float sum = partial[0][reg][l];
+#pragma unroll
+      for (int v = 1; v < kSkinnyWarps; ++v) sum += partial[v][reg][l];
+      const std::int64_t col = n0 + j * 8 + 2 * (l % 4) + r % 2;
+      float* dst = y + static_cast<std::int64_t>(row) * out + col;
+      *dst = accumulate ? *dst + sum : sum;
+    }
   }
 }
 
-template <int MT, int NT, bool kNorm>
+template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                  std::int64_t out, bool accumulate, const SkinnyNorm& norm, cudaStream_t stream,
-                  bool pdl) {
+                  std::int64_t out, bool accumulate, const SkinnyNorm& norm, void* act,
+                  cudaStream_t stream, bool pdl) {
   // 8 weight loads of 16 bytes in flight per lane with one m16 tile, fewer with more (the x
   // fragments take the registers; ptxas -v shows no spills inside the loop).
   constexpr int kLoads = MT == 1 ? 8 : MT == 2 ? 4 : 2;
   constexpr int kUnroll = kLoads / NT > 0 ? kLoads / NT : 1;
-  const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm>;
+  const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
   std::size_t shared = 0;
   if constexpr (kNorm) {
     shared = skinny_norm_shared_bytes(rows, in);
@@ -270,10 +298,37 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                                          static_cast<int>(kSkinnyNormSharedLimit)));
   }
   const auto blocks = static_cast<unsigned>(out / (8 * NT));
-  launch_kernel(kNorm ? "skinny_gemm_kernel (fused RMSNorm)" : "skinny_gemm_kernel", kernel, blocks,
-                kSkinnyWarps * 32, shared, stream, pdl, static_cast<const __nv_bfloat16*>(x),
-                static_cast<const __nv_bfloat16*>(w), y, static_cast<std::int32_t>(rows),
-                static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate, norm);
+  const char* name = kNorm ? (kSwiglu ? "skinny_gemm_kernel (fused RMSNorm, SwiGLU)"
+                                      : "skinny_gemm_kernel (fused RMSNorm)")
+                           : (kSwiglu ? "skinny_gemm_kernel (SwiGLU)" : "skinny_gemm_kernel");
+  launch_kernel(name, kernel, blocks, kSkinnyWarps * 32, shared, stream, pdl,
+                static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
+                static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
+                static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act));
+}
+
+using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
+                          std::int64_t, bool, const SkinnyNorm&, void*, cudaStream_t, bool);
+
+/// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
+template <int MT, bool kNorm, bool kSwiglu>
+Launcher launcher_n(int n_tiles) {
+  if (n_tiles == 1) return launch_tiles<MT, 1, kNorm, kSwiglu>;
+  if constexpr (MT * 4 <= 8)
+    if (n_tiles == 4) return launch_tiles<MT, 4, kNorm, kSwiglu>;
+  return launch_tiles<MT, 2, kNorm, kSwiglu>;
+}
+
+/// The launcher for m_tiles x n_tiles; kNorm takes one m16 tile (skinny_norm_fits).
+template <bool kNorm, bool kSwiglu>
+Launcher launcher_for(int m_tiles, int n_tiles) {
+  if constexpr (kNorm) {
+    return launcher_n<1, true, kSwiglu>(n_tiles);
+  } else {
+    if (m_tiles == 1) return launcher_n<1, false, kSwiglu>(n_tiles);
+    if (m_tiles == 2) return launcher_n<2, false, kSwiglu>(n_tiles);
+    return launcher_n<4, false, kSwiglu>(n_tiles);
+  }
 }
 
 bool aligned16(const void* p) {
@@ -319,11 +374,12 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm
 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
-                        bool pdl, const SkinnyNorm* norm) {
+                        bool pdl, const SkinnyNorm* norm, void* swiglu_act) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
-  if (!skinny_gemm_fits(true, rows, in, out, kSkinnyRowsLimit, x_or_norm, w, y) || !known)
+  const float* y_or_act = swiglu_act != nullptr ? static_cast<const float*>(swiglu_act) : y;
+  if (!skinny_gemm_fits(true, rows, in, out, kSkinnyRowsLimit, x_or_norm, w, y_or_act) || !known)
     throw Error("skinny GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) +
                 " out " + std::to_string(out) + " with " + std::to_string(n_tiles) +
                 " n8 tiles per block is not a shape it takes (rows 1.." +
@@ -334,28 +390,17 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                 std::to_string(in) + " is not a shape it takes (rows 1.." +
                 std::to_string(kSkinnyNormRowsLimit) +
                 ", in at most 4,096, eps > 0, residual and weight 16-byte aligned)");
+  if (swiglu_act != nullptr && accumulate)
+    throw Error("skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
+                std::to_string(out) + " asks to accumulate, which the epilogue does not do");
   const SkinnyNorm args = norm != nullptr ? *norm : SkinnyNorm{};
-  const auto go = [&](auto launch) {
-    launch(x, w, y, rows, in, out, accumulate, args, stream, pdl);
-  };
-  if (norm != nullptr) {  // one m16 tile (skinny_norm_fits)
-    if (n_tiles == 1) return go(launch_tiles<1, 1, true>);
-    if (n_tiles == 2) return go(launch_tiles<1, 2, true>);
-    return go(launch_tiles<1, 4, true>);
-  }
   const int m_tiles = skinny_m_tiles(rows);
-  if (m_tiles == 1) {
-    if (n_tiles == 1) return go(launch_tiles<1, 1, false>);
-    if (n_tiles == 2) return go(launch_tiles<1, 2, false>);
-    return go(launch_tiles<1, 4, false>);
-  }
-  if (m_tiles == 2) {
-    if (n_tiles == 1) return go(launch_tiles<2, 1, false>);
-    if (n_tiles == 2) return go(launch_tiles<2, 2, false>);
-    return go(launch_tiles<2, 4, false>);
-  }
-  if (n_tiles == 1) return go(launch_tiles<4, 1, false>);
-  return go(launch_tiles<4, 2, false>);
+  const bool swiglu = swiglu_act != nullptr;
+  const Launcher launch = norm != nullptr ? (swiglu ? launcher_for<true, true>(m_tiles, n_tiles)
+                                                    : launcher_for<true, false>(m_tiles, n_tiles))
+                                          : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
+                                                    : launcher_for<false, false>(m_tiles, n_tiles));
+  launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl);
 }
 
 }  // namespace dice::engine::cuda

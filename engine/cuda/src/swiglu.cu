@@ -1,4 +1,6 @@
 // SwiGLU of the fused gate/up projection: silu(gate) * up, into the down projection's input.
+// The projection's columns alternate gate and up (swiglu.cuh): out[r, i] = silu(gu[r, 2i]) *
+// gu[r, 2i + 1].
 
 #include <cuda_bf16.h>
 
@@ -8,15 +10,11 @@
 #include "device_utils.cuh"
 #include "launch.cuh"
 #include "ops.h"
+#include "swiglu.cuh"
 
 namespace dice::engine::cuda {
 
 namespace {
-
-/// silu(g) * u in fp32, rounded as the CPU reference (no fast-math exp, no FMA contraction).
-__device__ __forceinline__ float silu_times(float g, float u) {
-  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
-}
 
 /// Any inter: one element per thread, grid-stride.
 template <typename T>
@@ -26,24 +24,23 @@ __global__ void swiglu_kernel(const float* gate_up, std::int32_t inter, T* out,
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < count;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = e / inter, i = e % inter;
-    out[e] = from_float<T>(
-        silu_times(gate_up[row * 2 * inter + i], gate_up[row * 2 * inter + inter + i]));
+    const float* pair = gate_up + row * 2 * inter + 2 * i;
+    out[e] = from_float<T>(silu_times(pair[0], pair[1]));
   }
 }
 
-/// inter % 4 == 0: four elements per thread (float4 loads of gate and up), row blockIdx.y; the
-/// same values as swiglu_kernel, bit for bit.
+/// inter % 4 == 0: four elements per thread (two float4 loads of (gate, up) pairs), row
+/// blockIdx.y; the same values as swiglu_kernel, bit for bit.
 template <typename T>
 __global__ void swiglu_vec4_kernel(const float* gate_up, std::int32_t inter, T* out) {
   wait_for_prior_grid();
   const std::int32_t i = 4 * static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= inter) return;
   const std::int64_t row = blockIdx.y;
-  const float* src = gate_up + row * 2 * inter + i;
-  const float4 g = *reinterpret_cast<const float4*>(src);
-  const float4 u = *reinterpret_cast<const float4*>(src + inter);
-  store4(out + row * inter + i, silu_times(g.x, u.x), silu_times(g.y, u.y), silu_times(g.z, u.z),
-         silu_times(g.w, u.w));
+  const auto* src = reinterpret_cast<const float4*>(gate_up + row * 2 * inter + 2 * i);
+  const float4 a = src[0], b = src[1];  // (g i, u i, g i+1, u i+1), (g i+2, u i+2, ...)
+  store4(out + row * inter + i, silu_times(a.x, a.y), silu_times(a.z, a.w), silu_times(b.x, b.y),
+         silu_times(b.z, b.w));
 }
 
 }  // namespace

@@ -335,7 +335,9 @@ void expect_same_bits(CudaBackend& a, CudaBackend& b, const model::ModelConfig& 
 
 TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   // PDL only lets a kernel be scheduled before its predecessor drains; every kernel waits for it
-  // first, so logits and tokens are bit for bit those of plain launches. Each variant covers
+  // first, so logits and tokens are bit for bit those of plain launches, with PDL in every pass
+  // and in the few-row passes only (the default: the 250-row prompt pass plain, the block passes
+  // with PDL). Each variant covers
   // other kernels: bf16 with graphs (skinny GEMM at few rows, pipelined tensor-core attention,
   // chunked vocabulary pass), and with short splits (the pipelined kernel's own merge and its
   // counters, replayed); bf16 eager with the first layouts (the first mma attention, split,
@@ -363,30 +365,44 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     const CpuWeights weights = random_weights(shape.config, shape.std, bf16);
     CudaBackendOptions plain = limited(v.options);
     plain.gemm_autotune = false;
+    plain.programmatic_launch_few_rows = false;
     CudaBackendOptions pdl = plain;
     pdl.programmatic_launch = true;
-    CudaBackend off(weights, plain), on(weights, pdl);
+    CudaBackendOptions few = plain;  // the default: PDL in passes of <= 16 rows only
+    few.programmatic_launch_few_rows = true;
+    CudaBackend off(weights, plain), on(weights, pdl), some(weights, few);
     expect_same_bits(on, off, shape.config, v.name);
+    expect_same_bits(some, off, shape.config, v.name + ", PDL in few-row passes");
     EXPECT_EQ(on.stats().graph_replays > 0, v.options.cuda_graphs) << v.name;
   }
 }
 
-TEST_F(CudaBackendTest, FusedNormGemmChangesNoBits) {
-  // The skinny GEMM's fused RMSNorm computes x with the norm kernel's arithmetic, so logits and
-  // tokens are bit for bit those of the norm kernel then the GEMM; the fused path runs (block
-  // passes of 4-8 rows at widths 128, 256 and SDAR-1.7B's 2,048, where the autotune's n-tile
-  // choice makes the qkv launch one wave); the prompt's 250-row pass keeps the norm kernel and
-  // cuBLASLt either way. The autotune keeps only choices with the same bits, so it stays on.
+TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
+  // The skinny GEMM's fused RMSNorm computes x with the norm kernel's arithmetic, and its SwiGLU
+  // epilogue silu(gate) * up with the SwiGLU kernel's from the same sums, so logits and tokens
+  // are bit for bit those of the separate kernels, each fusion alone and both together. The
+  // fused paths run (block passes of 4-8 rows at widths 128, 256 and SDAR-1.7B's 2,048; the norm
+  // where the autotune's n-tile choice makes the launch one wave); the prompt's 250-row pass
+  // keeps the norm kernel, cuBLASLt and the SwiGLU kernel either way. The autotune keeps only
+  // choices with the same bits, so it stays on.
   for (const auto& shape : shapes()) {
     const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    CudaBackendOptions with = limited();
-    with.fused_norm_gemm = true;
-    CudaBackendOptions without = with;
-    without.fused_norm_gemm = false;
-    CudaBackend on(weights, with), off(weights, without);
-    expect_same_bits(on, off, shape.config, shape.name);
-    EXPECT_GT(on.stats().fused_norm_gemms, 0) << shape.name << ": the fused path never ran";
-    EXPECT_EQ(off.stats().fused_norm_gemms, 0) << shape.name;
+    CudaBackendOptions separate = limited();
+    separate.fused_norm_gemm = false;
+    separate.fused_swiglu = false;
+    CudaBackend off(weights, separate);
+    for (const auto& [norm, swiglu] : {std::pair{true, false}, {false, true}, {true, true}}) {
+      CudaBackendOptions fused = separate;
+      fused.fused_norm_gemm = norm;
+      fused.fused_swiglu = swiglu;
+      CudaBackend on(weights, fused);
+      const std::string what =
+          shape.name + (norm ? ", norm fused" : "") + (swiglu ? ", SwiGLU fused" : "");
+      expect_same_bits(on, off, shape.config, what);
+      EXPECT_EQ(on.stats().fused_norm_gemms > 0, norm) << what << ": fused norm launches";
+      EXPECT_EQ(on.stats().fused_swiglu_gemms > 0, swiglu) << what << ": SwiGLU epilogues";
+    }
+    EXPECT_EQ(off.stats().fused_norm_gemms + off.stats().fused_swiglu_gemms, 0) << shape.name;
   }
 }
 

@@ -309,7 +309,7 @@ TEST_F(CudaOps, SwiGlu) {
       const auto got = download(out, rows * inter, dtype);
       for (int r = 0; r < rows; ++r)
         for (int i = 0; i < inter; ++i) {
-          const float g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
+          const float g = gu[r * 2 * inter + 2 * i], u = gu[r * 2 * inter + 2 * i + 1];
           const float want = as_dtype({g / (1.0f + std::exp(-g)) * u}, dtype)[0];
           ASSERT_NEAR(got[r * inter + i], want,
                       (dtype == CudaDType::kBF16 ? 8e-3f : 1e-6f) * std::abs(want) + 1e-7f)
@@ -523,6 +523,60 @@ TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
   EXPECT_THROW(launch_skinny_gemm(nullptr, w.get(), y.as<float>(), 8, 4128, 64, false, 1, stream(),
                                   false, &norm),
                Error);
+}
+
+TEST_F(CudaOps, SkinnyGemmSwigluEpilogueIsTheGemmThenSwiglu) {
+  // The SwiGLU epilogue against the plain kernel into fp32, then the SwiGLU kernel: bit for bit,
+  // at every m-tile count (1-64 rows) and n-tile choice, on the SDAR-1.7B/-4B gate/up shapes and
+  // a small one, with and without the fused norm (up to 16 rows); accumulating throws.
+  struct Shape {
+    std::int64_t in, inter;
+  };
+  const Shape shapes[] = {{2048, 6144}, {2560, 9728}, {256, 512}};
+  for (const Shape& shape : shapes) {
+    const std::int64_t in = shape.in, out = 2 * shape.inter;
+    constexpr std::int64_t kRows = kSkinnyRowsLimit;
+    DeviceBuffer x(static_cast<std::size_t>(kRows * in) * 2),
+        w(static_cast<std::size_t>(in * out) * 2),
+        residual(static_cast<std::size_t>(kRows * in) * 4),
+        norm_weight(static_cast<std::size_t>(in) * 4), y(static_cast<std::size_t>(kRows * out) * 4),
+        act_a(static_cast<std::size_t>(kRows * shape.inter) * 2), act_b(act_a.bytes());
+    launch_fill_random(CudaDType::kBF16, x.get(), kRows * in, 1.0f, 81, stream());
+    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 82, stream());
+    launch_fill_random(CudaDType::kF32, residual.get(), kRows * in, 3.0f, 83, stream());
+    launch_fill_random(CudaDType::kF32, norm_weight.get(), in, 1.0f, 84, stream());
+    constexpr double kEps = 1e-6;
+    const SkinnyNorm norm{residual.as<float>(), norm_weight.as<float>(), static_cast<float>(kEps)};
+    for (const std::int64_t rows : {1, 4, 13, 16, 29, 64})
+      for (const bool normed : {false, true})
+        for (const int n : skinny_n_tile_options(rows, out)) {
+          if (normed && (rows > kSkinnyNormRowsLimit ||
+                         skinny_norm_shared_bytes(rows, in) > kSkinnyNormSharedLimit))
+            continue;
+          const std::string what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
+                                   " out " + std::to_string(out) + " n tiles " + std::to_string(n) +
+                                   (normed ? " with the fused norm" : "");
+          const auto inter = static_cast<std::int32_t>(shape.inter);
+          if (normed) {
+            launch_rms_norm(CudaDType::kBF16, residual.as<float>(), norm_weight.as<float>(),
+                            static_cast<std::int32_t>(in), kEps, x.get(),
+                            static_cast<std::int32_t>(rows), nullptr, stream(), true);
+          }
+          launch_skinny_gemm(x.get(), w.get(), y.as<float>(), rows, in, out, false, n, stream());
+          launch_swiglu(CudaDType::kBF16, y.as<float>(), inter, act_a.get(),
+                        static_cast<std::int32_t>(rows), stream());
+          launch_skinny_gemm(normed ? nullptr : x.get(), w.get(), nullptr, rows, in, out, false, n,
+                             stream(), false, normed ? &norm : nullptr, act_b.get());
+          synchronize();
+          const auto want = download(act_a, rows * shape.inter, CudaDType::kBF16);
+          const auto got = download(act_b, rows * shape.inter, CudaDType::kBF16);
+          for (std::size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(got[i], want[i]) << what << ": differs at " << i;
+        }
+    EXPECT_THROW(launch_skinny_gemm(x.get(), w.get(), nullptr, 4, in, out, true, 1, stream(), false,
+                                    nullptr, act_b.get()),
+                 Error);
+  }
 }
 
 TEST_F(CudaOps, SkinnyGemmDispatchAndRefusedShapesFallBack) {

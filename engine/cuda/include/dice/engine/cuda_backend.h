@@ -98,13 +98,24 @@ struct CudaBackendOptions {
   /// per-block prologue costing more than the launch it saves
   /// (bench/results/2026-11-23-engine-skinny-split-h100). false: the norm kernel, then the GEMM.
   bool fused_norm_gemm = false;
+  /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
+  /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
+  /// projection and the SwiGLU launch goes (the same bits: the projection's weight rows are
+  /// interleaved gate/up so that one block owns both halves of an output pair). false: the
+  /// GEMM into fp32, then the SwiGLU kernel.
+  bool fused_swiglu = true;
   /// Programmatic dependent launch (PDL; issue 6): every dice kernel of the forward (not
   /// cuBLASLt's) is launched with cudaLaunchAttributeProgrammaticStreamSerialization, so the GPU
   /// schedules it while the previous kernel's last blocks drain; each kernel waits for its
   /// predecessor (griddepcontrol.wait) before anything else, so results are the same bits with
-  /// and without. Eager launches and captured graphs alike (CUDA 12.3+). Off by default until
-  /// measured (bench/device_engine_bench.sh PDL=1,0).
+  /// and without. Eager launches and captured graphs alike (CUDA 12.3+). In every pass: measured
+  /// -3% to +1% tok/s (bench/results/2026-11-23-engine-pdl-h100), so off by default.
   bool programmatic_launch = false;
+  /// PDL in the passes of at most skinny_gemm_rows padded rows only (when programmatic_launch is
+  /// off): there every layer GEMM runs the skinny kernel, so every kernel of a layer is dice's and
+  /// each can be scheduled early. Measured +1.6% (SDAR-4B) and +2.0% (SDAR-1.7B) tok/s at 1
+  /// sequence (bench/results/2026-11-23-engine-swiglu-h100). Same bits either way.
+  bool programmatic_launch_few_rows = true;
 };
 
 /// The cuBLASLt algorithm a GEMM shape (y[rows, out] = x[rows, in] w^T, + y with accumulate)
@@ -155,6 +166,8 @@ struct CudaForwardStats {
   /// GEMM launches enqueued (eagerly or into a captured graph, not per replay) with the RMSNorm
   /// fused in (CudaBackendOptions::fused_norm_gemm).
   std::int64_t fused_norm_gemms = 0;
+  /// GEMM launches enqueued with the SwiGLU epilogue (CudaBackendOptions::fused_swiglu).
+  std::int64_t fused_swiglu_gemms = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
   /// per pass, as a kernel that reads it once would): the KV bytes read are this times
   /// kv_bytes_per_position.
