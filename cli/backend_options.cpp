@@ -38,7 +38,8 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "cuda backend: launch every kernel instead of replaying captured graphs");
   command->add_flag("--cuda-baseline-kernels", args.baseline_kernels,
                     "cuda backend: the first kernel layouts (one-block-per-row vocabulary pass "
-                    "and norms, attention split down to 64 positions), for before/after timings");
+                    "and norms, the first mma attention split down to 64 positions, the SwiGLU "
+                    "kernel, no PDL unless --pdl), for before/after timings");
   command->add_flag("--no-gemm-autotune", args.no_gemm_autotune,
                     "cuda backend: keep cuBLASLt's heuristic algorithm for every GEMM instead of "
                     "timing its candidates on the first pass of each shape");

@@ -112,9 +112,10 @@ struct CudaBackendOptions {
   /// -3% to +1% tok/s (bench/results/2026-11-23-engine-pdl-h100), so off by default.
   bool programmatic_launch = false;
   /// PDL in the passes of at most skinny_gemm_rows padded rows only (when programmatic_launch is
-  /// off): there every layer GEMM runs the skinny kernel, so every kernel of a layer is dice's and
-  /// each can be scheduled early. Measured +1.6% (SDAR-4B) and +2.0% (SDAR-1.7B) tok/s at 1
-  /// sequence (bench/results/2026-11-23-engine-swiglu-h100). Same bits either way.
+  /// off): there a bf16 model's layer GEMMs run the skinny kernel (where skinny_gemm_fits), so
+  /// every kernel of a layer is dice's and each can be scheduled early. Measured +1.6% (SDAR-4B)
+  /// and +2.0% (SDAR-1.7B) tok/s at 1 sequence (bench/results/2026-11-23-engine-swiglu-h100). Same
+  /// bits either way.
   bool programmatic_launch_few_rows = true;
 };
 
