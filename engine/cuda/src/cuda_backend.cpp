@@ -241,49 +241,62 @@ struct CudaBackend::Impl {
           c.hidden_size, c.intermediate_size));
   }
 
-  /// Allocates `count` elements of the compute dtype and uploads the tensors `names` into it
-  /// one after the other (each tensor's rows follow the previous one's).
-  DeviceBuffer upload(const WeightSource& source, const std::vector<std::string>& names,
-                      std::int64_t count) {
-    DeviceBuffer buffer(align_up(static_cast<std::size_t>(count) * elem));
-    std::size_t offset = 0;
-    for (const auto& name : names) {
-      HostTensor t = source.get(name, dtype == CudaDType::kBF16);
-      auto* dst = static_cast<char*>(buffer.get()) + offset * elem;
-      if (dtype == CudaDType::kBF16) {
-        if (t.bf16.empty()) {
-          t.bf16.resize(t.f32.size());
-          for (std::size_t i = 0; i < t.f32.size(); ++i) t.bf16[i] = model::f32_to_bf16(t.f32[i]);
-        }
-        DICE_CUDA_CHECK(cudaMemcpy(dst, t.bf16.data(), t.bf16.size() * 2, cudaMemcpyHostToDevice));
-      } else {
-        if (t.f32.empty()) {
-          t.f32.resize(t.bf16.size());
-          for (std::size_t i = 0; i < t.bf16.size(); ++i) t.f32[i] = model::bf16_to_f32(t.bf16[i]);
-        }
-        DICE_CUDA_CHECK(cudaMemcpy(dst, t.f32.data(), t.f32.size() * 4, cudaMemcpyHostToDevice));
+  /// Tensor `name`'s values on the host as bf16 (2 bytes each) or fp32 (4 bytes), converted in
+  /// `t` where the checkpoint stores the other one; t.size() of them. Throws dice::Error (naming
+  /// the tensor) when it does not hold `count` values.
+  static const void* host_values(const WeightSource& source, const std::string& name,
+                                 std::int64_t count, bool bf16, HostTensor& t) {
+    t = source.get(name, bf16);
+    if (static_cast<std::int64_t>(t.size()) != count)
+      throw Error(fmt::format("CUDA backend: {} holds {} values, the config needs {}", name,
+                              t.size(), count));
+    if (bf16) {
+      if (t.bf16.empty()) {
+        t.bf16.resize(t.f32.size());
+        for (std::size_t i = 0; i < t.f32.size(); ++i) t.bf16[i] = model::f32_to_bf16(t.f32[i]);
       }
-      offset += t.size();
+      return t.bf16.data();
     }
-    if (static_cast<std::int64_t>(offset) != count)
-      throw Error(fmt::format("CUDA backend: {} hold {} values, the config needs {}", names.front(),
-                              offset, count));
+    if (t.f32.empty()) {
+      t.f32.resize(t.bf16.size());
+      for (std::size_t i = 0; i < t.bf16.size(); ++i) t.f32[i] = model::bf16_to_f32(t.bf16[i]);
+    }
+    return t.f32.data();
+  }
+
+  /// Allocates the compute dtype for the tensors `names`, `counts` values each, and uploads them
+  /// one after the other (each tensor's rows follow the previous one's). Throws dice::Error
+  /// naming a tensor whose size is not its count.
+  DeviceBuffer upload(const WeightSource& source, const std::vector<std::string>& names,
+                      const std::vector<std::int64_t>& counts) {
+    std::int64_t total = 0;
+    for (const std::int64_t n : counts) total += n;
+    DeviceBuffer buffer(align_up(static_cast<std::size_t>(total) * elem));
+    std::size_t offset = 0;
+    HostTensor t;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const void* values = host_values(source, names[i], counts[i], dtype == CudaDType::kBF16, t);
+      DICE_CUDA_CHECK(cudaMemcpy(static_cast<char*>(buffer.get()) + offset, values, t.size() * elem,
+                                 cudaMemcpyHostToDevice));
+      offset += t.size() * elem;
+    }
     memory.weights += static_cast<std::int64_t>(buffer.bytes());
     return buffer;
   }
 
   /// Two [rows, cols] matrices as one [2 rows, cols] whose rows alternate: row 2i is a's row i,
-  /// row 2i + 1 is b's (the gate/up projection's layout, swiglu.cuh).
+  /// row 2i + 1 is b's (the gate/up projection's layout, swiglu.cuh), copied from the host with
+  /// a row pitch of two rows. Throws dice::Error naming a tensor that is not rows x cols.
   DeviceBuffer upload_interleaved(const WeightSource& source, const std::string& a,
                                   const std::string& b, std::int64_t rows, std::int64_t cols) {
     DeviceBuffer both(align_up(static_cast<std::size_t>(2 * rows * cols) * elem));
     const auto row_bytes = static_cast<std::size_t>(cols) * elem;
+    HostTensor t;
     for (const auto& [name, first] : {std::pair{a, 0}, std::pair{b, 1}}) {
-      DeviceBuffer one = upload(source, {name}, rows * cols);
+      const void* values = host_values(source, name, rows * cols, dtype == CudaDType::kBF16, t);
       DICE_CUDA_CHECK(cudaMemcpy2D(static_cast<char*>(both.get()) + first * row_bytes,
-                                   2 * row_bytes, one.get(), row_bytes, row_bytes,
-                                   static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice));
-      memory.weights -= static_cast<std::int64_t>(one.bytes());
+                                   2 * row_bytes, values, row_bytes, row_bytes,
+                                   static_cast<std::size_t>(rows), cudaMemcpyHostToDevice));
     }
     memory.weights += static_cast<std::int64_t>(both.bytes());
     return both;
@@ -291,17 +304,10 @@ struct CudaBackend::Impl {
 
   /// An fp32 vector (norm weights) of `count` values.
   DeviceBuffer upload_f32(const WeightSource& source, const std::string& name, std::int64_t count) {
-    HostTensor t = source.get(name, false);
-    if (t.f32.empty()) {
-      t.f32.resize(t.bf16.size());
-      for (std::size_t i = 0; i < t.bf16.size(); ++i) t.f32[i] = model::bf16_to_f32(t.bf16[i]);
-    }
-    if (std::ssize(t.f32) != count)
-      throw Error(fmt::format("CUDA backend: {} holds {} values, the config needs {}", name,
-                              t.f32.size(), count));
+    HostTensor t;
+    const void* values = host_values(source, name, count, false, t);
     DeviceBuffer buffer(align_up(static_cast<std::size_t>(count) * 4));
-    DICE_CUDA_CHECK(
-        cudaMemcpy(buffer.get(), t.f32.data(), t.f32.size() * 4, cudaMemcpyHostToDevice));
+    DICE_CUDA_CHECK(cudaMemcpy(buffer.get(), values, t.size() * 4, cudaMemcpyHostToDevice));
     memory.weights += static_cast<std::int64_t>(buffer.bytes());
     return buffer;
   }
@@ -310,8 +316,8 @@ struct CudaBackend::Impl {
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
                        kvd = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
-    embed = upload(source, {"model.embed_tokens.weight"}, c.vocab_size * hd);
-    if (!c.tie_word_embeddings) lm_head = upload(source, {"lm_head.weight"}, c.vocab_size * hd);
+    embed = upload(source, {"model.embed_tokens.weight"}, {c.vocab_size * hd});
+    if (!c.tie_word_embeddings) lm_head = upload(source, {"lm_head.weight"}, {c.vocab_size * hd});
     final_norm = upload_f32(source, "model.norm.weight", hd);
     for (std::int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = fmt::format("model.layers.{}.", i);
@@ -319,11 +325,11 @@ struct CudaBackend::Impl {
       l.qkv = upload(source,
                      {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
                       p + "self_attn.v_proj.weight"},
-                     (qd + 2 * kvd) * hd);
-      l.o = upload(source, {p + "self_attn.o_proj.weight"}, hd * qd);
+                     {qd * hd, kvd * hd, kvd * hd});
+      l.o = upload(source, {p + "self_attn.o_proj.weight"}, {hd * qd});
       l.gate_up =
           upload_interleaved(source, p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", in, hd);
-      l.down = upload(source, {p + "mlp.down_proj.weight"}, hd * in);
+      l.down = upload(source, {p + "mlp.down_proj.weight"}, {hd * in});
       l.input_norm = upload_f32(source, p + "input_layernorm.weight", hd);
       l.post_norm = upload_f32(source, p + "post_attention_layernorm.weight", hd);
       l.q_norm = upload_f32(source, p + "self_attn.q_norm.weight", c.head_dim);
@@ -462,6 +468,7 @@ struct CudaBackend::Impl {
     const bool pdl = options.programmatic_launch ||
                      (options.programmatic_launch_few_rows && rows_pad <= options.skinny_gemm_rows);
     gemm->set_programmatic_launch(pdl);
+    stats.programmatic_passes += pdl ? 1 : 0;
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,

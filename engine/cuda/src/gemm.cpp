@@ -47,7 +47,7 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
 }
 
 bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                  const void* x, const void* w, const float* y) const {
+                  const void* x, const void* w, const void* y) const {
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
 }
 
@@ -291,7 +291,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
 }
 
 bool Gemm::fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                      const SkinnyNorm& norm, const void* w, const float* y) const {
+                      const SkinnyNorm& norm, const void* w, const void* y) const {
   // Every block of a fused launch runs the norm prologue, which the first weight loads only
   // partly hide: fused only where the launch is one wave of two blocks per SM (fused in every
   // launch, 14% slower at 1 sequence: bench/results/2026-11-23-engine-skinny-split-h100).
@@ -313,7 +313,7 @@ void Gemm::run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int6
 
 bool Gemm::fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                         const void* x, const void* w, const void* act) const {
-  return skinny(dtype, rows, in, out, x, w, static_cast<const float*>(act));
+  return skinny(dtype, rows, in, out, x, w, act);
 }
 
 void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
@@ -321,8 +321,7 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
   if (rows <= 0) return;
   const void* input = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!fuses_swiglu(CudaDType::kBF16, rows, in, out, input, w, act) ||
-      (norm != nullptr &&
-       !fuses_norm(CudaDType::kBF16, rows, in, out, *norm, w, static_cast<const float*>(act))))
+      (norm != nullptr && !fuses_norm(CudaDType::kBF16, rows, in, out, *norm, w, act)))
     throw Error(fmt::format(
         "GEMM with a SwiGLU epilogue{}: rows {} in {} out {} is not a shape "
         "the skinny kernel takes (skinny rows limit {})",

@@ -44,7 +44,7 @@ class Gemm {
   /// Whether run_normed() takes this GEMM: bf16, skinny() (with the residual in x's place),
   /// skinny_norm_fits(), and one wave (out / (8 n tiles) <= 2 SMs; every block pays the norm).
   bool fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                  const SkinnyNorm& norm, const void* w, const float* y) const;
+                  const SkinnyNorm& norm, const void* w, const void* y) const;
   /// y = RMSNorm(norm.residual) w^T (y[rows, out] fp32, residual [rows, in] fp32, w [out, in]
   /// bf16) in one skinny launch whose blocks normalise the rows themselves (SkinnyNorm: the same
   /// bits as rms_norm_vec_kernel then run()). Throws dice::Error when fuses_norm() does not hold
@@ -69,9 +69,10 @@ class Gemm {
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
-  /// Whether run() gives this GEMM to the skinny kernel (skinny_gemm_fits with this limit).
+  /// Whether run() gives this GEMM to the skinny kernel (skinny_gemm_fits with this limit; y the
+  /// output, fp32 or the SwiGLU epilogue's bf16).
   bool skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
-              const void* w, const float* y) const;
+              const void* w, const void* y) const;
 
   /// Times up to `candidates` algorithms of cublasLtMatmulAlgoGetHeuristic for this shape, each
   /// `repeats` times (CUDA events on `stream`) after one run from y = 0 on random x whose

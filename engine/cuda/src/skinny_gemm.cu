@@ -105,6 +105,26 @@ __device__ __forceinline__ void load_x(const __nv_bfloat16* x_lane, std::int32_t
   }
 }
 
+/// C register `reg` (of MT x NT x 4) of lane `l`, with (m, j, r) = (reg / (4 NT), reg / 4 % NT,
+/// reg % 4): its output row m * 16 + l / 4 + 8 (r / 2) (x) and column n0 + 8 j + 2 (l % 4) +
+/// r % 2 less the block's first column n0 (y).
+template <int NT>
+__device__ __forceinline__ int2 output_of(int reg, int l) {
+  const int m = reg / (NT * 4), j = (reg / 4) % NT, r = reg % 4;
+  return make_int2(m * 16 + l / 4 + 8 * (r / 2), j * 8 + 2 * (l % 4) + r % 2);
+}
+
+/// Register `reg` of lane `l` summed over the block's warps in warp order: the one sum order of
+/// both epilogues, so an output's bits depend on neither n_tiles nor the epilogue.
+template <int kRegs>
+__device__ __forceinline__ float warps_total(const float (&partial)[kSkinnyWarps][kRegs][32],
+                                             int reg, int l) {
+  float sum = partial[0][reg][l];
+#pragma unroll
+  for (int v = 1; v < kSkinnyWarps; ++v) sum += partial[v][reg][l];
+  return sum;
+}
+
 /// float4s of a row per thread in the fused norm (as rms_norm_vec_kernel's kVec): in <= 4,096.
 constexpr int kNormVec = 4;
 
@@ -248,35 +268,23 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
       for (int r = 0; r < 4; ++r) partial[warp][(m * NT + j) * 4 + r][lane] = acc[m][j][r];
   __syncthreads();
   if constexpr (kSwiglu) {
-    // Pairs (r, r + 1), r even: gate and up of row m * 16 + g + 8 (r / 2), input i = (n0 + 8 j +
-    // 2 t) / 2 of the down projection; each summed over the warps as below.
+    // Pairs (reg, reg + 1), reg even: gate (even column) and up of one row, input (n0 + column)
+    // / 2 of the down projection.
     for (int e = static_cast<int>(threadIdx.x); e < kRegs / 2 * 32; e += kSkinnyWarps * 32) {
       const int reg = 2 * (e / 32), l = e % 32;
-      const int m = reg / (NT * 4), j = (reg / 4) % NT, r = reg % 4;
-      const int row = m * 16 + l / 4 + 8 * (r / 2);
-      if (row >= rows) continue;
-      float gate = partial[0][reg][l], up = partial[0][reg + 1][l];
-#pragma unroll
-      for (int v = 1; v < kSkinnyWarps; ++v) {
-        gate += partial[v][reg][l];
-        up += partial[v][reg + 1][l];
-      }
-      const std::int64_t i = (n0 + j * 8 + 2 * (l % 4)) / 2;
-      act[static_cast<std::int64_t>(row) * (out / 2) + i] =
+      const int2 o = output_of<NT>(reg, l);
+      if (o.x >= rows) continue;
+      const float gate = warps_total(partial, reg, l), up = warps_total(partial, reg + 1, l);
+      act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
           __float2bfloat16_rn(silu_times(gate, up));
     }
   } else {
-    // Output (m, j, r, lane) -> row m * 16 + g + 8 (r / 2), column n0 + 8 j + 2 t + r % 2.
     for (int e = static_cast<int>(threadIdx.x); e < kRegs * 32; e += kSkinnyWarps * 32) {
       const int reg = e / 32, l = e % 32;
-      const int m = reg / (NT * 4), j = (reg / 4) % NT, r = reg % 4;
-      const int row = m * 16 + l / 4 + 8 * (r / 2);
-      if (row >= rows) continue;
-      float sum = partial[0][reg][l];
-#pragma unroll
-      for (int v = 1; v < kSkinnyWarps; ++v) sum += partial[v][reg][l];
-      const std::int64_t col = n0 + j * 8 + 2 * (l % 4) + r % 2;
-      float* dst = y + static_cast<std::int64_t>(row) * out + col;
+      const int2 o = output_of<NT>(reg, l);
+      if (o.x >= rows) continue;
+      const float sum = warps_total(partial, reg, l);
+      float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
       *dst = accumulate ? *dst + sum : sum;
     }
   }
@@ -312,7 +320,7 @@ using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::i
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
 template <int MT, bool kNorm, bool kSwiglu>
-Launcher launcher_n(int n_tiles) {
+Launcher launcher_of_n_tiles(int n_tiles) {
   if (n_tiles == 1) return launch_tiles<MT, 1, kNorm, kSwiglu>;
   if constexpr (MT * 4 <= 8)
     if (n_tiles == 4) return launch_tiles<MT, 4, kNorm, kSwiglu>;
@@ -323,11 +331,11 @@ Launcher launcher_n(int n_tiles) {
 template <bool kNorm, bool kSwiglu>
 Launcher launcher_for(int m_tiles, int n_tiles) {
   if constexpr (kNorm) {
-    return launcher_n<1, true, kSwiglu>(n_tiles);
+    return launcher_of_n_tiles<1, true, kSwiglu>(n_tiles);
   } else {
-    if (m_tiles == 1) return launcher_n<1, false, kSwiglu>(n_tiles);
-    if (m_tiles == 2) return launcher_n<2, false, kSwiglu>(n_tiles);
-    return launcher_n<4, false, kSwiglu>(n_tiles);
+    if (m_tiles == 1) return launcher_of_n_tiles<1, false, kSwiglu>(n_tiles);
+    if (m_tiles == 2) return launcher_of_n_tiles<2, false, kSwiglu>(n_tiles);
+    return launcher_of_n_tiles<4, false, kSwiglu>(n_tiles);
   }
 }
 
@@ -338,7 +346,7 @@ bool aligned16(const void* p) {
 }  // namespace
 
 bool skinny_gemm_fits(bool bf16, std::int64_t rows, std::int64_t in, std::int64_t out,
-                      std::int64_t max_rows, const void* x, const void* w, const float* y) {
+                      std::int64_t max_rows, const void* x, const void* w, const void* y) {
   return bf16 && rows >= 1 && rows <= max_rows && rows <= kSkinnyRowsLimit && in > 0 &&
          in % 32 == 0 && in <= (std::int64_t{1} << 30) && out > 0 && out % 8 == 0 &&
          out / 8 <= std::int64_t{1} << 30 && aligned16(x) && aligned16(w) && aligned16(y);
@@ -378,7 +386,7 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
-  const float* y_or_act = swiglu_act != nullptr ? static_cast<const float*>(swiglu_act) : y;
+  const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   if (!skinny_gemm_fits(true, rows, in, out, kSkinnyRowsLimit, x_or_norm, w, y_or_act) || !known)
     throw Error("skinny GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) +
                 " out " + std::to_string(out) + " with " + std::to_string(n_tiles) +

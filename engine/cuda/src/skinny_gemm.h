@@ -45,10 +45,10 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm
 
 /// Whether the skinny kernel computes this GEMM: bf16 weights and inputs, 1 <= rows <=
 /// min(max_rows, kSkinnyRowsLimit), in a positive multiple of 32 (one k chunk of a warp), out a
-/// positive multiple of 8 (one n8 tile), and x, w, y 16-byte aligned. Otherwise cuBLASLt runs it.
-/// max_rows 0 turns the kernel off.
+/// positive multiple of 8 (one n8 tile), and x, w and the output y (fp32, or the SwiGLU
+/// epilogue's bf16) 16-byte aligned. Otherwise cuBLASLt runs it. max_rows 0 turns the kernel off.
 bool skinny_gemm_fits(bool bf16, std::int64_t rows, std::int64_t in, std::int64_t out,
-                      std::int64_t max_rows, const void* x, const void* w, const float* y);
+                      std::int64_t max_rows, const void* x, const void* w, const void* y);
 
 /// m16 tiles for `rows` rows: 1 (<= 16), 2 (<= 32) or 4 (<= 64).
 int skinny_m_tiles(std::int64_t rows);

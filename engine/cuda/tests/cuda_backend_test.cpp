@@ -373,6 +373,11 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     CudaBackend off(weights, plain), on(weights, pdl), some(weights, few);
     expect_same_bits(on, off, shape.config, v.name);
     expect_same_bits(some, off, shape.config, v.name + ", PDL in few-row passes");
+    EXPECT_GT(on.stats().programmatic_passes, 0) << v.name << ": PDL never ran";
+    EXPECT_GT(some.stats().programmatic_passes, 0) << v.name << ": few-row PDL never ran";
+    EXPECT_LT(some.stats().programmatic_passes, on.stats().programmatic_passes)
+        << v.name << ": the prompt pass is not a few-row pass";
+    EXPECT_EQ(off.stats().programmatic_passes, 0) << v.name;
     EXPECT_EQ(on.stats().graph_replays > 0, v.options.cuda_graphs) << v.name;
   }
 }

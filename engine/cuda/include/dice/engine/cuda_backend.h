@@ -169,6 +169,9 @@ struct CudaForwardStats {
   std::int64_t fused_norm_gemms = 0;
   /// GEMM launches enqueued with the SwiGLU epilogue (CudaBackendOptions::fused_swiglu).
   std::int64_t fused_swiglu_gemms = 0;
+  /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
+  /// (CudaBackendOptions::programmatic_launch, programmatic_launch_few_rows).
+  std::int64_t programmatic_passes = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
   /// per pass, as a kernel that reads it once would): the KV bytes read are this times
   /// kv_bytes_per_position.
