@@ -76,6 +76,11 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
                     "kernel after the GEMM (default: on)");
+  command->add_flag("--pdl-early-reads,!--no-pdl-early-reads", args.pdl_early_reads,
+                    "cuda backend: in passes launched with programmatic dependent launch, each "
+                    "few-row GEMM loads its first weights, and the attention its work items' "
+                    "metadata, before it waits for the kernel before it (same results) "
+                    "(default: on)");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -165,9 +170,11 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.attention_balanced_plan = args.balanced_attention_plan;
   options.fused_norm_gemm = args.fused_norm_gemm;
   options.fused_swiglu = args.fused_swiglu;
+  options.pdl_early_reads = args.pdl_early_reads;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
     options.programmatic_launch_few_rows = false;
+    options.pdl_early_reads = false;
     options.attention_balanced_plan = false;
     options.fused_norm_gemm = false;
     options.chunked_vocab_pass = false;

@@ -43,13 +43,16 @@ struct BackendArgs {
   bool fused_norm_gemm = false;
   /// cuda: SwiGLU in the few-row gate/up GEMM's epilogue (--no-fused-swiglu: the SwiGLU kernel)
   bool fused_swiglu = true;
+  /// cuda: in PDL passes, the skinny GEMMs' first weights and the attention's metadata are read
+  /// before waiting for the kernel before (--no-pdl-early-reads: after)
+  bool pdl_early_reads = true;
 };
 
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,
 /// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl, --no-pdl,
 /// --pipelined-attention / --no-pipelined-attention, --balanced-attention-plan /
 /// --no-balanced-attention-plan, --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
-/// --no-fused-swiglu.
+/// --no-fused-swiglu, --pdl-early-reads / --no-pdl-early-reads.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 
 /// "cpu" or "cuda" for --backend auto|cpu|cuda. Throws dice::InputError for cuda when dice was

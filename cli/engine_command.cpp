@@ -219,7 +219,8 @@ void run_bench(const BenchArgs& args) {
               {"fused_norm_gemm", o.fused_norm_gemm},
               {"fused_swiglu", o.fused_swiglu},
               {"programmatic_launch", o.programmatic_launch},
-              {"programmatic_launch_few_rows", o.programmatic_launch_few_rows}};
+              {"programmatic_launch_few_rows", o.programmatic_launch_few_rows},
+              {"pdl_early_reads", o.pdl_early_reads}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
             gemms.push_back({{"rows", g.rows},

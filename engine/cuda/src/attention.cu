@@ -44,6 +44,7 @@ struct AttnArgs {
   float* partial_out;
   float* partial_lse;
   std::uint32_t* counters;  ///< attention_mma_pipelined: one per AttnCombine, zero between passes
+  bool early_reads;         ///< attention_mma_pipelined: metadata before wait_for_prior_grid()
   std::int32_t heads;
   std::int32_t kv_heads;
   std::int32_t group;
@@ -604,7 +605,9 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
 template <int D>
 __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
     attention_mma_pipelined_kernel(AttnArgs a) {
-  wait_for_prior_grid();
+  // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
+  // before the wait, Q and the cache after it (launch.cuh, "Early start").
+  if (!a.early_reads) wait_for_prior_grid();
   constexpr int kStride = mma_row_stride<D>();
   constexpr int kSteps = D / 16;                              // k-steps of Q K^T
   constexpr int kDimTiles = D / 8;                            // n-tiles of P V
@@ -645,6 +648,24 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
       splits = combines[w.combine].splits;
       if (splits > kMaxMergedSplits) __trap();  // the planner's limit (PlanShape::split_align)
     }
+    // This warp's pages: c = kv_begin + 32 (warp + 4 i) < kv_end. The tile's last row sees all
+    // of [kv_begin, kv_end) (the planner takes kv_end from it), so every position before kv_end
+    // has been written; the rows of the last page past kv_end are zero-filled (no NaN in P V).
+    std::int32_t c = w.kv_begin + warp * kPageTokens;
+    const auto page_id = [&](std::int32_t chunk) {
+      return chunk < w.kv_end ? tables[w.table + chunk / kPageTokens] : 0;
+    };
+    const std::int32_t first_page = page_id(c);
+    std::int32_t next_page = page_id(c + kStep);
+    // The two query vectors of this thread's C rows and their visible ends.
+    const int q0 = g, q1 = g + 8;
+    const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
+    const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
+                       end1 = visible_end(a, w, rows, valid1, q1);
+    // Q and the K/V pages come from the kernels before this one (returns at once after the
+    // first item).
+    wait_for_prior_grid();
+    allow_next_grid();
     // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
     for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
       const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
@@ -655,13 +676,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
                   q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + c8, valid);
     }
     cp_async_commit();
-    // This warp's pages: c = kv_begin + 32 (warp + 4 i) < kv_end. The tile's last row sees all
-    // of [kv_begin, kv_end) (the planner takes kv_end from it), so every position before kv_end
-    // has been written; the rows of the last page past kv_end are zero-filled (no NaN in P V).
-    std::int32_t c = w.kv_begin + warp * kPageTokens;
-    const auto page_id = [&](std::int32_t chunk) {
-      return chunk < w.kv_end ? tables[w.table + chunk / kPageTokens] : 0;
-    };
     const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
                            std::int32_t page) {
       const std::uint16_t* src = cache + page_offset(page, w.kv_head, a.kv_heads, D);
@@ -672,17 +686,10 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
         cp_async_16(dst + r * kStride + c8, src + r * D + c8, chunk + r < w.kv_end);
       }
     };
-    const std::int32_t first_page = page_id(c);
-    std::int32_t next_page = page_id(c + kStep);
     if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
     cp_async_commit();  // group 2: K of the first page
     if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
-    cp_async_commit();  // group 3: V of the first page
-    // The two query vectors of this thread's C rows and their visible ends.
-    const int q0 = g, q1 = g + 8;
-    const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
-    const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
-                       end1 = visible_end(a, w, rows, valid1, q1);
+    cp_async_commit();   // group 3: V of the first page
     cp_async_wait<2>();  // this thread's Q copies
     __syncthreads();     // everyone's
     // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
@@ -792,6 +799,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
     }
     __syncthreads();  // the merge area is the next item's K/V rows
   }
+  wait_for_prior_grid();  // a block without work exits after its predecessor only (launch.cuh)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -950,11 +958,12 @@ std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
-                      std::int32_t grid, cudaStream_t stream, bool pdl) {
+                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads) {
   check_kernel_dtype(dtype, kernel);
   if (kernel == AttentionKernel::kTensorCoresPipelined && counters == nullptr)
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
-  const AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
+  AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
+  args.early_reads = pdl && early_reads;
   with_head_dim(shape.head_dim, [&](auto d) {
     run_attention<decltype(d)::value>(dtype, kernel, args, grid, stream, pdl);
   });

@@ -467,7 +467,7 @@ struct CudaBackend::Impl {
     // Our kernels only; the skinny GEMM's too.
     const bool pdl = options.programmatic_launch ||
                      (options.programmatic_launch_few_rows && rows_pad <= options.skinny_gemm_rows);
-    gemm->set_programmatic_launch(pdl);
+    gemm->set_programmatic_launch(pdl, options.pdl_early_reads);
     stats.programmatic_passes += pdl ? 1 : 0;
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
@@ -511,7 +511,8 @@ struct CudaBackend::Impl {
                           s, options.fast_norms, pdl);
       launch_attention(dtype, attention, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
-                       attn_counters.as<std::uint32_t>(), attn_grid, s, pdl);
+                       attn_counters.as<std::uint32_t>(), attn_grid, s, pdl,
+                       options.pdl_early_reads);
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);

@@ -15,6 +15,7 @@ template <typename T>
 __global__ void embedding_kernel(const PassHeader* meta, const T* table, std::int32_t hidden,
                                  float* x) {
   wait_for_prior_grid();
+  allow_next_grid();
   const std::int32_t row = blockIdx.x;
   float* out = x + static_cast<std::int64_t>(row) * hidden;
   if (row >= meta->rows) {

@@ -308,7 +308,7 @@ void Gemm::run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int6
                     "skinny kernel's norm takes (skinny rows limit {})",
                     rows, in, out, skinny_max_rows_));
   launch_skinny_gemm(nullptr, w, y, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
-                     stream, pdl_, &norm);
+                     stream, pdl_, &norm, nullptr, early_weights_);
 }
 
 bool Gemm::fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -327,7 +327,7 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
         "the skinny kernel takes (skinny rows limit {})",
         norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
-                     stream, pdl_, norm, act);
+                     stream, pdl_, norm, act, early_weights_);
 }
 
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
@@ -335,7 +335,8 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
   if (rows <= 0) return;
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
-                              skinny_n_tiles(rows, in, out, accumulate), stream, pdl_);
+                              skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
+                              nullptr, early_weights_);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

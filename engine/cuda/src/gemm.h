@@ -64,8 +64,13 @@ class Gemm {
                   std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream);
 
   /// Whether later skinny launches use programmatic dependent launch (the constructor's
-  /// `programmatic_launch`, changed per pass by the backend).
-  void set_programmatic_launch(bool on) { pdl_ = on; }
+  /// `programmatic_launch`, changed per pass by the backend) and, with it, load their first
+  /// weights before waiting for the kernel before them (launch_skinny_gemm's `early_weights`;
+  /// the autotune's timing launches never do).
+  void set_programmatic_launch(bool on, bool early_weights = false) {
+    pdl_ = on;
+    early_weights_ = on && early_weights;
+  }
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
@@ -115,6 +120,7 @@ class Gemm {
 
   std::int64_t skinny_max_rows_ = 0;
   bool pdl_ = false;
+  bool early_weights_ = false;
   int sms_ = 1;
   std::map<Key, SkinnyPlan> skinny_;
   cublasLtHandle_t handle_ = nullptr;

@@ -5,12 +5,24 @@
 // previous kernel of the stream drains its last blocks (CudaBackendOptions::programmatic_launch).
 //
 // The contract that keeps PDL correct: every kernel launched through launch_kernel runs
-// wait_for_prior_grid() as its first statement, in every block, before any early return. A PDL
-// kernel may start before its predecessor finished, but none of its blocks reads or writes
-// memory (or exits) before the predecessor has completed and its writes are visible. So kernel
-// N + 1 cannot complete before kernel N, and kernel N + 2, which waits for N + 1, also sees
-// N's writes (the ordering is transitive). No kernel triggers its dependents early
-// (griddepcontrol.launch_dependents): the implicit trigger at each block's exit is used.
+// wait_for_prior_grid() in every block before it reads or writes anything a kernel of the pass
+// writes, and before it exits (as its first statement, except where "Early start" below says).
+// A PDL kernel may start before its predecessor finished, but none of its blocks reads or
+// writes such memory (or exits) before the predecessor has completed and its writes are
+// visible. So kernel N + 1 cannot complete before kernel N, and kernel N + 2, which waits for
+// N + 1, also sees N's writes (the ordering is transitive).
+//
+// Early start (bench/results/2026-11-23-engine-early-start-h100): the norm kernels (embedding,
+// RMSNorm, q/k norm + RoPE: a few blocks at few rows) call allow_next_grid() right after their
+// wait, so the next kernel may be scheduled once every block of theirs runs, and its blocks
+// start on the SMs the small kernel leaves free. Such a kernel may, before its wait, read memory
+// that no kernel of the forward writes: the skinny GEMM loads its first weights there
+// (CudaBackendOptions::pdl_early_weights), the pipelined attention reads its work item, page
+// ids and visible lengths (the pass metadata, uploaded before the pass's first kernel). Its
+// wait still comes before anything it reads from the kernels before it, and before it exits.
+// The GEMMs and the attention trigger at exit: early triggers in every kernel were 5-13%
+// slower (blocks of the next kernel resident and waiting slow a running kernel that fills the
+// GPU: bench/results/2026-11-23-engine-pdl-trigger-h100).
 
 #include <cuda_runtime.h>
 
@@ -28,6 +40,16 @@ namespace dice::engine::cuda {
 __device__ __forceinline__ void wait_for_prior_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// Lets the next kernel of the stream, when it is a PDL launch, be scheduled once every block of
+/// this grid has called this or exited (griddepcontrol.launch_dependents). Call it after
+/// wait_for_prior_grid(). No effect without a PDL launch after this one; compiled out below
+/// sm_90.
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

@@ -177,11 +177,13 @@ inline std::int32_t attention_split_align(AttentionKernel kernel) {
 /// merges when attention_needs_combine(kernel); kTensorCoresPipelined merges them itself, with
 /// `counters` (uint32, at least one per AttnCombine entry of the pass; zero before the first
 /// launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`: blocks of the
-/// persistent kernel (attention_grid).
+/// persistent kernel (attention_grid). `early_reads` (kTensorCoresPipelined): each work item's
+/// metadata is read before waiting for the kernel before this one (launch.cuh, "Early start").
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
-                      std::int32_t grid, cudaStream_t stream, bool pdl = false);
+                      std::int32_t grid, cudaStream_t stream, bool pdl = false,
+                      bool early_reads = false);
 /// Merges the split tiles' partial results into `out`.
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,

@@ -41,6 +41,7 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
                                     const float* k_norm, const float2* rope, LayerShape shape,
                                     T* q_out, T* k_cache, T* v_cache) {
   wait_for_prior_grid();
+  allow_next_grid();
   __shared__ float buffer[kWarps][kMaxHeadDim];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int32_t d_head = shape.head_dim, half = d_head / 2;
@@ -98,6 +99,7 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
                                         const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
                                         __nv_bfloat16* k_cache, __nv_bfloat16* v_cache) {
   wait_for_prior_grid();
+  allow_next_grid();
   constexpr int kDim = 128, kHalf = 64;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int32_t vectors = shape.heads + 2 * shape.kv_heads;

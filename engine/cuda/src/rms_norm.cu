@@ -25,6 +25,7 @@ template <typename T>
 __global__ void rms_norm_kernel(const float* x, const float* weight, std::int32_t hidden,
                                 double eps, T* out, const PassHeader* gather) {
   wait_for_prior_grid();
+  allow_next_grid();
   __shared__ double scratch[32];
   const std::int32_t row = blockIdx.x;
   T* dst = out + static_cast<std::int64_t>(row) * hidden;
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(kThreads)
     rms_norm_vec_kernel(const float* x, const float* weight, std::int32_t hidden, double eps,
                         T* out, const PassHeader* gather) {
   wait_for_prior_grid();
+  allow_next_grid();
   __shared__ Acc scratch[32];
   const std::int32_t row = blockIdx.x;
   const int n4 = hidden / 4;

@@ -184,8 +184,8 @@ template <int MT, int NT, int U, bool kNorm, bool kSwiglu>
 __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate, SkinnyNorm norm, __nv_bfloat16* __restrict__ act) {
-  wait_for_prior_grid();
+                       bool accumulate, SkinnyNorm norm, __nv_bfloat16* __restrict__ act,
+                       bool early_weights) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
@@ -202,8 +202,9 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   // With kNorm, x is the normalised rows in shared memory (row stride in + 8).
   const __nv_bfloat16* w_lane = w + (n0 + g) * in + 8 * t;
   const std::uint64_t policy = evict_first_policy();
-  // The weights of the first U chunks; with kNorm loaded before the norm prologue (they do not
-  // depend on it), so that their latency hides the prologue's.
+  // The weights of the first U chunks, loaded before anything that depends on the kernel before
+  // this one: with `early_weights` before wait_for_prior_grid() (weights are read-only during a
+  // forward: launch.cuh, "Early start"), and with kNorm before the norm prologue.
   uint4 b[U][NT];
   const auto load_b = [&](std::int32_t c0) {
 #pragma unroll
@@ -212,10 +213,14 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
       for (int j = 0; j < NT; ++j)
         b[u][j] = load_streaming(w_lane + j * 8 * in + (c0 + u) * 32, policy);
   };
+  const bool first_loaded = begin + U <= end;
+  if (early_weights && first_loaded) load_b(begin);
+  wait_for_prior_grid();
+  if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
+  if (!early_weights && first_loaded) load_b(begin);
   const __nv_bfloat16* x_rows = x;
   std::int32_t x_stride = in;
   if constexpr (kNorm) {
-    if (begin + U <= end) load_b(begin);
     auto* normed = reinterpret_cast<__nv_bfloat16*>(normed_raw);
     norm_rows(norm, rows, in, normed);
     x_rows = normed;
@@ -234,7 +239,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 
   std::int32_t c = begin;
   for (; c + U <= end; c += U) {
-    if (!kNorm || c != begin) load_b(c);
+    if (c != begin) load_b(c);
     // The x fragments of all U chunks are loaded before the first MMA too, not one chunk at a
     // time between the MMAs (Nsight Compute, 1.7B at 1 sequence: 4.6% less time per launch;
     // tokens/s unchanged within noise: bench/results/2026-11-23-engine-pdl-h100).
@@ -293,7 +298,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const SkinnyNorm& norm, void* act,
-                  cudaStream_t stream, bool pdl) {
+                  cudaStream_t stream, bool pdl, bool early_weights) {
   // 8 weight loads of 16 bytes in flight per lane with one m16 tile, fewer with more (the x
   // fragments take the registers; ptxas -v shows no spills inside the loop).
   constexpr int kLoads = MT == 1 ? 8 : MT == 2 ? 4 : 2;
@@ -312,11 +317,12 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
   launch_kernel(name, kernel, blocks, kSkinnyWarps * 32, shared, stream, pdl,
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
-                static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act));
+                static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
+                early_weights);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
-                          std::int64_t, bool, const SkinnyNorm&, void*, cudaStream_t, bool);
+                          std::int64_t, bool, const SkinnyNorm&, void*, cudaStream_t, bool, bool);
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
 template <int MT, bool kNorm, bool kSwiglu>
@@ -382,7 +388,7 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm
 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
-                        bool pdl, const SkinnyNorm* norm, void* swiglu_act) {
+                        bool pdl, const SkinnyNorm* norm, void* swiglu_act, bool early_weights) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
@@ -408,7 +414,7 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                                                     : launcher_for<true, false>(m_tiles, n_tiles))
                                           : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
                                                     : launcher_for<false, false>(m_tiles, n_tiles));
-  launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl);
+  launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights);
 }
 
 }  // namespace dice::engine::cuda

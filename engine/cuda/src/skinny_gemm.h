@@ -70,11 +70,14 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// instead of the norm kernel and this one, the same bits). `swiglu_act`: y is not written;
 /// w's rows alternate gate and up (swiglu.cuh) and the blocks write swiglu_act [rows, out / 2]
 /// (bf16) = silu(gate) * up of each output pair (the same bits as y then launch_swiglu; not with
-/// `accumulate`). Throws dice::Error for a shape it does not take (skinny_gemm_fits, and
-/// skinny_norm_fits with a norm), accumulate with swiglu_act, or a failed launch.
+/// `accumulate`). `early_weights`: each block loads its first weights before it waits for the
+/// kernel before it (with `pdl`, they come while that kernel still runs when it let this one
+/// start early: launch.cuh, "Early start"; the same bits). Throws dice::Error for a shape it does
+/// not take (skinny_gemm_fits, and skinny_norm_fits with a norm), accumulate with swiglu_act, or a
+/// failed launch.
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl = false, const SkinnyNorm* norm = nullptr,
-                        void* swiglu_act = nullptr);
+                        void* swiglu_act = nullptr, bool early_weights = false);
 
 }  // namespace dice::engine::cuda

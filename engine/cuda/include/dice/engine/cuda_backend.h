@@ -117,6 +117,13 @@ struct CudaBackendOptions {
   /// and +2.0% (SDAR-1.7B) tok/s at 1 sequence (bench/results/2026-11-23-engine-swiglu-h100). Same
   /// bits either way.
   bool programmatic_launch_few_rows = true;
+  /// In PDL passes (above): each skinny GEMM block loads its first weights, and the pipelined
+  /// attention reads its work item's metadata, before waiting for the kernel before it. The
+  /// norm kernels let the next kernel start once all their blocks run
+  /// (griddepcontrol.launch_dependents, regardless of this flag), so a GEMM after a norm has
+  /// its first weights in flight, and the attention its page ids in hand, while the norm runs
+  /// (launch.cuh, "Early start"). Same bits either way.
+  bool pdl_early_reads = true;
 };
 
 /// The cuBLASLt algorithm a GEMM shape (y[rows, out] = x[rows, in] w^T, + y with accumulate)
