@@ -370,9 +370,13 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     pdl.programmatic_launch = true;
     CudaBackendOptions few = plain;  // the default: PDL in passes of <= 16 rows only
     few.programmatic_launch_few_rows = true;
-    CudaBackend off(weights, plain), on(weights, pdl), some(weights, few);
+    CudaBackendOptions late = few;  // reads after the wait only (no early start reads)
+    late.pdl_early_reads = false;
+    CudaBackend off(weights, plain), on(weights, pdl), some(weights, few), waiting(weights, late);
     expect_same_bits(on, off, shape.config, v.name);
     expect_same_bits(some, off, shape.config, v.name + ", PDL in few-row passes");
+    expect_same_bits(waiting, off, shape.config, v.name + ", few-row PDL without early reads");
+    EXPECT_EQ(waiting.stats().programmatic_passes, some.stats().programmatic_passes) << v.name;
     EXPECT_GT(on.stats().programmatic_passes, 0) << v.name << ": PDL never ran";
     EXPECT_GT(some.stats().programmatic_passes, 0) << v.name << ": few-row PDL never ran";
     EXPECT_LT(some.stats().programmatic_passes, on.stats().programmatic_passes)

@@ -114,8 +114,9 @@ struct CudaBackendOptions {
   /// PDL in the passes of at most skinny_gemm_rows padded rows only (when programmatic_launch is
   /// off): there a bf16 model's layer GEMMs run the skinny kernel (where skinny_gemm_fits), so
   /// every kernel of a layer is dice's and each can be scheduled early. Measured +1.6% (SDAR-4B)
-  /// and +2.0% (SDAR-1.7B) tok/s at 1 sequence (bench/results/2026-11-23-engine-swiglu-h100). Same
-  /// bits either way.
+  /// and +2.0% (SDAR-1.7B) tok/s at 1 sequence (bench/results/2026-11-23-engine-swiglu-h100);
+  /// with early start (pdl_early_reads) +5.6% and +8.7% (-early-start-h100). Same bits either
+  /// way.
   bool programmatic_launch_few_rows = true;
   /// In PDL passes (above): each skinny GEMM block loads its first weights, and the pipelined
   /// attention reads its work item's metadata, before waiting for the kernel before it. The
