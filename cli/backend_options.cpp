@@ -195,7 +195,8 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && !args.balanced_attention_plan ? ", earlier attention plan"
                                                                      : "") +
             (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
-            (!args.baseline_kernels && !args.fused_swiglu ? ", SwiGLU kernel" : ""),
+            (!args.baseline_kernels && !args.fused_swiglu ? ", SwiGLU kernel" : "") +
+            (!args.baseline_kernels && !args.pdl_early_reads ? ", no early reads under PDL" : ""),
         args.skinny_gemm_rows,
         args.pdl      ? "on"
         : args.no_pdl ? "off"

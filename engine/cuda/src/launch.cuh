@@ -16,11 +16,11 @@
 // RMSNorm, q/k norm + RoPE: a few blocks at few rows), the pipelined attention (few work items
 // at few rows) and the gate/up GEMM with the SwiGLU epilogue call allow_next_grid() right after
 // their wait, so the next kernel may be scheduled once every block of theirs runs, and its
-// blocks start on the SMs left free. Such a kernel may, before its wait, read memory
-// that no kernel of the forward writes: the skinny GEMM loads its first weights there
-// (CudaBackendOptions::pdl_early_weights), the pipelined attention reads its work item, page
-// ids and visible lengths (the pass metadata, uploaded before the pass's first kernel). Its
-// wait still comes before anything it reads from the kernels before it, and before it exits.
+// blocks start on the SMs left free. A kernel may, before its wait, read memory that no kernel
+// of the pass writes (CudaBackendOptions::pdl_early_reads): the skinny GEMM loads its first
+// weights there, the pipelined attention reads its work item, page ids and visible lengths (the
+// pass metadata, uploaded before the pass's first kernel). Its wait still comes before anything
+// it reads from the kernels before it, and before it exits.
 // The other kernels trigger at exit: triggers in every kernel were 5-13% slower
 // (bench/results/2026-11-23-engine-pdl-trigger-h100), and in the other skinny GEMMs, whose next
 // kernel has nothing to read early, 4-5% slower (-early-start-h100, call 9).
