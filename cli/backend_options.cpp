@@ -67,6 +67,20 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "cuda backend: split attention ranges by waves of resident blocks and launch "
                     "the tiles that read the same K/V pages side by side; "
                     "--no-balanced-attention-plan: the earlier planner (default: on)");
+  command->add_flag("--paired-attention-tiles,!--no-paired-attention-tiles",
+                    args.paired_attention_tiles,
+                    "cuda backend: where a pass has enough attention work without splits (many "
+                    "sequences), two tiles of a sequence in one pipelined work item whose warp "
+                    "pairs share each K/V page (4+ query heads per KV head: a fused store pass "
+                    "reads its pages once instead of twice); --no-paired-attention-tiles: one "
+                    "tile per item (default: on)");
+  command
+      ->add_option("--attention-split-cost", args.attention_split_cost,
+                   "cuda backend: positions of fixed cost (the split merge) that splitting a "
+                   "tile's KV range adds in the attention planner's makespan estimate once the "
+                   "unsplit tiles give every SM one (0: none)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   command->add_flag("--fused-norm-gemm,!--no-fused-norm-gemm", args.fused_norm_gemm,
                     "cuda backend: the RMSNorms before the qkv and gate_up GEMMs computed by the "
                     "few-row GEMM kernel's blocks themselves where it runs them in one wave (same "
@@ -168,6 +182,8 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.programmatic_launch_few_rows = !args.no_pdl;
   options.pipelined_attention = args.pipelined_attention;
   options.attention_balanced_plan = args.balanced_attention_plan;
+  options.attention_paired_tiles = args.paired_attention_tiles;
+  options.attention_split_cost = args.attention_split_cost;
   options.fused_norm_gemm = args.fused_norm_gemm;
   options.fused_swiglu = args.fused_swiglu;
   options.pdl_early_reads = args.pdl_early_reads;
@@ -176,6 +192,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;
     options.attention_balanced_plan = false;
+    options.attention_paired_tiles = false;
     options.fused_norm_gemm = false;
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
@@ -194,6 +211,11 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && !args.pipelined_attention ? ", first mma attention" : "") +
             (!args.baseline_kernels && !args.balanced_attention_plan ? ", earlier attention plan"
                                                                      : "") +
+            (!args.baseline_kernels && !args.paired_attention_tiles ? ", unpaired attention tiles"
+                                                                    : "") +
+            (!args.baseline_kernels && args.attention_split_cost != 768
+                 ? fmt::format(", attention split cost {}", args.attention_split_cost)
+                 : "") +
             (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
             (!args.baseline_kernels && !args.fused_swiglu ? ", SwiGLU kernel" : "") +
             (!args.baseline_kernels && !args.pdl_early_reads ? ", no early reads under PDL" : ""),

@@ -38,6 +38,12 @@ struct BackendArgs {
   /// cuda: the attention planner's wave-aware splits and grouped tiles
   /// (--no-balanced-attention-plan: the earlier rules)
   bool balanced_attention_plan = true;
+  /// cuda: two tiles of a sequence's pass per pipelined attention work item where no split is
+  /// needed (--no-paired-attention-tiles: one tile per item)
+  bool paired_attention_tiles = true;
+  /// cuda: positions of fixed cost a split adds in the attention planner's estimate
+  /// (--attention-split-cost; 0: none)
+  std::int32_t attention_split_cost = 768;
   /// cuda: the RMSNorms before qkv and gate_up fused into the skinny GEMM (--fused-norm-gemm;
   /// off by default: measured slower)
   bool fused_norm_gemm = false;
@@ -51,7 +57,9 @@ struct BackendArgs {
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,
 /// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl, --no-pdl,
 /// --pipelined-attention / --no-pipelined-attention, --balanced-attention-plan /
-/// --no-balanced-attention-plan, --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
+/// --no-balanced-attention-plan, --paired-attention-tiles / --no-paired-attention-tiles,
+/// --attention-split-cost,
+/// --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
 /// --no-fused-swiglu, --pdl-early-reads / --no-pdl-early-reads.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 

@@ -213,6 +213,8 @@ void run_bench(const BenchArgs& args) {
               {"pipelined_attention", o.pipelined_attention},
               {"attention_max_splits", o.attention_max_splits},
               {"attention_balanced_plan", o.attention_balanced_plan},
+              {"attention_paired_tiles", o.attention_paired_tiles},
+              {"attention_split_cost", o.attention_split_cost},
               {"fast_norms", o.fast_norms},
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},

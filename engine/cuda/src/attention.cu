@@ -177,6 +177,17 @@ __device__ __forceinline__ std::uint32_t pack_u16(std::uint16_t lo, std::uint16_
   return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
 }
 
+/// P's C fragments of n-tiles 2kk and 2kk + 1 (probabilities, fp32) packed to bf16 as the A
+/// fragment of P V's k-step kk.
+struct PFragment {
+  std::uint32_t r[4];
+};
+__device__ __forceinline__ PFragment p_fragment(const float (&s)[4][4], int kk) {
+  return {{pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+           pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+           pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])}};
+}
+
 template <int D>
 constexpr int mma_row_stride() {
   return D + 8;  // bf16 elements per shared row: 16-byte aligned rows, no bank conflicts on K
@@ -198,6 +209,31 @@ __device__ __forceinline__ std::int32_t visible_end(const AttnArgs& a, const Att
   if (!valid) return w.kv_begin;
   const std::int32_t kv_len = rows[w.row0 + q / a.group].kv_len;
   return kv_len < w.kv_end ? kv_len : w.kv_end;
+}
+
+/// The A fragments of Q (bf16 [rows, heads, D]) for this lane's C rows: query vectors q0 (row g)
+/// and q1 (row g + 8) of work item w, k columns 2t, 2t + 1 and 2t + 8, 2t + 9 of every k-step;
+/// zeros for a vector that is not valid (past w.rows). Plain global loads (Q is the previous
+/// kernel's output).
+template <int D>
+__device__ __forceinline__ void load_q_fragments(std::uint32_t (&q_frag)[D / 16][4],
+                                                 const AttnArgs& a, const AttnWork& w,
+                                                 const std::uint16_t* q_all, bool valid0, int q0,
+                                                 bool valid1, int q1, int t) {
+  const auto q_word = [&](bool valid, int q, int d) -> std::uint32_t {
+    if (!valid) return 0u;
+    const std::int32_t row = w.row0 + q / a.group;
+    const std::int32_t head = w.kv_head * a.group + q % a.group;
+    return *reinterpret_cast<const std::uint32_t*>(
+        q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + d);
+  };
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    q_frag[ks][0] = q_word(valid0, q0, ks * 16 + 2 * t);
+    q_frag[ks][1] = q_word(valid1, q1, ks * 16 + 2 * t);
+    q_frag[ks][2] = q_word(valid0, q0, ks * 16 + 8 + 2 * t);
+    q_frag[ks][3] = q_word(valid1, q1, ks * 16 + 8 + 2 * t);
+  }
 }
 
 /// One 32-position page of a warp's online softmax (FlashAttention-2, §3.1) for this lane's C
@@ -313,21 +349,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
       const std::int32_t o = __shfl_xor_sync(0xffffffffu, tile_end, offset);
       tile_end = o > tile_end ? o : tile_end;
     }
-    const auto q_word = [&](bool valid, int q, int d) -> std::uint32_t {
-      if (!valid) return 0u;
-      const std::int32_t row = w.row0 + q / a.group;
-      const std::int32_t head = w.kv_head * a.group + q % a.group;
-      return *reinterpret_cast<const std::uint32_t*>(
-          q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + d);
-    };
     std::uint32_t q_frag[kSteps][4];
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      q_frag[ks][0] = q_word(valid0, q0, ks * 16 + 2 * t);
-      q_frag[ks][1] = q_word(valid1, q1, ks * 16 + 2 * t);
-      q_frag[ks][2] = q_word(valid0, q0, ks * 16 + 8 + 2 * t);
-      q_frag[ks][3] = q_word(valid1, q1, ks * 16 + 8 + 2 * t);
-    }
+    load_q_fragments<D>(q_frag, a, w, q_all, valid0, q0, valid1, q1, t);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float acc[kDimTiles][4];
 #pragma unroll
@@ -369,17 +392,14 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
       // O += P V: P's C fragments of n-tiles 2kk, 2kk+1 are the A fragment of k-step kk.
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
-        const std::uint32_t p_frag[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
-                                         pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                         pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                         pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        const auto p_frag = p_fragment(s, kk);
         const std::uint16_t* v0 = v_shared + (kk * 16 + 2 * t) * kStride;
 #pragma unroll
         for (int dn = 0; dn < kDimTiles; ++dn) {
           const int col = dn * 8 + g;
           const std::uint32_t b0 = pack_u16(v0[col], v0[kStride + col]);
           const std::uint32_t b1 = pack_u16(v0[8 * kStride + col], v0[9 * kStride + col]);
-          mma_bf16(acc[dn], p_frag, b0, b1);
+          mma_bf16(acc[dn], p_frag.r, b0, b1);
         }
       }
       __syncwarp();  // shared rows are overwritten by the next chunk
@@ -473,6 +493,55 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const std::ui
                  : "memory");
 }
 
+/// S = Q K^T for the 32 positions of a page whose K rows (stride kStride bf16) are in shared
+/// memory at `k_page`: per pair of n-tiles and k-step, ldmatrix of matrices (n-tile 2np, k lo),
+/// (2np, k hi), (2np + 1, k lo), (2np + 1, k hi) of K's rows. q_frag: the warp's A fragments.
+template <int D, int kStride>
+__device__ __forceinline__ void page_scores(float (&s)[4][4],
+                                            const std::uint32_t (&q_frag)[D / 16][4],
+                                            const std::uint16_t* k_page, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+  for (int np = 0; np < 2; ++np)
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      std::uint32_t b[4];
+      ldmatrix_x4<false>(b, k_page + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * kStride + ks * 16 +
+                                ((lane >> 3) & 1) * 8);
+      mma_bf16(s[2 * np], q_frag[ks], b[0], b[1]);
+      mma_bf16(s[2 * np + 1], q_frag[ks], b[2], b[3]);
+    }
+}
+
+/// O += P V for a page whose V rows are in shared memory at `v_page`: P's C fragments of n-tiles
+/// 2kk, 2kk + 1 (s, after online_softmax_page) are the A fragment of k-step kk; V's B fragments
+/// by ldmatrix.trans of matrices (dim tile 2dp, keys lo), (2dp, keys hi), (2dp + 1, keys lo),
+/// (2dp + 1, keys hi).
+template <int D, int kStride>
+__device__ __forceinline__ void page_values(float (&acc)[D / 8][4], const float (&s)[4][4],
+                                            const std::uint16_t* v_page, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+    const auto p_frag = p_fragment(s, kk);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      std::uint32_t b[4];
+      ldmatrix_x4<true>(b, v_page + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
+                               (dp * 2 + (lane >> 4)) * 8);
+      mma_bf16(acc[2 * dp], p_frag.r, b[0], b[1]);
+      mma_bf16(acc[2 * dp + 1], p_frag.r, b[2], b[3]);
+    }
+  }
+}
+
+/// bar.sync on named barrier `id` (1 or 2; 0 is __syncthreads') for the 64 threads of a warp
+/// pair: orders the pair's shared-memory writes (and, after cp.async.wait_group, its copies)
+/// before the other warp's reads.
+__device__ __forceinline__ void pair_barrier(int id) {
+  asm volatile("bar.sync %0, 64;\n" ::"r"(id) : "memory");
+}
+
 /// Bytes of the K/V area of attention_mma_pipelined (also the warp merge's and the split merge's
 /// scratch), then the Q tile's rows.
 template <int D>
@@ -481,7 +550,7 @@ constexpr std::size_t pipelined_kv_bytes() {
       static_cast<std::size_t>(kWarps) * 2 * kPageTokens * mma_row_stride<D>() * 2;
   const std::size_t merge =
       static_cast<std::size_t>(kWarps) * (kTileQueries * D + 3 * kTileQueries) * 4 +
-      2 * kTileQueries * 4;
+      2 * kPairedQueries * 4;
   return kv > merge ? kv : merge;
 }
 
@@ -613,7 +682,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
   constexpr int kDimTiles = D / 8;                            // n-tiles of P V
   constexpr int kRowChunks = D / 8;                           // 16-byte chunks of a K, V or Q row
   constexpr int kLaneChunks = kPageTokens * kRowChunks / 32;  // of a page, per lane
-  constexpr std::int32_t kStep = kWarps * kPageTokens;        // a warp's next page
   extern __shared__ __align__(16) unsigned char shared_raw[];
   __shared__ int merge_here;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -627,8 +695,8 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
   float* merge_l = merge + kWarps * kTileQueries;            // [warp][16]
   float* merge_o = merge + 2 * kWarps * kTileQueries;        // [warp][16][D]
   float* merge_scale = merge_o + kWarps * kTileQueries * D;  // [warp][16]
-  float* merge_sum = merge_scale + kWarps * kTileQueries;    // [16]
-  float* merge_lse = merge_sum + kTileQueries;               // [16]
+  float* merge_sum = merge_scale + kWarps * kTileQueries;    // [32]
+  float* merge_lse = merge_sum + kPairedQueries;             // [32]
 
   const PassHeader* meta = a.meta;
   const auto* works = pass_section<AttnWork>(meta, meta->work_offset);
@@ -648,17 +716,28 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
       splits = combines[w.combine].splits;
       if (splits > kMaxMergedSplits) __trap();  // the planner's limit (PlanShape::split_align)
     }
-    // This warp's pages: c = kv_begin + 32 (warp + 4 i) < kv_end. The tile's last row sees all
-    // of [kv_begin, kv_end) (the planner takes kv_end from it), so every position before kv_end
-    // has been written; the rows of the last page past kv_end are zero-filled (no NaN in P V).
-    std::int32_t c = w.kv_begin + warp * kPageTokens;
+    // A paired item (two tiles, 32 query vectors; PlanShape::pair_tiles) is never split. Its
+    // warps w and w + 2 form a pair: both read the same pages (kv_begin + 32 (w + 2 i)), each
+    // copying half of every page, warp w for query vectors 0..15 and warp w + 2 for 16..31, and
+    // the pair's two K/V areas hold two pages in turn. Otherwise each warp reads its own pages
+    // (kv_begin + 32 (w + 4 i)) into its own area for the tile's 16 query vectors.
+    const bool paired = w.rows * a.group > kTileQueries;
+    if (paired && w.partial >= 0) __trap();  // the planner never splits a paired item
+    const int teams = paired ? 2 : kWarps;
+    const int team = warp % teams, half = warp / teams;
+    const std::int32_t step = teams * kPageTokens;  // this warp's next page
+    // This warp's pages: c = kv_begin + team * 32 + step * i < kv_end. The item's last row sees
+    // all of [kv_begin, kv_end) (the planner takes kv_end from it), so every position before
+    // kv_end has been written; the rows of the last page past kv_end are zero-filled (no NaN in
+    // P V).
+    std::int32_t c = w.kv_begin + team * kPageTokens;
     const auto page_id = [&](std::int32_t chunk) {
       return chunk < w.kv_end ? tables[w.table + chunk / kPageTokens] : 0;
     };
     const std::int32_t first_page = page_id(c);
-    std::int32_t next_page = page_id(c + kStep);
+    std::int32_t next_page = page_id(c + step);
     // The two query vectors of this thread's C rows and their visible ends.
-    const int q0 = g, q1 = g + 8;
+    const int q0 = half * kTileQueries + g, q1 = q0 + 8;
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
     const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
                        end1 = visible_end(a, w, rows, valid1, q1);
@@ -666,122 +745,147 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
     // first item).
     wait_for_prior_grid();
     allow_next_grid();
-    // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
-    for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
-      const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
-      const bool valid = q / a.group < w.rows;
-      const std::int32_t row = w.row0 + (valid ? q / a.group : 0);
-      const std::int32_t head = w.kv_head * a.group + q % a.group;
-      cp_async_16(q_shared + q * kStride + c8,
-                  q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + c8, valid);
-    }
-    cp_async_commit();
+    // Copies a page's K or V rows (all 16-byte chunks, or in a pair this warp's half of them).
     const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
-                           std::int32_t page) {
+                           std::int32_t page, int first, int count) {
       const std::uint16_t* src = cache + page_offset(page, w.kv_head, a.kv_heads, D);
-#pragma unroll
-      for (int i = 0; i < kLaneChunks; ++i) {
-        const int v = lane + 32 * i;
+      for (int i = 0; i < count; ++i) {
+        const int v = lane + 32 * (first + i);
         const int r = v / kRowChunks, c8 = (v % kRowChunks) * 8;
         cp_async_16(dst + r * kStride + c8, src + r * D + c8, chunk + r < w.kv_end);
       }
     };
-    if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
-    cp_async_commit();  // group 2: K of the first page
-    if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
-    cp_async_commit();   // group 3: V of the first page
-    cp_async_wait<2>();  // this thread's Q copies
-    __syncthreads();     // everyone's
-    // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
-    std::uint32_t q_frag[kSteps][4];
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks)
-      ldmatrix_x4<false>(q_frag[ks], q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float acc[kDimTiles][4];
 #pragma unroll
     for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
-
-    for (; c < w.kv_end; c += kStep) {
-      const std::int32_t c_next = c + kStep;
-      const std::int32_t after_page = page_id(c_next + kStep);  // two pages ahead
-      cp_async_wait<1>();  // K of this page (its V may still be in flight)
-      __syncwarp();
-      // S = Q K^T for positions c + 0..31: per pair of n-tiles and k-step, matrices (n-tile 2np,
-      // k lo), (2np, k hi), (2np + 1, k lo), (2np + 1, k hi) of K's rows.
-      float s[4][4];
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-      for (int np = 0; np < 2; ++np)
-#pragma unroll
-        for (int ks = 0; ks < kSteps; ++ks) {
-          std::uint32_t b[4];
-          ldmatrix_x4<false>(b, k_shared + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * kStride +
-                                    ks * 16 + ((lane >> 3) & 1) * 8);
-          mma_bf16(s[2 * np], q_frag[ks], b[0], b[1]);
-          mma_bf16(s[2 * np + 1], q_frag[ks], b[2], b[3]);
-        }
-      __syncwarp();  // every lane has read this K page
-      if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page);
-      cp_async_commit();
-      online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
-      cp_async_wait<1>();  // V of this page (the next K may still be in flight)
-      __syncwarp();
-      // O += P V: P's C fragments of n-tiles 2kk, 2kk + 1 are the A fragment of k-step kk; V's
-      // B fragments by ldmatrix.trans of matrices (dim tile 2dp, keys lo), (2dp, keys hi),
-      // (2dp + 1, keys lo), (2dp + 1, keys hi).
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        const std::uint32_t p_frag[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]),
-                                         pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                         pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                         pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-        for (int dp = 0; dp < kDimTiles / 2; ++dp) {
-          std::uint32_t b[4];
-          ldmatrix_x4<true>(b, v_shared + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
-                                   (dp * 2 + (lane >> 4)) * 8);
-          mma_bf16(acc[2 * dp], p_frag, b[0], b[1]);
-          mma_bf16(acc[2 * dp + 1], p_frag, b[2], b[3]);
-        }
+    std::uint32_t q_frag[kSteps][4];
+    if (!paired) {
+      // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
+      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
+        const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
+        const bool valid = q / a.group < w.rows;
+        const std::int32_t row = w.row0 + (valid ? q / a.group : 0);
+        const std::int32_t head = w.kv_head * a.group + q % a.group;
+        cp_async_16(q_shared + q * kStride + c8,
+                    q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + c8, valid);
       }
-      __syncwarp();  // every lane has read this V page
-      if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page);
       cp_async_commit();
-      next_page = after_page;
+      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page, 0, kLaneChunks);
+      cp_async_commit();  // group 2: K of the first page
+      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page, 0, kLaneChunks);
+      cp_async_commit();   // group 3: V of the first page
+      cp_async_wait<2>();  // this thread's Q copies
+      __syncthreads();     // everyone's
+      // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks)
+        ldmatrix_x4<false>(q_frag[ks],
+                           q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
+
+      for (; c < w.kv_end; c += step) {
+        const std::int32_t c_next = c + step;
+        const std::int32_t after_page = page_id(c_next + step);  // two pages ahead
+        cp_async_wait<1>();  // K of this page (its V may still be in flight)
+        __syncwarp();
+        float s[4][4];
+        page_scores<D, kStride>(s, q_frag, k_shared, lane);
+        __syncwarp();  // every lane has read this K page
+        if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page, 0, kLaneChunks);
+        cp_async_commit();
+        online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
+        cp_async_wait<1>();  // V of this page (the next K may still be in flight)
+        __syncwarp();
+        page_values<D, kStride>(acc, s, v_shared, lane);
+        __syncwarp();  // every lane has read this V page
+        if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page, 0, kLaneChunks);
+        cp_async_commit();
+        next_page = after_page;
+      }
+    } else {
+      // The pair's areas (this warp's and its partner's) hold its pages in turn; this warp
+      // copies chunk rounds [half * 8, half * 8 + 8) of each. Per page, K and V are one cp.async
+      // group each; two pages are in flight ahead of the one being read.
+      constexpr int kHalfChunks = kLaneChunks / 2;
+      const auto area = [&](int j) {
+        return reinterpret_cast<std::uint16_t*>(shared_raw) +
+               static_cast<std::size_t>(team + 2 * (j & 1)) * 2 * kPageTokens * kStride;
+      };
+      const int barrier = 1 + team;
+      if (c < w.kv_end) issue(area(0), k_cache, c, first_page, half * kHalfChunks, kHalfChunks);
+      cp_async_commit();
+      if (c < w.kv_end)
+        issue(area(0) + kPageTokens * kStride, v_cache, c, first_page, half * kHalfChunks,
+              kHalfChunks);
+      cp_async_commit();
+      if (c + step < w.kv_end)
+        issue(area(1), k_cache, c + step, next_page, half * kHalfChunks, kHalfChunks);
+      cp_async_commit();
+      if (c + step < w.kv_end)
+        issue(area(1) + kPageTokens * kStride, v_cache, c + step, next_page, half * kHalfChunks,
+              kHalfChunks);
+      cp_async_commit();
+      std::int32_t ahead = page_id(c + 2 * step);  // the page after the two in flight
+      // A fragments of this warp's 16 query vectors straight from global memory (the Q area
+      // holds one tile only).
+      load_q_fragments<D>(q_frag, a, w, q_all, valid0, q0, valid1, q1, t);
+      for (int j = 0; c < w.kv_end; c += step, ++j) {
+        const std::int32_t beyond = page_id(c + 3 * step);
+        std::uint16_t* k_page = area(j);
+        std::uint16_t* v_page = k_page + kPageTokens * kStride;
+        cp_async_wait<3>();  // this warp's half of K (V and the next page may be in flight)
+        pair_barrier(barrier);
+        float s[4][4];
+        page_scores<D, kStride>(s, q_frag, k_page, lane);
+        online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
+        cp_async_wait<2>();  // this warp's half of V
+        pair_barrier(barrier);
+        page_values<D, kStride>(acc, s, v_page, lane);
+        pair_barrier(barrier);  // both warps are done with this area
+        const std::int32_t c2 = c + 2 * step;
+        if (c2 < w.kv_end) issue(k_page, k_cache, c2, ahead, half * kHalfChunks, kHalfChunks);
+        cp_async_commit();
+        if (c2 < w.kv_end) issue(v_page, v_cache, c2, ahead, half * kHalfChunks, kHalfChunks);
+        cp_async_commit();
+        ahead = beyond;
+      }
     }
     cp_async_wait<0>();
-    // Merge the 4 warps through shared memory (aliasing the K/V rows: all warps are done).
+    // Merge the warps through shared memory (aliasing the K/V rows: all warps are done): all 4
+    // for a tile, a pair's two for each half of a paired item.
     __syncthreads();
     stage_warp_result<D>(merge_m, merge_l, merge_o, warp, g, t, m, l, acc);
     __syncthreads();
+    const int queries = paired ? kPairedQueries : kTileQueries;
+    // The warps that computed query vector q (of `queries`): h, h + step_k, ... (kWarps of them
+    // for a tile, 2 for a paired item), at index q % 16 of their staged results.
+    const int warps_per_query = kWarps / (queries / kTileQueries);
     // Per query vector once: each warp's scale 2^(m_k - max), the sum and the log2-sum-exp (the
-    // same arithmetic as attention_mma's per-element merge, so the same bits).
-    if (threadIdx.x < kTileQueries) {
-      const int q = threadIdx.x;
+    // same arithmetic as attention_mma's per-element merge, so the same bits for a tile).
+    if (threadIdx.x < queries) {
+      const int q = threadIdx.x, local = q % kTileQueries, first = (q / kTileQueries) * teams;
       float big = -INFINITY;
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k) big = fmaxf(big, merge_m[k * kTileQueries + q]);
+      for (int k = first; k < first + warps_per_query; ++k)
+        big = fmaxf(big, merge_m[k * kTileQueries + local]);
       float sum = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k) {
-        const float scale = big == -INFINITY ? 0.0f : exp2f(merge_m[k * kTileQueries + q] - big);
-        merge_scale[k * kTileQueries + q] = scale;
-        sum += merge_l[k * kTileQueries + q] * scale;
+      for (int k = first; k < first + warps_per_query; ++k) {
+        const float scale =
+            big == -INFINITY ? 0.0f : exp2f(merge_m[k * kTileQueries + local] - big);
+        merge_scale[k * kTileQueries + local] = scale;
+        sum += merge_l[k * kTileQueries + local] * scale;
       }
       merge_sum[q] = sum;
       merge_lse[q] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < kTileQueries * D; e += kThreads) {
+    for (int e = threadIdx.x; e < queries * D; e += kThreads) {
       const int q = e / D, d = e % D;
       if (q / a.group >= w.rows) continue;
+      const int local = q % kTileQueries, first = (q / kTileQueries) * teams;
       float o = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k)
-        o += merge_o[(static_cast<std::size_t>(k) * kTileQueries + q) * D + d] *
-             merge_scale[k * kTileQueries + q];
+      for (int k = first; k < first + warps_per_query; ++k)
+        o += merge_o[(static_cast<std::size_t>(k) * kTileQueries + local) * D + d] *
+             merge_scale[k * kTileQueries + local];
       const float sum = merge_sum[q];
       write_result<__nv_bfloat16, D>(a, w, q, d, sum > 0.0f ? o / sum : 0.0f, merge_lse[q]);
     }

@@ -763,15 +763,18 @@ struct CudaBackend::Impl {
       sizes.push_back({std::ssize(item.commit), std::ssize(item.block),
                        sequences.at(item.sequence).block_length});
     const auto passes = split_forward(sizes, options.max_rows, options.max_block_rows);
-    const PlanShape plan_shape{shape.heads,
-                               shape.kv_heads,
-                               attn_grid,
-                               kMaxPartials,
-                               options.attention_min_split_keys,
-                               attention_split_align(attention),
-                               options.attention_max_splits,
-                               options.attention_balanced_plan,
-                               options.attention_balanced_plan};
+    PlanShape plan_shape{
+        shape.heads,
+        shape.kv_heads,
+        attn_grid,
+        kMaxPartials,
+        options.attention_min_split_keys,
+        attention_split_align(attention),
+        options.attention_max_splits,
+        options.attention_balanced_plan,
+        options.attention_balanced_plan,
+        options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined};
+    plan_shape.split_cost = options.attention_split_cost;
     std::size_t out_row = 0;
     std::vector<PassItem> pass_items;
     for (const auto& pieces : passes) {

@@ -31,13 +31,14 @@ struct Tile {
 
 /// PlanShape::wave_splits: the split count of the longest tile (kv_end `longest`) with the
 /// smallest estimated makespan over `base` unsplit work items and `target` resident blocks, at
-/// most `most`; fewer splits on ties.
+/// most `most`, a split adding `split_cost` positions (the merge); fewer splits on ties.
 std::int64_t wave_split_count(std::int64_t base, std::int64_t target, std::int64_t longest,
-                              std::int64_t align, std::int64_t most) {
+                              std::int64_t align, std::int64_t most, std::int64_t split_cost) {
   std::int64_t best = 1, best_cost = ceil_div(base, target) * (longest + align);
   for (std::int64_t s = 2; s <= most; ++s) {
     const std::int64_t range = ceil_div(ceil_div(longest, s), align) * align;
-    const std::int64_t cost = ceil_div(base * ceil_div(longest, range), target) * (range + align);
+    const std::int64_t cost =
+        ceil_div(base * ceil_div(longest, range), target) * (range + align) + split_cost;
     if (cost < best_cost) {
       best = s;
       best_cost = cost;
@@ -159,6 +160,26 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
     }
   }
 
+  // Paired tiles (PlanShape::pair_tiles): a full tile and the next tile of the same pass item
+  // become one work item, where that still leaves at least target_work items (so none is split).
+  if (shape.pair_tiles) {
+    std::vector<Tile> paired;
+    paired.reserve(tiles.size());
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+      const Tile& a = tiles[i];
+      if (i + 1 < tiles.size() && a.rows == tile_rows && tiles[i + 1].table == a.table &&
+          tiles[i + 1].row0 == a.row0 + a.rows) {
+        const Tile& b = tiles[++i];
+        paired.push_back({a.row0, a.rows + b.rows, std::max(a.kv_end, b.kv_end), a.table});
+      } else {
+        paired.push_back(a);
+      }
+    }
+    if (paired.size() < tiles.size() &&
+        std::ssize(paired) * shape.kv_heads >= std::int64_t{shape.target_work})
+      tiles = std::move(paired);
+  }
+
   // Attention work: one item per tile and KV head; KV ranges split (flash-decoding) while the
   // tiles alone leave the GPU's blocks idle.
   std::vector<AttnWork> work;
@@ -179,8 +200,13 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
   if (wanted > 1 && shape.split_align > 0 && shape.wave_splits) {
     std::int64_t longest = 0;
     for (const Tile& tile : tiles) longest = std::max<std::int64_t>(longest, tile.kv_end);
-    wanted = wave_split_count(base, shape.target_work, longest, shape.split_align,
-                              std::min(max_splits, ceil_div(longest, shape.split_align)));
+    // The merge's cost counts once the unsplit items keep most SMs busy (at least a quarter of
+    // target_work, the resident blocks at 3 per SM): below that, splitting is what brings the
+    // idle SMs' bandwidth in.
+    const std::int64_t split_cost = 4 * base >= shape.target_work ? shape.split_cost : 0;
+    wanted =
+        wave_split_count(base, shape.target_work, longest, shape.split_align,
+                         std::min(max_splits, ceil_div(longest, shape.split_align)), split_cost);
   }
   std::int32_t partial = 0;
   for (const Tile& tile : tiles) {

@@ -87,6 +87,24 @@ struct PlanShape {
   /// false: work sorted by exact range length only, which puts a sequence's commit-row tile
   /// (kv_end 4 positions shorter) a whole wave after its block-row tile.
   bool group_tiles = true;
+  /// Two tiles of one pass item (a full tile of 16 query vectors and the next one) in one work
+  /// item of 32 query vectors, read by warp pairs that share each K/V page (the pipelined
+  /// kernel only: kTensorCoresPipelined), when the paired items still number at least
+  /// target_work, so that no item needs a split. With 4 or more query heads per KV head a fused
+  /// store pass (4 commit rows + a block of 4) is two tiles per KV head that read the same
+  /// pages; paired, each page comes into shared memory once instead of twice.
+  bool pair_tiles = false;
+  /// With wave_splits, where the unsplit work items number at least a quarter of target_work
+  /// (most SMs busy at the pipelined kernel's 3 blocks per SM): positions of fixed cost that
+  /// splitting
+  /// adds to the makespan estimate (the split merge: partial results written, counted in, read
+  /// back by the last item; ~5 us per tile at 1 sequence, bench/results/
+  /// 2026-11-23-engine-paired-tiles-h100). Measured there at 16 sequences and 576-1,024
+  /// positions, splitting was 5-17% slower per attention launch than not splitting. Below a
+  /// quarter, splitting is what brings idle SMs' bandwidth in and the cost is not counted (at 1
+  /// sequence splits win: 12.9 against 16.0 us at 1,024 positions). 0: splits cost nothing
+  /// extra (the earlier estimate).
+  std::int32_t split_cost = 768;
 };
 
 /// A pass's metadata block and its counts.

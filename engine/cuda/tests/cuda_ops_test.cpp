@@ -776,9 +776,11 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
       items[i].block_length = 4;
       items[i].pages = seq_pages[i];
     }
-    const PassPlan plan =
-        plan_pass(items, {c.heads, c.kv_heads, c.target_work, 4096, c.min_split_keys,
-                          attention_split_align(c.kernel), c.max_splits});
+    PlanShape plan_shape{c.heads,     c.kv_heads,       c.target_work,
+                         4096,        c.min_split_keys, attention_split_align(c.kernel),
+                         c.max_splits};
+    plan_shape.split_cost = 0;  // splits wherever target_work asks: this test covers the merge
+    const PassPlan plan = plan_pass(items, plan_shape);
     if (c.target_work > 1) {
       ASSERT_GT(plan.attn_combine, 0) << what;
     }
@@ -884,68 +886,83 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
 }
 
 TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
-  // 150 sequences (fused store passes of 8 rows at contexts 64, 132, 200, ...): 1,200 work items,
-  // more than the persistent grid's blocks, so blocks take several items of unequal page counts
-  // per warp; against the double reference, every row.
-  constexpr int kD = 128, kHeads = 16, kKvHeads = 8, kSequences = 150;
-  const std::vector<int> contexts{64, 132, 200, 96, 36};
-  std::vector<std::vector<std::int32_t>> seq_pages(kSequences);
-  const std::vector<std::int32_t> commit(4, 1), block(4, 1);
-  std::vector<PassItem> items(kSequences);
-  std::int32_t next_page = 1;
-  for (int i = 0; i < kSequences; ++i) {
-    const int context = contexts[static_cast<std::size_t>(i) % contexts.size()];
-    for (int j = 0; j < (context + kPageTokens - 1) / kPageTokens; ++j)
-      seq_pages[static_cast<std::size_t>(i)].push_back(next_page++);
-    auto& item = items[static_cast<std::size_t>(i)];
-    item.commit = commit;
-    item.block = block;
-    item.start = context - 8;
-    item.block_length = 4;
-    item.pages = seq_pages[static_cast<std::size_t>(i)];
-  }
-  const std::size_t cache_n = static_cast<std::size_t>(next_page) * kKvHeads * kPageTokens * kD;
-  const auto k = as_dtype(random_vector(cache_n, 31, 1.0f), CudaDType::kBF16);
-  const auto v = as_dtype(random_vector(cache_n, 32, 1.0f), CudaDType::kBF16);
-  const auto d_k = upload(k, CudaDType::kBF16), d_v = upload(v, CudaDType::kBF16);
-  for (const auto kernel : {AttentionKernel::kTensorCoresPipelined, AttentionKernel::kTensorCores,
-                            AttentionKernel::kCudaCores}) {
-    const std::int32_t grid = attention_grid(CudaDType::kBF16, kernel, kD);
-    const PassPlan plan =
-        plan_pass(items, {kHeads, kKvHeads, grid, 4096, 256, attention_split_align(kernel), 16});
-    ASSERT_GT(plan.attn_work, grid) << name(kernel);
-    const auto meta = upload_bytes(plan.bytes);
-    const auto q =
-        as_dtype(random_vector(static_cast<std::size_t>(plan.rows) * kHeads * kD, 33, 1.0f),
-                 CudaDType::kBF16);
-    const auto d_q = upload(q, CudaDType::kBF16);
-    const std::vector<float> poison(q.size(), std::numeric_limits<float>::quiet_NaN());
-    const auto d_out = upload(poison, CudaDType::kBF16);
-    DeviceBuffer partial_out(4096ull * kTileQueries * kD * 4),
-        partial_lse(4096ull * kTileQueries * 4), counters(4096ull * 4);
-    DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-    const LayerShape shape{kHeads * kD, kHeads, kKvHeads, kD, 64, 1e-6};
-    launch_attention(CudaDType::kBF16, kernel, meta.as<PassHeader>(), d_q.get(),
-                     CacheLayer{d_k.get(), d_v.get()}, shape, d_out.get(), partial_out.as<float>(),
-                     partial_lse.as<float>(), counters.as<std::uint32_t>(), grid, stream());
-    synchronize();
-    const auto got = download(d_out, q.size(), CudaDType::kBF16);
-    const auto* rows = pass_section<RowInfo>(&plan.header(), plan.header().rows_offset);
-    double worst = 0;
-    for (int r = 0; r < plan.rows; ++r) {
-      const auto& pages = seq_pages[static_cast<std::size_t>(r / 8)];
-      std::vector<double> want;
-      std::vector<float> row_got;
-      for (int h = 0; h < kHeads; ++h) {
-        const auto o = attend(q.data() + (static_cast<std::size_t>(r) * kHeads + h) * kD, k, v,
-                              pages, h / (kHeads / kKvHeads), kKvHeads, rows[r].kv_len, kD);
-        want.insert(want.end(), o.begin(), o.end());
-        const auto from = got.begin() + static_cast<std::ptrdiff_t>((r * kHeads + h) * kD);
-        row_got.insert(row_got.end(), from, from + kD);
-      }
-      worst = std::max(worst, rel_l2(row_got, want));
+  // 150 sequences (fused store passes of 8 rows at contexts 64, 132, 200, ...): 1,200 work items
+  // (SDAR-1.7B heads; 2,400 tiles with SDAR-4B's, paired into 1,200 items by the pipelined
+  // kernel's planner), more than the persistent grid's blocks, so blocks take several items of
+  // unequal page counts per warp; against the double reference, every row.
+  for (const int kHeads : {16, 32}) {
+    constexpr int kD = 128, kKvHeads = 8, kSequences = 150;
+    const std::vector<int> contexts{64, 132, 200, 96, 36};
+    std::vector<std::vector<std::int32_t>> seq_pages(kSequences);
+    const std::vector<std::int32_t> commit(4, 1), block(4, 1);
+    std::vector<PassItem> items(kSequences);
+    std::int32_t next_page = 1;
+    for (int i = 0; i < kSequences; ++i) {
+      const int context = contexts[static_cast<std::size_t>(i) % contexts.size()];
+      for (int j = 0; j < (context + kPageTokens - 1) / kPageTokens; ++j)
+        seq_pages[static_cast<std::size_t>(i)].push_back(next_page++);
+      auto& item = items[static_cast<std::size_t>(i)];
+      item.commit = commit;
+      item.block = block;
+      item.start = context - 8;
+      item.block_length = 4;
+      item.pages = seq_pages[static_cast<std::size_t>(i)];
     }
-    EXPECT_LT(worst, 4.5e-2) << name(kernel) << ": worst row";
+    const std::size_t cache_n = static_cast<std::size_t>(next_page) * kKvHeads * kPageTokens * kD;
+    const auto k = as_dtype(random_vector(cache_n, 31, 1.0f), CudaDType::kBF16);
+    const auto v = as_dtype(random_vector(cache_n, 32, 1.0f), CudaDType::kBF16);
+    const auto d_k = upload(k, CudaDType::kBF16), d_v = upload(v, CudaDType::kBF16);
+    for (const auto& [kernel, pair] : std::vector<std::pair<AttentionKernel, bool>>{
+             {AttentionKernel::kTensorCoresPipelined, true},
+             {AttentionKernel::kTensorCoresPipelined, false},
+             {AttentionKernel::kTensorCores, false},
+             {AttentionKernel::kCudaCores, false}}) {
+      const std::string what = std::string(name(kernel)) + (pair ? ", paired tiles" : "") +
+                               ", heads " + std::to_string(kHeads);
+      const std::int32_t grid = attention_grid(CudaDType::kBF16, kernel, kD);
+      PlanShape plan_shape{kHeads, kKvHeads, grid, 4096, 256, attention_split_align(kernel), 16};
+      plan_shape.pair_tiles = pair;
+      const PassPlan plan = plan_pass(items, plan_shape);
+      ASSERT_GT(plan.attn_work, grid) << what;
+      const auto work = plan.work();
+      const bool has_pairs = std::any_of(work.begin(), work.end(), [&](const AttnWork& w) {
+        return w.rows * (kHeads / kKvHeads) > kTileQueries;
+      });
+      EXPECT_EQ(has_pairs, pair && kHeads == 32) << what;
+      const auto meta = upload_bytes(plan.bytes);
+      const auto q =
+          as_dtype(random_vector(static_cast<std::size_t>(plan.rows) * kHeads * kD, 33, 1.0f),
+                   CudaDType::kBF16);
+      const auto d_q = upload(q, CudaDType::kBF16);
+      const std::vector<float> poison(q.size(), std::numeric_limits<float>::quiet_NaN());
+      const auto d_out = upload(poison, CudaDType::kBF16);
+      DeviceBuffer partial_out(4096ull * kTileQueries * kD * 4),
+          partial_lse(4096ull * kTileQueries * 4), counters(4096ull * 4);
+      DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+      const LayerShape shape{kHeads * kD, kHeads, kKvHeads, kD, 64, 1e-6};
+      launch_attention(CudaDType::kBF16, kernel, meta.as<PassHeader>(), d_q.get(),
+                       CacheLayer{d_k.get(), d_v.get()}, shape, d_out.get(),
+                       partial_out.as<float>(), partial_lse.as<float>(),
+                       counters.as<std::uint32_t>(), grid, stream());
+      synchronize();
+      const auto got = download(d_out, q.size(), CudaDType::kBF16);
+      const auto* rows = pass_section<RowInfo>(&plan.header(), plan.header().rows_offset);
+      double worst = 0;
+      for (int r = 0; r < plan.rows; ++r) {
+        const auto& pages = seq_pages[static_cast<std::size_t>(r / 8)];
+        std::vector<double> want;
+        std::vector<float> row_got;
+        for (int h = 0; h < kHeads; ++h) {
+          const auto o = attend(q.data() + (static_cast<std::size_t>(r) * kHeads + h) * kD, k, v,
+                                pages, h / (kHeads / kKvHeads), kKvHeads, rows[r].kv_len, kD);
+          want.insert(want.end(), o.begin(), o.end());
+          const auto from = got.begin() + static_cast<std::ptrdiff_t>((r * kHeads + h) * kD);
+          row_got.insert(row_got.end(), from, from + kD);
+        }
+        worst = std::max(worst, rel_l2(row_got, want));
+      }
+      EXPECT_LT(worst, 4.5e-2) << what << ": worst row";
+    }
   }
 }
 
@@ -1000,13 +1017,18 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
     }
     for (const auto kernel : {AttentionKernel::kTensorCoresPipelined, AttentionKernel::kTensorCores,
                               AttentionKernel::kCudaCores})
-      for (const bool balanced : {true, false}) {
+      for (const int planner : {0, 1, 2}) {  // balanced, earlier, balanced with paired tiles
+        if (planner == 2 && kernel != AttentionKernel::kTensorCoresPipelined) continue;
+        const bool balanced = planner != 1;
         const std::string what = std::string(name(kernel)) + ", heads " + std::to_string(heads) +
-                                 (balanced ? ", balanced plan" : ", earlier plan");
+                                 (planner == 2 ? ", paired tiles"
+                                  : balanced   ? ", balanced plan"
+                                               : ", earlier plan");
         const std::int32_t grid = attention_grid(CudaDType::kBF16, kernel, kD);
-        const PassPlan plan =
-            plan_pass(items, {heads, kKvHeads, grid, 4096, 256, attention_split_align(kernel), 16,
-                              balanced, balanced});
+        PlanShape plan_shape{heads, kKvHeads, grid,    4096, 256, attention_split_align(kernel),
+                             16,    balanced, balanced};
+        plan_shape.pair_tiles = planner == 2;
+        const PassPlan plan = plan_pass(items, plan_shape);
         const auto meta = upload_bytes(plan.bytes);
         constexpr std::int64_t kGuard = 512 * 1024;  // bf16 elements per guard band (1 MiB)
         std::vector<float> poison(static_cast<std::size_t>(q_elems + 2 * kGuard),
@@ -1057,6 +1079,21 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
 
 /// Per-launch time (us) of `launch(0) .. launch(launches - 1)` captured on `stream` as one CUDA
 /// graph: `warmups` replays, then the median of `replays` replays' event times over `launches`.
+/// The comma-separated integers of environment variable `name`, or `fallback` when it is unset
+/// (the timing tests' knobs).
+std::vector<int> env_ints(const char* name, std::vector<int> fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return fallback;
+  std::vector<int> values;
+  std::string s(text);
+  for (std::size_t at = 0; at <= s.size();) {
+    const std::size_t comma = std::min(s.find(',', at), s.size());
+    if (comma > at) values.push_back(std::stoi(s.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return values.empty() ? fallback : values;
+}
+
 double graph_replay_us(cudaStream_t stream, int launches, int warmups, int replays,
                        const std::function<void(std::int64_t)>& launch) {
   DICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -1080,7 +1117,8 @@ double graph_replay_us(cudaStream_t stream, int launches, int warmups, int repla
 
 // Per-launch skinny GEMM times (not a check: skipped unless DICE_SKINNY_TIMINGS is set; run on
 // the device by bench/device_skinny_sweep.sh). SDAR-1.7B and -4B layer shapes at 4 and 16 rows
-// (1 and 4 sequences of a block of 4): every n-tile choice and cuBLASLt's heuristic choice. The
+// (1 and 4 sequences of a block of 4; DICE_SKINNY_ROWS: other counts up to 64, a comma list):
+// every n-tile choice and cuBLASLt's heuristic choice. The
 // launches of one graph rotate over as many copies of the weights as fill 512 MiB, so that weights
 // come from HBM as in a forward (L2 holds 50 MiB); the time is the graph replay's over its
 // launches, median of 7 replays. GB/s: weight bytes over that time, next to the copy bandwidth
@@ -1109,17 +1147,17 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
     const std::int64_t weight_bytes = shape.in * shape.out * 2;
     const std::int64_t copies = std::max<std::int64_t>(2, kPoolBytes / weight_bytes);
     DeviceBuffer w(static_cast<std::size_t>(copies * weight_bytes)),
-        x(static_cast<std::size_t>(16 * shape.in * 2)),
-        y(static_cast<std::size_t>(16 * shape.out * 4));
+        x(static_cast<std::size_t>(64 * shape.in * 2)),
+        y(static_cast<std::size_t>(64 * shape.out * 4));
     launch_fill_random(CudaDType::kBF16, w.get(), copies * shape.in * shape.out, 0.05f, 61,
                        stream());
-    launch_fill_random(CudaDType::kBF16, x.get(), 16 * shape.in, 1.0f, 62, stream());
+    launch_fill_random(CudaDType::kBF16, x.get(), 64 * shape.in, 1.0f, 62, stream());
     DICE_CUDA_CHECK(cudaMemset(y.get(), 0, y.bytes()));
     const auto weights = [&](std::int64_t i) {
       return static_cast<const char*>(w.get()) + (i % copies) * weight_bytes;
     };
     const int launches = static_cast<int>(std::max<std::int64_t>(copies, 24));
-    for (const std::int64_t rows : {4, 16}) {
+    for (const int rows : env_ints("DICE_SKINNY_ROWS", {4, 16})) {
       const auto time = [&](const std::function<void(std::int64_t)>& launch) {
         launch(0);
         synchronize();
@@ -1150,7 +1188,9 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
 // `context` positions; the first mma kernel (with its combine launch when split) against the
 // pipelined one under several planner settings. 28 launches (one per layer, rotating over as many
 // layers' caches as fit 3 GiB, so that the KV cache mostly comes from HBM as in a forward) are
-// captured in a CUDA graph; the time is its replay's over 28, median of 9 replays.
+// captured in a CUDA graph; the time is its replay's over 28, median of 9 replays. Knobs:
+// DICE_ATTENTION_ROWS=4 (block-only passes: a block of 4 per sequence, no commit rows),
+// DICE_ATTENTION_SEQUENCES and DICE_ATTENTION_CONTEXTS (comma lists; contexts multiples of 4).
 TEST_F(CudaOps, AttentionTimings) {
   if (std::getenv("DICE_ATTENTION_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_ATTENTION_TIMINGS=1 to time the attention kernels";
@@ -1159,26 +1199,39 @@ TEST_F(CudaOps, AttentionTimings) {
     AttentionKernel kernel;
     std::int32_t min_split_keys, max_splits;
     bool wave_splits, group_tiles;
+    std::int32_t split_align = 0;  ///< 0: attention_split_align(kernel)
+    bool pair_tiles = false;
+    std::int32_t split_cost = 768;
   };
-  // first: the first mma kernel with the earlier planner; pipe: the default (pipelined kernel,
-  // balanced planner); pipe_early: the pipelined kernel with the earlier planner (ceil splits,
-  // longest range first); pipe_waves: only the wave-aware split count; pipe_m512: splits of at
-  // least 512 positions.
+  // first: the first mma kernel with the earlier planner; pipe: the pipelined kernel with the
+  // balanced planner (the default but for pair_tiles); pipe_early: the pipelined kernel with the
+  // earlier planner (ceil splits, longest range first); pipe_waves: only the wave-aware split
+  // count; pipe_m512: splits of at least 512 positions; pipe_s1 / pipe_s4: at most 1 / 4
+  // splits; pipe_a256 / pipe_a512: ranges in units of 256 / 512 positions; pipe_pair: paired
+  // tiles (the default); pipe_cost0: no split cost in the wave rule (the previous default).
   const std::vector<Variant> variants{
       {"first", AttentionKernel::kTensorCores, 256, 0, false, false},
       {"pipe", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true},
       {"pipe_early", AttentionKernel::kTensorCoresPipelined, 256, 16, false, false},
       {"pipe_waves", AttentionKernel::kTensorCoresPipelined, 256, 16, true, false},
-      {"pipe_m512", AttentionKernel::kTensorCoresPipelined, 512, 16, true, true}};
-  constexpr int kD = 128, kLayers = 28, kRowsPerSequence = 8;
+      {"pipe_m512", AttentionKernel::kTensorCoresPipelined, 512, 16, true, true},
+      {"pipe_s1", AttentionKernel::kTensorCoresPipelined, 256, 1, true, true},
+      {"pipe_s4", AttentionKernel::kTensorCoresPipelined, 256, 4, true, true},
+      {"pipe_a256", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 256},
+      {"pipe_a512", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 512},
+      {"pipe_pair", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 0, true},
+      {"pipe_cost0", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 0, false, 0}};
+  // DICE_ATTENTION_ROWS=4: block-only passes (a block of 4 per sequence, no commit rows).
+  constexpr int kD = 128, kLayers = 28;
+  const int kRowsPerSequence = env_ints("DICE_ATTENTION_ROWS", {8}).front() == 4 ? 4 : 8;
   std::printf("attention us per launch (median of 9 graph replays of %d launches)\n", kLayers);
   std::printf("%-5s %5s %7s", "model", "seqs", "context");
   for (const auto& v : variants) std::printf(" %9s", v.name.c_str());
   std::printf("  pipe/first pipe/early  ref err first, pipelined (last sequence)\n");
   for (const auto& [model, heads] :
        std::vector<std::pair<std::string, int>>{{"1.7b", 16}, {"4b", 32}})
-    for (const int sequences : {1, 16, 128})
-      for (const int context : {64, 256, 1024, 4160}) {
+    for (const int sequences : env_ints("DICE_ATTENTION_SEQUENCES", {1, 16, 128}))
+      for (const int context : env_ints("DICE_ATTENTION_CONTEXTS", {64, 256, 1024, 4160})) {
         const int kv_heads = 8;
         const std::int64_t pages_per_sequence = (context + kPageTokens - 1) / kPageTokens;
         const std::int64_t pages = sequences * pages_per_sequence + 1;  // page 0: scratch
@@ -1197,7 +1250,7 @@ TEST_F(CudaOps, AttentionTimings) {
         launch_fill_random(CudaDType::kBF16, q.get(), rows * heads * kD, 1.0f, 23, stream());
         DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
         std::vector<std::vector<std::int32_t>> seq_pages(static_cast<std::size_t>(sequences));
-        const std::vector<std::int32_t> commit(4, 1), block(4, 1);
+        const std::vector<std::int32_t> commit(kRowsPerSequence == 8 ? 4 : 0, 1), block(4, 1);
         std::vector<PassItem> items(static_cast<std::size_t>(sequences));
         for (int i = 0; i < sequences; ++i) {
           auto& p = seq_pages[static_cast<std::size_t>(i)];
@@ -1206,7 +1259,7 @@ TEST_F(CudaOps, AttentionTimings) {
           auto& item = items[static_cast<std::size_t>(i)];
           item.commit = commit;
           item.block = block;
-          item.start = context - 8;
+          item.start = context - kRowsPerSequence;
           item.block_length = 4;
           item.pages = p;
         }
@@ -1215,10 +1268,19 @@ TEST_F(CudaOps, AttentionTimings) {
         std::vector<std::vector<float>> outputs;
         for (const auto& variant : variants) {
           const std::int32_t grid = attention_grid(CudaDType::kBF16, variant.kernel, kD);
-          const PassPlan plan =
-              plan_pass(items, {heads, kv_heads, grid, 4096, variant.min_split_keys,
-                                attention_split_align(variant.kernel), variant.max_splits,
-                                variant.wave_splits, variant.group_tiles});
+          PlanShape plan_shape{
+              heads,
+              kv_heads,
+              grid,
+              4096,
+              variant.min_split_keys,
+              variant.split_align > 0 ? variant.split_align : attention_split_align(variant.kernel),
+              variant.max_splits,
+              variant.wave_splits,
+              variant.group_tiles};
+          plan_shape.pair_tiles = variant.pair_tiles;
+          plan_shape.split_cost = variant.split_cost;
+          const PassPlan plan = plan_pass(items, plan_shape);
           const auto meta = upload_bytes(plan.bytes);
           const auto launch = [&](std::int64_t layer) {
             const CacheLayer cache{static_cast<std::uint16_t*>(k.get()) + layer * layer_elems,
@@ -1258,7 +1320,7 @@ TEST_F(CudaOps, AttentionTimings) {
         std::iota(local.begin(), local.end(), 0);
         std::vector<double> want;
         for (int r = 0; r < kRowsPerSequence; ++r) {
-          const int kv_len = r < 4 ? context - 4 : context;
+          const int kv_len = r < kRowsPerSequence - 4 ? context - 4 : context;
           const std::size_t row = static_cast<std::size_t>(last * kRowsPerSequence + r);
           for (int h = 0; h < heads; ++h) {
             const auto o =

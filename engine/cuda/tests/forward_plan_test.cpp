@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <span>
 #include <vector>
@@ -287,18 +288,28 @@ TEST(PlanPass, PipelinedKernelSplitsIntoWholeUnitsAtFewSequences) {
 }
 
 TEST(PlanPass, PipelinedKernelSplitsFewerAtSixteenSequences) {
-  // 16 sequences at ~1,000 positions: 16 tiles x 8 heads = 128 items for 396 blocks. By waves:
-  // 3 splits (ranges of 384, the last 236) make 384 items, one wave; the earlier rule took
-  // ceil(396 / 128) = 4 splits of 256, 512 items, a second wave of 116. 128 sequences fill the
-  // GPU unsplit either way.
-  const auto block = ids(4), pages = ids(32, 1);
-  const auto plan_for = [&](int sequences, bool waves) {
+  // 16 sequences at ~1,000 positions: 16 tiles x 8 heads = 128 items for 396 blocks. By waves
+  // without a split cost: 3 splits (ranges of 384, the last 236) make 384 items, one wave; the
+  // earlier rule took ceil(396 / 128) = 4 splits of 256, 512 items, a second wave of 116. With
+  // the split cost (768 positions, counted at 128 >= 396 / 4 items), 1,132 unsplit against
+  // 512 + 768 for 3 splits: unsplit. 128 sequences fill the GPU unsplit either way.
+  const auto block = ids(4), pages = ids(130, 1);
+  const auto plan_for = [&](int sequences, bool waves, std::int32_t split_cost = 0,
+                            std::int64_t start = 1000) {
     const std::vector<PassItem> items(static_cast<std::size_t>(sequences),
-                                      denoising_item(block, pages, 1000));
+                                      denoising_item(block, pages, start));
     PlanShape shape{16, 8, 396, 4096, 256, 128, 16};
     shape.wave_splits = waves;
+    shape.split_cost = split_cost;
     return plan_pass(items, shape);
   };
+  EXPECT_EQ(plan_for(16, true, 768).attn_combine, 0);
+  EXPECT_EQ(plan_for(16, true, 768).attn_work, 128);
+  // At ~4,000 positions splitting still pays: 3 splits of 1,408 (1 wave) + 768 < 4,132.
+  EXPECT_EQ(plan_for(16, true, 768, 4000).attn_work, 384);
+  // 8 sequences (64 items, under a quarter of the blocks): the cost is not counted.
+  EXPECT_EQ(plan_for(8, true, 768).attn_work, plan_for(8, true, 0).attn_work);
+  EXPECT_GT(plan_for(8, true, 768).attn_combine, 0);
   const PassPlan sixteen = plan_for(16, true);
   EXPECT_EQ(sixteen.attn_combine, 128);
   EXPECT_EQ(sixteen.attn_work, 384);
@@ -351,6 +362,54 @@ TEST(PlanPass, TilesReadingTheSamePagesAreNeighbours) {
   const PassPlan plan = plan_pass(items, {32, 8, 396, 4096, 256, 128, 16});
   const auto work = plan.work();
   for (int i = 0; i < 16; ++i) EXPECT_EQ(work[static_cast<std::size_t>(i)].row0 / 8, 5);
+}
+
+TEST(PlanPass, PairedTilesWhenNoSplitIsNeeded) {
+  // SDAR-4B heads (32 / 8: tiles of 4 rows), fused store passes (4 commit rows + a block of 4:
+  // two tiles per sequence) at 1,024 positions.
+  const auto commit = ids(4), block = ids(4, 100), pages = ids(32, 1);
+  const auto plan_for = [&](int sequences, std::int32_t heads, bool pair) {
+    std::vector<PassItem> items(static_cast<std::size_t>(sequences),
+                                denoising_item(block, pages, 1016));
+    for (auto& item : items) item.commit = commit;
+    PlanShape shape{heads, 8, 396, 4096, 256, 128, 16};
+    shape.pair_tiles = pair;
+    return plan_pass(items, shape);
+  };
+  // 128 sequences: 2,048 tiles x heads, paired into 1,024 items of 8 rows (32 query vectors),
+  // none split; each pairs a sequence's commit rows (kv_end 1,020) with its block (1,024).
+  const PassPlan paired = plan_for(128, 32, true);
+  ASSERT_EQ(paired.attn_work, 128 * 8);
+  EXPECT_EQ(paired.attn_combine, 0);
+  for (const auto& w : paired.work()) {
+    EXPECT_EQ(w.rows, 8);
+    EXPECT_EQ(w.row0 % 8, 0);
+    EXPECT_EQ(w.kv_begin, 0);
+    EXPECT_EQ(w.kv_end, 1024);
+    EXPECT_EQ(w.partial, -1);
+  }
+  EXPECT_EQ(plan_for(128, 32, false).attn_work, 128 * 8 * 2);
+  // 16 sequences: 256 tiles x heads, 128 if paired, fewer than the 396 blocks: not paired, the
+  // same plan as without pairing.
+  const PassPlan few = plan_for(16, 32, true);
+  EXPECT_EQ(few.bytes, plan_for(16, 32, false).bytes);
+  EXPECT_EQ(few.attn_work, 16 * 2 * 8);
+  // SDAR-1.7B heads (16 / 8: tiles of 8 rows): a fused store pass is one tile; nothing to pair.
+  EXPECT_EQ(plan_for(128, 16, true).bytes, plan_for(128, 16, false).bytes);
+  // A prefill of 8 commit rows and a block of 4 (SDAR-4B: tiles of rows 0-3, 4-7, 8-11): the
+  // pair (0-7), whose kv_end is its later tile's, and the last tile alone.
+  const auto long_commit = ids(8), long_pages = ids(1, 1);
+  std::vector<PassItem> prefill(100, denoising_item(block, long_pages, 0));
+  for (auto& item : prefill) item.commit = long_commit;
+  PlanShape shape{32, 8, 396, 4096, 256, 128, 16};
+  shape.pair_tiles = true;
+  const PassPlan pp = plan_pass(prefill, shape);
+  ASSERT_EQ(pp.attn_work, 100 * 8 * 2);
+  std::vector<std::array<std::int32_t, 3>> first_item;  // row0, rows, kv_end
+  for (const auto& w : pp.work())
+    if (w.row0 < 12 && w.kv_head == 0) first_item.push_back({w.row0, w.rows, w.kv_end});
+  std::sort(first_item.begin(), first_item.end());
+  EXPECT_EQ(first_item, (std::vector<std::array<std::int32_t, 3>>{{0, 8, 8}, {8, 4, 12}}));
 }
 
 TEST(PlanPass, SeveralSequencesAndBadInput) {

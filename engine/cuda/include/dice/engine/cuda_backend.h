@@ -76,6 +76,16 @@ struct CudaBackendOptions {
   /// launched side by side (PlanShape::group_tiles). false: the earlier rules (ceil of blocks
   /// over tiles; longest range first).
   bool attention_balanced_plan = true;
+  /// Pipelined attention: two tiles of a sequence's pass in one work item of 32 query vectors
+  /// whose warp pairs share each K/V page (PlanShape::pair_tiles), in passes with enough work
+  /// items without splits (many sequences). With 4 query heads per KV head (SDAR-4B/8B) a fused
+  /// store pass has two tiles per KV head; paired, the K/V pages are read once. false: one tile
+  /// per work item.
+  bool attention_paired_tiles = true;
+  /// Pipelined attention's planner: positions of fixed cost a split adds to its makespan
+  /// estimate where the unsplit tiles already give every SM one (PlanShape::split_cost; at 16
+  /// sequences and up to ~1,000 positions it keeps tiles whole). 0: splits cost nothing extra.
+  std::int32_t attention_split_cost = 768;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;
