@@ -81,6 +81,12 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "unsplit tiles give every SM one (0: none)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
+  command->add_flag(
+      "--deep-attention-pipeline,!--no-deep-attention-pipeline", args.deep_attention_pipeline,
+      "cuda backend: in passes whose attention tiles fill 3/4 to all of the SMs (about "
+      "13-16 sequences), the pipelined attention with three K/V pages in flight per "
+      "warp and one block per SM; --no-deep-attention-pipeline: one page per warp, "
+      "three blocks per SM, everywhere (default: on)");
   command->add_flag("--fused-norm-gemm,!--no-fused-norm-gemm", args.fused_norm_gemm,
                     "cuda backend: the RMSNorms before the qkv and gate_up GEMMs computed by the "
                     "few-row GEMM kernel's blocks themselves where it runs them in one wave (same "
@@ -184,6 +190,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.attention_balanced_plan = args.balanced_attention_plan;
   options.attention_paired_tiles = args.paired_attention_tiles;
   options.attention_split_cost = args.attention_split_cost;
+  options.attention_deep_pipeline = args.deep_attention_pipeline;
   options.fused_norm_gemm = args.fused_norm_gemm;
   options.fused_swiglu = args.fused_swiglu;
   options.pdl_early_reads = args.pdl_early_reads;
@@ -193,6 +200,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.pdl_early_reads = false;
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
+    options.attention_deep_pipeline = false;
     options.fused_norm_gemm = false;
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
@@ -213,6 +221,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                                                                      : "") +
             (!args.baseline_kernels && !args.paired_attention_tiles ? ", unpaired attention tiles"
                                                                     : "") +
+            (!args.baseline_kernels && !args.deep_attention_pipeline ? ", no deep attention" : "") +
             (!args.baseline_kernels && args.attention_split_cost != 768
                  ? fmt::format(", attention split cost {}", args.attention_split_cost)
                  : "") +

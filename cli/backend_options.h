@@ -44,6 +44,9 @@ struct BackendArgs {
   /// cuda: positions of fixed cost a split adds in the attention planner's estimate
   /// (--attention-split-cost; 0: none)
   std::int32_t attention_split_cost = 768;
+  /// cuda: the deep attention kernel (three pages in flight per warp) in passes whose tiles fill
+  /// 3/4 to all of the SMs (--no-deep-attention-pipeline: the pipelined kernel everywhere)
+  bool deep_attention_pipeline = true;
   /// cuda: the RMSNorms before qkv and gate_up fused into the skinny GEMM (--fused-norm-gemm;
   /// off by default: measured slower)
   bool fused_norm_gemm = false;
@@ -58,7 +61,7 @@ struct BackendArgs {
 /// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl, --no-pdl,
 /// --pipelined-attention / --no-pipelined-attention, --balanced-attention-plan /
 /// --no-balanced-attention-plan, --paired-attention-tiles / --no-paired-attention-tiles,
-/// --attention-split-cost,
+/// --attention-split-cost, --deep-attention-pipeline / --no-deep-attention-pipeline,
 /// --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
 /// --no-fused-swiglu, --pdl-early-reads / --no-pdl-early-reads.
 void add_backend_options(CLI::App* command, BackendArgs& args);

@@ -215,6 +215,7 @@ void run_bench(const BenchArgs& args) {
               {"attention_balanced_plan", o.attention_balanced_plan},
               {"attention_paired_tiles", o.attention_paired_tiles},
               {"attention_split_cost", o.attention_split_cost},
+              {"attention_deep_pipeline", o.attention_deep_pipeline},
               {"fast_norms", o.fast_norms},
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},
@@ -246,6 +247,7 @@ void run_bench(const BenchArgs& args) {
           record["passes"] = st.passes;
           record["graph_replays"] = st.graph_replays;
           record["graph_captures"] = st.graph_captures;
+          record["deep_attention_passes"] = st.deep_attention_passes;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["bytes"] = st.bytes;

@@ -452,6 +452,10 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
 // Shared memory: per warp one K and one V page (rows of D + 8 bf16), then the Q tile; the warp
 // merge and the split merge reuse the K/V area (the split merge the Q area too) once all warps
 // are done with it.
+// Two more instantiations (bench/results/2026-11-23-engine-paired-tiles-h100): kTensorCoresPaired
+// also takes paired items (two tiles of a pass item, 32 query vectors: warp pairs share each
+// page, see the kernel), kTensorCoresDeep keeps three pages per warp in flight (a ring of three
+// K/V areas, one block per SM) for passes with about one work item per SM.
 
 /// 16-byte asynchronous copy global -> shared (cp.async.cg: through L2 only). With `fill` false
 /// nothing is read and the 16 bytes become zeros (src-size 0), `global` must still be a valid
@@ -535,6 +539,22 @@ __device__ __forceinline__ void page_values(float (&acc)[D / 8][4], const float 
   }
 }
 
+/// kCount 16-byte cp.async copies of this lane from one page of K or V rows at `src` (32 rows
+/// of D bf16) into shared rows of stride D + 8 at `dst`: 16-byte chunks v = lane + 32 (first + i)
+/// of the page, row v / (D / 8); rows at or past kv_end (position chunk + row) become zeros.
+template <int D, int kCount>
+__device__ __forceinline__ void copy_page_rows(std::uint16_t* dst, const std::uint16_t* src,
+                                               std::int32_t chunk, std::int32_t kv_end, int lane,
+                                               int first) {
+  constexpr int kRowChunks = D / 8;
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    const int v = lane + 32 * (first + i);
+    const int r = v / kRowChunks, c8 = (v % kRowChunks) * 8;
+    cp_async_16(dst + r * mma_row_stride<D>() + c8, src + r * D + c8, chunk + r < kv_end);
+  }
+}
+
 /// bar.sync on named barrier `id` (1 or 2; 0 is __syncthreads') for the 64 threads of a warp
 /// pair: orders the pair's shared-memory writes (and, after cp.async.wait_group, its copies)
 /// before the other warp's reads.
@@ -543,26 +563,35 @@ __device__ __forceinline__ void pair_barrier(int id) {
 }
 
 /// Bytes of the K/V area of attention_mma_pipelined (also the warp merge's and the split merge's
-/// scratch), then the Q tile's rows.
-template <int D>
+/// scratch): per warp kStages pages of K and V rows; then the Q tile's rows.
+template <int D, int kStages>
 constexpr std::size_t pipelined_kv_bytes() {
   const std::size_t kv =
-      static_cast<std::size_t>(kWarps) * 2 * kPageTokens * mma_row_stride<D>() * 2;
+      static_cast<std::size_t>(kWarps) * kStages * 2 * kPageTokens * mma_row_stride<D>() * 2;
   const std::size_t merge =
       static_cast<std::size_t>(kWarps) * (kTileQueries * D + 3 * kTileQueries) * 4 +
       2 * kPairedQueries * 4;
   return kv > merge ? kv : merge;
 }
 
-template <int D>
+template <int D, int kStages>
 constexpr std::size_t pipelined_shared_bytes() {
-  return pipelined_kv_bytes<D>() + static_cast<std::size_t>(kTileQueries) * mma_row_stride<D>() * 2;
+  return pipelined_kv_bytes<D, kStages>() +
+         static_cast<std::size_t>(kTileQueries) * mma_row_stride<D>() * 2;
 }
 
-/// Blocks per SM the register budget is set for: 3 at head_dim <= 128 (3 x 74 KB of shared
-/// memory fit an H100 SM), 1 above (the accumulators alone take 128 registers at 256).
-template <int D>
+/// Blocks per SM the register budget is set for: 3 at head_dim <= 128 with one page per warp
+/// (3 x 74 KB of shared memory fit an H100 SM), else 1 (the accumulators alone take 128
+/// registers at 256; three pages per warp take 213 KB at 128).
+template <int D, int kStages>
 constexpr int pipelined_min_blocks() {
+  return D <= 128 && kStages == 1 ? 3 : 1;
+}
+
+/// Pages in flight per warp of AttentionKernel::kTensorCoresDeep: 3 up to head_dim 128 (213 KB
+/// of shared memory per block at 128), 1 above (3 would not fit an SM).
+template <int D>
+constexpr int deep_stages() {
   return D <= 128 ? 3 : 1;
 }
 
@@ -584,7 +613,7 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   constexpr int kTileVectors = kTileQueries * kVectors;
   constexpr int kPerThread = (kTileVectors + kThreads - 1) / kThreads;
   constexpr int kWeights = (kMaxMergedSplits + 1) * kTileQueries;
-  static_assert((kWeights + kMergeBatch * kTileQueries * D) * 4 <= pipelined_shared_bytes<D>());
+  static_assert((kWeights + kMergeBatch * kTileQueries * D) * 4 <= pipelined_shared_bytes<D, 1>());
   float* weight = scratch;                                      // [split][16]
   float* total = scratch + kMaxMergedSplits * kTileQueries;     // [16]
   auto* stage = reinterpret_cast<float4*>(scratch + kWeights);  // [batch split][16][D / 4]
@@ -671,8 +700,12 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
   return old;
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
+/// kStages: pages in flight per warp (1: AttentionKernel::kTensorCoresPipelined and Paired, 3:
+/// Deep). kPairs: the kernel also takes paired items (kTensorCoresPaired); without it their code
+/// is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired
+/// item traps.
+template <int D, int kStages, bool kPairs>
+__global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     attention_mma_pipelined_kernel(AttnArgs a) {
   // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
   // before the wait, Q and the cache after it (launch.cuh, "Early start").
@@ -682,14 +715,16 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
   constexpr int kDimTiles = D / 8;                            // n-tiles of P V
   constexpr int kRowChunks = D / 8;                           // 16-byte chunks of a K, V or Q row
   constexpr int kLaneChunks = kPageTokens * kRowChunks / 32;  // of a page, per lane
+  constexpr int kHalfChunks = kLaneChunks / 2;                // of a pair's page, per lane
   extern __shared__ __align__(16) unsigned char shared_raw[];
   __shared__ int merge_here;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
+  constexpr std::size_t kPageArea = 2 * kPageTokens * kStride;  // one page's K then V rows
   auto* k_shared = reinterpret_cast<std::uint16_t*>(shared_raw) +
-                   static_cast<std::size_t>(warp) * 2 * kPageTokens * kStride;
+                   static_cast<std::size_t>(warp) * kStages * kPageArea;
   std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
-  auto* q_shared = reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D>());
+  auto* q_shared = reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D, kStages>());
   auto* merge = reinterpret_cast<float*>(shared_raw);
   float* merge_m = merge;                                    // [warp][16]
   float* merge_l = merge + kWarps * kTileQueries;            // [warp][16]
@@ -721,8 +756,11 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
     // copying half of every page, warp w for query vectors 0..15 and warp w + 2 for 16..31, and
     // the pair's two K/V areas hold two pages in turn. Otherwise each warp reads its own pages
     // (kv_begin + 32 (w + 4 i)) into its own area for the tile's 16 query vectors.
-    const bool paired = w.rows * a.group > kTileQueries;
-    if (paired && w.partial >= 0) __trap();  // the planner never splits a paired item
+    // (Without kPairs, `paired` is the constant false: the single-tile path compiles as if the
+    // pairs did not exist.)
+    const bool two_tiles = w.rows * a.group > kTileQueries;
+    if (two_tiles && (!kPairs || w.partial >= 0)) __trap();  // a pairing plan, never split
+    const bool paired = kPairs && two_tiles;
     const int teams = paired ? 2 : kWarps;
     const int team = warp % teams, half = warp / teams;
     const std::int32_t step = teams * kPageTokens;  // this warp's next page
@@ -745,15 +783,17 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
     // first item).
     wait_for_prior_grid();
     allow_next_grid();
-    // Copies a page's K or V rows (all 16-byte chunks, or in a pair this warp's half of them).
+    // This lane's copies of a page's K or V rows: all of them (a warp's own page), or its half
+    // from chunk round `first` on (a pair's page).
     const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
-                           std::int32_t page, int first, int count) {
-      const std::uint16_t* src = cache + page_offset(page, w.kv_head, a.kv_heads, D);
-      for (int i = 0; i < count; ++i) {
-        const int v = lane + 32 * (first + i);
-        const int r = v / kRowChunks, c8 = (v % kRowChunks) * 8;
-        cp_async_16(dst + r * kStride + c8, src + r * D + c8, chunk + r < w.kv_end);
-      }
+                           std::int32_t page) {
+      copy_page_rows<D, kLaneChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
+                                     chunk, w.kv_end, lane, 0);
+    };
+    const auto issue_half = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
+                                std::int32_t page, int first) {
+      copy_page_rows<D, kHalfChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
+                                     chunk, w.kv_end, lane, first);
     };
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float acc[kDimTiles][4];
@@ -771,59 +811,94 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
                     q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + c8, valid);
       }
       cp_async_commit();
-      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page, 0, kLaneChunks);
+      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
       cp_async_commit();  // group 2: K of the first page
-      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page, 0, kLaneChunks);
-      cp_async_commit();   // group 3: V of the first page
-      cp_async_wait<2>();  // this thread's Q copies
-      __syncthreads();     // everyone's
+      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
+      cp_async_commit();  // group 3: V of the first page
+      if constexpr (kStages > 1) {
+        // Groups 4 .. 2 kStages + 1: K and V of the next kStages - 1 pages, stage s at area s.
+#pragma unroll
+        for (int stage = 1; stage < kStages; ++stage) {
+          const std::int32_t chunk = c + stage * step;
+          const std::int32_t page = stage == 1 ? next_page : page_id(chunk);
+          std::uint16_t* area = k_shared + stage * kPageArea;
+          if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
+          cp_async_commit();
+          if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
+          cp_async_commit();
+        }
+      }
+      cp_async_wait<2 * kStages>();  // this thread's Q copies
+      __syncthreads();               // everyone's
       // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks)
         ldmatrix_x4<false>(q_frag[ks],
                            q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
 
-      for (; c < w.kv_end; c += step) {
-        const std::int32_t c_next = c + step;
-        const std::int32_t after_page = page_id(c_next + step);  // two pages ahead
-        cp_async_wait<1>();  // K of this page (its V may still be in flight)
-        __syncwarp();
-        float s[4][4];
-        page_scores<D, kStride>(s, q_frag, k_shared, lane);
-        __syncwarp();  // every lane has read this K page
-        if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page, 0, kLaneChunks);
-        cp_async_commit();
-        online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
-        cp_async_wait<1>();  // V of this page (the next K may still be in flight)
-        __syncwarp();
-        page_values<D, kStride>(acc, s, v_shared, lane);
-        __syncwarp();  // every lane has read this V page
-        if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page, 0, kLaneChunks);
-        cp_async_commit();
-        next_page = after_page;
+      // Three pages in flight per warp (kStages 3): page j in area j % kStages; once the warp
+      // has read it, the page kStages ahead goes there.
+      if constexpr (kStages > 1) {
+        for (int j = 0; c < w.kv_end; c += step, ++j) {
+          const std::int32_t refill = c + kStages * step;
+          const std::int32_t refill_page = page_id(refill);
+          std::uint16_t* k_page = k_shared + (j % kStages) * kPageArea;
+          std::uint16_t* v_page = k_page + kPageTokens * kStride;
+          cp_async_wait<2 * kStages - 1>();  // K of this page
+          __syncwarp();
+          float s[4][4];
+          page_scores<D, kStride>(s, q_frag, k_page, lane);
+          online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
+          cp_async_wait<2 * kStages - 2>();  // V of this page
+          __syncwarp();
+          page_values<D, kStride>(acc, s, v_page, lane);
+          __syncwarp();  // every lane has read this area
+          if (refill < w.kv_end) issue(k_page, k_cache, refill, refill_page);
+          cp_async_commit();
+          if (refill < w.kv_end) issue(v_page, v_cache, refill, refill_page);
+          cp_async_commit();
+        }
+      } else {
+        for (; c < w.kv_end; c += step) {
+          const std::int32_t c_next = c + step;
+          const std::int32_t after_page = page_id(c_next + step);  // two pages ahead
+          cp_async_wait<1>();  // K of this page (its V may still be in flight)
+          __syncwarp();
+          float s[4][4];
+          page_scores<D, kStride>(s, q_frag, k_shared, lane);
+          __syncwarp();  // every lane has read this K page
+          if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page);
+          cp_async_commit();
+          online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
+          cp_async_wait<1>();  // V of this page (the next K may still be in flight)
+          __syncwarp();
+          page_values<D, kStride>(acc, s, v_shared, lane);
+          __syncwarp();  // every lane has read this V page
+          if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page);
+          cp_async_commit();
+          next_page = after_page;
+        }
       }
-    } else {
+    } else if constexpr (kPairs) {
       // The pair's areas (this warp's and its partner's) hold its pages in turn; this warp
       // copies chunk rounds [half * 8, half * 8 + 8) of each. Per page, K and V are one cp.async
       // group each; two pages are in flight ahead of the one being read.
-      constexpr int kHalfChunks = kLaneChunks / 2;
       const auto area = [&](int j) {
         return reinterpret_cast<std::uint16_t*>(shared_raw) +
-               static_cast<std::size_t>(team + 2 * (j & 1)) * 2 * kPageTokens * kStride;
+               static_cast<std::size_t>(team + 2 * (j & 1)) * kStages * kPageArea;
       };
       const int barrier = 1 + team;
-      if (c < w.kv_end) issue(area(0), k_cache, c, first_page, half * kHalfChunks, kHalfChunks);
+      if (c < w.kv_end) issue_half(area(0), k_cache, c, first_page, half * kHalfChunks);
       cp_async_commit();
       if (c < w.kv_end)
-        issue(area(0) + kPageTokens * kStride, v_cache, c, first_page, half * kHalfChunks,
-              kHalfChunks);
+        issue_half(area(0) + kPageTokens * kStride, v_cache, c, first_page, half * kHalfChunks);
       cp_async_commit();
       if (c + step < w.kv_end)
-        issue(area(1), k_cache, c + step, next_page, half * kHalfChunks, kHalfChunks);
+        issue_half(area(1), k_cache, c + step, next_page, half * kHalfChunks);
       cp_async_commit();
       if (c + step < w.kv_end)
-        issue(area(1) + kPageTokens * kStride, v_cache, c + step, next_page, half * kHalfChunks,
-              kHalfChunks);
+        issue_half(area(1) + kPageTokens * kStride, v_cache, c + step, next_page,
+                   half * kHalfChunks);
       cp_async_commit();
       std::int32_t ahead = page_id(c + 2 * step);  // the page after the two in flight
       // A fragments of this warp's 16 query vectors straight from global memory (the Q area
@@ -843,9 +918,9 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
         page_values<D, kStride>(acc, s, v_page, lane);
         pair_barrier(barrier);  // both warps are done with this area
         const std::int32_t c2 = c + 2 * step;
-        if (c2 < w.kv_end) issue(k_page, k_cache, c2, ahead, half * kHalfChunks, kHalfChunks);
+        if (c2 < w.kv_end) issue_half(k_page, k_cache, c2, ahead, half * kHalfChunks);
         cp_async_commit();
-        if (c2 < w.kv_end) issue(v_page, v_cache, c2, ahead, half * kHalfChunks, kHalfChunks);
+        if (c2 < w.kv_end) issue_half(v_page, v_cache, c2, ahead, half * kHalfChunks);
         cp_async_commit();
         ahead = beyond;
       }
@@ -857,18 +932,22 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
     stage_warp_result<D>(merge_m, merge_l, merge_o, warp, g, t, m, l, acc);
     __syncthreads();
     const int queries = paired ? kPairedQueries : kTileQueries;
-    // The warps that computed query vector q (of `queries`): h, h + step_k, ... (kWarps of them
-    // for a tile, 2 for a paired item), at index q % 16 of their staged results.
+    // The warps that computed query vector q (of `queries`): those with k / warps_per_query ==
+    // q / 16 (all 4 for a tile, 2h and 2h + 1 for half h of a paired item), at index q % 16 of
+    // their staged results, added in warp order.
     const int warps_per_query = kWarps / (queries / kTileQueries);
     // Per query vector once: each warp's scale 2^(m_k - max), the sum and the log2-sum-exp (the
     // same arithmetic as attention_mma's per-element merge, so the same bits for a tile).
     if (threadIdx.x < queries) {
-      const int q = threadIdx.x, local = q % kTileQueries, first = (q / kTileQueries) * teams;
+      const int q = threadIdx.x, local = q % kTileQueries, half_q = q / kTileQueries;
       float big = -INFINITY;
-      for (int k = first; k < first + warps_per_query; ++k)
-        big = fmaxf(big, merge_m[k * kTileQueries + local]);
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k)
+        if (k / warps_per_query == half_q) big = fmaxf(big, merge_m[k * kTileQueries + local]);
       float sum = 0.0f;
-      for (int k = first; k < first + warps_per_query; ++k) {
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) {
+        if (k / warps_per_query != half_q) continue;
         const float scale =
             big == -INFINITY ? 0.0f : exp2f(merge_m[k * kTileQueries + local] - big);
         merge_scale[k * kTileQueries + local] = scale;
@@ -881,11 +960,13 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D>())
     for (int e = threadIdx.x; e < queries * D; e += kThreads) {
       const int q = e / D, d = e % D;
       if (q / a.group >= w.rows) continue;
-      const int local = q % kTileQueries, first = (q / kTileQueries) * teams;
+      const int local = q % kTileQueries, half_q = q / kTileQueries;
       float o = 0.0f;
-      for (int k = first; k < first + warps_per_query; ++k)
-        o += merge_o[(static_cast<std::size_t>(k) * kTileQueries + local) * D + d] *
-             merge_scale[k * kTileQueries + local];
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k)
+        if (k / warps_per_query == half_q)
+          o += merge_o[(static_cast<std::size_t>(k) * kTileQueries + local) * D + d] *
+               merge_scale[k * kTileQueries + local];
       const float sum = merge_sum[q];
       write_result<__nv_bfloat16, D>(a, w, q, d, sum > 0.0f ? o / sum : 0.0f, merge_lse[q]);
     }
@@ -949,8 +1030,15 @@ void run_attention(CudaDType dtype, AttentionKernel kernel, const AttnArgs& args
                    cudaStream_t stream, bool pdl) {
   const auto blocks = static_cast<unsigned>(grid);
   if (kernel == AttentionKernel::kTensorCoresPipelined)
-    launch_kernel("attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D>, blocks,
-                  kThreads, pipelined_shared_bytes<D>(), stream, pdl, args);
+    launch_kernel("attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D, 1, false>,
+                  blocks, kThreads, pipelined_shared_bytes<D, 1>(), stream, pdl, args);
+  else if (kernel == AttentionKernel::kTensorCoresPaired)
+    launch_kernel("attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D, 1, true>,
+                  blocks, kThreads, pipelined_shared_bytes<D, 1>(), stream, pdl, args);
+  else if (kernel == AttentionKernel::kTensorCoresDeep)
+    launch_kernel("attention_mma_pipelined_kernel",
+                  attention_mma_pipelined_kernel<D, deep_stages<D>(), false>, blocks, kThreads,
+                  pipelined_shared_bytes<D, deep_stages<D>()>(), stream, pdl, args);
   else if (kernel == AttentionKernel::kTensorCores)
     launch_kernel("attention_mma_kernel", attention_mma_kernel<D>, blocks, kThreads,
                   mma_shared_bytes<D>(), stream, pdl, args);
@@ -994,7 +1082,14 @@ std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
   DICE_CUDA_CHECK(cudaGetDevice(&device));
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   if (kernel == AttentionKernel::kTensorCoresPipelined)
-    blocks = blocks_per_sm(attention_mma_pipelined_kernel<D>, pipelined_shared_bytes<D>());
+    blocks =
+        blocks_per_sm(attention_mma_pipelined_kernel<D, 1, false>, pipelined_shared_bytes<D, 1>());
+  else if (kernel == AttentionKernel::kTensorCoresPaired)
+    blocks =
+        blocks_per_sm(attention_mma_pipelined_kernel<D, 1, true>, pipelined_shared_bytes<D, 1>());
+  else if (kernel == AttentionKernel::kTensorCoresDeep)
+    blocks = blocks_per_sm(attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
+                           pipelined_shared_bytes<D, deep_stages<D>()>());
   else if (kernel == AttentionKernel::kTensorCores)
     blocks = blocks_per_sm(attention_mma_kernel<D>, mma_shared_bytes<D>());
   else if (dtype == CudaDType::kBF16)
@@ -1064,7 +1159,7 @@ void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader*
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
                       std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads) {
   check_kernel_dtype(dtype, kernel);
-  if (kernel == AttentionKernel::kTensorCoresPipelined && counters == nullptr)
+  if (attention_merges_splits(kernel) && counters == nullptr)
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
   AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   args.early_reads = pdl && early_reads;

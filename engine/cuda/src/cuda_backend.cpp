@@ -118,7 +118,8 @@ struct CudaBackend::Impl {
     std::int64_t length = 0;
     std::vector<std::int32_t> pages;
   };
-  using GraphKey = std::tuple<std::int32_t, std::int32_t, bool>;
+  /// Padded rows, padded block rows, a combine launch, the pass's attention kernel.
+  using GraphKey = std::tuple<std::int32_t, std::int32_t, bool, AttentionKernel>;
 
   CudaBackendOptions options;
   model::ModelConfig config;
@@ -128,6 +129,10 @@ struct CudaBackend::Impl {
   AttentionKernel attention = AttentionKernel::kTensorCoresPipelined;
   std::int32_t sms = 0;
   std::int32_t attn_grid = 0;
+  /// Blocks of the deep attention kernel (attention_deep_pipeline), 0 when it is not used.
+  std::int32_t deep_grid = 0;
+  /// Blocks of the paired attention kernel (attention_paired_tiles), 0 when it is not used.
+  std::int32_t paired_grid = 0;
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -220,6 +225,12 @@ struct CudaBackend::Impl {
     allocate_workspace();
     allocate_cache();
     attn_grid = attention_grid(dtype, attention, shape.head_dim);
+    // attention_grid also raises each kernel's shared memory limit: every kernel a pass may
+    // launch gets it here.
+    if (options.attention_deep_pipeline && attention == AttentionKernel::kTensorCoresPipelined)
+      deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
+    if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
+      paired_grid = attention_grid(dtype, AttentionKernel::kTensorCoresPaired, shape.head_dim);
     combine_grid = sms * 4;
   }
 
@@ -462,13 +473,20 @@ struct CudaBackend::Impl {
   /// options.programmatic_launch, or programmatic_launch_few_rows and rows_pad <=
   /// skinny_gemm_rows, our kernels are PDL launches (launch.cuh); cuBLASLt's are plain, so each
   /// waits for the kernel before it to finish, and the kernel after it waits for it.
-  void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine) {
+  /// `kernel`: the pass's attention kernel (deep_grid blocks for kTensorCoresDeep, attn_grid
+  /// for the others).
+  void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine,
+               AttentionKernel kernel) {
+    const std::int32_t grid = kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
+                              : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
+                                                                              : attn_grid;
     const cudaStream_t s = stream->get();
     // Our kernels only; the skinny GEMM's too.
     const bool pdl = options.programmatic_launch ||
                      (options.programmatic_launch_few_rows && rows_pad <= options.skinny_gemm_rows);
     gemm->set_programmatic_launch(pdl, options.pdl_early_reads);
     stats.programmatic_passes += pdl ? 1 : 0;
+    stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
@@ -509,10 +527,9 @@ struct CudaBackend::Impl {
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
                           s, options.fast_norms, pdl);
-      launch_attention(dtype, attention, header, q.get(), cache, shape, attn.get(),
+      launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
-                       attn_counters.as<std::uint32_t>(), attn_grid, s, pdl,
-                       options.pdl_early_reads);
+                       attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
@@ -573,7 +590,12 @@ struct CudaBackend::Impl {
   }
 
   /// Runs one planned pass; writes its block rows' proposals / logits at the given host spans.
-  void run_pass(const PassPlan& plan, Proposal* proposals_out, float* logits_out) {
+  /// `deep`: its attention runs the deep kernel (the plan was made for deep_grid blocks); else
+  /// the configured kernel, or kTensorCoresPaired for a plan with paired items.
+  void run_pass(const PassPlan& plan, Proposal* proposals_out, float* logits_out, bool deep) {
+    const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
+                                   : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
+                                                           : attention;
     ensure_meta(plan.bytes.size());
     std::memcpy(meta_host.get(), plan.bytes.data(), plan.bytes.size());
     const cudaStream_t s = stream->get();
@@ -588,12 +610,12 @@ struct CudaBackend::Impl {
     if (options.gemm_autotune && dtype == CudaDType::kBF16 && rows_pad <= options.graph_max_rows)
       tune_gemms(rows_pad, block_rows_pad);
     if (graph) {
-      const GraphKey key{rows_pad, block_rows_pad, combine};
+      const GraphKey key{rows_pad, block_rows_pad, combine, kernel};
       auto it = graphs.find(key);
       if (it == graphs.end()) {
         DICE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         try {
-          enqueue(rows_pad, block_rows_pad, combine);
+          enqueue(rows_pad, block_rows_pad, combine, kernel);
         } catch (...) {
           cudaGraph_t broken = nullptr;
           cudaStreamEndCapture(s, &broken);
@@ -608,7 +630,7 @@ struct CudaBackend::Impl {
       it->second.launch(s);
       ++stats.graph_replays;
     } else {
-      enqueue(rows_pad, block_rows_pad, combine);
+      enqueue(rows_pad, block_rows_pad, combine, kernel);
     }
     const std::int64_t vocab = config.vocab_size;
     if (plan.block_rows > 0) {
@@ -763,7 +785,7 @@ struct CudaBackend::Impl {
       sizes.push_back({std::ssize(item.commit), std::ssize(item.block),
                        sequences.at(item.sequence).block_length});
     const auto passes = split_forward(sizes, options.max_rows, options.max_block_rows);
-    PlanShape plan_shape{
+    PlanShape base_shape{
         shape.heads,
         shape.kv_heads,
         attn_grid,
@@ -774,7 +796,8 @@ struct CudaBackend::Impl {
         options.attention_balanced_plan,
         options.attention_balanced_plan,
         options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined};
-    plan_shape.split_cost = options.attention_split_cost;
+    base_shape.split_cost = options.attention_split_cost;
+    base_shape.sms = sms;
     std::size_t out_row = 0;
     std::vector<PassItem> pass_items;
     for (const auto& pieces : passes) {
@@ -794,11 +817,21 @@ struct CudaBackend::Impl {
         p.step = item.step;
         pass_items.push_back(p);
       }
+      // The deep attention kernel where the pass's unsplit tiles fill 3/4 to all of its blocks
+      // (one per SM; 13-16 sequences of SDAR-1.7B): there each SM streams one item, and the
+      // pipelined kernel's one page in flight per warp leaves it latency-bound. With fewer
+      // tiles the items are split into one-page ranges, where depth does not help (measured
+      // 0.5-1% slower at 1 sequence).
+      PlanShape plan_shape = base_shape;
+      const std::int64_t tiles = attention_work_items(pass_items, shape.heads, shape.kv_heads);
+      const bool deep = deep_grid > 0 && tiles <= deep_grid && 4 * tiles >= 3 * std::int64_t{sms};
+      if (deep) plan_shape.target_work = deep_grid;
       const PassPlan plan = plan_pass(pass_items, plan_shape);
       run_pass(plan, request.proposals ? out.proposals.data() + out_row : nullptr,
                request.logits
                    ? out.logits.data() + out_row * static_cast<std::size_t>(config.vocab_size)
-                   : nullptr);
+                   : nullptr,
+               deep);
       out_row += static_cast<std::size_t>(plan.block_rows);
     }
     for (const auto& item : items) sequences.at(item.sequence).length += std::ssize(item.commit);

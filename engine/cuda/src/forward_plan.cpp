@@ -200,10 +200,10 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
   if (wanted > 1 && shape.split_align > 0 && shape.wave_splits) {
     std::int64_t longest = 0;
     for (const Tile& tile : tiles) longest = std::max<std::int64_t>(longest, tile.kv_end);
-    // The merge's cost counts once the unsplit items keep most SMs busy (at least a quarter of
-    // target_work, the resident blocks at 3 per SM): below that, splitting is what brings the
-    // idle SMs' bandwidth in.
-    const std::int64_t split_cost = 4 * base >= shape.target_work ? shape.split_cost : 0;
+    // The merge's cost counts once the unsplit items keep most SMs busy (at least 3/4 of them):
+    // below that, splitting is what brings the idle SMs' bandwidth in.
+    const std::int64_t sms = shape.sms > 0 ? shape.sms : shape.target_work / 3;
+    const std::int64_t split_cost = 4 * base >= 3 * sms ? shape.split_cost : 0;
     wanted =
         wave_split_count(base, shape.target_work, longest, shape.split_align,
                          std::min(max_splits, ceil_div(longest, shape.split_align)), split_cost);
@@ -296,7 +296,21 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
   plan.attn_work = header.attn_work;
   plan.attn_combine = header.attn_combine;
   plan.partials = partial;
+  plan.paired_items = static_cast<std::int32_t>(std::count_if(
+      work.begin(), work.end(), [&](const AttnWork& w) { return w.rows > tile_rows; }));
   return plan;
+}
+
+std::int64_t attention_work_items(std::span<const PassItem> items, std::int32_t heads,
+                                  std::int32_t kv_heads) {
+  if (kv_heads < 1 || heads % kv_heads != 0 || kTileQueries % (heads / kv_heads) != 0)
+    throw Error(fmt::format("CUDA backend: {} heads over {} KV heads: the group must divide {}",
+                            heads, kv_heads, kTileQueries));
+  const std::int64_t tile_rows = kTileQueries / (heads / kv_heads);
+  std::int64_t tiles = 0;
+  for (const PassItem& item : items)
+    tiles += ceil_div(std::ssize(item.commit) + std::ssize(item.block), tile_rows);
+  return tiles * kv_heads;
 }
 
 std::int32_t bucket_rows(std::int32_t rows) {

@@ -94,17 +94,19 @@ struct PlanShape {
   /// store pass (4 commit rows + a block of 4) is two tiles per KV head that read the same
   /// pages; paired, each page comes into shared memory once instead of twice.
   bool pair_tiles = false;
-  /// With wave_splits, where the unsplit work items number at least a quarter of target_work
-  /// (most SMs busy at the pipelined kernel's 3 blocks per SM): positions of fixed cost that
-  /// splitting
+  /// With wave_splits, where the unsplit work items number at least 3/4 of the SMs (sms):
+  /// positions of fixed cost that splitting
   /// adds to the makespan estimate (the split merge: partial results written, counted in, read
   /// back by the last item; ~5 us per tile at 1 sequence, bench/results/
   /// 2026-11-23-engine-paired-tiles-h100). Measured there at 16 sequences and 576-1,024
-  /// positions, splitting was 5-17% slower per attention launch than not splitting. Below a
-  /// quarter, splitting is what brings idle SMs' bandwidth in and the cost is not counted (at 1
+  /// positions, splitting was 5-17% slower per attention launch than not splitting. Below that,
+  /// splitting is what brings idle SMs' bandwidth in and the cost is not counted (at 1
   /// sequence splits win: 12.9 against 16.0 us at 1,024 positions). 0: splits cost nothing
   /// extra (the earlier estimate).
   std::int32_t split_cost = 768;
+  /// SMs of the device, for split_cost's threshold; 0: target_work / 3 (the pipelined kernel's
+  /// 3 resident blocks per SM).
+  std::int32_t sms = 0;
 };
 
 /// A pass's metadata block and its counts.
@@ -114,7 +116,8 @@ struct PassPlan {
   std::int32_t block_rows = 0;
   std::int32_t attn_work = 0;
   std::int32_t attn_combine = 0;
-  std::int32_t partials = 0;  ///< partial slots used
+  std::int32_t partials = 0;      ///< partial slots used
+  std::int32_t paired_items = 0;  ///< work items of two tiles (PlanShape::pair_tiles)
   std::int64_t kv_positions_read = 0;
   std::int64_t attention_scores = 0;
   const PassHeader& header() const { return *reinterpret_cast<const PassHeader*>(bytes.data()); }
@@ -136,6 +139,11 @@ struct PassPlan {
 /// p % kPageTokens. Throws dice::Error naming the item if its pages do not cover its rows, if
 /// start is not a multiple of B, or if heads is not kv_heads times a divisor of 16.
 PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape);
+
+/// Work items plan_pass makes for `items` before any split or pairing: tiles (kTileQueries /
+/// (heads / kv_heads) rows of one item each) times kv_heads.
+std::int64_t attention_work_items(std::span<const PassItem> items, std::int32_t heads,
+                                  std::int32_t kv_heads);
 
 /// Rows rounded up to the bucket of CUDA graph shapes: multiples of 8 up to 64, of 32 up to 256,
 /// of 64 up to 1024, then of 128.

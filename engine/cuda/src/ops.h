@@ -160,29 +160,45 @@ enum class AttentionKernel {
   /// attention_mma_pipelined: bf16 mma.sync, cp.async K/V loads in flight while the warp
   /// computes, ldmatrix fragments; merges split tiles itself (no launch_attention_combine)
   kTensorCoresPipelined,
+  /// attention_mma_pipelined that also takes paired items (a plan with PlanShape::pair_tiles;
+  /// the other pipelined kernels trap on them). The same bits as kTensorCoresPipelined on a plan
+  /// without pairs.
+  kTensorCoresPaired,
+  /// attention_mma_pipelined with three pages in flight per warp (213 KB of shared memory: one
+  /// block per SM): for passes whose work items do not outnumber the SMs, where one page per
+  /// warp leaves the kernel waiting on latency. The same page order per warp, so the same bits.
+  kTensorCoresDeep,
 };
+
+/// Whether `kernel` merges split tiles itself (with merge counters): the pipelined kernels.
+inline bool attention_merges_splits(AttentionKernel kernel) {
+  return kernel == AttentionKernel::kTensorCoresPipelined ||
+         kernel == AttentionKernel::kTensorCoresPaired ||
+         kernel == AttentionKernel::kTensorCoresDeep;
+}
 
 /// Whether split tiles of `kernel` need launch_attention_combine after it.
 inline bool attention_needs_combine(AttentionKernel kernel) {
-  return kernel != AttentionKernel::kTensorCoresPipelined;
+  return !attention_merges_splits(kernel);
 }
 
 /// Positions per unit of a split KV range the planner should use for `kernel`
-/// (PlanShape::split_align): kTensorCoresPipelined gives each of its 4 warps one page of a
-/// 128-position range at once; 0 (the others): the first planner's page-aligned ranges.
+/// (PlanShape::split_align): kTensorCoresPipelined/Paired/Deep give each of their 4 warps one page
+/// of a 128-position range at once; 0 (the others): the first planner's page-aligned ranges.
 inline std::int32_t attention_split_align(AttentionKernel kernel) {
-  return kernel == AttentionKernel::kTensorCoresPipelined ? 4 * kPageTokens : 0;
+  return attention_merges_splits(kernel) ? 4 * kPageTokens : 0;
 }
 
 /// Attention of every AttnWork of the pass: softmax(q k^T / sqrt(head_dim)) v over the paged
 /// cache, per query row over positions [kv_begin, min(kv_end, kv_len)). Output [rows, heads,
 /// head_dim] `dtype`, or partial results (normalized output fp32 [slot, 16, head_dim] and log2
 /// of the softmax denominator plus the max, fp32 [slot, 16]) that launch_attention_combine
-/// merges when attention_needs_combine(kernel); kTensorCoresPipelined merges them itself, with
-/// `counters` (uint32, at least one per AttnCombine entry of the pass; zero before the first
-/// launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`: blocks of the
-/// persistent kernel (attention_grid). `early_reads` (kTensorCoresPipelined): each work item's
-/// metadata is read before waiting for the kernel before this one (launch.cuh, "Early start").
+/// merges when attention_needs_combine(kernel); kTensorCoresPipelined/Paired/Deep merge them
+/// itself, with `counters` (uint32, at least one per AttnCombine entry of the pass; zero before the
+/// first launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`: blocks of the
+/// persistent kernel (attention_grid). `early_reads` (kTensorCoresPipelined/Paired/Deep): each work
+/// item's metadata is read before waiting for the kernel before this one (launch.cuh, "Early
+/// start").
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -702,6 +703,10 @@ const char* name(AttentionKernel kernel) {
       return "mma";
     case AttentionKernel::kTensorCoresPipelined:
       return "mma pipelined";
+    case AttentionKernel::kTensorCoresPaired:
+      return "mma paired";
+    case AttentionKernel::kTensorCoresDeep:
+      return "mma deep";
   }
   return "?";
 }
@@ -710,6 +715,7 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
   constexpr auto kSimple = AttentionKernel::kCudaCores;
   constexpr auto kMma = AttentionKernel::kTensorCores;
   constexpr auto kPipelined = AttentionKernel::kTensorCoresPipelined;
+  constexpr auto kDeep = AttentionKernel::kTensorCoresDeep;
   constexpr auto kF32 = CudaDType::kF32;
   constexpr auto kBF16 = CudaDType::kBF16;
   const std::vector<AttnCase> cases{
@@ -741,7 +747,19 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
       {kBF16, kPipelined, 64, 4, 4, 4000, 128},
       {kBF16, kPipelined, 32, 16, 1, 1},
       {kBF16, kPipelined, 256, 8, 1, 100},
-      {kBF16, kPipelined, 128, 16, 2, 4000, 0}};
+      {kBF16, kPipelined, 128, 16, 2, 4000, 0},
+      // The paired kernel on plans without pairs (split and not); the deep kernel (three pages
+      // in flight per warp): unsplit, split, capped, every head_dim.
+      {kBF16, AttentionKernel::kTensorCoresPaired, 128, 16, 8, 1},
+      {kBF16, AttentionKernel::kTensorCoresPaired, 128, 32, 8, 4000, 64},
+      {kBF16, kDeep, 128, 16, 8, 1},
+      {kBF16, kDeep, 128, 16, 8, 600},
+      {kBF16, kDeep, 128, 16, 8, 4000, 256, 3},
+      {kBF16, kDeep, 128, 32, 8, 4000, 64},
+      {kBF16, kDeep, 16, 4, 2, 300},
+      {kBF16, kDeep, 64, 4, 4, 4000, 128},
+      {kBF16, kDeep, 32, 16, 1, 1},
+      {kBF16, kDeep, 256, 8, 1, 100}};
   for (const auto& c : cases) {
     const int group = c.heads / c.kv_heads, pages = 120;
     const std::string what =
@@ -912,9 +930,15 @@ TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
     const auto k = as_dtype(random_vector(cache_n, 31, 1.0f), CudaDType::kBF16);
     const auto v = as_dtype(random_vector(cache_n, 32, 1.0f), CudaDType::kBF16);
     const auto d_k = upload(k, CudaDType::kBF16), d_v = upload(v, CudaDType::kBF16);
+    // The paired kernel on the pairing plan; the pipelined one without pairs, then the paired
+    // and the deep kernel (three pages in flight per warp) on that same plan (more items than
+    // blocks either way: no splits), which must give its output bit for bit.
+    std::pair<std::vector<std::byte>, std::vector<float>> pipelined;
     for (const auto& [kernel, pair] : std::vector<std::pair<AttentionKernel, bool>>{
-             {AttentionKernel::kTensorCoresPipelined, true},
+             {AttentionKernel::kTensorCoresPaired, true},
              {AttentionKernel::kTensorCoresPipelined, false},
+             {AttentionKernel::kTensorCoresPaired, false},
+             {AttentionKernel::kTensorCoresDeep, false},
              {AttentionKernel::kTensorCores, false},
              {AttentionKernel::kCudaCores, false}}) {
       const std::string what = std::string(name(kernel)) + (pair ? ", paired tiles" : "") +
@@ -946,6 +970,12 @@ TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
                        counters.as<std::uint32_t>(), grid, stream());
       synchronize();
       const auto got = download(d_out, q.size(), CudaDType::kBF16);
+      if (kernel == AttentionKernel::kTensorCoresPipelined) pipelined = {plan.bytes, got};
+      if (attention_merges_splits(kernel) && !pair &&
+          kernel != AttentionKernel::kTensorCoresPipelined) {
+        EXPECT_EQ(plan.bytes, pipelined.first) << what << ": not the pipelined plan";
+        EXPECT_TRUE(got == pipelined.second) << what << ": other bits than pipelined";
+      }
       const auto* rows = pass_section<RowInfo>(&plan.header(), plan.header().rows_offset);
       double worst = 0;
       for (int r = 0; r < plan.rows; ++r) {
@@ -1015,10 +1045,13 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
                                                  o.end());
       }
     }
-    for (const auto kernel : {AttentionKernel::kTensorCoresPipelined, AttentionKernel::kTensorCores,
-                              AttentionKernel::kCudaCores})
+    for (const auto kernel :
+         {AttentionKernel::kTensorCoresPipelined, AttentionKernel::kTensorCoresPaired,
+          AttentionKernel::kTensorCoresDeep, AttentionKernel::kTensorCores,
+          AttentionKernel::kCudaCores})
       for (const int planner : {0, 1, 2}) {  // balanced, earlier, balanced with paired tiles
-        if (planner == 2 && kernel != AttentionKernel::kTensorCoresPipelined) continue;
+        // Paired plans for the paired kernel only (the others trap on paired items).
+        if ((planner == 2) != (kernel == AttentionKernel::kTensorCoresPaired)) continue;
         const bool balanced = planner != 1;
         const std::string what = std::string(name(kernel)) + ", heads " + std::to_string(heads) +
                                  (planner == 2 ? ", paired tiles"
@@ -1208,7 +1241,8 @@ TEST_F(CudaOps, AttentionTimings) {
   // earlier planner (ceil splits, longest range first); pipe_waves: only the wave-aware split
   // count; pipe_m512: splits of at least 512 positions; pipe_s1 / pipe_s4: at most 1 / 4
   // splits; pipe_a256 / pipe_a512: ranges in units of 256 / 512 positions; pipe_pair: paired
-  // tiles (the default); pipe_cost0: no split cost in the wave rule (the previous default).
+  // tiles; pipe_cost0: no split cost in the wave rule (the previous default); deep: the deep
+  // kernel (three pages in flight per warp, one block per SM), planned for its grid.
   const std::vector<Variant> variants{
       {"first", AttentionKernel::kTensorCores, 256, 0, false, false},
       {"pipe", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true},
@@ -1219,8 +1253,9 @@ TEST_F(CudaOps, AttentionTimings) {
       {"pipe_s4", AttentionKernel::kTensorCoresPipelined, 256, 4, true, true},
       {"pipe_a256", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 256},
       {"pipe_a512", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 512},
-      {"pipe_pair", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 0, true},
-      {"pipe_cost0", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 0, false, 0}};
+      {"pipe_pair", AttentionKernel::kTensorCoresPaired, 256, 16, true, true, 0, true},
+      {"pipe_cost0", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 0, false, 0},
+      {"deep", AttentionKernel::kTensorCoresDeep, 256, 16, true, true}};
   // DICE_ATTENTION_ROWS=4: block-only passes (a block of 4 per sequence, no commit rows).
   constexpr int kD = 128, kLayers = 28;
   const int kRowsPerSequence = env_ints("DICE_ATTENTION_ROWS", {8}).front() == 4 ? 4 : 8;

@@ -412,6 +412,21 @@ TEST(PlanPass, PairedTilesWhenNoSplitIsNeeded) {
   EXPECT_EQ(first_item, (std::vector<std::array<std::int32_t, 3>>{{0, 8, 8}, {8, 4, 12}}));
 }
 
+TEST(PlanPass, AttentionWorkItemsCountsTilesTimesKvHeads) {
+  // Tiles of 16 / group rows per item, times the KV heads: what plan_pass makes unsplit.
+  const auto commit = ids(4), block = ids(4, 100), pages = ids(32, 1);
+  std::vector<PassItem> items(3, denoising_item(block, pages, 1016));
+  items[1].commit = commit;  // 8 rows: one tile at group 2, two at group 4
+  EXPECT_EQ(attention_work_items(items, 16, 8), 3 * 8);
+  EXPECT_EQ(attention_work_items(items, 32, 8), 4 * 8);
+  PlanShape shape{32, 8, 396, 4096, 256, 128, 16};
+  shape.wave_splits = false;
+  shape.split_align = 0;
+  shape.min_split_keys = 1 << 20;  // no splits
+  EXPECT_EQ(plan_pass(items, shape).attn_work, attention_work_items(items, 32, 8));
+  EXPECT_THROW(attention_work_items(items, 12, 8), Error);
+}
+
 TEST(PlanPass, SeveralSequencesAndBadInput) {
   const auto a = ids(4), b = ids(8), c = ids(3);
   const std::vector<std::int32_t> pa{5}, pb{6, 8}, pc{2};

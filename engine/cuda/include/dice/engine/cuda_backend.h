@@ -86,6 +86,11 @@ struct CudaBackendOptions {
   /// estimate where the unsplit tiles already give every SM one (PlanShape::split_cost; at 16
   /// sequences and up to ~1,000 positions it keeps tiles whole). 0: splits cost nothing extra.
   std::int32_t attention_split_cost = 768;
+  /// Pipelined attention: in passes whose tiles x KV heads number 3/4 to all of the SMs (about
+  /// 13-16 sequences), the same kernel with three pages in flight per warp and one block per SM
+  /// (AttentionKernel::kTensorCoresDeep; the same bits for the same plan, planned for one block
+  /// per SM). false: the pipelined kernel everywhere.
+  bool attention_deep_pipeline = true;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;
@@ -192,6 +197,9 @@ struct CudaForwardStats {
   /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
   /// (CudaBackendOptions::programmatic_launch, programmatic_launch_few_rows).
   std::int64_t programmatic_passes = 0;
+  /// Passes enqueued (eagerly or into a captured graph) whose attention ran the deep kernel
+  /// (CudaBackendOptions::attention_deep_pipeline).
+  std::int64_t deep_attention_passes = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
   /// per pass, as a kernel that reads it once would): the KV bytes read are this times
   /// kv_bytes_per_position.
