@@ -825,7 +825,11 @@ struct CudaBackend::Impl {
       PlanShape plan_shape = base_shape;
       const std::int64_t tiles = attention_work_items(pass_items, shape.heads, shape.kv_heads);
       const bool deep = deep_grid > 0 && tiles <= deep_grid && 4 * tiles >= 3 * std::int64_t{sms};
-      if (deep) plan_shape.target_work = deep_grid;
+      if (deep) {
+        plan_shape.target_work = deep_grid;
+        plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep
+                                        // kernel would trap on a pair
+      }
       const PassPlan plan = plan_pass(pass_items, plan_shape);
       run_pass(plan, request.proposals ? out.proposals.data() + out_row : nullptr,
                request.logits
