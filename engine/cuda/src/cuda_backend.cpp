@@ -486,7 +486,6 @@ struct CudaBackend::Impl {
                      (options.programmatic_launch_few_rows && rows_pad <= options.skinny_gemm_rows);
     gemm->set_programmatic_launch(pdl, options.pdl_early_reads);
     stats.programmatic_passes += pdl ? 1 : 0;
-    stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
@@ -647,6 +646,7 @@ struct CudaBackend::Impl {
     stream->synchronize();
     stats.device_seconds += static_cast<double>(pass_end->since(*pass_start)) / 1000.0;
     ++stats.passes;
+    stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
     stats.rows += plan.rows;
     stats.padded_rows += rows_pad;
     stats.block_rows += plan.block_rows;

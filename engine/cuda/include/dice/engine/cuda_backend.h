@@ -197,7 +197,7 @@ struct CudaForwardStats {
   /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
   /// (CudaBackendOptions::programmatic_launch, programmatic_launch_few_rows).
   std::int64_t programmatic_passes = 0;
-  /// Passes enqueued (eagerly or into a captured graph) whose attention ran the deep kernel
+  /// Passes run (graph replays included) whose attention ran the deep kernel
   /// (CudaBackendOptions::attention_deep_pipeline).
   std::int64_t deep_attention_passes = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
