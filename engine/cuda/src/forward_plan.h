@@ -88,8 +88,9 @@ struct PlanShape {
   /// (kv_end 4 positions shorter) a whole wave after its block-row tile.
   bool group_tiles = true;
   /// Two tiles of one pass item (a full tile of 16 query vectors and the next one) in one work
-  /// item of 32 query vectors, read by warp pairs that share each K/V page (the pipelined
-  /// kernel only: kTensorCoresPipelined), when the paired items still number at least
+  /// item of 32 query vectors, read by warp pairs that share each K/V page (launched as
+  /// AttentionKernel::kTensorCoresPaired; the other kernels trap on pairs), when the paired
+  /// items still number at least
   /// target_work, so that no item needs a split. With 4 or more query heads per KV head a fused
   /// store pass (4 commit rows + a block of 4) is two tiles per KV head that read the same
   /// pages; paired, each page comes into shared memory once instead of twice.

@@ -23,7 +23,7 @@ inline constexpr int kPageTokens = 32;
 /// Query vectors (rows x heads of one KV head) per attention tile: one m16 MMA tile.
 inline constexpr int kTileQueries = 16;
 /// Query vectors of a paired work item (PlanShape::pair_tiles): two tiles of one pass item, for
-/// AttentionKernel::kTensorCoresPipelined only.
+/// AttentionKernel::kTensorCoresPaired only.
 inline constexpr int kPairedQueries = 2 * kTileQueries;
 /// Most splits of one tile's KV range that AttentionKernel::kTensorCoresPipelined merges itself
 /// (its merge keeps a weight per split and query vector in shared memory); the planner caps
@@ -42,7 +42,8 @@ struct RowInfo {
 /// One unit of attention work: a tile of query rows of one sequence, one KV head, one split of
 /// the KV range. The tile's query vectors are q = 0..15 -> row row0 + q / group, head
 /// kv_head * group + q % group (valid when q / group < rows). A paired item (rows * group >
-/// kTileQueries, never split; the pipelined kernel only) holds two tiles: q = 0..31.
+/// kTileQueries, never split; AttentionKernel::kTensorCoresPaired only) holds two tiles:
+/// q = 0..31.
 struct AttnWork {
   std::int32_t row0;
   std::int32_t rows;
