@@ -248,6 +248,7 @@ void run_bench(const BenchArgs& args) {
           record["graph_replays"] = st.graph_replays;
           record["graph_captures"] = st.graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
+          record["paired_attention_passes"] = st.paired_attention_passes;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["bytes"] = st.bytes;

@@ -473,13 +473,17 @@ struct CudaBackend::Impl {
   /// options.programmatic_launch, or programmatic_launch_few_rows and rows_pad <=
   /// skinny_gemm_rows, our kernels are PDL launches (launch.cuh); cuBLASLt's are plain, so each
   /// waits for the kernel before it to finish, and the kernel after it waits for it.
-  /// `kernel`: the pass's attention kernel (deep_grid blocks for kTensorCoresDeep, attn_grid
-  /// for the others).
+  /// Blocks of the persistent attention kernel `kernel` (one the backend set up at start).
+  std::int32_t grid_of(AttentionKernel kernel) const {
+    return kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
+           : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
+                                                           : attn_grid;
+  }
+
+  /// `kernel`: the pass's attention kernel, launched on grid_of(kernel) blocks.
   void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine,
                AttentionKernel kernel) {
-    const std::int32_t grid = kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
-                              : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
-                                                                              : attn_grid;
+    const std::int32_t grid = grid_of(kernel);
     const cudaStream_t s = stream->get();
     // Our kernels only; the skinny GEMM's too.
     const bool pdl = options.programmatic_launch ||
@@ -588,13 +592,10 @@ struct CudaBackend::Impl {
     }
   }
 
-  /// Runs one planned pass; writes its block rows' proposals / logits at the given host spans.
-  /// `deep`: its attention runs the deep kernel (the plan was made for deep_grid blocks); else
-  /// the configured kernel, or kTensorCoresPaired for a plan with paired items.
-  void run_pass(const PassPlan& plan, Proposal* proposals_out, float* logits_out, bool deep) {
-    const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
-                                   : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
-                                                           : attention;
+  /// Runs one planned pass with attention kernel `kernel` (planned for grid_of(kernel) blocks);
+  /// writes its block rows' proposals / logits at the given host spans.
+  void run_pass(const PassPlan& plan, AttentionKernel kernel, Proposal* proposals_out,
+                float* logits_out) {
     ensure_meta(plan.bytes.size());
     std::memcpy(meta_host.get(), plan.bytes.data(), plan.bytes.size());
     const cudaStream_t s = stream->get();
@@ -647,6 +648,7 @@ struct CudaBackend::Impl {
     stats.device_seconds += static_cast<double>(pass_end->since(*pass_start)) / 1000.0;
     ++stats.passes;
     stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
+    stats.paired_attention_passes += kernel == AttentionKernel::kTensorCoresPaired ? 1 : 0;
     stats.rows += plan.rows;
     stats.padded_rows += rows_pad;
     stats.block_rows += plan.block_rows;
@@ -831,11 +833,14 @@ struct CudaBackend::Impl {
                                         // kernel would trap on a pair
       }
       const PassPlan plan = plan_pass(pass_items, plan_shape);
-      run_pass(plan, request.proposals ? out.proposals.data() + out_row : nullptr,
+      // The pipelined kernel's pair code is compiled only into kTensorCoresPaired.
+      const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
+                                     : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
+                                                             : attention;
+      run_pass(plan, kernel, request.proposals ? out.proposals.data() + out_row : nullptr,
                request.logits
                    ? out.logits.data() + out_row * static_cast<std::size_t>(config.vocab_size)
-                   : nullptr,
-               deep);
+                   : nullptr);
       out_row += static_cast<std::size_t>(plan.block_rows);
     }
     for (const auto& item : items) sequences.at(item.sequence).length += std::ssize(item.commit);

@@ -93,13 +93,21 @@ std::vector<std::vector<PassPiece>> split_forward(std::span<const ItemSize> item
   return passes;
 }
 
-PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
-  if (shape.kv_heads < 1 || shape.heads % shape.kv_heads != 0 ||
-      kTileQueries % (shape.heads / shape.kv_heads) != 0)
+namespace {
+
+/// Rows of one attention tile: kTileQueries over the query heads per KV head. Throws dice::Error
+/// unless that group divides kTileQueries.
+std::int32_t tile_rows_for(std::int32_t heads, std::int32_t kv_heads) {
+  if (kv_heads < 1 || heads % kv_heads != 0 || kTileQueries % (heads / kv_heads) != 0)
     throw Error(fmt::format("CUDA backend: {} heads over {} KV heads: the group must divide {}",
-                            shape.heads, shape.kv_heads, kTileQueries));
-  const std::int32_t group = shape.heads / shape.kv_heads;
-  const std::int32_t tile_rows = kTileQueries / group;
+                            heads, kv_heads, kTileQueries));
+  return kTileQueries / (heads / kv_heads);
+}
+
+}  // namespace
+
+PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
+  const std::int32_t tile_rows = tile_rows_for(shape.heads, shape.kv_heads);
 
   PassPlan plan;
   std::vector<RowInfo> rows;
@@ -303,10 +311,7 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
 
 std::int64_t attention_work_items(std::span<const PassItem> items, std::int32_t heads,
                                   std::int32_t kv_heads) {
-  if (kv_heads < 1 || heads % kv_heads != 0 || kTileQueries % (heads / kv_heads) != 0)
-    throw Error(fmt::format("CUDA backend: {} heads over {} KV heads: the group must divide {}",
-                            heads, kv_heads, kTileQueries));
-  const std::int64_t tile_rows = kTileQueries / (heads / kv_heads);
+  const std::int64_t tile_rows = tile_rows_for(heads, kv_heads);
   std::int64_t tiles = 0;
   for (const PassItem& item : items)
     tiles += ceil_div(std::ssize(item.commit) + std::ssize(item.block), tile_rows);

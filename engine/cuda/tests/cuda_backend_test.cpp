@@ -4,6 +4,7 @@
 
 #include "dice/engine/cuda_backend.h"
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -188,6 +189,34 @@ TEST_F(CudaBackendTest, CudaCoreAndTensorCoreAttentionAgree) {
            {"first mma", first}}) {
     CudaBackend mma(weights, options);
     EXPECT_LT(max_row_rel_l2(score_blocks(mma, ids, 250, 4, true), want), 1e-2) << name;
+  }
+}
+
+TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
+  // The backend's own choice of attention kernel per pass, against the CUDA-core attention on the
+  // same weights (group 4: tiles of 4 rows, 2 KV heads): a prompt of ~1.75 x SMs rows is a
+  // prefill whose tiles fill 3/4 to all of the SMs (the deep kernel), one of ~13 x SMs rows
+  // pairs its tiles (the paired kernel); the blocks after them run the pipelined kernel.
+  const auto shape = shapes()[1];
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackend simple(weights, limited({.attention = CudaAttention::kCudaCores}));
+  CudaBackend chosen(weights, limited());
+  const std::int64_t deep_prompt = 7 * sms / 16 * 4, paired_prompt = 13 * sms / 4 * 4;
+  for (const std::int64_t prompt : {deep_prompt, paired_prompt}) {
+    const bool deep = prompt == deep_prompt;
+    if (prompt + 12 > shape.config.max_position_embeddings) {
+      ADD_FAILURE() << "prompt " << prompt << " does not fit " << sms << " SMs' test";
+      continue;
+    }
+    const auto ids = random_ids(prompt + 12, shape.config.vocab_size, 5);
+    chosen.reset_stats();
+    const auto want = score_blocks(simple, ids, prompt, 4, true);
+    const auto got = score_blocks(chosen, ids, prompt, 4, true);
+    EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << "prompt " << prompt;
+    EXPECT_EQ(chosen.stats().deep_attention_passes > 0, deep) << "prompt " << prompt;
+    EXPECT_EQ(chosen.stats().paired_attention_passes > 0, !deep) << "prompt " << prompt;
   }
 }
 
