@@ -25,7 +25,7 @@ fi
 stamp="$root/.venv/.requirements.sha256"
 want=$(sha256sum "$root/requirements.txt" | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  "$root/.venv/bin/python3" -m pip install -q --disable-pip-version-check -r "$root/requirements.txt"
+  "$root/.venv/bin/python3" -m pip install -q --no-cache-dir --disable-pip-version-check -r "$root/requirements.txt"
   echo "$want" >"$stamp"
 fi
 echo "install.sh: ready (python: $root/.venv/bin/python3)"
