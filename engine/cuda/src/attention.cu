@@ -1065,10 +1065,14 @@ void run_combine(CudaDType dtype, const PassHeader* meta, const float* partial_o
                   static_cast<float*>(out));
 }
 
-/// Raises `kernel`'s dynamic shared memory limit to `bytes` and returns its blocks per SM.
+/// Raises `kernel`'s dynamic shared memory limit to `bytes` and returns its blocks per SM: 0 when
+/// `bytes` exceed what one block of this device may opt in to (the kernel cannot run here).
 template <typename... Params>
 int blocks_per_sm(void (*kernel)(Params...), std::size_t bytes) {
-  int blocks = 0;
+  int device = 0, optin = 0, blocks = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<std::size_t>(optin)) return 0;
   if (bytes > 0)
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(bytes)));
@@ -1096,7 +1100,7 @@ std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
     blocks = blocks_per_sm(attention_simple_kernel<__nv_bfloat16, D>, 0);
   else
     blocks = blocks_per_sm(attention_simple_kernel<float, D>, 0);
-  return sms * (blocks > 0 ? blocks : 1);
+  return sms * blocks;
 }
 
 AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, const LayerShape& shape,

@@ -225,8 +225,14 @@ struct CudaBackend::Impl {
     allocate_workspace();
     allocate_cache();
     attn_grid = attention_grid(dtype, attention, shape.head_dim);
+    if (attn_grid == 0)
+      throw Error(fmt::format(
+          "CUDA backend: the configured attention kernel (CudaBackendOptions::attention) needs "
+          "more shared memory per block than {} allows; choose another attention kernel",
+          memory.device_name));
     // attention_grid also raises each kernel's shared memory limit: every kernel a pass may
-    // launch gets it here.
+    // launch gets it here. The deep and paired kernels stay off (grid 0) on a device whose
+    // blocks cannot opt in to their shared memory.
     if (options.attention_deep_pipeline && attention == AttentionKernel::kTensorCoresPipelined)
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
     if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
@@ -787,17 +793,16 @@ struct CudaBackend::Impl {
       sizes.push_back({std::ssize(item.commit), std::ssize(item.block),
                        sequences.at(item.sequence).block_length});
     const auto passes = split_forward(sizes, options.max_rows, options.max_block_rows);
-    PlanShape base_shape{
-        shape.heads,
-        shape.kv_heads,
-        attn_grid,
-        kMaxPartials,
-        options.attention_min_split_keys,
-        attention_split_align(attention),
-        options.attention_max_splits,
-        options.attention_balanced_plan,
-        options.attention_balanced_plan,
-        options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined};
+    PlanShape base_shape{shape.heads,
+                         shape.kv_heads,
+                         attn_grid,
+                         kMaxPartials,
+                         options.attention_min_split_keys,
+                         attention_split_align(attention),
+                         options.attention_max_splits,
+                         options.attention_balanced_plan,
+                         options.attention_balanced_plan,
+                         paired_grid > 0};
     base_shape.split_cost = options.attention_split_cost;
     base_shape.sms = sms;
     std::size_t out_row = 0;

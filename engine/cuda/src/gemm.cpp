@@ -32,9 +32,11 @@ struct EventPair {
 
 }  // namespace
 
-Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t workspace_bytes)
+Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t workspace_bytes,
+           std::int32_t sm_count_target)
     : skinny_max_rows_(skinny_max_rows),
       pdl_(programmatic_launch),
+      sm_count_target_(sm_count_target),
       workspace_(workspace_bytes),
       hash_(256) {
   if (skinny_max_rows < 0 || skinny_max_rows > kSkinnyRowsLimit)
@@ -43,6 +45,9 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
   int device = 0;
   DICE_CUDA_CHECK(cudaGetDevice(&device));
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  if (sm_count_target < 0 || sm_count_target > sms_)
+    throw Error(
+        fmt::format("GEMM SM count target {}: expected 0 (every SM) to {}", sm_count_target, sms_));
   DICE_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -132,6 +137,9 @@ const Gemm::Plan& Gemm::plan(CudaDType dtype, std::int64_t rows, std::int64_t in
                                                      &transpose, sizeof transpose));
     DICE_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof none));
+    if (sm_count_target_ > 0)
+      DICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                                                       &sm_count_target_, sizeof sm_count_target_));
     DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, static_cast<std::uint64_t>(in),
                                                  static_cast<std::uint64_t>(out), in));
     DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, static_cast<std::uint64_t>(in),

@@ -27,10 +27,12 @@ class Gemm {
   /// Creates the cuBLASLt handle and a workspace of `workspace_bytes` on the current device.
   /// `skinny_max_rows` (0: off, at most kSkinnyRowsLimit): bf16 GEMMs of up to that many rows
   /// that the skinny kernel takes run it; `programmatic_launch`: the skinny kernel is launched
-  /// with programmatic dependent launch (launch.cuh; cuBLASLt's kernels never are). Throws
-  /// dice::Error for a limit out of range.
+  /// with programmatic dependent launch (launch.cuh; cuBLASLt's kernels never are);
+  /// `sm_count_target` (0: every SM): cuBLASLt plans for that many SMs
+  /// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to a kernel on another stream.
+  /// Throws dice::Error for a limit out of range (a target above the device's SMs included).
   explicit Gemm(std::int64_t skinny_max_rows = 0, bool programmatic_launch = false,
-                std::size_t workspace_bytes = 64ull << 20);
+                std::size_t workspace_bytes = 64ull << 20, std::int32_t sm_count_target = 0);
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
   ~Gemm();
@@ -122,6 +124,7 @@ class Gemm {
   bool pdl_ = false;
   bool early_weights_ = false;
   int sms_ = 1;
+  std::int32_t sm_count_target_ = 0;
   std::map<Key, SkinnyPlan> skinny_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

@@ -209,7 +209,10 @@ void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader*
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,
                               std::int32_t grid, cudaStream_t stream, bool pdl = false);
-/// Blocks of the persistent attention kernel that fit on the device at once (occupancy).
+/// Blocks of the persistent attention kernel that fit on the device at once (occupancy); 0 when
+/// the kernel cannot run on this device (it needs more shared memory per block than the device
+/// lets a block opt in to: kTensorCoresDeep takes ~213 KB at head_dim 128). Also raises the
+/// kernel's dynamic shared memory limit, which every launch of it needs first.
 std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_t head_dim);
 /// Whether the kernels support this head_dim (16, 32, 64, 128, 256).
 bool attention_supports(std::int32_t head_dim);

@@ -388,6 +388,32 @@ TEST_F(CudaOps, GemmThroughCublasLt) {
   }
 }
 
+TEST_F(CudaOps, GemmWithAnSmCountTarget) {
+  // cuBLASLt planned for half the SMs (for a kernel on another stream) still computes x w^T.
+  int sms = 0;
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  Gemm half(0, false, 64ull << 20, std::max(1, sms / 2));
+  const int rows = 64, in = 256, out = 384;
+  const auto x = as_dtype(random_vector(rows * in, 18), CudaDType::kBF16);
+  const auto w = as_dtype(random_vector(out * in, 19, 0.05f), CudaDType::kBF16);
+  const auto y0 = random_vector(rows * out, 20);
+  const auto d_x = upload(x, CudaDType::kBF16), d_w = upload(w, CudaDType::kBF16);
+  const auto d_y = upload(y0, CudaDType::kF32);
+  half.run(CudaDType::kBF16, d_x.get(), d_w.get(), d_y.as<float>(), rows, in, out, true, stream());
+  synchronize();
+  const auto got = download(d_y, rows * out, CudaDType::kF32);
+  std::vector<double> want(rows * out);
+  for (int r = 0; r < rows; ++r)
+    for (int o = 0; o < out; ++o) {
+      double acc = y0[r * out + o];
+      for (int i = 0; i < in; ++i) acc += static_cast<double>(x[r * in + i]) * w[o * in + i];
+      want[r * out + o] = acc;
+    }
+  EXPECT_LT(rel_l2(got, want), 1e-5);
+  EXPECT_THROW(Gemm(0, false, 1 << 20, -1), Error);
+  EXPECT_THROW(Gemm(0, false, 1 << 20, sms + 1), Error);
+}
+
 /// y (fp32, rows x out) on the host.
 std::vector<float> download_f32(const DeviceBuffer& b, std::int64_t count) {
   std::vector<float> v(static_cast<std::size_t>(count));
@@ -1110,8 +1136,6 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
   }
 }
 
-/// Per-launch time (us) of `launch(0) .. launch(launches - 1)` captured on `stream` as one CUDA
-/// graph: `warmups` replays, then the median of `replays` replays' event times over `launches`.
 /// The comma-separated integers of environment variable `name`, or `fallback` when it is unset
 /// (the timing tests' knobs).
 std::vector<int> env_ints(const char* name, std::vector<int> fallback) {
@@ -1127,10 +1151,13 @@ std::vector<int> env_ints(const char* name, std::vector<int> fallback) {
   return values.empty() ? fallback : values;
 }
 
-double graph_replay_us(cudaStream_t stream, int launches, int warmups, int replays,
-                       const std::function<void(std::int64_t)>& launch) {
+/// Time (us) of one replay of what `body` enqueues on `stream` (and on streams it forks from and
+/// joins back to `stream`), captured as one CUDA graph: `warmups` replays, then the median of
+/// `replays` replays' event times.
+double captured_graph_us(cudaStream_t stream, int warmups, int replays,
+                         const std::function<void()>& body) {
   DICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) launch(i);
+  body();
   cudaGraph_t captured = nullptr;
   DICE_CUDA_CHECK(cudaStreamEndCapture(stream, &captured));
   GraphExec graph(captured);
@@ -1142,10 +1169,21 @@ double graph_replay_us(cudaStream_t stream, int launches, int warmups, int repla
     graph.launch(stream);
     stop.record(stream);
     DICE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    times.push_back(stop.since(start) * 1000.0 / launches);
+    times.push_back(stop.since(start) * 1000.0);
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+/// Per-launch time (us) of `launch(0) .. launch(launches - 1)` captured on `stream` as one CUDA
+/// graph (captured_graph_us over `launches`).
+double graph_replay_us(cudaStream_t stream, int launches, int warmups, int replays,
+                       const std::function<void(std::int64_t)>& launch) {
+  return captured_graph_us(stream, warmups, replays,
+                           [&] {
+                             for (int i = 0; i < launches; ++i) launch(i);
+                           }) /
+         launches;
 }
 
 // Per-launch skinny GEMM times (not a check: skipped unless DICE_SKINNY_TIMINGS is set; run on
@@ -1214,6 +1252,36 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
     }
   }
 }
+
+/// The timing tests' attention pass: `sequences` sequences, each with `commit_rows` commit rows
+/// and a block of 4 ending at position context - 1, sequence i on pages 1 + i * P .. (i + 1) * P
+/// (P = ceil(context / kPageTokens); page 0 is scratch). Owns what the items point to.
+struct TimingPass {
+  TimingPass(int sequences, int context, int commit_rows)
+      : pages(static_cast<std::size_t>(sequences)),
+        commit(static_cast<std::size_t>(commit_rows), 1),
+        block(4, 1),
+        items(static_cast<std::size_t>(sequences)) {
+    const std::int64_t per_sequence = (context + kPageTokens - 1) / kPageTokens;
+    for (int i = 0; i < sequences; ++i) {
+      auto& p = pages[static_cast<std::size_t>(i)];
+      for (std::int64_t j = 0; j < per_sequence; ++j)
+        p.push_back(static_cast<std::int32_t>(1 + i * per_sequence + j));
+      auto& item = items[static_cast<std::size_t>(i)];
+      item.commit = commit;
+      item.block = block;
+      item.start = context - commit_rows - 4;
+      item.block_length = 4;
+      item.pages = p;
+    }
+  }
+  TimingPass(const TimingPass&) = delete;
+  TimingPass& operator=(const TimingPass&) = delete;
+
+  std::vector<std::vector<std::int32_t>> pages;
+  std::vector<std::int32_t> commit, block;
+  std::vector<PassItem> items;
+};
 
 // Per-launch attention times (not a check: skipped unless DICE_ATTENTION_TIMINGS is set; run on
 // the device by bench/results/2026-11-23-engine-attention-h100). SDAR-1.7B and -4B heads, bf16,
@@ -1284,20 +1352,8 @@ TEST_F(CudaOps, AttentionTimings) {
             counters(4096ull * 4);
         launch_fill_random(CudaDType::kBF16, q.get(), rows * heads * kD, 1.0f, 23, stream());
         DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-        std::vector<std::vector<std::int32_t>> seq_pages(static_cast<std::size_t>(sequences));
-        const std::vector<std::int32_t> commit(kRowsPerSequence == 8 ? 4 : 0, 1), block(4, 1);
-        std::vector<PassItem> items(static_cast<std::size_t>(sequences));
-        for (int i = 0; i < sequences; ++i) {
-          auto& p = seq_pages[static_cast<std::size_t>(i)];
-          for (std::int64_t j = 0; j < pages_per_sequence; ++j)
-            p.push_back(static_cast<std::int32_t>(1 + i * pages_per_sequence + j));
-          auto& item = items[static_cast<std::size_t>(i)];
-          item.commit = commit;
-          item.block = block;
-          item.start = context - kRowsPerSequence;
-          item.block_length = 4;
-          item.pages = p;
-        }
+        const TimingPass pass(sequences, context, kRowsPerSequence - 4);
+        const std::vector<PassItem>& items = pass.items;
         const LayerShape shape{heads * kD, heads, kv_heads, kD, 64, 1e-6};
         std::vector<double> times;
         std::vector<std::vector<float>> outputs;
@@ -1379,6 +1435,171 @@ TEST_F(CudaOps, AttentionTimings) {
                     errors[0], *std::max_element(errors.begin() + 1, errors.end()));
         std::fflush(stdout);
       }
+}
+
+// Whether the layer GEMMs and the attention could overlap at 128 sequences (not a check but for
+// one bit-equality: skipped unless DICE_OVERLAP_TIMINGS is set; run on the device by
+// bench/device_overlap_probe.sh). SDAR-4B shapes: one layer's four GEMMs at 512 rows (128
+// sequences x a block of 4; cuBLASLt, heuristic plans) and one block-only attention pass of 128
+// sequences whose blocks see `context` positions (DICE_OVERLAP_CONTEXTS, default 1024,4096).
+// Graphs of 12 layers, rotating over 2 copies of the weights and 3 layers of KV cache (HBM, not
+// L2), us per layer, median of 7 replays:
+//   gemm, attn: each alone on every SM; serial: both on one stream, as the forward runs them;
+//   for each GEMM SM count g (DICE_OVERLAP_GEMM_SMS, default 3/4, 2/3 and 1/2 of the SMs):
+//   gemm_g: the GEMMs planned for g SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET) alone;
+//   pipe_g / deep_g: the pipelined attention kernel with the grid of the other SMs (its blocks
+//   per SM times sms - g) / the deep kernel (one block per SM, sms - g blocks) alone;
+//   both_pipe / both_deep: the GEMMs and that attention at once on two streams, as two
+//   independent chains: the most that overlapping the two could give.
+TEST_F(CudaOps, OverlapTimings) {
+  if (std::getenv("DICE_OVERLAP_TIMINGS") == nullptr)
+    GTEST_SKIP() << "set DICE_OVERLAP_TIMINGS=1 to time GEMMs and attention side by side";
+  int sms = 0;
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  constexpr int kD = 128, kHeads = 32, kKvHeads = 8, kSequences = 128, kRows = 4 * kSequences;
+  constexpr int kLayers = 12, kWeightCopies = 2, kCacheLayers = 3;
+  struct Shape {
+    std::int64_t in, out;
+    bool accumulate;
+  };
+  const Shape shapes[] = {
+      {2560, 6144, false}, {4096, 2560, true}, {2560, 19456, false}, {9728, 2560, true}};
+  std::vector<DeviceBuffer> weights;
+  for (const Shape& shape : shapes) {
+    weights.emplace_back(static_cast<std::size_t>(kWeightCopies * shape.in * shape.out * 2));
+    launch_fill_random(CudaDType::kBF16, weights.back().get(), kWeightCopies * shape.in * shape.out,
+                       0.05f, 71, stream());
+  }
+  DeviceBuffer x(static_cast<std::size_t>(kRows) * 9728 * 2),
+      y(static_cast<std::size_t>(kRows) * 19456 * 4);
+  launch_fill_random(CudaDType::kBF16, x.get(), std::int64_t{kRows} * 9728, 1.0f, 72, stream());
+  DICE_CUDA_CHECK(cudaMemset(y.get(), 0, y.bytes()));
+  const auto gemms = [&](Gemm& gemm, cudaStream_t on, std::int64_t layer) {
+    for (std::size_t i = 0; i < std::size(shapes); ++i) {
+      const Shape& shape = shapes[i];
+      const auto* w = static_cast<const char*>(weights[i].get()) +
+                      (layer % kWeightCopies) * shape.in * shape.out * 2;
+      gemm.run(CudaDType::kBF16, x.get(), w, y.as<float>(), kRows, shape.in, shape.out,
+               shape.accumulate, on);
+    }
+  };
+  Stream side;
+  Event fork, join;
+  const auto time_layers = [&](const std::function<void(std::int64_t)>* on_main,
+                               const std::function<void(std::int64_t)>* on_side) {
+    const auto body = [&] {
+      if (on_side != nullptr) {
+        fork.record(stream());
+        DICE_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork.get(), 0));
+      }
+      for (int l = 0; l < kLayers; ++l) {
+        if (on_main != nullptr) (*on_main)(l);
+      }
+      if (on_side != nullptr) {
+        for (int l = 0; l < kLayers; ++l) (*on_side)(l);
+        join.record(side.get());
+        DICE_CUDA_CHECK(cudaStreamWaitEvent(stream(), join.get(), 0));
+      }
+    };
+    body();  // plans and first-use costs outside the graph
+    synchronize();
+    side.synchronize();
+    return captured_graph_us(stream(), 2, 7, body) / kLayers;
+  };
+  std::vector<int> gemm_sms;
+  for (const int g : env_ints("DICE_OVERLAP_GEMM_SMS", {sms * 3 / 4, sms * 2 / 3, sms / 2}))
+    if (g > 0 && g < sms) gemm_sms.push_back(g);
+  std::printf("gemms and attention per layer (us; SDAR-4B, %d rows, %d SMs)\n", kRows, sms);
+  std::printf("%7s %8s %8s %8s %4s %8s %8s %8s %9s %9s %8s\n", "context", "gemm", "attn", "serial",
+              "g", "gemm_g", "pipe_g", "deep_g", "both_pipe", "both_deep", "best/ser");
+  const std::int32_t pipe_blocks =
+      attention_grid(CudaDType::kBF16, AttentionKernel::kTensorCoresPipelined, kD) / sms;
+  const std::int32_t deep_blocks =
+      attention_grid(CudaDType::kBF16, AttentionKernel::kTensorCoresDeep, kD) / sms;
+  ASSERT_GT(deep_blocks, 0) << "the deep attention kernel cannot run on this device";
+  for (const int context : env_ints("DICE_OVERLAP_CONTEXTS", {1024, 4096})) {
+    const std::int64_t pages_per_sequence = (context + kPageTokens - 1) / kPageTokens;
+    const std::int64_t pages = kSequences * pages_per_sequence + 1;  // page 0: scratch
+    const std::int64_t layer_elems = pages * kKvHeads * kPageTokens * kD;
+    DeviceBuffer k(static_cast<std::size_t>(kCacheLayers * layer_elems * 2)),
+        v(static_cast<std::size_t>(kCacheLayers * layer_elems * 2));
+    launch_fill_random(CudaDType::kBF16, k.get(), kCacheLayers * layer_elems, 1.0f, 73, stream());
+    launch_fill_random(CudaDType::kBF16, v.get(), kCacheLayers * layer_elems, 1.0f, 74, stream());
+    DeviceBuffer q(static_cast<std::size_t>(kRows) * kHeads * kD * 2),
+        out(static_cast<std::size_t>(kRows) * kHeads * kD * 2),
+        partial_out(4096ull * kTileQueries * kD * 4), partial_lse(4096ull * kTileQueries * 4),
+        counters(4096ull * 4);
+    launch_fill_random(CudaDType::kBF16, q.get(), std::int64_t{kRows} * kHeads * kD, 1.0f, 75,
+                       stream());
+    DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    const TimingPass pass(kSequences, context, 0);
+    const std::vector<PassItem>& items = pass.items;
+    const LayerShape shape{kHeads * kD, kHeads, kKvHeads, kD, 64, 1e-6};
+    // An attention launch of `kernel` on `grid` blocks, its pass planned for that grid.
+    struct Attention {
+      AttentionKernel kernel;
+      std::int32_t grid;
+      DeviceBuffer meta;
+    };
+    const auto planned = [&](AttentionKernel kernel, std::int32_t grid) {
+      PlanShape plan_shape{kHeads, kKvHeads, grid, 4096, 256, attention_split_align(kernel),
+                           16,     true,     true};
+      return Attention{kernel, grid, upload_bytes(plan_pass(items, plan_shape).bytes)};
+    };
+    const auto attention_on = [&](const Attention& a, cudaStream_t on) {
+      return std::function<void(std::int64_t)>([&a, &k, &v, &q, &out, &partial_out, &partial_lse,
+                                                &counters, &shape, layer_elems,
+                                                on](std::int64_t layer) {
+        const std::int64_t at = (layer % kCacheLayers) * layer_elems;
+        launch_attention(CudaDType::kBF16, a.kernel, a.meta.as<PassHeader>(), q.get(),
+                         CacheLayer{static_cast<std::uint16_t*>(k.get()) + at,
+                                    static_cast<std::uint16_t*>(v.get()) + at},
+                         shape, out.get(), partial_out.as<float>(), partial_lse.as<float>(),
+                         counters.as<std::uint32_t>(), a.grid, on);
+      });
+    };
+    Gemm full;
+    const std::function<void(std::int64_t)> gemm_full = [&](std::int64_t l) {
+      gemms(full, stream(), l);
+    };
+    const Attention attn_all = planned(AttentionKernel::kTensorCoresPipelined, pipe_blocks * sms);
+    const auto attn_main = attention_on(attn_all, stream());
+    const std::function<void(std::int64_t)> serial_layer = [&](std::int64_t l) {
+      gemms(full, stream(), l);
+      attn_main(l);
+    };
+    const double gemm_us = time_layers(&gemm_full, nullptr);
+    const double attn_us = time_layers(&attn_main, nullptr);
+    const double serial_us = time_layers(&serial_layer, nullptr);
+    const auto serial_out =
+        download(out, static_cast<std::size_t>(kRows) * kHeads * kD, CudaDType::kBF16);
+    const std::vector<double> reference(serial_out.begin(), serial_out.end());
+    for (const int g : gemm_sms) {
+      Gemm part(0, false, 64ull << 20, g);
+      const std::function<void(std::int64_t)> gemm_part = [&](std::int64_t l) {
+        gemms(part, stream(), l);
+      };
+      const Attention pipe =
+          planned(AttentionKernel::kTensorCoresPipelined, pipe_blocks * (sms - g));
+      const Attention deep = planned(AttentionKernel::kTensorCoresDeep, deep_blocks * (sms - g));
+      const auto pipe_main = attention_on(pipe, stream()), deep_main = attention_on(deep, stream());
+      const auto pipe_side = attention_on(pipe, side.get()),
+                 deep_side = attention_on(deep, side.get());
+      const double gemm_g = time_layers(&gemm_part, nullptr);
+      const double pipe_g = time_layers(&pipe_main, nullptr);
+      const double deep_g = time_layers(&deep_main, nullptr);
+      const double both_pipe = time_layers(&gemm_part, &pipe_side);
+      // The attention's output beside the GEMMs is the serial run's (up to the split merges'
+      // rounding where the smaller grid splits other tiles).
+      EXPECT_LT(rel_l2(download(out, reference.size(), CudaDType::kBF16), reference), 1e-3)
+          << "context " << context << ", g " << g;
+      const double both_deep = time_layers(&gemm_part, &deep_side);
+      std::printf("%7d %8.1f %8.1f %8.1f %4d %8.1f %8.1f %8.1f %9.1f %9.1f %8.3f\n", context,
+                  gemm_us, attn_us, serial_us, g, gemm_g, pipe_g, deep_g, both_pipe, both_deep,
+                  std::min(both_pipe, both_deep) / serial_us);
+      std::fflush(stdout);
+    }
+  }
 }
 
 struct VocabCase {

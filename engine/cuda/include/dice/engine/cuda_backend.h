@@ -89,7 +89,8 @@ struct CudaBackendOptions {
   /// Pipelined attention: in passes whose tiles x KV heads number 3/4 to all of the SMs (about
   /// 13-16 sequences), the same kernel with three pages in flight per warp and one block per SM
   /// (AttentionKernel::kTensorCoresDeep; the same bits for the same plan, planned for one block
-  /// per SM). false: the pipelined kernel everywhere.
+  /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
+  /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.

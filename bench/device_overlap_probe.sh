@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Whether the layer GEMMs and the attention could run side by side at 128 sequences (issue 6: at
+# 128 x 1,024 the forward runs compute-bound GEMMs and memory-bound attention one after the
+# other), after bench/device_prepare.sh here (carry ".device"): CudaOps.GemmWithAnSmCountTarget
+# (cuBLASLt planned for fewer SMs still computes x w^T), then CudaOps.OverlapTimings (SDAR-4B
+# GEMMs at 512 rows and a 128-sequence attention pass, us per layer: each alone, one after the
+# other, and at once on two streams with the SMs shared out; its comment in
+# engine/cuda/tests/cuda_ops_test.cpp says how). Knobs: DICE_OVERLAP_CONTEXTS,
+# DICE_OVERLAP_GEMM_SMS (comma lists). Leaves $OUT/overlap-probe.txt.
+set -uo pipefail
+source "$(dirname "$0")/common_device.sh"
+tests="$root/.device/dice_engine_cuda_tests"
+exec > >(tee "$OUT/overlap-probe.txt") 2>&1
+machine_header
+[ -x "$tests" ] || { echo "no $tests: run bench/device_prepare.sh after a CUDA build"; exit 1; }
+"$tests" --gtest_filter='CudaOps.GemmWithAnSmCountTarget' --gtest_brief=1 || echo "correctness test: FAIL"
+DICE_OVERLAP_TIMINGS=1 timeout 300 "$tests" --gtest_filter=CudaOps.OverlapTimings
