@@ -19,13 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    s += (i > 0 ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 

@@ -7,18 +7,13 @@
 #include <algorithm>
 #include <string>
 
+#include "dice/model/safetensors.h"
+
 namespace dice::model {
 
 using nlohmann::json;
 
 namespace {
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    s += (i > 0 ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 std::int64_t numel(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;

@@ -21,9 +21,7 @@ namespace dice::model {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
+std::string shape_text(std::span<const std::int64_t> shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i > 0) s += ", ";
@@ -31,6 +29,8 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   }
   return s + "]";
 }
+
+namespace {
 
 // product(shape) with overflow detection; nullopt on overflow or a negative dimension.
 std::optional<std::uint64_t> checked_numel(const std::vector<std::int64_t>& shape) {

@@ -21,40 +21,35 @@ void check_cublas(cublasStatus_t status, const char* call, const char* file, int
                           cublasLtGetStatusName(status), cublasLtGetStatusString(status)));
 }
 
-DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+template <MemoryKind Kind>
+CudaBuffer<Kind>::CudaBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
-  const cudaError_t status = cudaMalloc(&data_, bytes);
+  constexpr bool kDevice = Kind == MemoryKind::kDevice;
+  const cudaError_t status = kDevice ? cudaMalloc(&data_, bytes) : cudaMallocHost(&data_, bytes);
   if (status != cudaSuccess) {
     data_ = nullptr;
     bytes_ = 0;
-    throw Error(fmt::format("CUDA: cannot allocate {:.3f} GiB of device memory: {}",
-                            static_cast<double>(bytes) / (1 << 30), cudaGetErrorString(status)));
+    throw Error(fmt::format("CUDA: cannot allocate {:.3f} GiB ({} bytes) of {} memory: {}",
+                            static_cast<double>(bytes) / (1 << 30), bytes,
+                            kDevice ? "device" : "pinned host", cudaGetErrorString(status)));
   }
-  DICE_CUDA_CHECK(cudaMemset(data_, 0, bytes));
+  if constexpr (kDevice) DICE_CUDA_CHECK(cudaMemset(data_, 0, bytes));
 }
 
-void DeviceBuffer::release() noexcept {
-  if (data_ != nullptr) cudaFree(data_);
+template <MemoryKind Kind>
+void CudaBuffer<Kind>::release() noexcept {
+  if (data_ != nullptr) {
+    if constexpr (Kind == MemoryKind::kDevice)
+      cudaFree(data_);
+    else
+      cudaFreeHost(data_);
+  }
   data_ = nullptr;
   bytes_ = 0;
 }
 
-PinnedBuffer::PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  const cudaError_t status = cudaMallocHost(&data_, bytes);
-  if (status != cudaSuccess) {
-    data_ = nullptr;
-    bytes_ = 0;
-    throw Error(fmt::format("CUDA: cannot allocate {} bytes of pinned host memory: {}", bytes,
-                            cudaGetErrorString(status)));
-  }
-}
-
-void PinnedBuffer::release() noexcept {
-  if (data_ != nullptr) cudaFreeHost(data_);
-  data_ = nullptr;
-  bytes_ = 0;
-}
+template class CudaBuffer<MemoryKind::kDevice>;
+template class CudaBuffer<MemoryKind::kPinned>;
 
 Stream::Stream() {
   DICE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

@@ -11,16 +11,23 @@
 
 namespace dice::engine::cuda {
 
-/// Device memory from cudaMalloc, freed on destruction. Move-only. Zero-filled on allocation
-/// (stale values are never NaN: padded rows of a pass read them).
-class DeviceBuffer {
+/// Where a CudaBuffer's memory lives.
+enum class MemoryKind {
+  kDevice,  ///< cudaMalloc: zero-filled on allocation (stale values are never NaN: padded rows of
+            ///< a pass read them)
+  kPinned,  ///< cudaMallocHost: page-locked host memory (fast, asynchronous copies)
+};
+
+/// Memory of `Kind`, freed on destruction. Move-only.
+template <MemoryKind Kind>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
+  CudaBuffer() = default;
   /// Allocates `bytes` (0: no allocation). Throws dice::Error naming the size on failure.
-  explicit DeviceBuffer(std::size_t bytes);
-  DeviceBuffer(DeviceBuffer&& other) noexcept
+  explicit CudaBuffer(std::size_t bytes);
+  CudaBuffer(CudaBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+  CudaBuffer& operator=(CudaBuffer&& other) noexcept {
     if (this != &other) {
       release();
       data_ = std::exchange(other.data_, nullptr);
@@ -28,9 +35,9 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { release(); }
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+  ~CudaBuffer() { release(); }
 
   void* get() const { return data_; }
   template <typename T>
@@ -45,37 +52,10 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
-/// Page-locked host memory from cudaMallocHost (fast, asynchronous copies). Move-only.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(std::size_t bytes);
-  PinnedBuffer(PinnedBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
-    if (this != &other) {
-      release();
-      data_ = std::exchange(other.data_, nullptr);
-      bytes_ = std::exchange(other.bytes_, 0);
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { release(); }
-
-  void* get() const { return data_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  void release() noexcept;
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
-};
+/// Device memory (cudaMalloc, zero-filled).
+using DeviceBuffer = CudaBuffer<MemoryKind::kDevice>;
+/// Page-locked host memory (cudaMallocHost).
+using PinnedBuffer = CudaBuffer<MemoryKind::kPinned>;
 
 /// A non-blocking CUDA stream.
 class Stream {

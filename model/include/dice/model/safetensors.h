@@ -19,6 +19,9 @@
 
 namespace dice::model {
 
+/// A tensor shape as messages and reports print it: "[2, 3]" ("[]" for a scalar).
+std::string shape_text(std::span<const std::int64_t> shape);
+
 /// Largest header accepted (the safetensors library's own limit is 100 MB).
 inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
 
