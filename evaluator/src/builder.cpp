@@ -94,6 +94,19 @@ bool needs_torch_factories(const std::string& sources) {
   return sources.find("requires_grad") != std::string::npos;
 }
 
+/// Renames the finished folder `staged` (with its result.json) to `final_dir`. When another
+/// process published the same key first, `staged` is removed and its copy is used. Throws
+/// dice::Error naming `what` and the folder when neither copy is there.
+void publish_cache_folder(const fs::path& staged, const fs::path& final_dir, const char* what) {
+  std::error_code ec;
+  fs::rename(staged, final_dir, ec);
+  if (!ec) return;
+  fs::remove_all(staged);
+  if (!fs::exists(final_dir / "result.json"))
+    throw Error(fmt::format("cannot store {} in cache folder {}: {}", what, final_dir.string(),
+                            ec.message()));
+}
+
 }  // namespace
 
 std::string_view slim_cuda_header() {
@@ -315,13 +328,7 @@ ExtensionBuilder::Object ExtensionBuilder::object(
                                               {"seconds", o.outcome.seconds},
                                               {"cpu_seconds", o.outcome.cpu_seconds}}
                                              .dump());
-  std::error_code ec;
-  fs::rename(tmp, dir, ec);
-  if (ec) {  // another process stored the same object first: use its copy
-    fs::remove_all(tmp);
-    if (!fs::exists(dir / "result.json"))
-      throw Error("cannot store an object in cache folder " + dir.string() + ": " + ec.message());
-  }
+  publish_cache_folder(tmp, dir, "an object");
   o.path = fs::absolute(dir / "object.o");
   return o;
 }
@@ -520,13 +527,7 @@ BuildResult ExtensionBuilder::build_uncached(const ExtensionSpec& spec, const Ke
                                               {"main_header", result.main.header},
                                               {"cuda_header", result.cuda.header}}
                                              .dump());
-  std::error_code ec;
-  fs::rename(dir, final_dir, ec);
-  if (ec) {  // another process finished the same key first: use its copy
-    fs::remove_all(dir);
-    if (!fs::exists(final_dir / "result.json"))
-      throw Error("cannot store build in cache folder " + final_dir.string() + ": " + ec.message());
-  }
+  publish_cache_folder(dir, final_dir, "a build");
   result.module_path = final_dir / (k.module + ".so");
   return result;
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <utility>
 
 #include "dice/core/error.h"
 #include "dice/core/file_lock.h"
@@ -184,6 +185,28 @@ std::vector<std::string> evaluation_devices(const std::string& device, int gpus,
   return devices;
 }
 
+PipelineConfig pipeline_config(const EvalOptions& options, std::string arch,
+                               std::filesystem::path log_dir, std::vector<std::string> devices,
+                               std::string device_note) {
+  return {.python = options.python,
+          .cache_dir = options.cache_dir,
+          .log_dir = std::move(log_dir),
+          .devices = std::move(devices),
+          .device_note = std::move(device_note),
+          .jobs = options.jobs,
+          .build = {.cache_dir = options.cache_dir,
+                    .arch = std::move(arch),
+                    .jobs = options.jobs,
+                    .timeout = options.compile_timeout,
+                    .pch = options.pch,
+                    .main_compiler = options.main_compiler,
+                    .slim_headers = options.slim_headers},
+          .capture_timeout = options.capture_timeout,
+          .stages = options.stages,
+          .fresh_reference_timing = options.fresh_reference_timing,
+          .sandbox = options.sandbox};
+}
+
 json worker_options(const json& run_options) {
   json out = json::object();
   for (const char* key : {"protocol", "seed", "correct_trials", "timing_trials", "warmup",
@@ -280,23 +303,8 @@ EvalRun run_eval(const EvalOptions& options, std::ostream& progress, std::stop_t
   bool complete = false;
   {
     ProgressView view(progress, options.progress, run.total, run.resumed);
-    PipelineConfig config{.python = options.python,
-                          .cache_dir = options.cache_dir,
-                          .log_dir = options.out_dir / "logs",
-                          .devices = devices,
-                          .device_note = run.device_note,
-                          .jobs = options.jobs,
-                          .build = {.cache_dir = options.cache_dir,
-                                    .arch = arch,
-                                    .jobs = options.jobs,
-                                    .timeout = options.compile_timeout,
-                                    .pch = options.pch,
-                                    .main_compiler = options.main_compiler,
-                                    .slim_headers = options.slim_headers},
-                          .capture_timeout = options.capture_timeout,
-                          .stages = options.stages,
-                          .fresh_reference_timing = options.fresh_reference_timing,
-                          .sandbox = options.sandbox};
+    PipelineConfig config =
+        pipeline_config(options, arch, options.out_dir / "logs", devices, run.device_note);
     Pipeline pipeline(toolchain, std::move(config), store, [&](const Job&, const EvalRecord& r) {
       records_file.append(r);
       view.add(r);

@@ -97,23 +97,8 @@ void Service::start_pipeline() {
   devices_ = evaluation_devices(base.device, base.gpus, *toolchain_);
   if (devices_.empty())
     device_note_ = "the service runs without a device: candidates were compiled, not run";
-  PipelineConfig config{.python = base.python,
-                        .cache_dir = base.cache_dir,
-                        .log_dir = options_.store_dir / "logs",
-                        .devices = devices_,
-                        .device_note = device_note_,
-                        .jobs = base.jobs,
-                        .build = {.cache_dir = base.cache_dir,
-                                  .arch = base.arch,
-                                  .jobs = base.jobs,
-                                  .timeout = base.compile_timeout,
-                                  .pch = base.pch,
-                                  .main_compiler = base.main_compiler,
-                                  .slim_headers = base.slim_headers},
-                        .capture_timeout = base.capture_timeout,
-                        .stages = base.stages,
-                        .fresh_reference_timing = base.fresh_reference_timing,
-                        .sandbox = base.sandbox};
+  PipelineConfig config =
+      pipeline_config(base, base.arch, options_.store_dir / "logs", devices_, device_note_);
   pipeline_ = std::make_unique<Pipeline>(
       *toolchain_, std::move(config), store_,
       [this](const Job& job, const EvalRecord& record) { on_record(job, record); });

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dice/evaluator/pipeline.h"
 #include "dice/evaluator/progress.h"
 #include "dice/evaluator/record.h"
 #include "dice/evaluator/sandbox.h"
@@ -92,6 +93,13 @@ std::string policy_label(const nlohmann::json& options);
 /// device and dice::Error for cuda when torch sees no GPU. Shared by eval, serve and bench.
 std::vector<std::string> evaluation_devices(const std::string& device, int gpus,
                                             const Toolchain& toolchain);
+
+/// The pipeline configuration of `options`: builds for `arch` (options.arch resolved), workers on
+/// `devices` (evaluation_devices; empty: compile only, `device_note` given with the `compiled`
+/// verdicts), worker logs in `log_dir`. Shared by eval and serve. Never throws.
+PipelineConfig pipeline_config(const EvalOptions& options, std::string arch,
+                               std::filesystem::path log_dir, std::vector<std::string> devices,
+                               std::string device_note);
 
 /// The worker's per-job options (PROTOCOL.md) taken from stored run options: protocol, seed,
 /// trials, warmup, measure_timing and the rule policy (policy, rule_overrides, static_only);
