@@ -1,7 +1,6 @@
 #include "dice/evaluator/store.h"
 
 #include <fmt/format.h>
-#include <sqlite3.h>
 
 #include <chrono>
 #include <ctime>
@@ -9,6 +8,7 @@
 
 #include "dice/core/error.h"
 #include "dice/core/hash.h"
+#include "dice/core/sqlite.h"
 
 namespace dice::eval {
 
@@ -83,115 +83,16 @@ std::string options_hash(const json& options) {
   return sha256_hex(options.dump());
 }
 
-/// The connection and a statement wrapper whose errors name the database.
-struct ResultStore::Db {
-  sqlite3* handle = nullptr;
-  std::string where;
-
-  explicit Db(const fs::path& path) : where(path.string()) {
-    const int rc = sqlite3_open_v2(
-        where.c_str(), &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-        nullptr);
-    if (rc != SQLITE_OK) {
-      const std::string why = handle ? sqlite3_errmsg(handle) : sqlite3_errstr(rc);
-      sqlite3_close(handle);
-      throw Error("cannot open results database " + where + ": " + why);
-    }
-    sqlite3_busy_timeout(handle, 30000);
-  }
-  ~Db() { sqlite3_close(handle); }
-  Db(const Db&) = delete;
-  Db& operator=(const Db&) = delete;
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw Error(fmt::format("results database {}: {}: {}", where, what, sqlite3_errmsg(handle)));
-  }
-
-  void exec(const char* sql) const {
-    char* message = nullptr;
-    if (sqlite3_exec(handle, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-      const std::string why = message ? message : "unknown error";
-      sqlite3_free(message);
-      throw Error(fmt::format("results database {}: {}: {}", where, sql, why));
-    }
-  }
-
-  /// A prepared statement; bind with bind(1, ...), step() returns true while rows come.
-  class Stmt {
-   public:
-    Stmt(const Db& db, const char* sql) : db_(db) {
-      if (sqlite3_prepare_v2(db.handle, sql, -1, &stmt_, nullptr) != SQLITE_OK)
-        db.fail(std::string("preparing ") + sql);
-    }
-    ~Stmt() { sqlite3_finalize(stmt_); }
-    Stmt(const Stmt&) = delete;
-    Stmt& operator=(const Stmt&) = delete;
-
-    Stmt& bind(int i, const std::string& v) {
-      check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-      return *this;
-    }
-    Stmt& bind(int i, std::int64_t v) {
-      check(sqlite3_bind_int64(stmt_, i, v));
-      return *this;
-    }
-    Stmt& bind(int i, int v) { return bind(i, static_cast<std::int64_t>(v)); }
-    /// Ready to run again with new bindings.
-    void reset() {
-      sqlite3_reset(stmt_);
-      sqlite3_clear_bindings(stmt_);
-    }
-
-    bool step() {
-      const int rc = sqlite3_step(stmt_);
-      if (rc == SQLITE_ROW) return true;
-      if (rc == SQLITE_DONE) return false;
-      db_.fail(std::string("executing ") + sqlite3_sql(stmt_));
-    }
-    std::string text(int column) const {
-      const auto* p = sqlite3_column_text(stmt_, column);
-      return p ? std::string(reinterpret_cast<const char*>(p),
-                             static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)))
-               : std::string();
-    }
-    std::int64_t integer(int column) const { return sqlite3_column_int64(stmt_, column); }
-    int changes() const { return sqlite3_changes(db_.handle); }
-
-   private:
-    void check(int rc) const {
-      if (rc != SQLITE_OK) db_.fail("binding a value");
-    }
-    const Db& db_;
-    sqlite3_stmt* stmt_ = nullptr;
-  };
-
-  /// BEGIN IMMEDIATE ... COMMIT; rolls back if destroyed before commit().
-  class Transaction {
-   public:
-    explicit Transaction(const Db& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
-    ~Transaction() {
-      if (!done_) sqlite3_exec(db_.handle, "ROLLBACK", nullptr, nullptr, nullptr);
-    }
-    Transaction(const Transaction&) = delete;
-    Transaction& operator=(const Transaction&) = delete;
-    void commit() {
-      db_.exec("COMMIT");
-      done_ = true;
-    }
-
-   private:
-    const Db& db_;
-    bool done_ = false;
-  };
+/// The results database (core's SQLite layer; errors name "results database <path>").
+struct ResultStore::Db : SqliteDb {
+  explicit Db(const fs::path& path) : SqliteDb(path, "results database") {}
+  using Stmt = SqliteStatement;
+  using Transaction = SqliteTransaction;
 };
 
 ResultStore::ResultStore(const fs::path& path) : path_(path) {
-  std::error_code ec;
-  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
-  if (ec) throw Error("cannot create folder " + path.parent_path().string() + ": " + ec.message());
-  db_ = std::make_unique<Db>(path);
-  db_->exec("PRAGMA journal_mode=WAL");
-  db_->exec("PRAGMA synchronous=FULL");  // a committed verdict survives a machine restart
+  db_ = std::make_unique<Db>(path);  // WAL, synchronous=FULL: a committed verdict survives a
+                                     // machine restart
   db_->exec("PRAGMA foreign_keys=ON");
   Db::Transaction tx(*db_);
   db_->exec(kSchema);
@@ -229,7 +130,7 @@ std::int64_t ResultStore::create_run(
                "INSERT INTO runs (kind, state, options, options_hash, created_at) "
                "VALUES (?, 'running', ?, ?, ?)");
   run.bind(1, kind).bind(2, options.dump()).bind(3, opts_hash).bind(4, now_utc()).step();
-  const std::int64_t run_id = sqlite3_last_insert_rowid(db_->handle);
+  const std::int64_t run_id = db_->last_insert_rowid();
   Db::Stmt problem(*db_,
                    "INSERT OR IGNORE INTO problems (hash, id, name, level, code, origin) "
                    "VALUES (?, ?, ?, ?, ?, ?)");
