@@ -87,6 +87,11 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       "13-16 sequences), the pipelined attention with three K/V pages in flight per "
       "warp and one block per SM; --no-deep-attention-pipeline: one page per warp, "
       "three blocks per SM, everywhere (default: on)");
+  command->add_flag("--masked-rows-only,!--no-masked-rows-only", args.masked_rows_only,
+                    "cuda backend: in decoding, the final norm, lm_head and vocabulary pass run "
+                    "over the block rows that hold the mask token only (a decided position's "
+                    "proposal is never read); --no-masked-rows-only: over every block row "
+                    "(default: off)");
   command->add_flag("--fused-norm-gemm,!--no-fused-norm-gemm", args.fused_norm_gemm,
                     "cuda backend: the RMSNorms before the qkv and gate_up GEMMs computed by the "
                     "few-row GEMM kernel's blocks themselves where it runs them in one wave (same "
@@ -194,6 +199,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.fused_norm_gemm = args.fused_norm_gemm;
   options.fused_swiglu = args.fused_swiglu;
   options.pdl_early_reads = args.pdl_early_reads;
+  options.masked_rows_only = args.masked_rows_only;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
     options.programmatic_launch_few_rows = false;
@@ -201,6 +207,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;
+    options.masked_rows_only = false;
     options.fused_norm_gemm = false;
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
@@ -227,7 +234,8 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                  : "") +
             (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
             (!args.baseline_kernels && !args.fused_swiglu ? ", SwiGLU kernel" : "") +
-            (!args.baseline_kernels && !args.pdl_early_reads ? ", no early reads under PDL" : ""),
+            (!args.baseline_kernels && !args.pdl_early_reads ? ", no early reads under PDL" : "") +
+            (!args.baseline_kernels && args.masked_rows_only ? ", logits of masked rows only" : ""),
         args.skinny_gemm_rows,
         args.pdl      ? "on"
         : args.no_pdl ? "off"

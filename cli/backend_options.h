@@ -55,6 +55,9 @@ struct BackendArgs {
   /// cuda: in PDL passes, the skinny GEMMs' first weights and the attention's metadata are read
   /// before waiting for the kernel before (--no-pdl-early-reads: after)
   bool pdl_early_reads = true;
+  /// cuda: lm_head and the vocabulary pass over the block rows that hold the mask token only
+  /// (--masked-rows-only; off by default until measured on the device)
+  bool masked_rows_only = false;
 };
 
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,
@@ -63,7 +66,8 @@ struct BackendArgs {
 /// --no-balanced-attention-plan, --paired-attention-tiles / --no-paired-attention-tiles,
 /// --attention-split-cost, --deep-attention-pipeline / --no-deep-attention-pipeline,
 /// --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
-/// --no-fused-swiglu, --pdl-early-reads / --no-pdl-early-reads.
+/// --no-fused-swiglu, --pdl-early-reads / --no-pdl-early-reads, --masked-rows-only /
+/// --no-masked-rows-only.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 
 /// "cpu" or "cuda" for --backend auto|cpu|cuda. Throws dice::InputError for cuda when dice was

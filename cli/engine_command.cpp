@@ -223,7 +223,8 @@ void run_bench(const BenchArgs& args) {
               {"fused_swiglu", o.fused_swiglu},
               {"programmatic_launch", o.programmatic_launch},
               {"programmatic_launch_few_rows", o.programmatic_launch_few_rows},
-              {"pdl_early_reads", o.pdl_early_reads}};
+              {"pdl_early_reads", o.pdl_early_reads},
+              {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
             gemms.push_back({{"rows", g.rows},
@@ -251,6 +252,7 @@ void run_bench(const BenchArgs& args) {
           record["paired_attention_passes"] = st.paired_attention_passes;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
+          record["block_rows"] = st.block_rows;  // rows given logits (--masked-rows-only: fewer)
           record["bytes"] = st.bytes;
           record["flops"] = st.flops;
           record["kv_positions_read"] = st.kv_positions_read;

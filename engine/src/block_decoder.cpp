@@ -221,7 +221,7 @@ std::vector<GenerationResult> generate(Backend& backend,
     while (!active.empty()) {
       items.clear();
       for (const std::size_t i : active) items.push_back(decoders[i].next_item(id_of(i)));
-      backend.forward(items, ForwardRequest{}, out);
+      backend.forward(items, ForwardRequest{.masked_rows_only = true}, out);
       std::vector<std::size_t> still;
       for (std::size_t j = 0; j < active.size(); ++j) {
         const std::size_t i = active[j];

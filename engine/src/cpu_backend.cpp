@@ -305,34 +305,51 @@ void CpuBackend::forward(std::span<const ForwardItem> items, const ForwardReques
   }
   for (const auto& s : spans) s.cache->length += s.commit;
 
-  // Final norm and lm_head over the block rows only.
+  // Final norm and lm_head over the block rows only; with masked_rows_only (and no logits
+  // asked for), over the block rows that hold the mask token.
+  const bool masked_only = request.masked_rows_only && request.proposals && !request.logits;
   out.row_offsets.assign(1, 0);
   std::vector<float> block_x;
-  for (const auto& s : spans) {
-    const auto from = static_cast<std::ptrdiff_t>((s.first_row + s.commit) * hidden);
-    block_x.insert(block_x.end(), x.begin() + from, x.begin() + from + s.block * hidden);
+  struct LogitRow {
+    size_t item;
+    std::int64_t row;  ///< within the item's block
+    size_t out;        ///< block row of the output
+  };
+  std::vector<LogitRow> logit_rows;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& s = spans[i];
+    for (std::int64_t r = 0; r < s.block; ++r) {
+      if (masked_only && items[i].block[static_cast<size_t>(r)] != items[i].sampling.mask_id)
+        continue;
+      const auto from = static_cast<std::ptrdiff_t>((s.first_row + s.commit + r) * hidden);
+      block_x.insert(block_x.end(), x.begin() + from, x.begin() + from + hidden);
+      logit_rows.push_back({i, r, out.row_offsets.back() + static_cast<size_t>(r)});
+    }
     out.row_offsets.push_back(out.row_offsets.back() + static_cast<size_t>(s.block));
   }
-  const auto block_rows = static_cast<std::int64_t>(out.row_offsets.back());
-  rms_norm(block_x.data(), block_rows, hidden, weights_.norm, c.rms_norm_eps);
+  const auto logit_count = std::ssize(logit_rows);
+  rms_norm(block_x.data(), logit_count, hidden, weights_.norm, c.rms_norm_eps);
   std::vector<float> logits;
-  linear(block_x, block_rows, hidden,
+  linear(block_x, logit_count, hidden,
          c.tie_word_embeddings ? weights_.embed_tokens : weights_.lm_head, c.vocab_size, logits);
   out.vocab_rows = c.vocab_size;
 
   out.proposals.clear();
   if (request.proposals) {
-    out.proposals.resize(static_cast<size_t>(block_rows));
-    std::vector<std::pair<size_t, std::int64_t>> rows_of;  // (item, row within its block)
+    // Rows without logits (masked_only): decided positions propose their own token.
+    out.proposals.resize(out.row_offsets.back());
     for (size_t i = 0; i < spans.size(); ++i)
-      for (std::int64_t r = 0; r < spans[i].block; ++r) rows_of.emplace_back(i, r);
-    detail::parallel_for(rows_of.size(), threads_, [&](size_t begin, size_t end) {
+      for (std::int64_t r = 0; r < spans[i].block; ++r)
+        out.proposals[out.row_offsets[i] + static_cast<size_t>(r)] =
+            Proposal{items[i].block[static_cast<size_t>(r)], 1.0f, 0.0f};
+    detail::parallel_for(logit_rows.size(), threads_, [&](size_t begin, size_t end) {
       for (size_t j = begin; j < end; ++j) {
-        const auto [i, r] = rows_of[j];
+        const LogitRow& lr = logit_rows[j];
         const std::span<const float> row(logits.data() + j * static_cast<size_t>(c.vocab_size),
                                          static_cast<size_t>(c.vocab_size));
-        const std::int64_t position = spans[i].start + spans[i].commit + r;
-        out.proposals[j] = propose(row, items[i].sampling, position, items[i].step);
+        const std::int64_t position = spans[lr.item].start + spans[lr.item].commit + lr.row;
+        out.proposals[lr.out] =
+            propose(row, items[lr.item].sampling, position, items[lr.item].step);
       }
     });
   }

@@ -176,6 +176,53 @@ TEST(CpuBackend, BatchedForwardEqualsOneSequenceAtATime) {
   }
 }
 
+TEST(CpuBackend, MaskedRowsOnlyProposesWhereTheMaskIs) {
+  // Blocks with decided positions and mask tokens (mask id 96 here): masked_rows_only gives the
+  // full forward's proposals at mask tokens, {token, 1, 0} at the others, and commits the same.
+  SamplingParams sampling;
+  sampling.mask_id = 96;
+  sampling.vocab_limit = 96;
+  const std::vector<std::int32_t> block_a{96, 7, 96, 96}, block_b{3, 96, 11, 12};
+  const auto run = [&](const ForwardRequest& request) {
+    CpuBackend backend(tiny_weights(), {.threads = 2});
+    backend.open(1, 4);
+    backend.open(2, 4);
+    const std::vector<ForwardItem> items{
+        {.sequence = 1, .commit = kBlock0, .block = block_a, .step = 1, .sampling = sampling},
+        {.sequence = 2, .commit = kBlock1, .block = block_b, .step = 2, .sampling = sampling}};
+    ForwardOutput out;
+    backend.forward(items, request, out);
+    EXPECT_EQ(backend.cached_tokens(1), 4);
+    EXPECT_EQ(backend.cached_tokens(2), 4);
+    return out;
+  };
+  const ForwardOutput full = run({});
+  const ForwardOutput masked = run({.masked_rows_only = true});
+  ASSERT_EQ(masked.row_offsets, full.row_offsets);
+  ASSERT_EQ(masked.proposals.size(), 8u);
+  const auto tokens = concat(block_a, block_b);
+  int proposed = 0;
+  for (std::size_t r = 0; r < 8; ++r) {
+    const Proposal& got = masked.proposals[r];
+    if (tokens[r] == 96) {
+      ++proposed;
+      EXPECT_EQ(got.token, full.proposals[r].token) << "row " << r;
+      EXPECT_NEAR(got.confidence, full.proposals[r].confidence, 1e-5) << "row " << r;
+      EXPECT_NEAR(got.entropy, full.proposals[r].entropy, 1e-4) << "row " << r;
+    } else {
+      EXPECT_EQ(got.token, tokens[r]) << "row " << r;
+      EXPECT_EQ(got.confidence, 1.0f) << "row " << r;
+      EXPECT_EQ(got.entropy, 0.0f) << "row " << r;
+    }
+  }
+  EXPECT_EQ(proposed, 4);
+  // Logits asked for: every row is computed, the flag is ignored.
+  const ForwardOutput with_logits = run({.logits = true, .masked_rows_only = true});
+  EXPECT_EQ(with_logits.logits.size(), 8u * 97u);
+  for (std::size_t r = 0; r < 8; ++r)
+    EXPECT_EQ(with_logits.proposals[r].token, full.proposals[r].token) << "row " << r;
+}
+
 TEST(CpuBackend, BadForwardsThrowAndCommitNothing) {
   CpuBackend backend(tiny_weights(), {.threads = 1});
   backend.open(7, 4);

@@ -599,7 +599,9 @@ struct CudaBackend::Impl {
   }
 
   /// Runs one planned pass with attention kernel `kernel` (planned for grid_of(kernel) blocks);
-  /// writes its block rows' proposals / logits at the given host spans.
+  /// writes its block rows' proposals / logits at the given host spans (proposals of the rows
+  /// with logits at their PassPlan::block_row_of index; logits only for plans without rows
+  /// left out).
   void run_pass(const PassPlan& plan, AttentionKernel kernel, Proposal* proposals_out,
                 float* logits_out) {
     ensure_meta(plan.bytes.size());
@@ -687,7 +689,8 @@ struct CudaBackend::Impl {
             "sampling at position {}: no allowed id with a finite logit (vocab rows {}, vocab "
             "limit {}, mask id {})",
             samples[r].position, vocab, samples[r].vocab_limit, samples[r].mask_id));
-      proposals_out[r] = Proposal{p.token, p.confidence, p.entropy};
+      proposals_out[plan.block_row_of[static_cast<std::size_t>(r)]] =
+          Proposal{p.token, p.confidence, p.entropy};
     }
   }
 
@@ -784,6 +787,14 @@ struct CudaBackend::Impl {
     const std::size_t block_rows = out.row_offsets.back();
     out.vocab_rows = config.vocab_size;
     out.proposals.assign(request.proposals ? block_rows : 0, Proposal{});
+    // ForwardRequest::masked_rows_only: the rows left out of the passes' logits are decided
+    // positions, which propose their own token (written here; run_pass fills the others).
+    const bool masked_only = options.masked_rows_only && request.masked_rows_only &&
+                             request.proposals && !request.logits;
+    if (masked_only)
+      for (std::size_t i = 0; i < items.size(); ++i)
+        for (std::size_t r = 0; r < items[i].block.size(); ++r)
+          out.proposals[out.row_offsets[i] + r] = Proposal{items[i].block[r], 1.0f, 0.0f};
     out.logits.clear();
     if (request.logits) out.logits.resize(block_rows * static_cast<std::size_t>(config.vocab_size));
 
@@ -822,6 +833,7 @@ struct CudaBackend::Impl {
         p.pages = seq.pages;
         p.sampling = item.sampling;
         p.step = item.step;
+        p.masked_rows_only = masked_only;
         pass_items.push_back(p);
       }
       // The deep attention kernel where the pass's unsplit tiles fill 3/4 to all of its blocks
@@ -846,7 +858,7 @@ struct CudaBackend::Impl {
                request.logits
                    ? out.logits.data() + out_row * static_cast<std::size_t>(config.vocab_size)
                    : nullptr);
-      out_row += static_cast<std::size_t>(plan.block_rows);
+      out_row += static_cast<std::size_t>(plan.pass_block_rows);
     }
     for (const auto& item : items) sequences.at(item.sequence).length += std::ssize(item.commit);
     ++stats.forwards;

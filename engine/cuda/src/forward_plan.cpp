@@ -146,7 +146,9 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
       info.slot = static_cast<std::int32_t>(position % kPageTokens);
       rows.push_back(info);
       plan.attention_scores += info.kv_len;
-      if (is_block) {
+      if (is_block) ++plan.pass_block_rows;
+      if (is_block && !(item.masked_rows_only && info.token != item.sampling.mask_id)) {
+        plan.block_row_of.push_back(plan.pass_block_rows - 1);
         block_index.push_back(row0 + static_cast<std::int32_t>(r));
         SampleInfo s{};
         s.temperature = item.sampling.temperature;

@@ -51,6 +51,9 @@ struct PassItem {
   std::span<const std::int32_t> pages;  ///< the sequence's page ids, covering start + rows
   SamplingParams sampling;
   std::int32_t step = 0;
+  /// Only block rows holding sampling.mask_id get logits (ForwardRequest::masked_rows_only):
+  /// the others are left out of the pass's block rows (PassPlan::block_row_of).
+  bool masked_rows_only = false;
 };
 
 /// What plan_pass needs of the model and the device.
@@ -114,7 +117,11 @@ struct PlanShape {
 struct PassPlan {
   std::vector<std::byte> bytes;  ///< PassHeader then its sections, 16-byte aligned
   std::int32_t rows = 0;
-  std::int32_t block_rows = 0;
+  std::int32_t block_rows = 0;  ///< block rows that get logits (PassHeader::block_rows)
+  /// Block rows of the pass's items, those without logits (PassItem::masked_rows_only) included.
+  std::int32_t pass_block_rows = 0;
+  /// For each block row that gets logits, its index among the pass_block_rows (ascending).
+  std::vector<std::int32_t> block_row_of;
   std::int32_t attn_work = 0;
   std::int32_t attn_combine = 0;
   std::int32_t partials = 0;      ///< partial slots used
@@ -137,8 +144,10 @@ struct PassPlan {
 /// Builds the metadata of one pass: rows in item order (commit rows, then block rows). Row r of
 /// an item at position p = start + r attends to [0, kv_len): (p / B + 1) * B for commit rows,
 /// start + rows for block rows; its K/V goes to page pages[p / kPageTokens], slot
-/// p % kPageTokens. Throws dice::Error naming the item if its pages do not cover its rows, if
-/// start is not a multiple of B, or if heads is not kv_heads times a divisor of 16.
+/// p % kPageTokens. Block rows get logits (block index and sampling sections) in row order, but
+/// for those a masked_rows_only item leaves out (tokens other than its mask id). Throws dice::Error
+/// naming the item if its pages do not cover its rows, if start is not a multiple of B, or if heads
+/// is not kv_heads times a divisor of 16.
 PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape);
 
 /// Work items plan_pass makes for `items` before any split or pairing: tiles (kTileQueries /

@@ -272,14 +272,22 @@ TEST_F(CudaBackendTest, Fp32DecodingGivesTheCpuReferenceTokens) {
   first.attention_min_split_keys = 0;
   first.fast_norms = false;
   CudaBackend baseline(weights, first);
+  // CudaBackendOptions::masked_rows_only: decided block rows get no lm_head row.
+  CudaBackendOptions masked_only = limited({.dtype = CudaDType::kF32});
+  masked_only.masked_rows_only = true;
+  CudaBackend masked(weights, masked_only);
   for (const double temperature : {0.0, 1.0}) {
     const auto requests = requests_for(shape.config, temperature);
     const auto want = generate(cpu, requests);
-    expect_same(generate(gpu, requests), want, temperature == 0 ? "greedy" : "sampled");
-    expect_same(generate(baseline, requests), want,
-                temperature == 0 ? "greedy, baseline kernels" : "sampled, baseline kernels");
+    const std::string what = temperature == 0 ? "greedy" : "sampled";
+    expect_same(generate(gpu, requests), want, what);
+    expect_same(generate(baseline, requests), want, what + ", baseline kernels");
+    expect_same(generate(masked, requests), want, what + ", masked rows only");
   }
   EXPECT_GT(gpu.stats().graph_replays, 0);
+  EXPECT_EQ(masked.stats().forwards, gpu.stats().forwards);
+  EXPECT_LT(masked.stats().block_rows, gpu.stats().block_rows);
+  EXPECT_GT(masked.stats().block_rows, 0);
 }
 
 TEST_F(CudaBackendTest, BaselineAndDefaultKernelsGiveTheSameBf16Logits) {

@@ -137,6 +137,40 @@ TEST(PlanPass, RowsPositionsVisibilityAndSlots) {
   EXPECT_EQ(plan.attention_scores, 4 * 68 + 4 * 72);
 }
 
+TEST(PlanPass, MaskedRowsOnlyLeavesDecidedBlockRowsWithoutLogits) {
+  // Two sequences (a fused store pass, then a block with decided positions): with
+  // masked_rows_only, only block rows holding the mask id are block rows of the plan; every row
+  // still attends and is written to the cache.
+  const auto commit = ids(4);
+  const std::int32_t mask = 151669;
+  const std::vector<std::int32_t> block_a{mask, 7, mask, 9}, block_b{mask, mask, mask, mask};
+  const std::vector<std::int32_t> pages_a{3}, pages_b{5};
+  std::vector<PassItem> items{denoising_item(block_a, pages_a, 8),
+                              denoising_item(block_b, pages_b, 0)};
+  items[1].commit = commit;
+  for (const bool masked_only : {false, true}) {
+    for (auto& item : items) item.masked_rows_only = masked_only;
+    const PassPlan plan = plan_pass(items, {16, 8, 1, 0});
+    EXPECT_EQ(plan.rows, 12);
+    EXPECT_EQ(plan.pass_block_rows, 8);
+    const std::vector<std::int32_t> want_of =
+        masked_only ? std::vector<std::int32_t>{0, 2, 4, 5, 6, 7}
+                    : std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 6, 7};
+    EXPECT_EQ(plan.block_row_of, want_of);
+    ASSERT_EQ(plan.block_rows, std::ssize(want_of));
+    // Pass rows: item 0's block is rows 0-3, item 1's commit rows 4-7 and block rows 8-11.
+    const std::vector<std::int32_t> want_index =
+        masked_only ? std::vector<std::int32_t>{0, 2, 8, 9, 10, 11}
+                    : std::vector<std::int32_t>{0, 1, 2, 3, 8, 9, 10, 11};
+    EXPECT_EQ(section<std::int32_t>(plan, plan.header().block_index_offset, plan.block_rows),
+              want_index);
+    const auto samples = section<SampleInfo>(plan, plan.header().samples_offset, plan.block_rows);
+    EXPECT_EQ(samples[1].position, masked_only ? 10 : 9);
+    EXPECT_EQ(plan.kv_positions_read, 12 + 8);
+    EXPECT_EQ(plan.attention_scores, 4 * 12 + 4 * 4 + 4 * 8);
+  }
+}
+
 TEST(PlanPass, PrefillRowsSeeTheirOwnBlockOnly) {
   const auto commit = ids(12);
   const std::vector<std::int32_t> pages{1};

@@ -40,6 +40,12 @@ struct ForwardItem {
 struct ForwardRequest {
   bool proposals = true;  ///< per block row: token, confidence, entropy (sampling.h)
   bool logits = false;    ///< per block row: fp32 logits over every vocabulary row
+  /// Proposals only where they can be used: a block row that does not hold its item's mask
+  /// token (SamplingParams::mask_id; a position decided at an earlier denoising step, or a
+  /// given token of an infilling block) gets Proposal{its token, 1, 0}, and a backend may skip
+  /// its lm_head row and vocabulary pass. Remasking reads proposals of masked positions only
+  /// (remasking.h), so decoding is unchanged. Ignored when `logits` is requested.
+  bool masked_rows_only = false;
 };
 
 /// The results of a batched forward, rows in item order.

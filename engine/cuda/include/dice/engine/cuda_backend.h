@@ -92,6 +92,11 @@ struct CudaBackendOptions {
   /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
   /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
+  /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
+  /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
+  /// sequences in the static schedule 62.5% of them). false (the default until it is measured
+  /// on the device): every block row gets logits.
+  bool masked_rows_only = false;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;
