@@ -138,6 +138,8 @@ struct CudaBackend::Impl {
   std::int32_t rows_cap = 0;
   std::int32_t block_rows_cap = 0;
   CudaMemoryReport memory;
+  /// Plans every pass, its buffers kept between forwards.
+  PassPlanner planner;
   CudaForwardStats stats;
   std::int64_t weight_bytes_per_pass = 0;
   std::int64_t lm_head_bytes = 0;
@@ -849,7 +851,7 @@ struct CudaBackend::Impl {
         plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep
                                         // kernel would trap on a pair
       }
-      const PassPlan plan = plan_pass(pass_items, plan_shape);
+      const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into kTensorCoresPaired.
       const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired

@@ -107,14 +107,42 @@ std::int32_t tile_rows_for(std::int32_t heads, std::int32_t kv_heads) {
 }  // namespace
 
 PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
-  const std::int32_t tile_rows = tile_rows_for(shape.heads, shape.kv_heads);
+  PassPlanner planner;
+  return planner.plan(items, shape);
+}
 
-  PassPlan plan;
+struct PassPlanner::Scratch {
   std::vector<RowInfo> rows;
   std::vector<std::int32_t> block_index;
   std::vector<SampleInfo> samples;
   std::vector<std::int32_t> tables;
-  std::vector<Tile> tiles;
+  std::vector<Tile> tiles, paired;
+  std::vector<AttnWork> work;
+  std::vector<AttnCombine> combines;
+};
+
+PassPlanner::PassPlanner() : scratch_(std::make_unique<Scratch>()) {}
+PassPlanner::~PassPlanner() = default;
+
+const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanShape& shape) {
+  const std::int32_t tile_rows = tile_rows_for(shape.heads, shape.kv_heads);
+
+  // Every buffer keeps its capacity from the last call: once they have grown, planning
+  // allocates nothing (fresh buffers of ~100 KB each forward cost page faults).
+  PassPlan& plan = plan_;
+  auto& [rows, block_index, samples, tables, tiles, paired, work, combines] = *scratch_;
+  rows.clear();
+  block_index.clear();
+  samples.clear();
+  tables.clear();
+  tiles.clear();
+  paired.clear();
+  work.clear();
+  combines.clear();
+  plan.block_row_of.clear();
+  plan.rows = plan.block_rows = plan.pass_block_rows = plan.attn_work = plan.attn_combine = 0;
+  plan.partials = plan.paired_items = 0;
+  plan.kv_positions_read = plan.attention_scores = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const PassItem& item = items[i];
     const auto commit = std::ssize(item.commit), n = commit + std::ssize(item.block);
@@ -173,8 +201,6 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
   // Paired tiles (PlanShape::pair_tiles): a full tile and the next tile of the same pass item
   // become one work item, where that still leaves at least target_work items (so none is split).
   if (shape.pair_tiles) {
-    std::vector<Tile> paired;
-    paired.reserve(tiles.size());
     for (std::size_t i = 0; i < tiles.size(); ++i) {
       const Tile& a = tiles[i];
       if (i + 1 < tiles.size() && a.rows == tile_rows && tiles[i + 1].table == a.table &&
@@ -187,13 +213,11 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape) {
     }
     if (paired.size() < tiles.size() &&
         std::ssize(paired) * shape.kv_heads >= std::int64_t{shape.target_work})
-      tiles = std::move(paired);
+      std::swap(tiles, paired);
   }
 
   // Attention work: one item per tile and KV head; KV ranges split (flash-decoding) while the
   // tiles alone leave the GPU's blocks idle.
-  std::vector<AttnWork> work;
-  std::vector<AttnCombine> combines;
   const std::int64_t base = std::ssize(tiles) * shape.kv_heads;
   std::int64_t wanted =
       base >= shape.target_work || base == 0 ? 1 : ceil_div(shape.target_work, base);

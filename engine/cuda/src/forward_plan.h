@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -149,6 +150,26 @@ struct PassPlan {
 /// naming the item if its pages do not cover its rows, if start is not a multiple of B, or if heads
 /// is not kv_heads times a divisor of 16.
 PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape);
+
+/// plan_pass with its buffers (the plan's and the planning's) kept from one call to the next, so
+/// that planning a pass allocates nothing once they have grown: the backend plans every pass
+/// through one. Fresh buffers cost page faults each forward (~100 KB at 128 sequences; 62 -> 18
+/// us per plan, bench/results/2026-11-24-plan-pass-cpu). Not thread-safe.
+class PassPlanner {
+ public:
+  PassPlanner();
+  ~PassPlanner();
+  PassPlanner(const PassPlanner&) = delete;
+  PassPlanner& operator=(const PassPlanner&) = delete;
+
+  /// The plan of plan_pass(items, shape), valid until the next call. Throws as plan_pass.
+  const PassPlan& plan(std::span<const PassItem> items, const PlanShape& shape);
+
+ private:
+  struct Scratch;
+  PassPlan plan_;
+  std::unique_ptr<Scratch> scratch_;
+};
 
 /// Work items plan_pass makes for `items` before any split or pairing: tiles (kTileQueries /
 /// (heads / kv_heads) rows of one item each) times kv_heads.

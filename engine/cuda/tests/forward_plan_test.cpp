@@ -461,6 +461,50 @@ TEST(PlanPass, AttentionWorkItemsCountsTilesTimesKvHeads) {
   EXPECT_THROW(attention_work_items(items, 12, 8), Error);
 }
 
+TEST(PlanPass, PlannerReusingItsBuffersGivesFreshPlans) {
+  // One PassPlanner over passes of different sizes and settings (split, paired, masked rows
+  // only, then smaller again): every plan equals a fresh plan_pass's, nothing stale is left.
+  const auto commit = ids(4), block = ids(4, 100), pages = ids(40, 1);
+  const std::int32_t mask = 151669;
+  const std::vector<std::int32_t> partly_masked{mask, 7, mask, 9};
+  PassPlanner planner;
+  const auto same = [&](const std::vector<PassItem>& items, const PlanShape& shape,
+                        const std::string& what) {
+    const PassPlan fresh = plan_pass(items, shape);
+    const PassPlan& reused = planner.plan(items, shape);
+    EXPECT_EQ(reused.bytes, fresh.bytes) << what;
+    EXPECT_EQ(reused.rows, fresh.rows) << what;
+    EXPECT_EQ(reused.block_rows, fresh.block_rows) << what;
+    EXPECT_EQ(reused.pass_block_rows, fresh.pass_block_rows) << what;
+    EXPECT_EQ(reused.block_row_of, fresh.block_row_of) << what;
+    EXPECT_EQ(reused.attn_work, fresh.attn_work) << what;
+    EXPECT_EQ(reused.attn_combine, fresh.attn_combine) << what;
+    EXPECT_EQ(reused.partials, fresh.partials) << what;
+    EXPECT_EQ(reused.paired_items, fresh.paired_items) << what;
+    EXPECT_EQ(reused.kv_positions_read, fresh.kv_positions_read) << what;
+    EXPECT_EQ(reused.attention_scores, fresh.attention_scores) << what;
+  };
+  PlanShape split{32, 8, 396, 4096, 256, 128, 16};
+  std::vector<PassItem> many(64, denoising_item(block, pages, 1016));
+  for (auto& item : many) item.commit = commit;
+  std::vector<PassItem> one(1, denoising_item(block, pages, 1016));
+  std::vector<PassItem> masked(3, denoising_item(partly_masked, pages, 512));
+  for (auto& item : masked) item.masked_rows_only = true;
+  PlanShape paired = split;
+  paired.pair_tiles = true;
+  paired.target_work = 64;
+  same(many, split, "64 fused passes");
+  same(one, split, "one sequence, split");
+  same(many, paired, "64 fused passes, paired");
+  same(masked, split, "masked rows only");
+  same(one, split, "one sequence again");
+  EXPECT_GT(planner.plan(one, split).attn_combine, 0);  // the paths above were taken
+  EXPECT_GT(planner.plan(many, paired).paired_items, 0);
+  EXPECT_LT(planner.plan(masked, split).block_rows, planner.plan(masked, split).pass_block_rows);
+  EXPECT_THROW(planner.plan(one, PlanShape{12, 8, 1, 0}), Error);
+  same(one, split, "after an error");
+}
+
 TEST(PlanPass, SeveralSequencesAndBadInput) {
   const auto a = ids(4), b = ids(8), c = ids(3);
   const std::vector<std::int32_t> pa{5}, pb{6, 8}, pc{2};
