@@ -30,7 +30,7 @@ from .dynamic_checks import (
 )
 from .kernels import classify, own_kernel_names, profile_forward
 from .precision import compare_precision, fp64_reference, to_double
-from .timing import Timer
+from .timing import Timer, time_pair
 
 MakeInputs = Callable[[int], Any]
 Run = Callable[[Any], Any]
@@ -271,12 +271,10 @@ class Guard:
                 if not time_reference:
                     cand_ms.append(timer.time_ms(run_candidate, cand_inputs))
                     run_reference(*inputs)
-                elif t % 2 == 0:
-                    cand_ms.append(timer.time_ms(run_candidate, cand_inputs))
-                    ref_ms.append(timer.time_ms(run_reference, inputs))
                 else:
-                    ref_ms.append(timer.time_ms(run_reference, inputs))
-                    cand_ms.append(timer.time_ms(run_candidate, cand_inputs))
+                    time_pair(
+                        timer, t, run_candidate, cand_inputs, run_reference, inputs, cand_ms, ref_ms
+                    )
                 if self.on("dynamic.output_alias"):
                     allowed = {tuple(p) for p in self.profile.get("aliases", [])}
                     if why := alias_problem(box["c"], cand_inputs, allowed, self.previous):

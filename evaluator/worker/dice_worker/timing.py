@@ -69,6 +69,27 @@ def empty_call_ms(timer: Timer, trials: int = 30) -> float:
         return min(timer.time_ms(run, []) for _ in range(trials))
 
 
+def time_pair(
+    timer: Timer,
+    trial: int,
+    candidate: Callable[..., Any],
+    candidate_args: list[Any],
+    reference: Callable[..., Any],
+    reference_args: list[Any],
+    cand: list[float],
+    ref: list[float],
+) -> None:
+    """Times one candidate call and one reference call (protocol ``dice``), appending their ms to
+    ``cand`` and ``ref``: the candidate first on even trials, the reference first on odd ones, so
+    that neither always runs on the other's warm caches."""
+    if trial % 2 == 0:
+        cand.append(timer.time_ms(candidate, candidate_args))
+        ref.append(timer.time_ms(reference, reference_args))
+    else:
+        ref.append(timer.time_ms(reference, reference_args))
+        cand.append(timer.time_ms(candidate, candidate_args))
+
+
 def time_models(
     timer: Timer,
     candidate: Callable[..., Any],
@@ -94,14 +115,10 @@ def time_models(
         for _ in range(warmup):
             candidate(*candidate_args)
             reference(*reference_args)
-        cand, ref = [], []
+        cand: list[float] = []
+        ref: list[float] = []
         for t in range(trials):
-            if t % 2 == 0:
-                cand.append(timer.time_ms(candidate, candidate_args))
-                ref.append(timer.time_ms(reference, reference_args))
-            else:
-                ref.append(timer.time_ms(reference, reference_args))
-                cand.append(timer.time_ms(candidate, candidate_args))
+            time_pair(timer, t, candidate, candidate_args, reference, reference_args, cand, ref)
         return cand, ref
 
 
