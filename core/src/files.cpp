@@ -54,6 +54,12 @@ std::string read_file_tail(const fs::path& path, std::size_t max_bytes) {
   return start > 0 ? tail_text(out, max_bytes) : out;
 }
 
+void append_line_tail(std::string& output, std::string_view line, std::size_t max_bytes) {
+  output += line;
+  output += '\n';
+  if (output.size() > 2 * max_bytes) output = tail_text(output, max_bytes);
+}
+
 std::string tail_text(std::string_view text, std::size_t max_bytes) {
   if (text.size() <= max_bytes) return std::string(text);
   std::string_view tail = text.substr(text.size() - max_bytes);

@@ -313,10 +313,7 @@ CommandResult run_command(ProcessOptions options, std::chrono::milliseconds time
   for (;;) {
     const auto status = p.read_line(line, deadline);
     if (status == Process::ReadStatus::kLine) {
-      result.output += line;
-      result.output += '\n';
-      if (result.output.size() > 2 * max_output)
-        result.output = tail_text(result.output, max_output);
+      append_line_tail(result.output, line, max_output);
       continue;
     }
     if (status == Process::ReadStatus::kTimeout) result.timed_out = true;

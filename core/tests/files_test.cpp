@@ -22,6 +22,18 @@ TEST(Files, WriteAtomicThenRead) {
   fs::remove_all(dir);
 }
 
+TEST(Files, AppendLineTailKeepsTheLastLinesInBoundedMemory) {
+  std::string output;
+  for (int i = 0; i < 1000; ++i) {
+    append_line_tail(output, "line " + std::to_string(i), 100);
+    ASSERT_LE(output.size(), 200u + 9u);  // at most twice the limit plus one line
+  }
+  const std::string tail = tail_text(output, 100);
+  EXPECT_LE(tail.size(), 100u);
+  EXPECT_EQ(tail.substr(tail.size() - 9), "line 999\n");
+  EXPECT_EQ(tail.rfind("line ", 0), 0u);  // cut at a line start
+}
+
 TEST(Files, MissingFileNamesThePath) {
   try {
     read_file("/nonexistent/dice/file.py");

@@ -472,10 +472,7 @@ WatchedResult run_watched(ProcessOptions options, std::chrono::milliseconds time
     const auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
     const auto status = p.read_line(line, wake);
     if (status == Process::ReadStatus::kLine) {
-      result.output += line;
-      result.output += '\n';
-      if (result.output.size() > 2 * max_output)
-        result.output = tail_text(result.output, max_output);
+      append_line_tail(result.output, line, max_output);
       continue;
     }
     if (status == Process::ReadStatus::kEof) break;

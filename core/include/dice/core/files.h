@@ -21,4 +21,9 @@ std::string read_file_tail(const std::filesystem::path& path, std::size_t max_by
 /// The last `max_bytes` bytes of `text`, cut at a line start when one is near.
 std::string tail_text(std::string_view text, std::size_t max_bytes);
 
+/// Appends `line` and a newline to `output`, cutting `output` to its tail (tail_text) whenever it
+/// grows past twice `max_bytes`: a child's output read line by line keeps its last `max_bytes`
+/// (after a final tail_text) in bounded memory.
+void append_line_tail(std::string& output, std::string_view line, std::size_t max_bytes);
+
 }  // namespace dice
