@@ -9,9 +9,7 @@
 # DICE_OVERLAP_GEMM_SMS (comma lists). Leaves $OUT/overlap-probe.txt.
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
-tests="$root/.device/dice_engine_cuda_tests"
-exec > >(tee "$OUT/overlap-probe.txt") 2>&1
-machine_header
-[ -x "$tests" ] || { echo "no $tests: run bench/device_prepare.sh after a CUDA build"; exit 1; }
-"$tests" --gtest_filter='CudaOps.GemmWithAnSmCountTarget' --gtest_brief=1 || echo "correctness test: FAIL"
-DICE_OVERLAP_TIMINGS=1 timeout 300 "$tests" --gtest_filter=CudaOps.OverlapTimings
+source "$(dirname "$0")/engine_device.sh"
+begin_test_report overlap-probe.txt
+tests_cmd --gtest_filter='CudaOps.GemmWithAnSmCountTarget' --gtest_brief=1 || echo "correctness test: FAIL"
+DICE_OVERLAP_TIMINGS=1 timeout 300 "$TESTS" --gtest_filter=CudaOps.OverlapTimings

@@ -7,9 +7,7 @@
 # the split count skinny_k_splits picks). Leaves $OUT/skinny-sweep.txt.
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
-tests="$root/.device/dice_engine_cuda_tests"
-exec > >(tee "$OUT/skinny-sweep.txt") 2>&1
-machine_header
-[ -x "$tests" ] || { echo "no $tests: run bench/device_prepare.sh after a CUDA build"; exit 1; }
-"$tests" --gtest_filter='CudaOps.SkinnyGemm*:-CudaOps.SkinnyGemmTimings' --gtest_brief=1 || echo "correctness tests: FAIL"
-DICE_SKINNY_TIMINGS=1 "$tests" --gtest_filter=CudaOps.SkinnyGemmTimings
+source "$(dirname "$0")/engine_device.sh"
+begin_test_report skinny-sweep.txt
+tests_cmd --gtest_filter='CudaOps.SkinnyGemm*:-CudaOps.SkinnyGemmTimings' --gtest_brief=1 || echo "correctness tests: FAIL"
+DICE_SKINNY_TIMINGS=1 tests_cmd --gtest_filter=CudaOps.SkinnyGemmTimings

@@ -12,3 +12,12 @@ missing_libraries() {
     ldd "$b" 2>&1 | grep -i "not found" | sed "s|^|$(basename "$b"): |" || true
   done | sort -u
 }
+# For the scripts that only run tests_cmd: everything from here on also goes to $OUT/$1, which
+# starts with the machine header; exits 1, saying what is wrong, unless the staged binaries load.
+begin_test_report() {
+  exec > >(tee "$OUT/$1") 2>&1
+  machine_header
+  local missing
+  missing=$(missing_libraries)
+  [ -z "$missing" ] || { echo "the staged binaries cannot run: $missing"; exit 1; }
+}

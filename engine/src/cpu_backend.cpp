@@ -307,7 +307,7 @@ void CpuBackend::forward(std::span<const ForwardItem> items, const ForwardReques
 
   // Final norm and lm_head over the block rows only; with masked_rows_only (and no logits
   // asked for), over the block rows that hold the mask token.
-  const bool masked_only = request.masked_rows_only && request.proposals && !request.logits;
+  const bool masked_only = request.skips_decided_rows();
   out.row_offsets.assign(1, 0);
   std::vector<float> block_x;
   struct LogitRow {
@@ -336,12 +336,8 @@ void CpuBackend::forward(std::span<const ForwardItem> items, const ForwardReques
 
   out.proposals.clear();
   if (request.proposals) {
-    // Rows without logits (masked_only): decided positions propose their own token.
     out.proposals.resize(out.row_offsets.back());
-    for (size_t i = 0; i < spans.size(); ++i)
-      for (std::int64_t r = 0; r < spans[i].block; ++r)
-        out.proposals[out.row_offsets[i] + static_cast<size_t>(r)] =
-            Proposal{items[i].block[static_cast<size_t>(r)], 1.0f, 0.0f};
+    if (masked_only) propose_decided_rows(items, out.proposals);  // the rows without logits
     detail::parallel_for(logit_rows.size(), threads_, [&](size_t begin, size_t end) {
       for (size_t j = begin; j < end; ++j) {
         const LogitRow& lr = logit_rows[j];

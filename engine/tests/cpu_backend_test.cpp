@@ -221,6 +221,11 @@ TEST(CpuBackend, MaskedRowsOnlyProposesWhereTheMaskIs) {
   EXPECT_EQ(with_logits.logits.size(), 8u * 97u);
   for (std::size_t r = 0; r < 8; ++r)
     EXPECT_EQ(with_logits.proposals[r].token, full.proposals[r].token) << "row " << r;
+  // The shared fill names a mismatch of proposals and block rows.
+  const std::vector<ForwardItem> two{{.sequence = 1, .block = block_a},
+                                     {.sequence = 2, .block = block_b}};
+  std::vector<Proposal> seven(7);
+  EXPECT_THROW(propose_decided_rows(two, seven), Error);
 }
 
 TEST(CpuBackend, BadForwardsThrowAndCommitNothing) {

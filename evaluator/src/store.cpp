@@ -83,26 +83,19 @@ std::string options_hash(const json& options) {
   return sha256_hex(options.dump());
 }
 
-/// The results database (core's SQLite layer; errors name "results database <path>").
-struct ResultStore::Db : SqliteDb {
-  explicit Db(const fs::path& path) : SqliteDb(path, "results database") {}
-  using Stmt = SqliteStatement;
-  using Transaction = SqliteTransaction;
-};
-
 ResultStore::ResultStore(const fs::path& path) : path_(path) {
-  db_ = std::make_unique<Db>(path);  // WAL, synchronous=FULL: a committed verdict survives a
-                                     // machine restart
+  // WAL, synchronous=FULL (SqliteDb): a committed verdict survives a machine restart.
+  db_ = std::make_unique<SqliteDb>(path, "results database");
   db_->exec("PRAGMA foreign_keys=ON");
-  Db::Transaction tx(*db_);
+  SqliteTransaction tx(*db_);
   db_->exec(kSchema);
   std::optional<std::string> schema;
   {
-    Db::Stmt q(*db_, "SELECT value FROM meta WHERE key = 'schema'");
+    SqliteStatement q(*db_, "SELECT value FROM meta WHERE key = 'schema'");
     if (q.step()) schema = q.text(0);
   }
   if (!schema) {
-    Db::Stmt put(*db_, "INSERT INTO meta (key, value) VALUES ('schema', ?)");
+    SqliteStatement put(*db_, "INSERT INTO meta (key, value) VALUES ('schema', ?)");
     put.bind(1, std::to_string(kSchemaVersion)).step();
   } else if (*schema == "1") {
     // Schema 1 (before the rules) lacks items.reference; its runs that evaluated references
@@ -125,18 +118,19 @@ std::int64_t ResultStore::create_run(
     const std::vector<std::pair<const Problem*, const Candidate*>>& items) {
   const std::lock_guard lock(mutex_);
   const std::string opts_hash = options_hash(options);
-  Db::Transaction tx(*db_);
-  Db::Stmt run(*db_,
-               "INSERT INTO runs (kind, state, options, options_hash, created_at) "
-               "VALUES (?, 'running', ?, ?, ?)");
+  SqliteTransaction tx(*db_);
+  SqliteStatement run(*db_,
+                      "INSERT INTO runs (kind, state, options, options_hash, created_at) "
+                      "VALUES (?, 'running', ?, ?, ?)");
   run.bind(1, kind).bind(2, options.dump()).bind(3, opts_hash).bind(4, now_utc()).step();
   const std::int64_t run_id = db_->last_insert_rowid();
-  Db::Stmt problem(*db_,
-                   "INSERT OR IGNORE INTO problems (hash, id, name, level, code, origin) "
-                   "VALUES (?, ?, ?, ?, ?, ?)");
-  Db::Stmt item(*db_,
-                "INSERT INTO items (run_id, seq, problem_hash, candidate_label, candidate_text, "
-                "candidate_hash, options_hash, reference) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  SqliteStatement problem(*db_,
+                          "INSERT OR IGNORE INTO problems (hash, id, name, level, code, origin) "
+                          "VALUES (?, ?, ?, ?, ?, ?)");
+  SqliteStatement item(
+      *db_,
+      "INSERT INTO items (run_id, seq, problem_hash, candidate_label, candidate_text, "
+      "candidate_hash, options_hash, reference) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   int seq = 0;
   for (const auto& [p, c] : items) {
     const std::string ph = problem_hash(*p);
@@ -174,7 +168,7 @@ RunInfo run_from(const Stmt& q) {
 
 std::optional<RunInfo> ResultStore::run(std::int64_t id) const {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_, (std::string(kRunColumns) + "WHERE r.id = ?").c_str());
+  SqliteStatement q(*db_, (std::string(kRunColumns) + "WHERE r.id = ?").c_str());
   q.bind(1, id);
   if (!q.step()) return std::nullopt;
   return run_from(q);
@@ -182,8 +176,8 @@ std::optional<RunInfo> ResultStore::run(std::int64_t id) const {
 
 std::optional<RunInfo> ResultStore::latest_run(const std::string& kind) const {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_,
-             (std::string(kRunColumns) + "WHERE r.kind = ? ORDER BY r.id DESC LIMIT 1").c_str());
+  SqliteStatement q(
+      *db_, (std::string(kRunColumns) + "WHERE r.kind = ? ORDER BY r.id DESC LIMIT 1").c_str());
   q.bind(1, kind);
   if (!q.step()) return std::nullopt;
   return run_from(q);
@@ -191,8 +185,8 @@ std::optional<RunInfo> ResultStore::latest_run(const std::string& kind) const {
 
 std::vector<RunInfo> ResultStore::runs(const std::string& kind, const std::string& state) const {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_,
-             (std::string(kRunColumns) + "WHERE r.kind = ? AND r.state = ? ORDER BY r.id").c_str());
+  SqliteStatement q(
+      *db_, (std::string(kRunColumns) + "WHERE r.kind = ? AND r.state = ? ORDER BY r.id").c_str());
   q.bind(1, kind).bind(2, state);
   std::vector<RunInfo> out;
   while (q.step()) out.push_back(run_from(q));
@@ -201,25 +195,25 @@ std::vector<RunInfo> ResultStore::runs(const std::string& kind, const std::strin
 
 void ResultStore::set_run_state(std::int64_t run_id, const std::string& state) {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_,
-             "UPDATE runs SET state = ?, finished_at = CASE WHEN ? = 'running' THEN NULL "
-             "ELSE ? END WHERE id = ?");
+  SqliteStatement q(*db_,
+                    "UPDATE runs SET state = ?, finished_at = CASE WHEN ? = 'running' THEN NULL "
+                    "ELSE ? END WHERE id = ?");
   q.bind(1, state).bind(2, state).bind(3, now_utc()).bind(4, run_id).step();
 }
 
 std::vector<WorkItem> ResultStore::items(std::int64_t run_id, bool pending_only) const {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_,
-             pending_only
-                 ? "SELECT i.id, i.seq, i.candidate_label, i.candidate_text, i.options_hash, "
-                   "i.state, i.attempts, p.id, p.name, p.level, p.code, p.origin, i.reference FROM "
-                   "items i "
-                   "JOIN problems p ON p.hash = i.problem_hash WHERE i.run_id = ? AND "
-                   "i.state = 'pending' ORDER BY i.seq"
-                 : "SELECT i.id, i.seq, i.candidate_label, i.candidate_text, i.options_hash, "
-                   "i.state, i.attempts, p.id, p.name, p.level, p.code, p.origin, i.reference FROM "
-                   "items i "
-                   "JOIN problems p ON p.hash = i.problem_hash WHERE i.run_id = ? ORDER BY i.seq");
+  SqliteStatement q(
+      *db_, pending_only
+                ? "SELECT i.id, i.seq, i.candidate_label, i.candidate_text, i.options_hash, "
+                  "i.state, i.attempts, p.id, p.name, p.level, p.code, p.origin, i.reference FROM "
+                  "items i "
+                  "JOIN problems p ON p.hash = i.problem_hash WHERE i.run_id = ? AND "
+                  "i.state = 'pending' ORDER BY i.seq"
+                : "SELECT i.id, i.seq, i.candidate_label, i.candidate_text, i.options_hash, "
+                  "i.state, i.attempts, p.id, p.name, p.level, p.code, p.origin, i.reference FROM "
+                  "items i "
+                  "JOIN problems p ON p.hash = i.problem_hash WHERE i.run_id = ? ORDER BY i.seq");
   q.bind(1, run_id);
   std::vector<WorkItem> out;
   while (q.step()) {
@@ -246,18 +240,20 @@ std::vector<WorkItem> ResultStore::items(std::int64_t run_id, bool pending_only)
 
 void ResultStore::start_attempt(std::int64_t item_id) {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_, "UPDATE items SET attempts = attempts + 1 WHERE id = ? AND state = 'pending'");
+  SqliteStatement q(*db_,
+                    "UPDATE items SET attempts = attempts + 1 WHERE id = ? AND state = 'pending'");
   q.bind(1, item_id).step();
 }
 
 bool ResultStore::finish(std::int64_t item_id, const EvalRecord& record,
                          const std::string& worker) {
   const std::lock_guard lock(mutex_);
-  Db::Transaction tx(*db_);
-  Db::Stmt q(*db_,
-             "UPDATE items SET state = 'done', verdict = ?, record = ?, worker = ?, "
-             "finished_at = ?, finish_order = (SELECT COALESCE(MAX(finish_order), 0) + 1 FROM "
-             "items) WHERE id = ? AND state = 'pending'");
+  SqliteTransaction tx(*db_);
+  SqliteStatement q(
+      *db_,
+      "UPDATE items SET state = 'done', verdict = ?, record = ?, worker = ?, "
+      "finished_at = ?, finish_order = (SELECT COALESCE(MAX(finish_order), 0) + 1 FROM "
+      "items) WHERE id = ? AND state = 'pending'");
   q.bind(1, std::string(to_string(record.verdict)))
       .bind(2, record.to_json().dump())
       .bind(3, worker)
@@ -289,9 +285,10 @@ std::vector<StoredRecord> ResultStore::records(std::int64_t run_id) const {
 std::vector<StoredRecord> ResultStore::records_after(std::int64_t run_id, std::int64_t after,
                                                      std::int64_t& last) const {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_,
-             "SELECT id, seq, record, finish_order FROM items WHERE run_id = ? AND state = 'done' "
-             "AND finish_order > ? ORDER BY finish_order");
+  SqliteStatement q(
+      *db_,
+      "SELECT id, seq, record, finish_order FROM items WHERE run_id = ? AND state = 'done' "
+      "AND finish_order > ? ORDER BY finish_order");
   q.bind(1, run_id).bind(2, after);
   std::vector<StoredRecord> out;
   last = after;
@@ -304,14 +301,14 @@ std::vector<StoredRecord> ResultStore::records_after(std::int64_t run_id, std::i
 
 std::string ResultStore::worker_of(std::int64_t item_id) const {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_, "SELECT worker FROM items WHERE id = ?");
+  SqliteStatement q(*db_, "SELECT worker FROM items WHERE id = ?");
   q.bind(1, item_id);
   return q.step() ? q.text(0) : std::string();
 }
 
 std::optional<std::vector<double>> ResultStore::reference_timing(const std::string& key) const {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_, "SELECT samples_ms FROM reference_timings WHERE key = ?");
+  SqliteStatement q(*db_, "SELECT samples_ms FROM reference_timings WHERE key = ?");
   q.bind(1, key);
   if (!q.step()) return std::nullopt;
   return json::parse(q.text(0)).get<std::vector<double>>();
@@ -320,9 +317,9 @@ std::optional<std::vector<double>> ResultStore::reference_timing(const std::stri
 void ResultStore::put_reference_timing(const std::string& key, const json& about,
                                        const std::vector<double>& samples_ms) {
   const std::lock_guard lock(mutex_);
-  Db::Stmt q(*db_,
-             "INSERT OR IGNORE INTO reference_timings (key, about, samples_ms, created_at) "
-             "VALUES (?, ?, ?, ?)");
+  SqliteStatement q(*db_,
+                    "INSERT OR IGNORE INTO reference_timings (key, about, samples_ms, created_at) "
+                    "VALUES (?, ?, ?, ?)");
   q.bind(1, key).bind(2, about.dump()).bind(3, json(samples_ms).dump()).bind(4, now_utc()).step();
 }
 

@@ -48,12 +48,8 @@ CREATE TABLE IF NOT EXISTS stages (name TEXT PRIMARY KEY, seconds REAL NOT NULL)
 
 }  // namespace
 
-/// The bench store's database (core's SQLite layer; errors name "bench store <path>").
-struct BenchStore::Db : SqliteDb {
-  explicit Db(const fs::path& path) : SqliteDb(path, "bench store") {}
-};
-
-BenchStore::BenchStore(const fs::path& path) : path_(path), db_(std::make_unique<Db>(path)) {
+BenchStore::BenchStore(const fs::path& path)
+    : path_(path), db_(std::make_unique<SqliteDb>(path, "bench store")) {
   db_->exec(kSchema);
 }
 

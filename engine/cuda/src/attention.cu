@@ -1025,29 +1025,45 @@ void check_kernel_dtype(CudaDType dtype, AttentionKernel kernel) {
     throw Error("CUDA attention: the tensor-core kernels need bf16");
 }
 
+/// A kernel of the attention at head_dim D: its name for errors, its function and the dynamic
+/// shared memory every launch of it takes.
+struct AttentionLaunch {
+  const char* name;
+  void (*kernel)(AttnArgs);
+  std::size_t shared;
+};
+
+/// The kernel `kernel` launches (for kCudaCores, the one for `dtype`): the one mapping of
+/// AttentionKernel to kernel instantiations, for launches and for occupancy.
+template <int D>
+AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
+  constexpr const char* kPipelinedName = "attention_mma_pipelined_kernel";
+  switch (kernel) {
+    case AttentionKernel::kTensorCoresPipelined:
+      return {kPipelinedName, attention_mma_pipelined_kernel<D, 1, false>,
+              pipelined_shared_bytes<D, 1>()};
+    case AttentionKernel::kTensorCoresPaired:
+      return {kPipelinedName, attention_mma_pipelined_kernel<D, 1, true>,
+              pipelined_shared_bytes<D, 1>()};
+    case AttentionKernel::kTensorCoresDeep:
+      return {kPipelinedName, attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
+              pipelined_shared_bytes<D, deep_stages<D>()>()};
+    case AttentionKernel::kTensorCores:
+      return {"attention_mma_kernel", attention_mma_kernel<D>, mma_shared_bytes<D>()};
+    case AttentionKernel::kCudaCores:
+      break;
+  }
+  if (dtype == CudaDType::kBF16)
+    return {"attention_simple_kernel", attention_simple_kernel<__nv_bfloat16, D>, 0};
+  return {"attention_simple_kernel", attention_simple_kernel<float, D>, 0};
+}
+
 template <int D>
 void run_attention(CudaDType dtype, AttentionKernel kernel, const AttnArgs& args, std::int32_t grid,
                    cudaStream_t stream, bool pdl) {
-  const auto blocks = static_cast<unsigned>(grid);
-  if (kernel == AttentionKernel::kTensorCoresPipelined)
-    launch_kernel("attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D, 1, false>,
-                  blocks, kThreads, pipelined_shared_bytes<D, 1>(), stream, pdl, args);
-  else if (kernel == AttentionKernel::kTensorCoresPaired)
-    launch_kernel("attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D, 1, true>,
-                  blocks, kThreads, pipelined_shared_bytes<D, 1>(), stream, pdl, args);
-  else if (kernel == AttentionKernel::kTensorCoresDeep)
-    launch_kernel("attention_mma_pipelined_kernel",
-                  attention_mma_pipelined_kernel<D, deep_stages<D>(), false>, blocks, kThreads,
-                  pipelined_shared_bytes<D, deep_stages<D>()>(), stream, pdl, args);
-  else if (kernel == AttentionKernel::kTensorCores)
-    launch_kernel("attention_mma_kernel", attention_mma_kernel<D>, blocks, kThreads,
-                  mma_shared_bytes<D>(), stream, pdl, args);
-  else if (dtype == CudaDType::kBF16)
-    launch_kernel("attention_simple_kernel", attention_simple_kernel<__nv_bfloat16, D>, blocks,
-                  kThreads, 0, stream, pdl, args);
-  else
-    launch_kernel("attention_simple_kernel", attention_simple_kernel<float, D>, blocks, kThreads, 0,
-                  stream, pdl, args);
+  const AttentionLaunch l = attention_launch<D>(dtype, kernel);
+  launch_kernel(l.name, l.kernel, static_cast<unsigned>(grid), kThreads, l.shared, stream, pdl,
+                args);
 }
 
 template <int D>
@@ -1082,25 +1098,11 @@ int blocks_per_sm(void (*kernel)(Params...), std::size_t bytes) {
 
 template <int D>
 std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
-  int device = 0, sms = 0, blocks = 0;
+  int device = 0, sms = 0;
   DICE_CUDA_CHECK(cudaGetDevice(&device));
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (kernel == AttentionKernel::kTensorCoresPipelined)
-    blocks =
-        blocks_per_sm(attention_mma_pipelined_kernel<D, 1, false>, pipelined_shared_bytes<D, 1>());
-  else if (kernel == AttentionKernel::kTensorCoresPaired)
-    blocks =
-        blocks_per_sm(attention_mma_pipelined_kernel<D, 1, true>, pipelined_shared_bytes<D, 1>());
-  else if (kernel == AttentionKernel::kTensorCoresDeep)
-    blocks = blocks_per_sm(attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
-                           pipelined_shared_bytes<D, deep_stages<D>()>());
-  else if (kernel == AttentionKernel::kTensorCores)
-    blocks = blocks_per_sm(attention_mma_kernel<D>, mma_shared_bytes<D>());
-  else if (dtype == CudaDType::kBF16)
-    blocks = blocks_per_sm(attention_simple_kernel<__nv_bfloat16, D>, 0);
-  else
-    blocks = blocks_per_sm(attention_simple_kernel<float, D>, 0);
-  return sms * blocks;
+  const AttentionLaunch l = attention_launch<D>(dtype, kernel);
+  return sms * blocks_per_sm(l.kernel, l.shared);
 }
 
 AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, const LayerShape& shape,

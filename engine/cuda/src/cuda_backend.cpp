@@ -477,10 +477,6 @@ struct CudaBackend::Impl {
                       static_cast<char*>(v_cache.get()) + layer * stride};
   }
 
-  /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows. With
-  /// options.programmatic_launch, or programmatic_launch_few_rows and rows_pad <=
-  /// skinny_gemm_rows, our kernels are PDL launches (launch.cuh); cuBLASLt's are plain, so each
-  /// waits for the kernel before it to finish, and the kernel after it waits for it.
   /// Blocks of the persistent attention kernel `kernel` (one the backend set up at start).
   std::int32_t grid_of(AttentionKernel kernel) const {
     return kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
@@ -488,7 +484,11 @@ struct CudaBackend::Impl {
                                                            : attn_grid;
   }
 
-  /// `kernel`: the pass's attention kernel, launched on grid_of(kernel) blocks.
+  /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows, its
+  /// attention by `kernel` on grid_of(kernel) blocks. With options.programmatic_launch, or
+  /// programmatic_launch_few_rows and rows_pad <= skinny_gemm_rows, our kernels are PDL launches
+  /// (launch.cuh); cuBLASLt's are plain, so each waits for the kernel before it to finish, and
+  /// the kernel after it waits for it.
   void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine,
                AttentionKernel kernel) {
     const std::int32_t grid = grid_of(kernel);
@@ -791,12 +791,8 @@ struct CudaBackend::Impl {
     out.proposals.assign(request.proposals ? block_rows : 0, Proposal{});
     // ForwardRequest::masked_rows_only: the rows left out of the passes' logits are decided
     // positions, which propose their own token (written here; run_pass fills the others).
-    const bool masked_only = options.masked_rows_only && request.masked_rows_only &&
-                             request.proposals && !request.logits;
-    if (masked_only)
-      for (std::size_t i = 0; i < items.size(); ++i)
-        for (std::size_t r = 0; r < items[i].block.size(); ++r)
-          out.proposals[out.row_offsets[i] + r] = Proposal{items[i].block[r], 1.0f, 0.0f};
+    const bool masked_only = options.masked_rows_only && request.skips_decided_rows();
+    if (masked_only) propose_decided_rows(items, out.proposals);
     out.logits.clear();
     if (request.logits) out.logits.resize(block_rows * static_cast<std::size_t>(config.vocab_size));
 

@@ -119,6 +119,18 @@ struct PassPlanner::Scratch {
   std::vector<Tile> tiles, paired;
   std::vector<AttnWork> work;
   std::vector<AttnCombine> combines;
+
+  /// Empties every buffer, keeping its capacity.
+  void clear() {
+    rows.clear();
+    block_index.clear();
+    samples.clear();
+    tables.clear();
+    tiles.clear();
+    paired.clear();
+    work.clear();
+    combines.clear();
+  }
 };
 
 PassPlanner::PassPlanner() : scratch_(std::make_unique<Scratch>()) {}
@@ -128,21 +140,13 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
   const std::int32_t tile_rows = tile_rows_for(shape.heads, shape.kv_heads);
 
   // Every buffer keeps its capacity from the last call: once they have grown, planning
-  // allocates nothing (fresh buffers of ~100 KB each forward cost page faults).
+  // allocates nothing (fresh buffers of ~100 KB each forward cost page faults). The plan starts
+  // from a default one that takes over the last plan's two buffers.
+  plan_ = PassPlan{.bytes = std::move(plan_.bytes), .block_row_of = std::move(plan_.block_row_of)};
+  plan_.block_row_of.clear();  // (bytes is assigned whole below)
   PassPlan& plan = plan_;
+  scratch_->clear();
   auto& [rows, block_index, samples, tables, tiles, paired, work, combines] = *scratch_;
-  rows.clear();
-  block_index.clear();
-  samples.clear();
-  tables.clear();
-  tiles.clear();
-  paired.clear();
-  work.clear();
-  combines.clear();
-  plan.block_row_of.clear();
-  plan.rows = plan.block_rows = plan.pass_block_rows = plan.attn_work = plan.attn_combine = 0;
-  plan.partials = plan.paired_items = 0;
-  plan.kv_positions_read = plan.attention_scores = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const PassItem& item = items[i];
     const auto commit = std::ssize(item.commit), n = commit + std::ssize(item.block);

@@ -94,18 +94,17 @@ struct PlanShape {
   /// Two tiles of one pass item (a full tile of 16 query vectors and the next one) in one work
   /// item of 32 query vectors, read by warp pairs that share each K/V page (launched as
   /// AttentionKernel::kTensorCoresPaired; the other kernels trap on pairs), when the paired
-  /// items still number at least
-  /// target_work, so that no item needs a split. With 4 or more query heads per KV head a fused
-  /// store pass (4 commit rows + a block of 4) is two tiles per KV head that read the same
-  /// pages; paired, each page comes into shared memory once instead of twice.
+  /// items still number at least target_work, so that no item needs a split. With 4 or more
+  /// query heads per KV head a fused store pass (4 commit rows + a block of 4) is two tiles per
+  /// KV head that read the same pages; paired, each page comes into shared memory once instead
+  /// of twice.
   bool pair_tiles = false;
   /// With wave_splits, where the unsplit work items number at least 3/4 of the SMs (sms):
-  /// positions of fixed cost that splitting
-  /// adds to the makespan estimate (the split merge: partial results written, counted in, read
-  /// back by the last item; ~5 us per tile at 1 sequence, bench/results/
-  /// 2026-11-23-engine-paired-tiles-h100). Measured there at 16 sequences and 576-1,024
-  /// positions, splitting was 5-17% slower per attention launch than not splitting. Below that,
-  /// splitting is what brings idle SMs' bandwidth in and the cost is not counted (at 1
+  /// positions of fixed cost that splitting adds to the makespan estimate (the split merge: partial
+  /// results written, counted in, read back by the last item; ~5 us per tile at 1 sequence,
+  /// bench/results/ 2026-11-23-engine-paired-tiles-h100). Measured there at 16 sequences and
+  /// 576-1,024 positions, splitting was 5-17% slower per attention launch than not splitting. Below
+  /// that, splitting is what brings idle SMs' bandwidth in and the cost is not counted (at 1
   /// sequence splits win: 12.9 against 16.0 us at 1,024 positions). 0: splits cost nothing
   /// extra (the earlier estimate).
   std::int32_t split_cost = 768;
@@ -153,8 +152,8 @@ PassPlan plan_pass(std::span<const PassItem> items, const PlanShape& shape);
 
 /// plan_pass with its buffers (the plan's and the planning's) kept from one call to the next, so
 /// that planning a pass allocates nothing once they have grown: the backend plans every pass
-/// through one. Fresh buffers cost page faults each forward (~100 KB at 128 sequences; 62 -> 18
-/// us per plan, bench/results/2026-11-24-plan-pass-cpu). Not thread-safe.
+/// through one. Fresh buffers cost page faults each forward (~100 KB at 128 sequences: 85-156 ->
+/// 15-16 us per plan on the CPU of bench/results/2026-11-24-plan-pass-cpu). Not thread-safe.
 class PassPlanner {
  public:
   PassPlanner();

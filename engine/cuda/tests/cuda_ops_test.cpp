@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -319,6 +318,20 @@ TEST_F(CudaOps, SwiGlu) {
     }
 }
 
+/// x w^T (+ y0 with `accumulate`) in double: x [rows, in], w [out, in], y0 [rows, out].
+std::vector<double> reference_gemm(const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>& y0, int rows, int in, int out,
+                                   bool accumulate) {
+  std::vector<double> y(static_cast<std::size_t>(rows) * out);
+  for (int r = 0; r < rows; ++r)
+    for (int o = 0; o < out; ++o) {
+      double s = accumulate ? y0[r * out + o] : 0.0;
+      for (int i = 0; i < in; ++i) s += static_cast<double>(x[r * in + i]) * w[o * in + i];
+      y[r * out + o] = s;
+    }
+  return y;
+}
+
 TEST_F(CudaOps, GemmThroughCublasLt) {
   // Heuristic plans, then (a second Gemm) the plans the autotune chose, on the same shapes: the
   // tuned ones must give the heuristic's results bit for bit.
@@ -353,14 +366,7 @@ TEST_F(CudaOps, GemmThroughCublasLt) {
                    stream());
           synchronize();
           const auto got = download(d_y, rows * out, CudaDType::kF32);
-          std::vector<double> want(rows * out);
-          for (int r = 0; r < rows; ++r)
-            for (int o = 0; o < out; ++o) {
-              double s = accumulate ? y0[r * out + o] : 0.0;
-              for (int i = 0; i < in; ++i) s += static_cast<double>(x[r * in + i]) * w[o * in + i];
-              want[r * out + o] = s;
-            }
-          EXPECT_LT(rel_l2(got, want), 1e-5) << what;
+          EXPECT_LT(rel_l2(got, reference_gemm(x, w, y0, rows, in, out, accumulate)), 1e-5) << what;
           if (tune) {
             const auto d_y2 = upload(y0, CudaDType::kF32);
             plain.run(dtype, d_x.get(), d_w.get(), d_y2.as<float>(), rows, in, out, accumulate,
@@ -402,14 +408,7 @@ TEST_F(CudaOps, GemmWithAnSmCountTarget) {
   half.run(CudaDType::kBF16, d_x.get(), d_w.get(), d_y.as<float>(), rows, in, out, true, stream());
   synchronize();
   const auto got = download(d_y, rows * out, CudaDType::kF32);
-  std::vector<double> want(rows * out);
-  for (int r = 0; r < rows; ++r)
-    for (int o = 0; o < out; ++o) {
-      double acc = y0[r * out + o];
-      for (int i = 0; i < in; ++i) acc += static_cast<double>(x[r * in + i]) * w[o * in + i];
-      want[r * out + o] = acc;
-    }
-  EXPECT_LT(rel_l2(got, want), 1e-5);
+  EXPECT_LT(rel_l2(got, reference_gemm(x, w, y0, rows, in, out, true)), 1e-5);
   EXPECT_THROW(Gemm(0, false, 1 << 20, -1), Error);
   EXPECT_THROW(Gemm(0, false, 1 << 20, sms + 1), Error);
 }
@@ -643,15 +642,8 @@ TEST_F(CudaOps, SkinnyGemmDispatchAndRefusedShapesFallBack) {
         ASSERT_EQ(got[i], cublas[i]) << what << " at " << i;
       continue;
     }
-    std::vector<double> want(got.size());
-    for (std::int64_t r = 0; r < c.rows; ++r)
-      for (std::int64_t o = 0; o < c.out; ++o) {
-        double s = 0;
-        for (std::int64_t i = 0; i < c.in; ++i)
-          s += static_cast<double>(x[static_cast<std::size_t>(r * c.in + i)]) *
-               w[static_cast<std::size_t>(o * c.in + i)];
-        want[static_cast<std::size_t>(r * c.out + o)] = s;
-      }
+    const auto want = reference_gemm(x, w, {}, static_cast<int>(c.rows), static_cast<int>(c.in),
+                                     static_cast<int>(c.out), false);
     EXPECT_LT(rel_l2(got, want), 1e-5) << what;
     // The autotune of a skinny shape: times its n-tile choices, records them, same bits after.
     DeviceBuffer x_scratch(static_cast<std::size_t>(c.rows * c.in) * 2 + 256),
@@ -1438,8 +1430,8 @@ TEST_F(CudaOps, AttentionTimings) {
 }
 
 // Whether the layer GEMMs and the attention could overlap at 128 sequences (not a check but for
-// one bit-equality: skipped unless DICE_OVERLAP_TIMINGS is set; run on the device by
-// bench/device_overlap_probe.sh). SDAR-4B shapes: one layer's four GEMMs at 512 rows (128
+// the attention's output beside the GEMMs: skipped unless DICE_OVERLAP_TIMINGS is set; run on the
+// device by bench/device_overlap_probe.sh). SDAR-4B shapes: one layer's four GEMMs at 512 rows (128
 // sequences x a block of 4; cuBLASLt, heuristic plans) and one block-only attention pass of 128
 // sequences whose blocks see `context` positions (DICE_OVERLAP_CONTEXTS, default 1024,4096).
 // Graphs of 12 layers, rotating over 2 copies of the weights and 3 layers of KV cache (HBM, not
@@ -1492,9 +1484,8 @@ TEST_F(CudaOps, OverlapTimings) {
         fork.record(stream());
         DICE_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork.get(), 0));
       }
-      for (int l = 0; l < kLayers; ++l) {
-        if (on_main != nullptr) (*on_main)(l);
-      }
+      if (on_main != nullptr)
+        for (int l = 0; l < kLayers; ++l) (*on_main)(l);
       if (on_side != nullptr) {
         for (int l = 0; l < kLayers; ++l) (*on_side)(l);
         join.record(side.get());

@@ -46,7 +46,17 @@ struct ForwardRequest {
   /// its lm_head row and vocabulary pass. Remasking reads proposals of masked positions only
   /// (remasking.h), so decoding is unchanged. Ignored when `logits` is requested.
   bool masked_rows_only = false;
+
+  /// Whether a backend may leave decided block rows without logits: masked_rows_only with
+  /// proposals and without logits.
+  bool skips_decided_rows() const { return masked_rows_only && proposals && !logits; }
 };
+
+/// What every block row of `items` proposes when it is decided (ForwardRequest::
+/// masked_rows_only): Proposal{its token, 1, 0}, written to `proposals` (one per block row, in
+/// item order, as ForwardOutput::proposals). A backend writes this first, then the proposals of
+/// the rows it computed over it. Throws dice::Error if `proposals` is not one per block row.
+void propose_decided_rows(std::span<const ForwardItem> items, std::span<Proposal> proposals);
 
 /// The results of a batched forward, rows in item order.
 struct ForwardOutput {

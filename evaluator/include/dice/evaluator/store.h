@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dice/core/sqlite.h"
 #include "dice/evaluator/problem.h"
 #include "dice/evaluator/record.h"
 
@@ -102,9 +103,8 @@ class ResultStore {
                             const std::vector<double>& samples_ms);
 
  private:
-  struct Db;
   std::filesystem::path path_;
-  std::unique_ptr<Db> db_;
+  std::unique_ptr<SqliteDb> db_;
   mutable std::mutex mutex_;
 };
 

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "dice/core/sqlite.h"
+
 namespace dice::generation {
 
 /// One sample of a bench run.
@@ -79,9 +81,8 @@ class BenchStore {
   std::map<std::string, double> stage_seconds() const;
 
  private:
-  struct Db;
   std::filesystem::path path_;
-  std::unique_ptr<Db> db_;
+  std::unique_ptr<SqliteDb> db_;
   mutable std::mutex mutex_;
 };
 
