@@ -29,6 +29,8 @@ struct BackendArgs {
   bool no_gemm_autotune = false;  ///< cuda: keep cuBLASLt's heuristic choice for every GEMM
   /// cuda: bf16 GEMMs of at most this many rows run the skinny kernel (0: cuBLASLt always)
   std::int64_t skinny_gemm_rows = 16;
+  /// cuda: bf16 GEMMs of more rows and at most this many run the panel kernel (0: off)
+  std::int64_t panel_gemm_rows = 0;
   /// cuda: programmatic dependent launch of dice's kernels in every pass (--pdl), in none
   /// (--no-pdl); neither: in passes of at most skinny_gemm_rows rows
   bool pdl = false;
@@ -56,8 +58,8 @@ struct BackendArgs {
   /// before waiting for the kernel before (--no-pdl-early-reads: after)
   bool pdl_early_reads = true;
   /// cuda: lm_head and the vocabulary pass over the block rows that hold the mask token only
-  /// (--masked-rows-only; off by default until measured on the device)
-  bool masked_rows_only = false;
+  /// (--no-masked-rows-only: over every block row)
+  bool masked_rows_only = true;
 };
 
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,

@@ -34,6 +34,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -295,6 +296,161 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   }
 }
 
+/// Bytes of one staged x stage: 64 rows of kPanelStageK bf16 plus 64 bytes against bank
+/// conflicts (lanes g and g + 1 then fall 16 banks apart).
+constexpr int kPanelStride = kPanelStageK + 32;
+constexpr int kPanelStages = 3;
+constexpr std::size_t kPanelShared =
+    static_cast<std::size_t>(kPanelStages) * 64 * kPanelStride * sizeof(__nv_bfloat16);
+
+__device__ __forceinline__ void cp_async16(void* shared, const void* global, int bytes) {
+  const auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(global),
+               "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/// Grid (out / kPanelColumns, splits), kSkinnyWarps warps. Stage s of a split holds x's 64 rows
+/// (zeros past `rows`) over 4 chunks of 32 k; warp v computes columns n0 + 16 v .. + 15 of the
+/// block's tile over the split's chunks in order. The MMA layout is the skinny kernel's (the
+/// permutation of k within a chunk above).
+__global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
+    panel_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                      float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
+                      bool accumulate, std::int32_t splits, float* __restrict__ partials,
+                      std::uint32_t* __restrict__ counters) {
+  constexpr int NT = kPanelWarpTiles, MT = 4, kChunksPerStage = kPanelStageK / 32;
+  extern __shared__ __align__(16) unsigned char panel_raw[];
+  auto* staged = reinterpret_cast<__nv_bfloat16*>(panel_raw);
+  __shared__ bool last_block;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const std::int64_t tile = blockIdx.x;
+  const std::int64_t n0 = tile * kPanelColumns + warp * NT * 8;
+  const std::int32_t split = static_cast<std::int32_t>(blockIdx.y);
+  const std::int32_t chunks = in / 32;
+  const std::int32_t begin = static_cast<std::int32_t>(std::int64_t{chunks} * split / splits);
+  const std::int32_t end = static_cast<std::int32_t>(std::int64_t{chunks} * (split + 1) / splits);
+  const std::int32_t stages = (end - begin + kChunksPerStage - 1) / kChunksPerStage;
+  wait_for_prior_grid();
+
+  // Stage `s` into its ring slot: 64 rows x 16 pieces of 16 bytes, 4 per thread.
+  const auto issue = [&](std::int32_t s) {
+    if (s < stages) {
+      __nv_bfloat16* slot = staged + (s % kPanelStages) * 64 * kPanelStride;
+      const std::int32_t c0 = begin + s * kChunksPerStage;
+      const std::int32_t valid = min(kChunksPerStage, end - c0);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int i = tid + q * kSkinnyWarps * 32, row = i / 16, piece = i % 16;
+        if (piece / 4 < valid) {
+          const bool real = row < rows;
+          cp_async16(slot + row * kPanelStride + piece * 8,
+                     real ? x + static_cast<std::int64_t>(row) * in + c0 * 32 + piece * 8 : x,
+                     real ? 16 : 0);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+  issue(0);
+  issue(1);
+
+  const __nv_bfloat16* w_lane = w + (n0 + g) * in + 8 * t;
+  const std::uint64_t policy = evict_first_policy();
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[m][j][r] = 0.0f;
+
+  for (std::int32_t s = 0; s < stages; ++s) {
+    const std::int32_t c0 = begin + s * kChunksPerStage;
+    const std::int32_t valid = min(kChunksPerStage, end - c0);
+    uint4 b[kChunksPerStage][NT];
+#pragma unroll
+    for (int u = 0; u < kChunksPerStage; ++u)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        b[u][j] = u < valid ? load_streaming(w_lane + j * 8 * in + (c0 + u) * 32, policy)
+                            : make_uint4(0, 0, 0, 0);
+    cp_async_wait<1>();  // stage s has landed (s + 1 may still be in flight)
+    __syncthreads();     // ... for every thread, and slot (s + 2) % 3 is free again
+    issue(s + 2);
+    const __nv_bfloat16* x_lane =
+        staged + (s % kPanelStages) * 64 * kPanelStride + g * kPanelStride + 8 * t;
+#pragma unroll
+    for (int u = 0; u < kChunksPerStage; ++u) {
+      if (u >= valid) break;
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const uint4 xl = *reinterpret_cast<const uint4*>(x_lane + m * 16 * kPanelStride + u * 32);
+        const uint4 xh =
+            *reinterpret_cast<const uint4*>(x_lane + (m * 16 + 8) * kPanelStride + u * 32);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) mma_chunk(acc[m][j], xl, xh, b[u][j]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // C registers (r, r + 1) of (m, j) hold row m16 + g + 8 (r / 2), columns 2t and 2t + 1.
+  float* target = splits == 1 ? y : partials + static_cast<std::int64_t>(split) * rows * out;
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::int32_t row = m * 16 + g + 8 * h;
+        if (row >= rows) continue;
+        auto* dst = reinterpret_cast<float2*>(target + static_cast<std::int64_t>(row) * out + n0 +
+                                              j * 8 + 2 * t);
+        float2 v = make_float2(acc[m][j][2 * h], acc[m][j][2 * h + 1]);
+        if (splits == 1 && accumulate) {
+          const float2 old = *dst;
+          v = make_float2(old.x + v.x, old.y + v.y);
+        }
+        *dst = v;
+      }
+  if (splits == 1) return;
+
+  // The last block of this column tile adds the splits' partial sums in split order.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0)
+    last_block = atomicAdd(counters + tile, 1u) == static_cast<std::uint32_t>(splits - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  constexpr int kQuads = static_cast<int>(kPanelColumns / 4);
+  for (int e = tid; e < rows * kQuads; e += kSkinnyWarps * 32) {
+    const std::int64_t row = e / kQuads, column = tile * kPanelColumns + (e % kQuads) * 4;
+    const std::int64_t at = row * out + column;
+    float4 sum = __ldcg(reinterpret_cast<const float4*>(partials + at));
+    for (std::int32_t p = 1; p < splits; ++p) {
+      const float4 v =
+          __ldcg(reinterpret_cast<const float4*>(partials + std::int64_t{p} * rows * out + at));
+      sum = make_float4(sum.x + v.x, sum.y + v.y, sum.z + v.z, sum.w + v.w);
+    }
+    auto* dst = reinterpret_cast<float4*>(y + at);
+    if (accumulate) {
+      const float4 old = *dst;
+      sum = make_float4(old.x + sum.x, old.y + sum.y, old.z + sum.z, old.w + sum.w);
+    }
+    *dst = sum;
+  }
+  if (tid == 0) counters[tile] = 0;  // ready for the next launch
+}
+
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const SkinnyNorm& norm, void* act,
@@ -415,6 +571,49 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                                           : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
                                                     : launcher_for<false, false>(m_tiles, n_tiles));
   launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights);
+}
+
+bool panel_gemm_fits(bool bf16, std::int64_t rows, std::int64_t in, std::int64_t out,
+                     std::int64_t max_rows, const void* x, const void* w, const void* y) {
+  return bf16 && rows >= 1 && rows <= max_rows && rows <= kSkinnyRowsLimit && in > 0 &&
+         in % 32 == 0 && in <= (std::int64_t{1} << 30) && out > 0 && out % kPanelColumns == 0 &&
+         out / kPanelColumns <= kPanelMaxTiles && aligned16(x) && aligned16(w) && aligned16(y);
+}
+
+int panel_gemm_splits(std::int64_t rows, std::int64_t in, std::int64_t out, int sms,
+                      std::size_t workspace_bytes) {
+  const std::int64_t tiles = std::max<std::int64_t>(1, out / kPanelColumns);
+  std::int64_t splits = (std::max(sms, 1) + tiles - 1) / tiles;
+  splits = std::min(splits, std::max<std::int64_t>(1, in / 32 / 8));
+  const auto per_split = static_cast<std::size_t>(std::max<std::int64_t>(1, rows * out)) * 4;
+  splits = std::min<std::int64_t>(splits, static_cast<std::int64_t>(workspace_bytes / per_split));
+  return static_cast<int>(std::max<std::int64_t>(1, splits));
+}
+
+void launch_panel_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+                       std::int64_t out, bool accumulate, int splits, float* partials,
+                       std::uint32_t* counters, cudaStream_t stream) {
+  if (!panel_gemm_fits(true, rows, in, out, kSkinnyRowsLimit, x, w, y))
+    throw Error("panel GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) + " out " +
+                std::to_string(out) +
+                " is not a shape it takes (rows 1..64, in a multiple of 32, out a multiple of " +
+                std::to_string(kPanelColumns) + ", 16-byte aligned)");
+  if (splits < 1 || splits > in / 32 ||
+      (splits > 1 && (partials == nullptr || counters == nullptr)))
+    throw Error("panel GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) + " out " +
+                std::to_string(out) + ": " + std::to_string(splits) + " splits need 1.." +
+                std::to_string(in / 32) + " and, above 1, a workspace");
+  static_assert(kPanelShared <= 227 * 1024, "the panel stages fit one SM's shared memory");
+  DICE_CUDA_CHECK(cudaFuncSetAttribute(panel_gemm_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kPanelShared)));
+  launch_kernel("panel_gemm_kernel", panel_gemm_kernel,
+                dim3(static_cast<unsigned>(out / kPanelColumns), static_cast<unsigned>(splits)),
+                kSkinnyWarps * 32, kPanelShared, stream, false,
+                static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
+                static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
+                static_cast<std::int32_t>(out), accumulate, static_cast<std::int32_t>(splits),
+                partials, counters);
 }
 
 }  // namespace dice::engine::cuda

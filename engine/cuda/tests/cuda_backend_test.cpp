@@ -265,29 +265,29 @@ TEST_F(CudaBackendTest, Fp32DecodingGivesTheCpuReferenceTokens) {
   const auto shape = shapes()[0];
   const CpuWeights weights = random_weights(shape.config, shape.std, false);
   CpuBackend cpu(weights);
-  // The default kernels and the first layouts (--cuda-baseline-kernels) alike.
+  // The default kernels (masked_rows_only among them: decided block rows get no lm_head row),
+  // every block row given logits, and the first layouts (--cuda-baseline-kernels) alike.
   CudaBackend gpu(weights, limited({.dtype = CudaDType::kF32}));
-  CudaBackendOptions first = limited({.dtype = CudaDType::kF32});
+  CudaBackendOptions every_row = limited({.dtype = CudaDType::kF32});
+  every_row.masked_rows_only = false;
+  CudaBackend all_rows(weights, every_row);
+  CudaBackendOptions first = every_row;
   first.chunked_vocab_pass = false;
   first.attention_min_split_keys = 0;
   first.fast_norms = false;
   CudaBackend baseline(weights, first);
-  // CudaBackendOptions::masked_rows_only: decided block rows get no lm_head row.
-  CudaBackendOptions masked_only = limited({.dtype = CudaDType::kF32});
-  masked_only.masked_rows_only = true;
-  CudaBackend masked(weights, masked_only);
   for (const double temperature : {0.0, 1.0}) {
     const auto requests = requests_for(shape.config, temperature);
     const auto want = generate(cpu, requests);
     const std::string what = temperature == 0 ? "greedy" : "sampled";
     expect_same(generate(gpu, requests), want, what);
+    expect_same(generate(all_rows, requests), want, what + ", every block row");
     expect_same(generate(baseline, requests), want, what + ", baseline kernels");
-    expect_same(generate(masked, requests), want, what + ", masked rows only");
   }
   EXPECT_GT(gpu.stats().graph_replays, 0);
-  EXPECT_EQ(masked.stats().forwards, gpu.stats().forwards);
-  EXPECT_LT(masked.stats().block_rows, gpu.stats().block_rows);
-  EXPECT_GT(masked.stats().block_rows, 0);
+  EXPECT_EQ(all_rows.stats().forwards, gpu.stats().forwards);
+  EXPECT_LT(gpu.stats().block_rows, all_rows.stats().block_rows);
+  EXPECT_GT(gpu.stats().block_rows, 0);
 }
 
 TEST_F(CudaBackendTest, BaselineAndDefaultKernelsGiveTheSameBf16Logits) {

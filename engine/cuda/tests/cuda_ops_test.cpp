@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "gemm.h"
 #include "ops.h"
 #include "skinny_gemm.h"
+#include "sm_partition.h"
 
 namespace dice::engine::cuda {
 namespace {
@@ -411,6 +413,75 @@ TEST_F(CudaOps, GemmWithAnSmCountTarget) {
   EXPECT_LT(rel_l2(got, reference_gemm(x, w, y0, rows, in, out, true)), 1e-5);
   EXPECT_THROW(Gemm(0, false, 1 << 20, -1), Error);
   EXPECT_THROW(Gemm(0, false, 1 << 20, sms + 1), Error);
+}
+
+TEST_F(CudaOps, PanelGemmMatchesTheReferenceAndIsDeterministic) {
+  // The panel kernel against the double-precision reference, with one split and several (the
+  // last block's reduction, and its counters left at zero for the next launch: each case runs
+  // three times from the same y and must give the same bits), and through Gemm's dispatch.
+  int sms = 0;
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  DeviceBuffer workspace(64ull << 20), counters(kPanelMaxTiles * 4);
+  Gemm dispatch(16, false, 64ull << 20, 0, 64);
+  struct Case {
+    std::int64_t rows, in, out;
+    bool accumulate;
+  };
+  const Case cases[] = {{64, 2560, 6144, false},  {64, 9728, 2560, true}, {17, 4096, 2560, true},
+                        {40, 2048, 12288, false}, {33, 256, 384, false},  {64, 256, 151936, false}};
+  bool several_splits = false;
+  for (const Case& c : cases) {
+    const std::string what = "panel rows " + std::to_string(c.rows) + " in " +
+                             std::to_string(c.in) + " out " + std::to_string(c.out);
+    const auto x = as_dtype(random_vector(c.rows * c.in, 31), CudaDType::kBF16);
+    const auto w = as_dtype(random_vector(c.out * c.in, 32, 0.05f), CudaDType::kBF16);
+    const auto y0 = random_vector(c.rows * c.out, 33);
+    const auto d_x = upload(x, CudaDType::kBF16), d_w = upload(w, CudaDType::kBF16);
+    const auto d_y = upload(y0, CudaDType::kF32);
+    const int splits = panel_gemm_splits(c.rows, c.in, c.out, sms, workspace.bytes());
+    several_splits = several_splits || splits > 1;
+    ASSERT_TRUE(
+        dispatch.panel(CudaDType::kBF16, c.rows, c.in, c.out, d_x.get(), d_w.get(), d_y.get()))
+        << what;
+    std::vector<float> first;
+    for (int run = 0; run < 4; ++run) {
+      DICE_CUDA_CHECK(cudaMemcpy(d_y.get(), y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
+      if (run < 3)
+        launch_panel_gemm(d_x.get(), d_w.get(), d_y.as<float>(), c.rows, c.in, c.out, c.accumulate,
+                          splits, workspace.as<float>(), counters.as<std::uint32_t>(), stream());
+      else
+        dispatch.run(CudaDType::kBF16, d_x.get(), d_w.get(), d_y.as<float>(), c.rows, c.in, c.out,
+                     c.accumulate, stream());
+      synchronize();
+      const auto got = download(d_y, y0.size(), CudaDType::kF32);
+      if (run == 0) {
+        if (c.out <= 12288) {  // the lm_head-sized case is checked for its bits only
+          EXPECT_LT(
+              rel_l2(got, reference_gemm(x, w, y0, static_cast<int>(c.rows), static_cast<int>(c.in),
+                                         static_cast<int>(c.out), c.accumulate)),
+              1e-5)
+              << what << ", " << splits << " splits";
+        }
+        first = got;
+        continue;
+      }
+      for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], first[i]) << what << ", run " << run << ": bits differ at " << i;
+    }
+  }
+  EXPECT_TRUE(several_splits);
+  // Rows the skinny kernel takes stay with it; refused shapes and split counts throw.
+  EXPECT_FALSE(dispatch.panel(CudaDType::kBF16, 16, 2048, 2048, workspace.get(), workspace.get(),
+                              workspace.get()));
+  EXPECT_THROW(launch_panel_gemm(workspace.get(), workspace.get(), workspace.as<float>(), 64, 256,
+                                 392, false, 1, nullptr, nullptr, stream()),
+               Error);
+  EXPECT_THROW(launch_panel_gemm(workspace.get(), workspace.get(), workspace.as<float>(), 64, 256,
+                                 384, false, 0, nullptr, nullptr, stream()),
+               Error);
+  EXPECT_THROW(launch_panel_gemm(workspace.get(), workspace.get(), workspace.as<float>(), 64, 256,
+                                 384, false, 2, nullptr, nullptr, stream()),
+               Error);
 }
 
 /// y (fp32, rows x out) on the host.
@@ -1193,7 +1264,7 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const double copy = measure_copy_bandwidth(0, 1ll << 30, 5);
   std::printf("copy bandwidth %.0f GB/s, %d SMs\n", copy / 1e9, sms);
-  std::printf("%-12s %4s %6s %6s %3s %9s %8s %7s\n", "shape", "rows", "in", "out", "nt", "us",
+  std::printf("%-12s %4s %6s %6s %-16s %9s %8s %7s\n", "shape", "rows", "in", "out", "kernel", "us",
               "GB/s", "x copy");
   struct Shape {
     const char* name;
@@ -1205,7 +1276,8 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                           {"4b qkv", 2560, 6144, false},        {"4b o", 4096, 2560, true},
                           {"4b gate_up", 2560, 19456, false},   {"4b down", 9728, 2560, true}};
   constexpr std::int64_t kPoolBytes = 512ll << 20;
-  Gemm cublas;
+  DeviceBuffer workspace(64ull << 20), counters(kPanelMaxTiles * 4);
+  Gemm cublas, tuned;
   for (const Shape& shape : shapes) {
     const std::int64_t weight_bytes = shape.in * shape.out * 2;
     const std::int64_t copies = std::max<std::int64_t>(2, kPoolBytes / weight_bytes);
@@ -1226,21 +1298,46 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
         synchronize();
         return graph_replay_us(stream(), launches, 1, 7, launch);
       };
-      const auto print = [&](int n_tiles, double us) {
+      const auto print = [&](const std::string& kernel, double us) {
         const double rate = static_cast<double>(weight_bytes) / (us * 1e-6);
-        std::printf("%-12s %4lld %6lld %6lld %3d %9.2f %8.0f %7.3f\n", shape.name,
+        std::printf("%-12s %4lld %6lld %6lld %-16s %9.2f %8.0f %7.3f\n", shape.name,
                     static_cast<long long>(rows), static_cast<long long>(shape.in),
-                    static_cast<long long>(shape.out), n_tiles, us, rate / 1e9, rate / copy);
+                    static_cast<long long>(shape.out), kernel.c_str(), us, rate / 1e9, rate / copy);
+        std::fflush(stdout);
       };
-      print(0, time([&](std::int64_t i) {  // n tiles 0: cuBLASLt
+      print("cublaslt", time([&](std::int64_t i) {
               cublas.run(CudaDType::kBF16, x.get(), weights(i), y.as<float>(), rows, shape.in,
                          shape.out, shape.accumulate, stream());
             }));
+      DeviceBuffer x_scratch(x.bytes()), y_scratch(y.bytes());
+      tuned.tune(CudaDType::kBF16, x_scratch.get(), weights(0), y_scratch.as<float>(), rows,
+                 shape.in, shape.out, shape.accumulate, stream());
+      print("cublaslt tuned", time([&](std::int64_t i) {
+              tuned.run(CudaDType::kBF16, x.get(), weights(i), y.as<float>(), rows, shape.in,
+                        shape.out, shape.accumulate, stream());
+            }));
       for (const int n : skinny_n_tile_options(rows, shape.out))
-        print(n, time([&](std::int64_t i) {
+        print("skinny n" + std::to_string(n), time([&](std::int64_t i) {
                 launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                    shape.accumulate, n, stream());
               }));
+      if (panel_gemm_fits(true, rows, shape.in, shape.out, kSkinnyRowsLimit, x.get(), w.get(),
+                          y.get())) {
+        // The rule's split count (marked *) and others around it.
+        const int rule = panel_gemm_splits(rows, shape.in, shape.out, sms, workspace.bytes());
+        std::vector<int> counts{rule};
+        for (const int s : {1, 2, 3, 4, 6, 8, 12, 16})
+          if (s != rule && s <= shape.in / 32 &&
+              static_cast<std::size_t>(s * rows * shape.out * 4) <= workspace.bytes())
+            counts.push_back(s);
+        for (const int splits : counts)
+          print("panel s" + std::to_string(splits) + (splits == rule ? "*" : ""),
+                time([&](std::int64_t i) {
+                  launch_panel_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                    shape.accumulate, splits, workspace.as<float>(),
+                                    counters.as<std::uint32_t>(), stream());
+                }));
+      }
     }
   }
 }
@@ -1443,6 +1540,9 @@ TEST_F(CudaOps, AttentionTimings) {
 //   per SM times sms - g) / the deep kernel (one block per SM, sms - g blocks) alone;
 //   both_pipe / both_deep: the GEMMs and that attention at once on two streams, as two
 //   independent chains: the most that overlapping the two could give.
+// Then the same split made with green contexts (SmPartition: the driver rounds g to its
+// granularity, 8 SMs on sm_90), whose kernels cannot leave their SMs, timed eagerly on the
+// host clock, and once as a graph spanning both contexts.
 TEST_F(CudaOps, OverlapTimings) {
   if (std::getenv("DICE_OVERLAP_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_OVERLAP_TIMINGS=1 to time GEMMs and attention side by side";
@@ -1508,6 +1608,7 @@ TEST_F(CudaOps, OverlapTimings) {
   const std::int32_t deep_blocks =
       attention_grid(CudaDType::kBF16, AttentionKernel::kTensorCoresDeep, kD) / sms;
   ASSERT_GT(deep_blocks, 0) << "the deep attention kernel cannot run on this device";
+  std::vector<std::string> green_rows;
   for (const int context : env_ints("DICE_OVERLAP_CONTEXTS", {1024, 4096})) {
     const std::int64_t pages_per_sequence = (context + kPageTokens - 1) / kPageTokens;
     const std::int64_t pages = kSequences * pages_per_sequence + 1;  // page 0: scratch
@@ -1565,6 +1666,85 @@ TEST_F(CudaOps, OverlapTimings) {
     const auto serial_out =
         download(out, static_cast<std::size_t>(kRows) * kHeads * kD, CudaDType::kBF16);
     const std::vector<double> reference(serial_out.begin(), serial_out.end());
+    // The same split made with green contexts (SmPartition: each group's kernels run on its own
+    // SMs only). Timed eagerly (host clock around 12 layers launched layer by layer on both
+    // streams, median of 5 after a warm-up), since a graph may not span contexts; the serial
+    // layer is timed the same way for the ratio. Then, if capture across the two groups works,
+    // the concurrent layers as one graph.
+    const auto green_row = [&](int context_keys, int g) -> std::string {
+      try {
+        const SmPartition partition(0, g);
+        using Work = std::pair<std::function<void(std::int64_t)>, cudaStream_t>;
+        const auto eager_us = [&](const std::vector<Work>& work) {
+          std::vector<double> times;
+          for (int rep = 0; rep < 6; ++rep) {
+            for (const Work& w : work) DICE_CUDA_CHECK(cudaStreamSynchronize(w.second));
+            const auto start = std::chrono::steady_clock::now();
+            for (int l = 0; l < kLayers; ++l)
+              for (const Work& w : work) w.first(l);
+            for (const Work& w : work) DICE_CUDA_CHECK(cudaStreamSynchronize(w.second));
+            times.push_back(
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                    .count());
+          }
+          std::sort(times.begin() + 1, times.end());
+          return times[3] / kLayers;
+        };
+        Gemm part(0, false, 64ull << 20, partition.first_sms());
+        const auto gemm_on = [&](Gemm& gemm, cudaStream_t on) {
+          return std::function<void(std::int64_t)>(
+              [&gemm, &gemms, on](std::int64_t l) { gemms(gemm, on, l); });
+        };
+        const Attention pipe =
+            planned(AttentionKernel::kTensorCoresPipelined, pipe_blocks * partition.second_sms());
+        const Attention deep =
+            planned(AttentionKernel::kTensorCoresDeep, deep_blocks * partition.second_sms());
+        const double serial = eager_us({Work{gemm_on(full, stream()), stream()},
+                                        Work{attention_on(attn_all, stream()), stream()}});
+        const double gemm_a = eager_us({Work{gemm_on(part, partition.first()), partition.first()}});
+        const double pipe_b =
+            eager_us({Work{attention_on(pipe, partition.second()), partition.second()}});
+        const double deep_b =
+            eager_us({Work{attention_on(deep, partition.second()), partition.second()}});
+        const double both_pipe =
+            eager_us({Work{gemm_on(part, partition.first()), partition.first()},
+                      Work{attention_on(pipe, partition.second()), partition.second()}});
+        EXPECT_LT(rel_l2(download(out, reference.size(), CudaDType::kBF16), reference), 1e-3)
+            << "green contexts, context " << context_keys << ", g " << g;
+        const double both_deep =
+            eager_us({Work{gemm_on(part, partition.first()), partition.first()},
+                      Work{attention_on(deep, partition.second()), partition.second()}});
+        std::string graph = "-";
+        try {
+          const auto on_first = gemm_on(part, partition.first());
+          const auto on_second = attention_on(pipe, partition.second());
+          const double us = captured_graph_us(partition.first(), 2, 7, [&] {
+            fork.record(partition.first());
+            DICE_CUDA_CHECK(cudaStreamWaitEvent(partition.second(), fork.get(), 0));
+            for (int l = 0; l < kLayers; ++l) {
+              on_first(l);
+              on_second(l);
+            }
+            join.record(partition.second());
+            DICE_CUDA_CHECK(cudaStreamWaitEvent(partition.first(), join.get(), 0));
+          });
+          graph = std::to_string(us / kLayers);
+        } catch (const std::exception& e) {
+          graph = std::string("capture failed: ") + e.what();
+          cudaGetLastError();
+        }
+        char line[512];
+        std::snprintf(line, sizeof line,
+                      "%7d %3d+%-3d %8.1f %8.1f %8.1f %8.1f %9.1f %9.1f %8.3f  graph both_pipe: %s",
+                      context_keys, partition.first_sms(), partition.second_sms(), serial, gemm_a,
+                      pipe_b, deep_b, both_pipe, both_deep, std::min(both_pipe, both_deep) / serial,
+                      graph.c_str());
+        return line;
+      } catch (const std::exception& e) {
+        return std::to_string(context_keys) + " g " + std::to_string(g) +
+               ": green contexts failed: " + e.what();
+      }
+    };
     for (const int g : gemm_sms) {
       Gemm part(0, false, 64ull << 20, g);
       const std::function<void(std::int64_t)> gemm_part = [&](std::int64_t l) {
@@ -1589,8 +1769,15 @@ TEST_F(CudaOps, OverlapTimings) {
                   gemm_us, attn_us, serial_us, g, gemm_g, pipe_g, deep_g, both_pipe, both_deep,
                   std::min(both_pipe, both_deep) / serial_us);
       std::fflush(stdout);
+      green_rows.push_back(green_row(context, g));
     }
   }
+  std::printf(
+      "\nthe same with green contexts (us per layer, eager launches)\n%7s %7s %8s %8s %8s "
+      "%8s %9s %9s %8s\n",
+      "context", "sms", "serial", "gemm_a", "pipe_b", "deep_b", "both_pipe", "both_deep",
+      "best/ser");
+  for (const std::string& row : green_rows) std::printf("%s\n", row.c_str());
 }
 
 struct VocabCase {

@@ -94,9 +94,10 @@ struct CudaBackendOptions {
   bool attention_deep_pipeline = true;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
-  /// sequences in the static schedule 62.5% of them). false (the default until it is measured
-  /// on the device): every block row gets logits.
-  bool masked_rows_only = false;
+  /// sequences in the static schedule 62.5% of them; +1.7% tokens/s for SDAR-4B and +3.8% for
+  /// SDAR-1.7B at 128 x 1,024 on an H100, bench/results/2026-11-24-overlap-masked-h100).
+  /// false: every block row gets logits.
+  bool masked_rows_only = true;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;
@@ -112,6 +113,12 @@ struct CudaBackendOptions {
   /// bandwidth at 8 rows (bench/results/2026-11-23-engine-profile-h100). Deterministic; its
   /// results differ from cuBLASLt's by fp32 rounding only. fp32 backends always use cuBLASLt.
   std::int64_t skinny_gemm_rows = 16;
+  /// bf16 GEMMs of more rows than skinny_gemm_rows and at most this many (0 turns it off, at
+  /// most 64) run the panel kernel (skinny_gemm.h: x staged in shared memory once per block,
+  /// split-K with a fixed split count and a deterministic reduction) instead of cuBLASLt where
+  /// the shape fits (in a multiple of 32, out of 128): at 64 rows cuBLASLt streams the SDAR
+  /// layer weights at 0.7-2.0 TB/s. Its results differ from cuBLASLt's by fp32 rounding only.
+  std::int64_t panel_gemm_rows = 0;
   /// The RMSNorms before the qkv and gate_up GEMMs fused into the skinny kernel where it runs
   /// them in one wave (bf16 with fast_norms, at most 16 rows; SkinnyNorm in skinny_gemm.h): its
   /// blocks normalise the rows themselves, with the norm kernel's arithmetic (the same bits),
