@@ -49,13 +49,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "tensor-core kernel for few rows instead of cuBLASLt (0: off, at most 64)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
-  command
-      ->add_option("--panel-gemm-rows", args.panel_gemm_rows,
-                   "cuda backend: bf16 GEMMs of more rows than --skinny-gemm-rows and at most "
-                   "this many run dice's panel kernel (x staged in shared memory, split-K with a "
-                   "deterministic reduction) instead of cuBLASLt (0: off, at most 64)")
-      ->check(CLI::Range(0, 64))
-      ->capture_default_str();
   auto* pdl = command->add_flag(
       "--pdl", args.pdl,
       "cuda backend: launch dice's kernels with programmatic dependent launch (each scheduled "
@@ -197,7 +190,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.cuda_graphs = !args.no_cuda_graphs;
   options.gemm_autotune = !args.no_gemm_autotune;
   options.skinny_gemm_rows = args.skinny_gemm_rows;
-  options.panel_gemm_rows = args.panel_gemm_rows;
   options.programmatic_launch = args.pdl;
   options.programmatic_launch_few_rows = !args.no_pdl;
   options.pipelined_attention = args.pipelined_attention;
@@ -210,7 +202,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.pdl_early_reads = args.pdl_early_reads;
   options.masked_rows_only = args.masked_rows_only;
   if (args.baseline_kernels) {
-    options.panel_gemm_rows = 0;
     options.fused_swiglu = false;
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;

@@ -29,8 +29,6 @@ struct BackendArgs {
   bool no_gemm_autotune = false;  ///< cuda: keep cuBLASLt's heuristic choice for every GEMM
   /// cuda: bf16 GEMMs of at most this many rows run the skinny kernel (0: cuBLASLt always)
   std::int64_t skinny_gemm_rows = 16;
-  /// cuda: bf16 GEMMs of more rows and at most this many run the panel kernel (0: off)
-  std::int64_t panel_gemm_rows = 0;
   /// cuda: programmatic dependent launch of dice's kernels in every pass (--pdl), in none
   /// (--no-pdl); neither: in passes of at most skinny_gemm_rows rows
   bool pdl = false;

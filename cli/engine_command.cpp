@@ -219,7 +219,6 @@ void run_bench(const BenchArgs& args) {
               {"fast_norms", o.fast_norms},
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},
-              {"panel_gemm_rows", o.panel_gemm_rows},
               {"fused_norm_gemm", o.fused_norm_gemm},
               {"fused_swiglu", o.fused_swiglu},
               {"programmatic_launch", o.programmatic_launch},

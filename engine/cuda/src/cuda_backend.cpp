@@ -221,8 +221,7 @@ struct CudaBackend::Impl {
     stream = std::make_unique<Stream>();
     pass_start = std::make_unique<Event>();
     pass_end = std::make_unique<Event>();
-    gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch,
-                                  std::size_t{64} << 20, 0, options.panel_gemm_rows);
+    gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
     upload_weights(source);
     build_rope();
     allocate_workspace();

@@ -33,19 +33,14 @@ struct EventPair {
 }  // namespace
 
 Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t workspace_bytes,
-           std::int32_t sm_count_target, std::int64_t panel_max_rows)
+           std::int32_t sm_count_target)
     : skinny_max_rows_(skinny_max_rows),
-      panel_max_rows_(panel_max_rows),
       pdl_(programmatic_launch),
       sm_count_target_(sm_count_target),
       workspace_(workspace_bytes),
-      hash_(256),
-      panel_counters_(panel_max_rows > 0 ? kPanelMaxTiles * sizeof(std::uint32_t) : 0) {
+      hash_(256) {
   if (skinny_max_rows < 0 || skinny_max_rows > kSkinnyRowsLimit)
     throw Error(fmt::format("skinny GEMM rows {}: expected 0 (off) to {}", skinny_max_rows,
-                            kSkinnyRowsLimit));
-  if (panel_max_rows < 0 || panel_max_rows > kSkinnyRowsLimit)
-    throw Error(fmt::format("panel GEMM rows {}: expected 0 (off) to {}", panel_max_rows,
                             kSkinnyRowsLimit));
   int device = 0;
   DICE_CUDA_CHECK(cudaGetDevice(&device));
@@ -59,12 +54,6 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
 bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                   const void* x, const void* w, const void* y) const {
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
-}
-
-bool Gemm::panel(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                 const void* x, const void* w, const void* y) const {
-  return !skinny(dtype, rows, in, out, x, w, y) &&
-         panel_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, panel_max_rows_, x, w, y);
 }
 
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -222,7 +211,6 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   if (rows <= 0) return 0;
   if (skinny(dtype, rows, in, out, x, w, y))
     return tune_skinny(x, w, y, rows, in, out, accumulate, stream, repeats);
-  if (panel(dtype, rows, in, out, x, w, y)) return 0;  // its splits follow from the shape
   const auto started = std::chrono::steady_clock::now();
   plan(dtype, rows, in, out, accumulate);
   Plan& p = plans_.at(Key{static_cast<int>(dtype), rows, in, out, accumulate});
@@ -357,10 +345,6 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
                               nullptr, early_weights_);
-  if (panel(dtype, rows, in, out, x, w, y))
-    return launch_panel_gemm(x, w, y, rows, in, out, accumulate,
-                             panel_gemm_splits(rows, in, out, sms_, workspace_.bytes()),
-                             workspace_.as<float>(), panel_counters_.as<std::uint32_t>(), stream);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

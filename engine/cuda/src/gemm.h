@@ -5,8 +5,6 @@
 // a plan's algorithm by the fastest of the heuristic's candidates, timed on real buffers.
 // bf16 GEMMs of at most `skinny_max_rows` rows that skinny_gemm_fits() accepts run our own
 // kernel instead (skinny_gemm.h); tune() then times its n-tile choices (all give the same bits).
-// bf16 GEMMs of more rows, up to `panel_max_rows`, run the panel kernel where it fits (its split
-// count follows from the shape and the SM count: nothing to tune).
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -32,13 +30,9 @@ class Gemm {
   /// with programmatic dependent launch (launch.cuh; cuBLASLt's kernels never are);
   /// `sm_count_target` (0: every SM): cuBLASLt plans for that many SMs
   /// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to a kernel on another stream.
-  /// `panel_max_rows` (0: off, at most kSkinnyRowsLimit): bf16 GEMMs of more rows than the
-  /// skinny kernel takes and at most this many that panel_gemm_fits() accepts run the panel
-  /// kernel (skinny_gemm.h; its split-K partials in the workspace).
   /// Throws dice::Error for a limit out of range (a target above the device's SMs included).
   explicit Gemm(std::int64_t skinny_max_rows = 0, bool programmatic_launch = false,
-                std::size_t workspace_bytes = 64ull << 20, std::int32_t sm_count_target = 0,
-                std::int64_t panel_max_rows = 0);
+                std::size_t workspace_bytes = 64ull << 20, std::int32_t sm_count_target = 0);
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
   ~Gemm();
@@ -82,10 +76,6 @@ class Gemm {
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
-  /// Whether run() gives this GEMM to the panel kernel (not skinny(), panel_gemm_fits with the
-  /// constructor's limit).
-  bool panel(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
-             const void* w, const void* y) const;
   /// Whether run() gives this GEMM to the skinny kernel (skinny_gemm_fits with this limit; y the
   /// output, fp32 or the SwiGLU epilogue's bf16).
   bool skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
@@ -131,7 +121,6 @@ class Gemm {
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
 
   std::int64_t skinny_max_rows_ = 0;
-  std::int64_t panel_max_rows_ = 0;
   bool pdl_ = false;
   bool early_weights_ = false;
   int sms_ = 1;
@@ -139,8 +128,7 @@ class Gemm {
   std::map<Key, SkinnyPlan> skinny_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
-  DeviceBuffer hash_;            ///< the autotune's output hash
-  DeviceBuffer panel_counters_;  ///< the panel kernel's column-tile counters (zeros)
+  DeviceBuffer hash_;  ///< the autotune's output hash
   std::map<Key, Plan> plans_;
 };
 

@@ -80,44 +80,4 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                         bool pdl = false, const SkinnyNorm* norm = nullptr,
                         void* swiglu_act = nullptr, bool early_weights = false);
 
-// The panel variant for 17-64 rows (issue 6: at 16 sequences, 64 rows, cuBLASLt streams the
-// SDAR layer weights at 0.7-2.0 TB/s, and the skinny kernel above re-reads x from L2 for every
-// 16 output columns). A block of kSkinnyWarps warps owns kPanelColumns output columns and one
-// contiguous share of the k chunks (split s of `splits`); its warps own kPanelWarpTiles n8 tiles
-// each and all four m16 tiles, streaming their weights as the skinny kernel does, while the
-// block stages the x panel (64 rows x 128 k, three stages in flight, cp.async) in shared memory
-// once for all of them. With several splits each block writes its partial sums to a workspace
-// and the last block of a column tile (a counter per tile) adds them in split order: the bits of
-// an output depend on the split count, which depends only on the shape and the SM count
-// (panel_gemm_splits), never on timing.
-
-/// n8 tiles per warp, columns per block, and the panel's staged k per stage.
-inline constexpr int kPanelWarpTiles = 2;
-inline constexpr std::int64_t kPanelColumns = kSkinnyWarps * kPanelWarpTiles * 8;
-inline constexpr int kPanelStageK = 128;
-/// Most column tiles (out / kPanelColumns) the panel kernel takes: its tile counters.
-inline constexpr std::int64_t kPanelMaxTiles = 4096;
-
-/// Whether the panel kernel computes this GEMM: bf16, 1 <= rows <= min(max_rows,
-/// kSkinnyRowsLimit), in a positive multiple of 32, out a positive multiple of kPanelColumns
-/// with at most kPanelMaxTiles tiles, x, w and y 16-byte aligned. max_rows 0 turns it off.
-bool panel_gemm_fits(bool bf16, std::int64_t rows, std::int64_t in, std::int64_t out,
-                     std::int64_t max_rows, const void* x, const void* w, const void* y);
-
-/// The split count of the k chunks for `out` / kPanelColumns column tiles on `sms` SMs: enough
-/// blocks for one wave (ceil(sms / tiles)), at most one split per 8 chunks (two stages), and
-/// no more than the workspace holds (splits x rows x out fp32); at least 1.
-int panel_gemm_splits(std::int64_t rows, std::int64_t in, std::int64_t out, int sms,
-                      std::size_t workspace_bytes);
-
-/// Launches the panel kernel: y[rows, out] (fp32) = x w^T (+ y with `accumulate`) with `splits`
-/// splits of k (panel_gemm_splits). `partials`: splits x rows x out floats of scratch when
-/// splits > 1; `counters`: kPanelMaxTiles zeros (cudaMalloc'd; the kernel leaves them zero
-/// again, so launches and graph replays may follow on the same stream, never concurrently).
-/// Capture-safe. Throws dice::Error for a shape panel_gemm_fits refuses, splits < 1 or more
-/// than the chunks, a missing workspace, or a failed launch.
-void launch_panel_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                       std::int64_t out, bool accumulate, int splits, float* partials,
-                       std::uint32_t* counters, cudaStream_t stream);
-
 }  // namespace dice::engine::cuda

@@ -415,75 +415,6 @@ TEST_F(CudaOps, GemmWithAnSmCountTarget) {
   EXPECT_THROW(Gemm(0, false, 1 << 20, sms + 1), Error);
 }
 
-TEST_F(CudaOps, PanelGemmMatchesTheReferenceAndIsDeterministic) {
-  // The panel kernel against the double-precision reference, with one split and several (the
-  // last block's reduction, and its counters left at zero for the next launch: each case runs
-  // three times from the same y and must give the same bits), and through Gemm's dispatch.
-  int sms = 0;
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  DeviceBuffer workspace(64ull << 20), counters(kPanelMaxTiles * 4);
-  Gemm dispatch(16, false, 64ull << 20, 0, 64);
-  struct Case {
-    std::int64_t rows, in, out;
-    bool accumulate;
-  };
-  const Case cases[] = {{64, 2560, 6144, false},  {64, 9728, 2560, true}, {17, 4096, 2560, true},
-                        {40, 2048, 12288, false}, {33, 256, 384, false},  {64, 256, 151936, false}};
-  bool several_splits = false;
-  for (const Case& c : cases) {
-    const std::string what = "panel rows " + std::to_string(c.rows) + " in " +
-                             std::to_string(c.in) + " out " + std::to_string(c.out);
-    const auto x = as_dtype(random_vector(c.rows * c.in, 31), CudaDType::kBF16);
-    const auto w = as_dtype(random_vector(c.out * c.in, 32, 0.05f), CudaDType::kBF16);
-    const auto y0 = random_vector(c.rows * c.out, 33);
-    const auto d_x = upload(x, CudaDType::kBF16), d_w = upload(w, CudaDType::kBF16);
-    const auto d_y = upload(y0, CudaDType::kF32);
-    const int splits = panel_gemm_splits(c.rows, c.in, c.out, sms, workspace.bytes());
-    several_splits = several_splits || splits > 1;
-    ASSERT_TRUE(
-        dispatch.panel(CudaDType::kBF16, c.rows, c.in, c.out, d_x.get(), d_w.get(), d_y.get()))
-        << what;
-    std::vector<float> first;
-    for (int run = 0; run < 4; ++run) {
-      DICE_CUDA_CHECK(cudaMemcpy(d_y.get(), y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
-      if (run < 3)
-        launch_panel_gemm(d_x.get(), d_w.get(), d_y.as<float>(), c.rows, c.in, c.out, c.accumulate,
-                          splits, workspace.as<float>(), counters.as<std::uint32_t>(), stream());
-      else
-        dispatch.run(CudaDType::kBF16, d_x.get(), d_w.get(), d_y.as<float>(), c.rows, c.in, c.out,
-                     c.accumulate, stream());
-      synchronize();
-      const auto got = download(d_y, y0.size(), CudaDType::kF32);
-      if (run == 0) {
-        if (c.out <= 12288) {  // the lm_head-sized case is checked for its bits only
-          EXPECT_LT(
-              rel_l2(got, reference_gemm(x, w, y0, static_cast<int>(c.rows), static_cast<int>(c.in),
-                                         static_cast<int>(c.out), c.accumulate)),
-              1e-5)
-              << what << ", " << splits << " splits";
-        }
-        first = got;
-        continue;
-      }
-      for (std::size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(got[i], first[i]) << what << ", run " << run << ": bits differ at " << i;
-    }
-  }
-  EXPECT_TRUE(several_splits);
-  // Rows the skinny kernel takes stay with it; refused shapes and split counts throw.
-  EXPECT_FALSE(dispatch.panel(CudaDType::kBF16, 16, 2048, 2048, workspace.get(), workspace.get(),
-                              workspace.get()));
-  EXPECT_THROW(launch_panel_gemm(workspace.get(), workspace.get(), workspace.as<float>(), 64, 256,
-                                 392, false, 1, nullptr, nullptr, stream()),
-               Error);
-  EXPECT_THROW(launch_panel_gemm(workspace.get(), workspace.get(), workspace.as<float>(), 64, 256,
-                                 384, false, 0, nullptr, nullptr, stream()),
-               Error);
-  EXPECT_THROW(launch_panel_gemm(workspace.get(), workspace.get(), workspace.as<float>(), 64, 256,
-                                 384, false, 2, nullptr, nullptr, stream()),
-               Error);
-}
-
 /// y (fp32, rows x out) on the host.
 std::vector<float> download_f32(const DeviceBuffer& b, std::int64_t count) {
   std::vector<float> v(static_cast<std::size_t>(count));
@@ -1252,7 +1183,7 @@ double graph_replay_us(cudaStream_t stream, int launches, int warmups, int repla
 // Per-launch skinny GEMM times (not a check: skipped unless DICE_SKINNY_TIMINGS is set; run on
 // the device by bench/device_skinny_sweep.sh). SDAR-1.7B and -4B layer shapes at 4 and 16 rows
 // (1 and 4 sequences of a block of 4; DICE_SKINNY_ROWS: other counts up to 64, a comma list):
-// every n-tile choice and cuBLASLt's heuristic choice. The
+// every n-tile choice, cuBLASLt's heuristic choice and cuBLASLt's choice after Gemm::tune. The
 // launches of one graph rotate over as many copies of the weights as fill 512 MiB, so that weights
 // come from HBM as in a forward (L2 holds 50 MiB); the time is the graph replay's over its
 // launches, median of 7 replays. GB/s: weight bytes over that time, next to the copy bandwidth
@@ -1276,7 +1207,6 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                           {"4b qkv", 2560, 6144, false},        {"4b o", 4096, 2560, true},
                           {"4b gate_up", 2560, 19456, false},   {"4b down", 9728, 2560, true}};
   constexpr std::int64_t kPoolBytes = 512ll << 20;
-  DeviceBuffer workspace(64ull << 20), counters(kPanelMaxTiles * 4);
   Gemm cublas, tuned;
   for (const Shape& shape : shapes) {
     const std::int64_t weight_bytes = shape.in * shape.out * 2;
@@ -1321,23 +1251,6 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                 launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                    shape.accumulate, n, stream());
               }));
-      if (panel_gemm_fits(true, rows, shape.in, shape.out, kSkinnyRowsLimit, x.get(), w.get(),
-                          y.get())) {
-        // The rule's split count (marked *) and others around it.
-        const int rule = panel_gemm_splits(rows, shape.in, shape.out, sms, workspace.bytes());
-        std::vector<int> counts{rule};
-        for (const int s : {1, 2, 3, 4, 6, 8, 12, 16})
-          if (s != rule && s <= shape.in / 32 &&
-              static_cast<std::size_t>(s * rows * shape.out * 4) <= workspace.bytes())
-            counts.push_back(s);
-        for (const int splits : counts)
-          print("panel s" + std::to_string(splits) + (splits == rule ? "*" : ""),
-                time([&](std::int64_t i) {
-                  launch_panel_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
-                                    shape.accumulate, splits, workspace.as<float>(),
-                                    counters.as<std::uint32_t>(), stream());
-                }));
-      }
     }
   }
 }

@@ -74,40 +74,5 @@ TEST(SkinnyGemmRule, TilesFollowRowsAndColumns) {
   EXPECT_EQ(skinny_default_n_tiles(8, 24, 132), 1);
 }
 
-TEST(PanelGemmRule, TakesEverySdarShapeAndSplitsToFillTheGpu) {
-  const auto panel = [](std::int64_t rows, std::int64_t in, std::int64_t out,
-                        std::int64_t max_rows = 64) {
-    return panel_gemm_fits(true, rows, in, out, max_rows, at(256), at(512), at_f(1024));
-  };
-  for (const auto& [in, out] : std::vector<std::pair<std::int64_t, std::int64_t>>{{2048, 4096},
-                                                                                  {2048, 2048},
-                                                                                  {2048, 12288},
-                                                                                  {6144, 2048},
-                                                                                  {2048, 151936},
-                                                                                  {2560, 6144},
-                                                                                  {4096, 2560},
-                                                                                  {2560, 19456},
-                                                                                  {9728, 2560},
-                                                                                  {2560, 151936}})
-    for (const std::int64_t rows : {17, 32, 48, 64}) EXPECT_TRUE(panel(rows, in, out)) << out;
-  EXPECT_FALSE(panel(65, 2048, 2048));        // more rows than four m16 tiles
-  EXPECT_FALSE(panel(64, 2048, 2048, 48));    // more than the limit
-  EXPECT_FALSE(panel(32, 2048, 2048, 0));     // off
-  EXPECT_FALSE(panel(32, 2048, 2056));        // out not a multiple of 128
-  EXPECT_FALSE(panel(32, 2064, 2048));        // in not a multiple of 32
-  EXPECT_FALSE(panel(32, 2048, 128 * 4097));  // more column tiles than counters
-  EXPECT_FALSE(panel_gemm_fits(false, 32, 2048, 2048, 64, at(256), at(512), at_f(1024)));
-  EXPECT_FALSE(panel_gemm_fits(true, 32, 2048, 2048, 64, at(264), at(512), at_f(1024)));
-  // Splits: one wave of blocks, at least 8 chunks each, within the workspace.
-  constexpr std::size_t kWorkspace = 64ull << 20;
-  EXPECT_EQ(panel_gemm_splits(64, 2560, 6144, 132, kWorkspace), 3);         // 48 tiles
-  EXPECT_EQ(panel_gemm_splits(64, 2048, 2048, 132, kWorkspace), 8);         // 16 tiles, 64 chunks
-  EXPECT_EQ(panel_gemm_splits(64, 9728, 2560, 132, kWorkspace), 7);         // 20 tiles
-  EXPECT_EQ(panel_gemm_splits(64, 2048, 151936, 132, kWorkspace), 1);       // 1,187 tiles
-  EXPECT_EQ(panel_gemm_splits(64, 256, 384, 132, kWorkspace), 1);           // 8 chunks: one split
-  EXPECT_EQ(panel_gemm_splits(64, 9728, 2560, 132, 2 * 64 * 2560 * 4), 2);  // the workspace
-  EXPECT_EQ(panel_gemm_splits(64, 9728, 2560, 132, 0), 1);
-}
-
 }  // namespace
 }  // namespace dice::engine::cuda

@@ -113,12 +113,6 @@ struct CudaBackendOptions {
   /// bandwidth at 8 rows (bench/results/2026-11-23-engine-profile-h100). Deterministic; its
   /// results differ from cuBLASLt's by fp32 rounding only. fp32 backends always use cuBLASLt.
   std::int64_t skinny_gemm_rows = 16;
-  /// bf16 GEMMs of more rows than skinny_gemm_rows and at most this many (0 turns it off, at
-  /// most 64) run the panel kernel (skinny_gemm.h: x staged in shared memory once per block,
-  /// split-K with a fixed split count and a deterministic reduction) instead of cuBLASLt where
-  /// the shape fits (in a multiple of 32, out of 128): at 64 rows cuBLASLt streams the SDAR
-  /// layer weights at 0.7-2.0 TB/s. Its results differ from cuBLASLt's by fp32 rounding only.
-  std::int64_t panel_gemm_rows = 0;
   /// The RMSNorms before the qkv and gate_up GEMMs fused into the skinny kernel where it runs
   /// them in one wave (bf16 with fast_norms, at most 16 rows; SkinnyNorm in skinny_gemm.h): its
   /// blocks normalise the rows themselves, with the norm kernel's arithmetic (the same bits),
