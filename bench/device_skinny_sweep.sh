@@ -4,8 +4,7 @@
 # first the skinny kernel's correctness tests (every SDAR shape against cuBLASLt, bit for bit the
 # same over n-tile choices), then CudaOps.SkinnyGemmTimings (per launch us and GB/s of cuBLASLt,
 # cuBLASLt after the autotune, and every skinny n-tile choice; rows: DICE_SKINNY_ROWS, default
-# 4,16).
-# Leaves $OUT/skinny-sweep.txt.
+# 4,16). Leaves $OUT/skinny-sweep.txt.
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
 source "$(dirname "$0")/engine_device.sh"

@@ -236,7 +236,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
             (!args.baseline_kernels && !args.fused_swiglu ? ", SwiGLU kernel" : "") +
             (!args.baseline_kernels && !args.pdl_early_reads ? ", no early reads under PDL" : "") +
-            (!args.baseline_kernels && args.masked_rows_only ? ", logits of masked rows only" : ""),
+            (!args.baseline_kernels && !args.masked_rows_only ? ", logits of every block row" : ""),
         args.skinny_gemm_rows,
         args.pdl      ? "on"
         : args.no_pdl ? "off"

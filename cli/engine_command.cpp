@@ -252,7 +252,7 @@ void run_bench(const BenchArgs& args) {
           record["paired_attention_passes"] = st.paired_attention_passes;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
-          record["block_rows"] = st.block_rows;  // rows given logits (--masked-rows-only: fewer)
+          record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)
           record["bytes"] = st.bytes;
           record["flops"] = st.flops;
           record["kv_positions_read"] = st.kv_positions_read;

@@ -1037,16 +1037,16 @@ struct AttentionLaunch {
 /// AttentionKernel to kernel instantiations, for launches and for occupancy.
 template <int D>
 AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
-  constexpr const char* kPipelinedName = "attention_mma_pipelined_kernel";
   switch (kernel) {
     case AttentionKernel::kTensorCoresPipelined:
-      return {kPipelinedName, attention_mma_pipelined_kernel<D, 1, false>,
+      return {"attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D, 1, false>,
               pipelined_shared_bytes<D, 1>()};
     case AttentionKernel::kTensorCoresPaired:
-      return {kPipelinedName, attention_mma_pipelined_kernel<D, 1, true>,
+      return {"attention_mma_pipelined_kernel (paired)", attention_mma_pipelined_kernel<D, 1, true>,
               pipelined_shared_bytes<D, 1>()};
     case AttentionKernel::kTensorCoresDeep:
-      return {kPipelinedName, attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
+      return {"attention_mma_pipelined_kernel (deep)",
+              attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
               pipelined_shared_bytes<D, deep_stages<D>()>()};
     case AttentionKernel::kTensorCores:
       return {"attention_mma_kernel", attention_mma_kernel<D>, mma_shared_bytes<D>()};

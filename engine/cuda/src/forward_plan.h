@@ -102,7 +102,7 @@ struct PlanShape {
   /// With wave_splits, where the unsplit work items number at least 3/4 of the SMs (sms):
   /// positions of fixed cost that splitting adds to the makespan estimate (the split merge: partial
   /// results written, counted in, read back by the last item; ~5 us per tile at 1 sequence,
-  /// bench/results/ 2026-11-23-engine-paired-tiles-h100). Measured there at 16 sequences and
+  /// bench/results/2026-11-23-engine-paired-tiles-h100). Measured there at 16 sequences and
   /// 576-1,024 positions, splitting was 5-17% slower per attention launch than not splitting. Below
   /// that, splitting is what brings idle SMs' bandwidth in and the cost is not counted (at 1
   /// sequence splits win: 12.9 against 16.0 us at 1,024 positions). 0: splits cost nothing

@@ -1587,15 +1587,18 @@ TEST_F(CudaOps, OverlapTimings) {
     const auto green_row = [&](int context_keys, int g) -> std::string {
       try {
         const SmPartition partition(0, g);
-        using Work = std::pair<std::function<void(std::int64_t)>, cudaStream_t>;
+        struct Work {  // what to launch for layer l, and on which stream
+          std::function<void(std::int64_t)> layer;
+          cudaStream_t on;
+        };
         const auto eager_us = [&](const std::vector<Work>& work) {
           std::vector<double> times;
           for (int rep = 0; rep < 6; ++rep) {
-            for (const Work& w : work) DICE_CUDA_CHECK(cudaStreamSynchronize(w.second));
+            for (const Work& w : work) DICE_CUDA_CHECK(cudaStreamSynchronize(w.on));
             const auto start = std::chrono::steady_clock::now();
             for (int l = 0; l < kLayers; ++l)
-              for (const Work& w : work) w.first(l);
-            for (const Work& w : work) DICE_CUDA_CHECK(cudaStreamSynchronize(w.second));
+              for (const Work& w : work) w.layer(l);
+            for (const Work& w : work) DICE_CUDA_CHECK(cudaStreamSynchronize(w.on));
             times.push_back(
                 std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
                     .count());
@@ -1612,31 +1615,26 @@ TEST_F(CudaOps, OverlapTimings) {
             planned(AttentionKernel::kTensorCoresPipelined, pipe_blocks * partition.second_sms());
         const Attention deep =
             planned(AttentionKernel::kTensorCoresDeep, deep_blocks * partition.second_sms());
+        const Work gemm_a{gemm_on(part, partition.first()), partition.first()};
+        const Work pipe_b{attention_on(pipe, partition.second()), partition.second()};
+        const Work deep_b{attention_on(deep, partition.second()), partition.second()};
         const double serial = eager_us({Work{gemm_on(full, stream()), stream()},
                                         Work{attention_on(attn_all, stream()), stream()}});
-        const double gemm_a = eager_us({Work{gemm_on(part, partition.first()), partition.first()}});
-        const double pipe_b =
-            eager_us({Work{attention_on(pipe, partition.second()), partition.second()}});
-        const double deep_b =
-            eager_us({Work{attention_on(deep, partition.second()), partition.second()}});
-        const double both_pipe =
-            eager_us({Work{gemm_on(part, partition.first()), partition.first()},
-                      Work{attention_on(pipe, partition.second()), partition.second()}});
+        const double gemm_a_us = eager_us({gemm_a});
+        const double pipe_b_us = eager_us({pipe_b});
+        const double deep_b_us = eager_us({deep_b});
+        const double both_pipe = eager_us({gemm_a, pipe_b});
         EXPECT_LT(rel_l2(download(out, reference.size(), CudaDType::kBF16), reference), 1e-3)
             << "green contexts, context " << context_keys << ", g " << g;
-        const double both_deep =
-            eager_us({Work{gemm_on(part, partition.first()), partition.first()},
-                      Work{attention_on(deep, partition.second()), partition.second()}});
+        const double both_deep = eager_us({gemm_a, deep_b});
         std::string graph = "-";
         try {
-          const auto on_first = gemm_on(part, partition.first());
-          const auto on_second = attention_on(pipe, partition.second());
           const double us = captured_graph_us(partition.first(), 2, 7, [&] {
             fork.record(partition.first());
             DICE_CUDA_CHECK(cudaStreamWaitEvent(partition.second(), fork.get(), 0));
             for (int l = 0; l < kLayers; ++l) {
-              on_first(l);
-              on_second(l);
+              gemm_a.layer(l);
+              pipe_b.layer(l);
             }
             join.record(partition.second());
             DICE_CUDA_CHECK(cudaStreamWaitEvent(partition.first(), join.get(), 0));
@@ -1649,9 +1647,9 @@ TEST_F(CudaOps, OverlapTimings) {
         char line[512];
         std::snprintf(line, sizeof line,
                       "%7d %3d+%-3d %8.1f %8.1f %8.1f %8.1f %9.1f %9.1f %8.3f  graph both_pipe: %s",
-                      context_keys, partition.first_sms(), partition.second_sms(), serial, gemm_a,
-                      pipe_b, deep_b, both_pipe, both_deep, std::min(both_pipe, both_deep) / serial,
-                      graph.c_str());
+                      context_keys, partition.first_sms(), partition.second_sms(), serial,
+                      gemm_a_us, pipe_b_us, deep_b_us, both_pipe, both_deep,
+                      std::min(both_pipe, both_deep) / serial, graph.c_str());
         return line;
       } catch (const std::exception& e) {
         return std::to_string(context_keys) + " g " + std::to_string(g) +

@@ -46,6 +46,8 @@ SmPartition::SmPartition(int device, int first_sms) {
   const auto create = driver_function<decltype(cuGreenCtxCreate)>("cuGreenCtxCreate");
   const auto stream_create =
       driver_function<decltype(cuGreenCtxStreamCreate)>("cuGreenCtxStreamCreate");
+  stream_destroy_ = driver_function<decltype(cuStreamDestroy)>("cuStreamDestroy");
+  context_destroy_ = driver_function<decltype(cuGreenCtxDestroy)>("cuGreenCtxDestroy");
   CUdevice handle = 0;
   check_driver(device_get(&handle, device), "cuDeviceGet");
   CUdevResource all{};
@@ -86,15 +88,11 @@ SmPartition::~SmPartition() {
 }
 
 void SmPartition::release() noexcept {
-  try {
-    const auto stream_destroy = driver_function<decltype(cuStreamDestroy)>("cuStreamDestroy");
-    const auto destroy = driver_function<decltype(cuGreenCtxDestroy)>("cuGreenCtxDestroy");
-    for (CUstream* s : {&first_stream_, &second_stream_})
-      if (*s != nullptr) stream_destroy(std::exchange(*s, nullptr));
-    for (CUgreenCtx* c : {&first_context_, &second_context_})
-      if (*c != nullptr) destroy(std::exchange(*c, nullptr));
-  } catch (...) {  // a destructor must not throw; the driver frees the rest at exit
-  }
+  // Streams and contexts exist only once the constructor found both destroy calls.
+  for (CUstream* s : {&first_stream_, &second_stream_})
+    if (*s != nullptr) stream_destroy_(std::exchange(*s, nullptr));
+  for (CUgreenCtx* c : {&first_context_, &second_context_})
+    if (*c != nullptr) context_destroy_(std::exchange(*c, nullptr));
 }
 
 }  // namespace dice::engine::cuda

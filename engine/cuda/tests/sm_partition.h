@@ -18,6 +18,7 @@ namespace dice::engine::cuda {
 /// lacks green contexts or cannot make the split (e.g. `first_sms` not below the SM count).
 class SmPartition {
  public:
+  /// Makes `device` current (cudaSetDevice) and splits its SMs; throws as above.
   SmPartition(int device, int first_sms);
   SmPartition(const SmPartition&) = delete;
   SmPartition& operator=(const SmPartition&) = delete;
@@ -33,6 +34,9 @@ class SmPartition {
 
  private:
   void release() noexcept;
+  /// The driver's destroy calls, looked up once by the constructor for release().
+  decltype(cuStreamDestroy)* stream_destroy_ = nullptr;
+  decltype(cuGreenCtxDestroy)* context_destroy_ = nullptr;
   CUgreenCtx first_context_ = nullptr, second_context_ = nullptr;
   CUstream first_stream_ = nullptr, second_stream_ = nullptr;
   int first_sms_ = 0, second_sms_ = 0;

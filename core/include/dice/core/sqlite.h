@@ -41,6 +41,8 @@ class SqliteDb {
 /// rows come. Binding or stepping errors throw dice::Error naming the database and the SQL.
 class SqliteStatement {
  public:
+  /// Prepares `sql` (one statement) on `db`, which must outlive it. Throws dice::Error naming
+  /// the database and the SQL.
   SqliteStatement(const SqliteDb& db, const char* sql);
   ~SqliteStatement();
   SqliteStatement(const SqliteStatement&) = delete;
@@ -51,7 +53,7 @@ class SqliteStatement {
   SqliteStatement& bind(int i, int v) { return bind(i, static_cast<std::int64_t>(v)); }
   SqliteStatement& bind(int i, double v);
   SqliteStatement& bind_null(int i);
-  /// Ready to run again with new bindings.
+  /// Ready to run again with new bindings (the old ones cleared).
   void reset();
   bool step();
   /// Column values of the current row (text "" and numbers 0 for NULL).
@@ -68,13 +70,17 @@ class SqliteStatement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-/// BEGIN IMMEDIATE ... COMMIT; rolls back if destroyed before commit().
+/// BEGIN IMMEDIATE ... COMMIT; rolls back if destroyed before commit() (a failed rollback is
+/// ignored: SQLite rolls back an open transaction when the connection closes).
 class SqliteTransaction {
  public:
+  /// Begins the transaction on `db`, which must outlive it. Throws dice::Error (e.g. the
+  /// database stayed locked past the busy timeout).
   explicit SqliteTransaction(const SqliteDb& db);
   ~SqliteTransaction();
   SqliteTransaction(const SqliteTransaction&) = delete;
   SqliteTransaction& operator=(const SqliteTransaction&) = delete;
+  /// Commits. Throws dice::Error if SQLite cannot (the destructor then rolls back).
   void commit();
 
  private:
