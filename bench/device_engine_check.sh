@@ -22,6 +22,7 @@
 # Exit status 1 if any check failed. Stops itself: a step that would start after CHECK_LIMIT
 # seconds (default 540) is skipped and reported, and each test process has at most 120 s.
 # CHECK_BACKEND=cpu (a dry run without a GPU) runs the "cuda" side on the cpu backend.
+# CHECK_TESTS: a gtest filter for the tests step (default every test).
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
 source "$(dirname "$0")/engine_device.sh"
@@ -63,7 +64,7 @@ time_for() {
 
 if [[ $steps == *,tests,* ]]; then
   start=$SECONDS
-  mapfile -t names < <(tests_cmd --gtest_list_tests | awk '/^[^ ]/{suite=$1} /^  /{print suite $1}')
+  mapfile -t names < <(tests_cmd --gtest_list_tests --gtest_filter="${CHECK_TESTS:-*}" | awk '/^[^ ]/{suite=$1} /^  /{print suite $1}')
   for name in "${names[@]}"; do
     time_for "$name" 10 || continue
     log="$check/gtest/$name.log"

@@ -79,6 +79,7 @@ struct BenchArgs {
   std::string json_out;
   std::uint64_t seed = 0;
   std::size_t max_active = 0;
+  bool reserve_whole_cache = false;
 };
 
 std::vector<std::int64_t> parse_list(const std::string& text, std::string_view what) {
@@ -175,12 +176,17 @@ void run_bench(const BenchArgs& args) {
         }
         auto warmup = requests;
         for (auto& r : warmup) r.options.max_new_tokens = std::min(t, args.warmup_tokens);
-        engine::generate(*backend, warmup, {}, 0, args.max_active);
+        const engine::ScheduleOptions schedule{
+            .max_active = args.max_active,
+            .admission = args.reserve_whole_cache ? engine::CacheAdmission::kReserveWhole
+                                                  : engine::CacheAdmission::kGrowAndPreempt};
+        engine::generate(*backend, warmup, {}, schedule);
 #ifdef DICE_HAVE_CUDA
         if (cuda != nullptr) cuda->reset_stats();
 #endif
         const auto start = Clock::now();
-        const auto results = engine::generate(*backend, requests, {}, 0, args.max_active);
+        engine::ScheduleStats schedule_stats;
+        const auto results = engine::generate(*backend, requests, {}, schedule, &schedule_stats);
         const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
         std::int64_t tokens = 0, forwards = 0;
         for (const auto& r : results) tokens += std::ssize(r.output_ids);
@@ -196,16 +202,16 @@ void run_bench(const BenchArgs& args) {
                               {"seconds", seconds},
                               {"output_tokens", tokens},
                               {"tokens_per_second", static_cast<double>(tokens) / seconds},
+                              {"reserve_whole_cache", args.reserve_whole_cache},
+                              {"concurrent_sequences", schedule_stats.peak_active},
+                              {"preemptions", schedule_stats.preemptions},
+                              {"recomputed_tokens", schedule_stats.recomputed_tokens},
                               {"ceilings", ceilings}};
         std::string floor_text;
 #ifdef DICE_HAVE_CUDA
         if (cuda != nullptr) {
           const auto& st = cuda->stats();
-          const auto m = cuda->memory();
           forwards = st.forwards;
-          const std::int64_t need = engine::cache_tokens_needed(requests.front());
-          const std::int64_t per_sequence = (need + m.page_tokens - 1) / m.page_tokens;
-          record["concurrent_sequences"] = std::min<std::int64_t>(n, m.pages / per_sequence);
           const auto& o = cuda->options();
           record["cuda_kernels"] = {
               {"chunked_vocab_pass", o.chunked_vocab_pass},
@@ -269,8 +275,11 @@ void run_bench(const BenchArgs& args) {
           floor_text += fmt::format(", host share {:.1f}%", 100.0 * host_share);
         }
 #endif
-        if (forwards == 0)  // cpu: every sequence runs every forward in this lockstep benchmark
-          for (const auto& r : results) forwards = std::max(forwards, r.counts.forwards);
+        if (forwards == 0) forwards = schedule_stats.forwards;  // cpu
+        floor_text += fmt::format(", at most {} sequences at once", schedule_stats.peak_active);
+        if (schedule_stats.preemptions > 0)
+          floor_text += fmt::format(", {} preemptions ({} tokens recomputed)",
+                                    schedule_stats.preemptions, schedule_stats.recomputed_tokens);
         record["forwards"] = forwards;
         record["forwards_per_second"] = static_cast<double>(forwards) / seconds;
         std::cerr << fmt::format(
@@ -310,6 +319,10 @@ void add_bench_command(CLI::App* engine) {
   bench->add_option("--max-active", args->max_active, "sequences at once (0: as many as fit)")
       ->capture_default_str();
   bench->add_option("--seed", args->seed, "seed of the random prompts")->capture_default_str();
+  bench->add_flag("--reserve-whole-cache", args->reserve_whole_cache,
+                  "admit a sequence only once its whole KV cache (prompt + new tokens) can be "
+                  "reserved, never preempting (default: caches grow page by page and the latest "
+                  "sequences are preempted and recomputed when the cache is full)");
   bench->add_flag("--no-ceilings", args->no_ceilings,
                   "cuda: skip measuring copy bandwidth and GEMM rate (no floor)");
   bench->add_option("--json", args->json_out, "also append the records to this file");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <utility>
 
@@ -65,9 +66,24 @@ void SequenceDecoder::advance(std::span<const Proposal> proposals) {
                             proposals.size()));
   ++counts_.forwards;
   if (!has_block) ++counts_.store_passes;
-  counts_.committed_tokens += commit_end_ - committed_;
+  // After a preemption, the tokens cached before it are written again: recomputed, not new.
+  const std::int64_t redo_end = std::clamp(recompute_end_, committed_, commit_end_);
+  counts_.recomputed_tokens += redo_end - committed_;
+  counts_.committed_tokens += commit_end_ - redo_end;
   committed_ = commit_end_;
   if (has_block) denoise(proposals);
+}
+
+void SequenceDecoder::preempt() {
+  if (done_) throw Error("preempt after the end of the sequence");
+  ++counts_.preemptions;
+  recompute_end_ = std::max(recompute_end_, committed_);
+  committed_ = 0;
+}
+
+std::int64_t SequenceDecoder::next_cache_end() const {
+  const bool has_block = options_.fused_store || commit_end_ == committed_;
+  return commit_end_ + (has_block ? options_.block_length : 0);
 }
 
 void SequenceDecoder::denoise(std::span<const Proposal> proposals) {
@@ -140,8 +156,8 @@ std::int64_t cache_tokens_needed(const GenerationRequest& request) {
 
 std::vector<GenerationResult> generate(Backend& backend,
                                        std::span<const GenerationRequest> requests,
-                                       const OutputCallback& on_output, SequenceId first_id,
-                                       std::size_t max_active) {
+                                       const OutputCallback& on_output,
+                                       const ScheduleOptions& schedule, ScheduleStats* stats) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   // Ids the decoding itself writes or looks for must be ids of the backend's model (a model with
@@ -166,8 +182,13 @@ std::vector<GenerationResult> generate(Backend& backend,
   std::vector<GenerationResult> results(requests.size());
   std::vector<std::size_t> emitted(requests.size(), 0);
   std::vector<bool> open(requests.size(), false);
+  ScheduleStats local_stats;
+  ScheduleStats& st = stats != nullptr ? *stats : local_stats;
+  st = ScheduleStats{};
+  const bool grow = schedule.admission == CacheAdmission::kGrowAndPreempt &&
+                    backend.free_cache_pages().has_value();
 
-  const auto id_of = [&](std::size_t i) { return first_id + static_cast<SequenceId>(i); };
+  const auto id_of = [&](std::size_t i) { return schedule.first_id + static_cast<SequenceId>(i); };
   const auto close_all = [&] {
     for (std::size_t i = 0; i < open.size(); ++i)
       if (open[i]) backend.close(id_of(i));
@@ -186,41 +207,93 @@ std::vector<GenerationResult> generate(Backend& backend,
   };
 
   try {
-    std::vector<std::size_t> active;
-    std::size_t next = 0;  // the first request not yet admitted
+    std::vector<std::size_t> active;  // running, in admission order
+    std::deque<std::size_t> waiting;  // in request order (preempted ones go back in order)
+    for (std::size_t i = 0; i < decoders.size(); ++i) waiting.push_back(i);
+    // After a preemption nothing joins until a sequence finishes and frees room: a preempted
+    // sequence rejoining at once would only be preempted again (and recomputed each time).
+    bool admission_closed = false;
+    // Pages the running sequences take in their next forward.
+    const auto pages_for_next_forward = [&] {
+      std::int64_t pages = 0;
+      for (const std::size_t i : active)
+        pages += backend.cache_pages_to_hold(id_of(i), decoders[i].next_cache_end());
+      return pages;
+    };
+    const auto cannot_fit = [&](std::size_t i, std::int64_t need) {
+      const auto limit = backend.cache_limit_tokens();
+      return InputError(fmt::format(
+          "request {}: its KV cache needs {} positions (prompt {} + max_new_tokens {}, in "
+          "blocks of {}), more than the backend's cache holds ({} positions); lower "
+          "max_new_tokens or give the backend more memory",
+          i, need, requests[i].prompt_ids.size(), requests[i].options.max_new_tokens,
+          requests[i].options.block_length, limit ? *limit : -1));
+    };
     // Admits waiting requests in order while their caches fit.
     const auto admit = [&] {
-      while (next < decoders.size() && (max_active == 0 || active.size() < max_active)) {
-        const std::size_t i = next;
+      std::int64_t pending = grow ? pages_for_next_forward() : 0;
+      while (!waiting.empty() &&
+             (schedule.max_active == 0 || active.size() < schedule.max_active)) {
+        const std::size_t i = waiting.front();
         if (decoders[i].done()) {
           finish(i);
-          ++next;
+          waiting.pop_front();
           continue;
         }
         const std::int64_t need = cache_tokens_needed(requests[i]);
-        if (!backend.can_reserve(need)) {
-          if (!active.empty()) return;  // waits for a running sequence to finish
+        if (grow) {
+          if (admission_closed) return;
           const auto limit = backend.cache_limit_tokens();
-          throw InputError(fmt::format(
-              "request {}: its KV cache needs {} positions (prompt {} + max_new_tokens {}, in "
-              "blocks of {}), more than the backend's cache holds ({} positions); lower "
-              "max_new_tokens or give the backend more memory",
-              i, need, requests[i].prompt_ids.size(), requests[i].options.max_new_tokens,
-              requests[i].options.block_length, limit ? *limit : -1));
+          if (limit && need > *limit) {
+            if (!active.empty()) return;  // the error once nothing else runs, as below
+            throw cannot_fit(i, need);
+          }
+          // Its first forward, the running sequences' next one, and a page to spare for each
+          // sequence's forward after that.
+          const std::int64_t first =
+              backend.cache_pages_to_hold(id_of(i), decoders[i].next_cache_end());
+          const std::int64_t spare = static_cast<std::int64_t>(active.size()) + 1;
+          if (!active.empty() && pending + first + spare > backend.free_cache_pages().value_or(0))
+            return;
+          pending += first;
+          backend.open(id_of(i), decoders[i].options().block_length);
+          open[i] = true;
+        } else {
+          if (!backend.can_reserve(need)) {
+            if (!active.empty()) return;  // waits for a running sequence to finish
+            throw cannot_fit(i, need);
+          }
+          backend.open(id_of(i), decoders[i].options().block_length);
+          open[i] = true;
+          backend.reserve(id_of(i), need);
         }
-        backend.open(id_of(i), decoders[i].options().block_length);
-        open[i] = true;
-        backend.reserve(id_of(i), need);
         active.push_back(i);
-        ++next;
+        waiting.pop_front();
+      }
+    };
+    // Preempts the most recently admitted sequences until the next forward fits.
+    const auto make_room = [&] {
+      while (active.size() > 1 &&
+             pages_for_next_forward() > backend.free_cache_pages().value_or(0)) {
+        const std::size_t i = active.back();
+        active.pop_back();
+        backend.close(id_of(i));
+        open[i] = false;
+        decoders[i].preempt();
+        ++st.preemptions;
+        waiting.insert(std::lower_bound(waiting.begin(), waiting.end(), i), i);
+        admission_closed = true;
       }
     };
     admit();
     std::vector<ForwardItem> items;
     ForwardOutput out;
     while (!active.empty()) {
+      if (grow) make_room();
       items.clear();
       for (const std::size_t i : active) items.push_back(decoders[i].next_item(id_of(i)));
+      st.peak_active = std::max(st.peak_active, active.size());
+      ++st.forwards;
       backend.forward(items, ForwardRequest{.masked_rows_only = true}, out);
       std::vector<std::size_t> still;
       for (std::size_t j = 0; j < active.size(); ++j) {
@@ -231,6 +304,7 @@ std::vector<GenerationResult> generate(Backend& backend,
         decoders[i].advance(rows);
         if (decoders[i].done()) {
           finish(i);
+          admission_closed = false;
         } else {
           emit(i);
           still.push_back(i);
@@ -243,6 +317,7 @@ std::vector<GenerationResult> generate(Backend& backend,
     close_all();
     throw;
   }
+  for (const auto& r : results) st.recomputed_tokens += r.counts.recomputed_tokens;
   return results;
 }
 

@@ -33,30 +33,47 @@ class FakeBackend final : public Backend {
   std::int32_t stop_token = kImEndId;
   std::int64_t forwards = 0;
   std::int64_t capacity = -1;  // cache positions for all sequences together; -1: unbounded
-  std::size_t most_open = 0;   // the most sequences open at once
+  // > 0: the cache is instead a pool of `pool_pages` pages of this many positions, taken page by
+  // page as forwards need them (CacheAdmission::kGrowAndPreempt) or by reserve().
+  std::int64_t page_tokens = 0;
+  std::int64_t pool_pages = 0;
+  std::size_t most_open = 0;  // the most sequences open at once
 
   std::int64_t vocab_rows() const override { return 151936; }
   void open(SequenceId sequence, std::int32_t block_length) override {
     ASSERT_FALSE(seqs_.contains(sequence));
-    seqs_[sequence] = {block_length, {}, 0};
+    seqs_[sequence] = {block_length, {}};
     most_open = std::max(most_open, seqs_.size());
   }
   void close(SequenceId sequence) override {
     closed[sequence] = seqs_.at(sequence).cache;
     reserved_ -= seqs_.at(sequence).reserved;
+    used_pages_ -= seqs_.at(sequence).pages;
     seqs_.erase(sequence);
   }
   bool can_reserve(std::int64_t tokens) const override {
+    if (page_tokens > 0) return pages_of(tokens) <= pool_pages - used_pages_;
     return capacity < 0 || reserved_ + tokens <= capacity;
   }
   std::optional<std::int64_t> cache_limit_tokens() const override {
+    if (page_tokens > 0) return pool_pages * page_tokens;
     if (capacity < 0) return std::nullopt;
     return capacity;
   }
   void reserve(SequenceId sequence, std::int64_t tokens) override {
     ASSERT_TRUE(can_reserve(tokens));
+    if (page_tokens > 0) return take_pages(seqs_.at(sequence), tokens);
     seqs_.at(sequence).reserved += tokens;
     reserved_ += tokens;
+  }
+  std::optional<std::int64_t> free_cache_pages() const override {
+    if (page_tokens <= 0) return std::nullopt;
+    return pool_pages - used_pages_;
+  }
+  std::int64_t cache_pages_to_hold(SequenceId sequence, std::int64_t tokens) const override {
+    if (page_tokens <= 0) return 0;
+    const auto it = seqs_.find(sequence);
+    return std::max<std::int64_t>(0, pages_of(tokens) - (it == seqs_.end() ? 0 : it->second.pages));
   }
   std::int64_t cached_tokens(SequenceId sequence) const override {
     return std::ssize(seqs_.at(sequence).cache);
@@ -75,8 +92,10 @@ class FakeBackend final : public Backend {
                        {item.commit.begin(), item.commit.end()},
                        {item.block.begin(), item.block.end()},
                        item.step});
+      if (page_tokens > 0)  // the scheduler must have made room: the pool never runs out
+        take_pages(s, std::ssize(s.cache) + std::ssize(item.commit) + std::ssize(item.block));
       s.cache.insert(s.cache.end(), item.commit.begin(), item.commit.end());
-      if (capacity >= 0) {
+      if (capacity >= 0 && page_tokens <= 0) {
         EXPECT_LE(std::ssize(s.cache) + std::ssize(item.block), s.reserved);
       }
       std::uint64_t h = 1469598103934665603ull;
@@ -109,10 +128,25 @@ class FakeBackend final : public Backend {
   struct Seq {
     std::int32_t block_length;
     std::vector<std::int32_t> cache;
-    std::int64_t reserved;
+    std::int64_t reserved = 0;
+    std::int64_t pages = 0;
   };
+  std::int64_t pages_of(std::int64_t tokens) const {
+    return (tokens + page_tokens - 1) / page_tokens;
+  }
+  void take_pages(Seq& s, std::int64_t tokens) {
+    const std::int64_t more = std::max<std::int64_t>(0, pages_of(tokens) - s.pages);
+    if (more > pool_pages - used_pages_) {
+      ADD_FAILURE() << "the page pool ran out: " << more << " more pages wanted, "
+                    << pool_pages - used_pages_ << " free";
+      return;
+    }
+    s.pages += more;
+    used_pages_ += more;
+  }
   std::map<SequenceId, Seq> seqs_;
   std::int64_t reserved_ = 0;
+  std::int64_t used_pages_ = 0;
 };
 
 std::vector<std::int32_t> prompt_of(int n) {
@@ -349,7 +383,7 @@ TEST(BlockDecoder, RequestsWaitForCacheRoomAndJoinWithoutDrainingTheBatch) {
     EXPECT_EQ(results[i].output_ids, expected[i].output_ids) << "request " << i;
   // max_active bounds the batch the same way.
   FakeBackend limited;
-  const auto two = generate(limited, requests, {}, 0, 2);
+  const auto two = generate(limited, requests, {}, {.max_active = 2});
   EXPECT_EQ(limited.most_open, 2u);
   for (std::size_t i = 0; i < requests.size(); ++i)
     EXPECT_EQ(two[i].output_ids, expected[i].output_ids);
@@ -363,6 +397,107 @@ TEST(BlockDecoder, RequestsWaitForCacheRoomAndJoinWithoutDrainingTheBatch) {
     EXPECT_NE(std::string(e.what()).find("request 0"), std::string::npos) << e.what();
   }
   EXPECT_EQ(cache_tokens_needed(requests[0]), 16);  // 5 + 9 = 14 positions, in blocks of 4
+}
+
+TEST(BlockDecoder, FullCacheIsMadeRoomForByPreemptingAndRecomputing) {
+  for (const bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused store" : "store pass");
+    // Six sequences decoding in lockstep; each needs ceil((5 + 40) / 4) * 4 = 48 positions in the
+    // end: 6 pages of 8. The pool holds 26 pages: all six fit at the start, four at the end.
+    std::vector<GenerationRequest> requests;
+    for (int i = 0; i < 6; ++i) {
+      auto o = options_with(RemaskingStrategy::kLowConfidenceDynamic, fused);
+      o.max_new_tokens = 40;
+      requests.push_back({prompt_of(5), o});
+      requests.back().prompt_ids[0] += i;  // different prompts, different outputs
+    }
+    FakeBackend unbounded;
+    const auto expected = generate(unbounded, requests);
+
+    FakeBackend grow;
+    grow.page_tokens = 8;
+    grow.pool_pages = 26;
+    ScheduleStats stats;
+    const auto grown = generate(grow, requests, {}, {}, &stats);
+    EXPECT_EQ(stats.peak_active, 6u);
+    EXPECT_GT(stats.preemptions, 0);
+    EXPECT_GT(stats.recomputed_tokens, 0);
+    std::int64_t preemptions = 0, recomputed = 0;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      // Recomputing a dropped cache changes no token, and each token counts once as committed.
+      EXPECT_EQ(grown[i].output_ids, expected[i].output_ids) << "request " << i;
+      EXPECT_EQ(grown[i].counts.committed_tokens, expected[i].counts.committed_tokens);
+      EXPECT_EQ(grow.closed.at(static_cast<SequenceId>(i)),
+                unbounded.closed.at(static_cast<SequenceId>(i)));
+      preemptions += grown[i].counts.preemptions;
+      recomputed += grown[i].counts.recomputed_tokens;
+    }
+    EXPECT_EQ(preemptions, stats.preemptions);
+    EXPECT_EQ(recomputed, stats.recomputed_tokens);
+    // The first-admitted sequences were never preempted (the latest go first).
+    EXPECT_EQ(grown[0].counts.preemptions, 0);
+    EXPECT_GT(grown[5].counts.preemptions, 0);
+
+    // Reserving whole caches runs four at a time and never preempts, in more forwards.
+    FakeBackend whole;
+    whole.page_tokens = 8;
+    whole.pool_pages = 26;
+    ScheduleStats whole_stats;
+    const auto reserved =
+        generate(whole, requests, {}, {.admission = CacheAdmission::kReserveWhole}, &whole_stats);
+    EXPECT_EQ(whole_stats.peak_active, 4u);
+    EXPECT_EQ(whole_stats.preemptions, 0);
+    for (std::size_t i = 0; i < requests.size(); ++i)
+      EXPECT_EQ(reserved[i].output_ids, expected[i].output_ids) << "request " << i;
+    EXPECT_LT(stats.forwards, whole_stats.forwards);
+    EXPECT_EQ(stats.forwards, grow.forwards);
+  }
+}
+
+TEST(BlockDecoder, GrowingCachesStillRejectARequestThatCannotFitAlone) {
+  auto o = options_with(RemaskingStrategy::kSequential);
+  o.max_new_tokens = 40;  // 48 positions: 6 pages of 8
+  const std::vector<GenerationRequest> requests{{prompt_of(5), o}, {prompt_of(5), o}};
+  FakeBackend small;
+  small.page_tokens = 8;
+  small.pool_pages = 5;
+  try {
+    generate(small, requests);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("request 0"), std::string::npos) << e.what();
+  }
+  // Room for one whole cache: both start, the second is preempted once the pool fills, and it
+  // rejoins (recomputed) after the first has finished.
+  small.pool_pages = 6;
+  ScheduleStats stats;
+  const auto results = generate(small, requests, {}, {}, &stats);
+  EXPECT_EQ(results[0].output_ids, results[1].output_ids);
+  EXPECT_EQ(stats.peak_active, 2u);
+  EXPECT_GT(stats.preemptions, 0);
+  EXPECT_EQ(results[0].counts.preemptions, 0);
+}
+
+TEST(BlockDecoder, PreemptedDecoderCommitsEverythingAgain) {
+  SequenceDecoder d(prompt_of(6), options_with(RemaskingStrategy::kSequential));
+  const std::vector<Proposal> proposals(4, Proposal{7, 0.5f, 0.1f});
+  // The prefill of 4 prompt tokens, fused with the first block (2 prompt tokens + 2 masks).
+  EXPECT_EQ(d.next_item(1).commit.size(), 4u);
+  EXPECT_EQ(d.next_cache_end(), 8);
+  d.advance(proposals);
+  while (d.next_item(1).commit.empty()) d.advance(proposals);  // until the first block is done
+  d.advance(proposals);  // commits it, fused with the second block's first step: 8 cached
+  ASSERT_TRUE(d.next_item(1).commit.empty());
+  EXPECT_EQ(d.next_cache_end(), 12);
+  d.preempt();
+  const auto again = d.next_item(1);
+  EXPECT_EQ(again.commit.size(), 8u);  // prompt prefill and the first block, recomputed
+  EXPECT_EQ(again.block.size(), 4u);
+  d.advance(proposals);
+  const auto r = d.result();
+  EXPECT_EQ(r.counts.preemptions, 1);
+  EXPECT_EQ(r.counts.recomputed_tokens, 8);
+  EXPECT_EQ(r.counts.committed_tokens, 8);
 }
 
 TEST(BlockDecoder, BatchDrawsSamplesPerPromptWithConsecutiveSeeds) {

@@ -951,4 +951,14 @@ void CudaBackend::reserve(SequenceId sequence, std::int64_t tokens) {
   impl_->grow(sequence, impl_->sequence(sequence), tokens);
 }
 
+std::optional<std::int64_t> CudaBackend::free_cache_pages() const {
+  return std::ssize(impl_->free_pages);
+}
+
+std::int64_t CudaBackend::cache_pages_to_hold(SequenceId sequence, std::int64_t tokens) const {
+  const auto it = impl_->sequences.find(sequence);
+  const std::int64_t held = it == impl_->sequences.end() ? 0 : std::ssize(it->second.pages);
+  return std::max<std::int64_t>(0, ceil_div(std::max<std::int64_t>(tokens, 0), kPageTokens) - held);
+}
+
 }  // namespace dice::engine

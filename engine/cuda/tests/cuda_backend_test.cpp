@@ -468,7 +468,7 @@ TEST_F(CudaBackendTest, PagedCacheAdmitsRequestsAsRoomFreesUp) {
       m.weights + m.workspace + (need + 1) * m.page_tokens * m.bytes_per_token;
   CudaBackend tight(weights, {.memory_limit_bytes = budget});
   EXPECT_EQ(tight.memory().pages, need);
-  const auto got = generate(tight, requests);
+  const auto got = generate(tight, requests, {}, {.admission = CacheAdmission::kReserveWhole});
   expect_same(got, want, "tight cache");
   // A request larger than the whole cache is refused with an input error.
   auto huge = requests;
@@ -482,6 +482,52 @@ TEST_F(CudaBackendTest, PagedCacheAdmitsRequestsAsRoomFreesUp) {
   EXPECT_THROW(tight.forward(std::span(&item, 1), {}, out), Error);
   EXPECT_EQ(tight.cached_tokens(1), 0);
   tight.close(1);
+}
+
+TEST_F(CudaBackendTest, FullCacheIsMadeRoomForByPreemptionWithTheCpuTokens) {
+  // fp32, where decoding gives the CPU reference's tokens: a preempted sequence's cache,
+  // recomputed by a prefill, must give them too.
+  const auto shape = shapes()[0];
+  const CpuWeights weights = random_weights(shape.config, shape.std, false);
+  CpuBackend cpu(weights);
+  auto requests = requests_for(shape.config, 0.0);
+  for (auto& r : requests) {  // every sequence runs its whole length: 97-126 positions
+    r.options.stop_ids.clear();
+    r.options.max_new_tokens = 96;
+  }
+  const auto want = generate(cpu, requests);
+  CudaBackend roomy(weights, limited({.dtype = CudaDType::kF32}));
+  const CudaMemoryReport m = roomy.memory();
+  // Room for the largest cache and a half: several start, the pool fills as they grow.
+  std::int64_t largest = 0;
+  for (const auto& r : requests)
+    largest = std::max(largest, (cache_tokens_needed(r) + m.page_tokens - 1) / m.page_tokens);
+  const std::int64_t pages = largest * 3 / 2;
+  const std::int64_t budget =
+      m.weights + m.workspace + (pages + 1) * m.page_tokens * m.bytes_per_token;
+  CudaBackend tight(weights, {.dtype = CudaDType::kF32, .memory_limit_bytes = budget});
+  ASSERT_EQ(tight.memory().pages, pages);
+  ScheduleStats stats;
+  const auto got = generate(tight, requests, {}, {}, &stats);
+  EXPECT_GT(stats.preemptions, 0);
+  EXPECT_GT(stats.recomputed_tokens, 0);
+  EXPECT_GE(stats.peak_active, 2u);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got[i].output_ids, want[i].output_ids) << "request " << i;
+    EXPECT_EQ(got[i].counts.committed_tokens, want[i].counts.committed_tokens) << "request " << i;
+  }
+  EXPECT_EQ(tight.free_cache_pages(), pages);  // every page back in the pool
+  // The backend's page arithmetic: a sequence that is not open holds nothing.
+  EXPECT_EQ(tight.cache_pages_to_hold(99, m.page_tokens + 1), 2);
+  tight.open(99, 4);
+  const auto ids = random_ids(m.page_tokens, shape.config.vocab_size, 3);
+  const ForwardItem item{.sequence = 99, .commit = ids};
+  ForwardOutput out;
+  tight.forward(std::span(&item, 1), {.proposals = false}, out);
+  EXPECT_EQ(tight.cache_pages_to_hold(99, m.page_tokens), 0);
+  EXPECT_EQ(tight.cache_pages_to_hold(99, m.page_tokens + 1), 1);
+  EXPECT_EQ(tight.free_cache_pages(), pages - 1);
+  tight.close(99);
 }
 
 TEST_F(CudaBackendTest, BadInputIsRejectedAndNothingCommitted) {

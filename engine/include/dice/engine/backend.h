@@ -102,6 +102,18 @@ class Backend {
   /// never run out (positions written temporarily by block rows included). Throws dice::Error
   /// naming the sequence when the cache cannot hold them. Default: nothing to do.
   virtual void reserve(SequenceId /*sequence*/, std::int64_t /*tokens*/) {}
+
+  // Growth page by page (CacheAdmission::kGrowAndPreempt in block_decoder.h): the cache is a
+  // pool of pages; a sequence takes pages as its forwards need them and gives them all back on
+  // close().
+
+  /// Pages free now; nullopt: the cache is unbounded (nothing ever needs to be preempted).
+  virtual std::optional<std::int64_t> free_cache_pages() const { return std::nullopt; }
+  /// Pages `sequence` would take beyond those it holds to hold `tokens` positions (a sequence
+  /// that is not open holds none). 0 for an unbounded cache.
+  virtual std::int64_t cache_pages_to_hold(SequenceId /*sequence*/, std::int64_t /*tokens*/) const {
+    return 0;
+  }
 };
 
 }  // namespace dice::engine

@@ -46,6 +46,13 @@ class SequenceDecoder {
   /// Output tokens that can no longer change (finished blocks, or all once done()).
   std::span<const std::int32_t> settled_output() const;
   const GenerationOptions& options() const { return options_; }
+  /// The backend dropped this sequence's KV cache (a preemption): the next item commits every
+  /// token committed so far again, with what was pending (a prefill that recomputes the cache),
+  /// and then decoding goes on where it was; the block being denoised lives here, not in the
+  /// cache, so nothing of it is lost. Throws dice::Error once done().
+  void preempt();
+  /// Positions the sequence's cache holds after the next forward (commit and block rows).
+  std::int64_t next_cache_end() const;
   /// The result; complete once done() (counts and trace so far before).
   GenerationResult result() const;
 
@@ -61,9 +68,10 @@ class SequenceDecoder {
   std::int64_t block_start_ = 0;
   std::int32_t step_ = 0;  ///< next denoising step within the current block
   std::vector<std::int32_t> schedule_;
-  std::int64_t committed_ = 0;    ///< tokens committed by the forwards so far
-  std::int64_t commit_end_ = 0;   ///< the next forward commits [committed_, commit_end_)
-  std::int64_t settled_end_ = 0;  ///< tokens before this position are final
+  std::int64_t committed_ = 0;      ///< tokens in the backend's cache (0 again after preempt())
+  std::int64_t recompute_end_ = 0;  ///< tokens that were cached before the last preemption
+  std::int64_t commit_end_ = 0;     ///< the next forward commits [committed_, commit_end_)
+  std::int64_t settled_end_ = 0;    ///< tokens before this position are final
   bool done_ = false;
   StopReason stop_reason_ = StopReason::kLength;
   GenerationCounts counts_;
@@ -83,19 +91,55 @@ using OutputCallback =
 /// blocks (block rows are written to the cache while they are denoised).
 std::int64_t cache_tokens_needed(const GenerationRequest& request);
 
+/// How generate() finds KV cache room for sequences on a backend with a bounded cache (the CPU
+/// backend's is unbounded: both behave the same there).
+enum class CacheAdmission {
+  /// A request joins once its whole need (cache_tokens_needed) can be reserved
+  /// (Backend::can_reserve / reserve); nothing is ever preempted. Sequences that stop early
+  /// leave their reservation unused.
+  kReserveWhole,
+  /// A request joins once its first forward fits with a page to spare for every running
+  /// sequence; caches grow page by page as forwards need them. When a forward does not fit, the
+  /// most recently admitted running sequences are preempted: their caches are dropped, they wait
+  /// at the head of the queue, and they rejoin once a sequence has finished and freed room,
+  /// with a prefill that recomputes the dropped cache (SequenceDecoder::preempt). This is the
+  /// recomputation preemption of vLLM (Kwon et al., "Efficient Memory Management for Large
+  /// Language Model Serving with PagedAttention", SOSP 2023, §4.5).
+  kGrowAndPreempt,
+};
+
+/// How generate() runs its batch.
+struct ScheduleOptions {
+  SequenceId first_id = 0;     ///< backend sequence ids first_id, first_id + 1, ...
+  std::size_t max_active = 0;  ///< sequences decoded at once (0: as many as the cache holds)
+  CacheAdmission admission = CacheAdmission::kGrowAndPreempt;
+};
+
+/// What generate()'s scheduler did (the per-sequence counts are in GenerationCounts).
+struct ScheduleStats {
+  std::int64_t forwards = 0;           ///< batched forwards run
+  std::size_t peak_active = 0;         ///< the most sequences in one forward
+  std::int64_t preemptions = 0;        ///< caches dropped to make room (kGrowAndPreempt)
+  std::int64_t recomputed_tokens = 0;  ///< tokens committed again after preemptions
+};
+
 /// Runs `requests` to completion on `backend`: every unfinished sequence takes part in every
 /// forward (one item each); a sequence leaves the batch when its output is decided, and the next
-/// waiting request (in request order) joins as soon as the backend can reserve its KV cache
-/// (cache_tokens_needed; Backend::can_reserve / reserve) and fewer than `max_active` sequences
-/// run (0: no limit), so the batch never drains while requests wait. Sequences are opened on the
-/// backend with ids 0..n-1 offset by `first_id` and closed when they finish. Results (in request
-/// order) do not depend on which requests share the batch. Throws dice::InputError naming the
-/// request and option, before any forward, when its mask_id or a stop id is outside
-/// [0, backend.vocab_rows()); dice::InputError naming the request when its cache could not fit
-/// even alone; and what the backend or SequenceDecoder throws (the sequences are closed first).
+/// waiting request (in request order) joins as soon as the backend's cache has room for it
+/// (`schedule.admission`) and fewer than `schedule.max_active` sequences run (0: no limit), so
+/// the batch never drains while requests wait. Sequences are opened on the backend with ids
+/// 0..n-1 offset by `schedule.first_id` and closed when they finish (or are preempted). Results
+/// (in request order) do not depend on which requests share the batch, on a backend whose rows do
+/// not depend on each other (a preempted sequence's cache is recomputed by a prefill: on a GPU
+/// its last bits may differ from the cache the steps wrote). `stats`, if given, receives what
+/// the scheduler did. Throws dice::InputError naming the request and option, before any
+/// forward, when its mask_id or a stop id is outside [0, backend.vocab_rows());
+/// dice::InputError naming the request when its cache could not fit even alone; and what the
+/// backend or SequenceDecoder throws (the sequences are closed first).
 std::vector<GenerationResult> generate(Backend& backend,
                                        std::span<const GenerationRequest> requests,
                                        const OutputCallback& on_output = {},
-                                       SequenceId first_id = 0, std::size_t max_active = 0);
+                                       const ScheduleOptions& schedule = {},
+                                       ScheduleStats* stats = nullptr);
 
 }  // namespace dice::engine

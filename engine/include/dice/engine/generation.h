@@ -60,6 +60,11 @@ struct GenerationCounts {
   std::int64_t blocks = 0;            ///< blocks denoised (the last one possibly cut short)
   std::int64_t committed_tokens = 0;  ///< tokens written to the KV cache (prefill included)
   std::int64_t prefill_tokens = 0;    ///< floor(P/B)*B
+  /// Times the scheduler dropped this sequence's KV cache to make room (CacheAdmission::
+  /// kGrowAndPreempt); each drop is recomputed by a prefill when the sequence rejoins.
+  std::int64_t preemptions = 0;
+  /// Tokens written to the KV cache again after a preemption (not in committed_tokens).
+  std::int64_t recomputed_tokens = 0;
 };
 
 /// The result of one generation.

@@ -242,9 +242,11 @@ struct CudaForwardStats {
 /// block row (softmax, confidence, entropy, top-k/top-p sampling; sampling.h's procedure).
 ///
 /// KV cache: pages of `page_tokens` positions drawn from one pool sized from the memory budget;
-/// a sequence holds a list of pages (its block table). reserve() takes a sequence's pages up
-/// front (what generate() does, so that decoding never runs out); forward() takes any page still
-/// missing and throws dice::Error naming the sequence when the pool is empty.
+/// a sequence holds a list of pages (its block table). forward() takes any page its rows still
+/// miss and throws dice::Error naming the sequence when the pool is empty; generate() keeps that
+/// from happening, by growing caches page by page and preempting sequences
+/// (free_cache_pages / cache_pages_to_hold) or by reserve() of a sequence's whole need up front
+/// (CacheAdmission in block_decoder.h).
 class CudaBackend final : public Backend {
  public:
   /// Uploads `checkpoint`'s tensors (converted to options.dtype). Throws dice::Error when no
@@ -283,6 +285,8 @@ class CudaBackend final : public Backend {
   bool can_reserve(std::int64_t tokens) const override;
   std::optional<std::int64_t> cache_limit_tokens() const override;
   void reserve(SequenceId sequence, std::int64_t tokens) override;
+  std::optional<std::int64_t> free_cache_pages() const override;
+  std::int64_t cache_pages_to_hold(SequenceId sequence, std::int64_t tokens) const override;
 
  private:
   struct Impl;
