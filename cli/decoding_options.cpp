@@ -8,6 +8,7 @@ using nlohmann::json;
 
 json DecodingArgs::to_json() const {
   return {{"max_active", max_active},
+          {"reserve_whole_cache", reserve_whole_cache},
           {"block_length", options.block_length},
           {"steps", options.steps},
           {"strategy", strategy},
@@ -26,6 +27,7 @@ json DecodingArgs::to_json() const {
 
 void DecodingArgs::from_json(const json& j) {
   max_active = j.value("max_active", max_active);
+  reserve_whole_cache = j.value("reserve_whole_cache", reserve_whole_cache);
   options.block_length = j.value("block_length", options.block_length);
   options.steps = j.value("steps", options.steps);
   strategy = j.value("strategy", strategy);
@@ -48,6 +50,10 @@ void add_decoding_options(CLI::App& command, DecodingArgs& args) {
       .add_option("--max-active", args.max_active,
                   "sequences decoded at once (0: as many as the KV cache holds)")
       ->capture_default_str();
+  command.add_flag("--reserve-whole-cache", args.reserve_whole_cache,
+                   "admit a sequence only once its whole KV cache (prompt + max new tokens) can "
+                   "be reserved, never preempting (default: caches grow page by page; when the "
+                   "cache is full the latest sequences are preempted and later recomputed)");
   command.add_option("--block-length", o.block_length, "tokens per block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dice/core/error.h"
+#include "dice/engine/block_decoder.h"
 #include "dice/engine/generation.h"
 #include "dice/engine/remasking.h"
 
@@ -39,6 +40,7 @@ struct DecodingArgs {
   std::string stop_ids = "151645,151643";  ///< <|im_end|>, <|endoftext|> (SDAR's chat template)
   std::int32_t vocab_limit = 0;            ///< 0: the tokenizer's vocabulary
   std::size_t max_active = 0;              ///< 0: as many as the KV cache holds
+  bool reserve_whole_cache = false;        ///< engine::CacheAdmission::kReserveWhole
   bool no_chat_template = false;
   bool enable_thinking = false;
 
@@ -46,6 +48,11 @@ struct DecodingArgs {
   nlohmann::json to_json() const;
   /// Reads what to_json wrote; absent keys keep their value.
   void from_json(const nlohmann::json& j);
+  /// How the scheduler finds KV cache room (--reserve-whole-cache).
+  engine::CacheAdmission admission() const {
+    return reserve_whole_cache ? engine::CacheAdmission::kReserveWhole
+                               : engine::CacheAdmission::kGrowAndPreempt;
+  }
 };
 
 /// Registers --block-length, --steps, --strategy, --threshold, --entropy-bound, --temperature,

@@ -218,6 +218,7 @@ void run_batch(GenerateArgs& args, const tokenizer::Tokenizer& tokenizer, engine
   std::cerr << fmt::format("dice generate: {} prompts on {}\n", prompts.size(), description);
   engine::BatchOptions options;
   options.max_active = args.decoding.max_active;
+  options.admission = args.decoding.admission();
   options.decode = [&](std::span<const std::int32_t> output) { return tokenizer.decode(output); };
   const auto start = Clock::now();
   const auto samples = engine::generate_batch(backend, prompts, options);
@@ -283,7 +284,9 @@ void run_generate(GenerateArgs& args) {
     for (const std::int32_t id : tokens) std::cout << stream.push(id);
     std::cout << std::flush;
   };
-  const auto result = engine::generate(*backend, requests, on_output).at(0);
+  const auto result =
+      engine::generate(*backend, requests, on_output, {.admission = args.decoding.admission()})
+          .at(0);
   if (!args.json) std::cout << stream.finish() << "\n";
 
   std::vector<std::int32_t> text_ids = result.output_ids;

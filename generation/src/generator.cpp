@@ -62,7 +62,8 @@ void EngineGenerator::generate(std::span<const SampleRequest> requests,
       report(i, stopped);
   };
   const auto results =
-      engine::generate(backend_, gen, on_output, {.max_active = options_.max_active});
+      engine::generate(backend_, gen, on_output,
+                       {.max_active = options_.max_active, .admission = options_.admission});
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (reported[i]) continue;
     tokens[i] = results[i].output_ids;

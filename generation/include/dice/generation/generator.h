@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dice/engine/backend.h"
+#include "dice/engine/block_decoder.h"
 #include "dice/engine/generation.h"
 #include "dice/tokenizer/tokenizer.h"
 
@@ -58,6 +59,8 @@ struct EngineGeneratorOptions {
   /// Sequences decoded at once (0: as many as the backend's KV cache holds); finished ones are
   /// replaced by waiting requests (engine::generate's admission).
   std::size_t max_active = 0;
+  /// How KV cache room is found (engine::CacheAdmission; the default grows and preempts).
+  engine::CacheAdmission admission = engine::CacheAdmission::kGrowAndPreempt;
 };
 
 /// Block-diffusion generation on `backend` (system.md §2), many samples per batched forward
