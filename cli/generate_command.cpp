@@ -119,7 +119,9 @@ json counts_json(const engine::GenerationResult& result) {
           {"store_passes", c.store_passes},
           {"blocks", c.blocks},
           {"committed_tokens", c.committed_tokens},
-          {"prefill_tokens", c.prefill_tokens}};
+          {"prefill_tokens", c.prefill_tokens},
+          {"preemptions", c.preemptions},
+          {"recomputed_tokens", c.recomputed_tokens}};
 }
 
 /// Decoding options of one --batch record: the command line's, overridden by the record's keys.
