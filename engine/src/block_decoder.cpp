@@ -43,13 +43,20 @@ void SequenceDecoder::start_block(std::int64_t start) {
   step_ = 0;
 }
 
+bool SequenceDecoder::has_block() const {
+  // Without a fused store, a finished block is committed by a forward of its own; a commit that
+  // only recomputes a preempted cache rides with the block (as the fused store pass does), so
+  // a preemption adds no forward.
+  return options_.fused_store || commit_end_ == committed_ || commit_end_ <= recompute_end_;
+}
+
 ForwardItem SequenceDecoder::next_item(SequenceId sequence) const {
   if (done_) throw Error(fmt::format("sequence {}: next_item after the end", sequence));
   ForwardItem item;
   item.sequence = sequence;
   item.commit = std::span<const std::int32_t>(tokens_).subspan(
       static_cast<std::size_t>(committed_), static_cast<std::size_t>(commit_end_ - committed_));
-  if (options_.fused_store || commit_end_ == committed_)
+  if (has_block())
     item.block = std::span<const std::int32_t>(tokens_).subspan(
         static_cast<std::size_t>(block_start_), static_cast<std::size_t>(options_.block_length));
   item.step = step_;
@@ -59,19 +66,19 @@ ForwardItem SequenceDecoder::next_item(SequenceId sequence) const {
 
 void SequenceDecoder::advance(std::span<const Proposal> proposals) {
   if (done_) throw Error("advance after the end of the sequence");
-  const bool has_block = options_.fused_store || commit_end_ == committed_;
-  const std::size_t rows = has_block ? static_cast<std::size_t>(options_.block_length) : 0;
+  const bool denoises = has_block();
+  const std::size_t rows = denoises ? static_cast<std::size_t>(options_.block_length) : 0;
   if (proposals.size() != rows)
     throw Error(fmt::format("advance: expected {} proposals for the block rows, got {}", rows,
                             proposals.size()));
   ++counts_.forwards;
-  if (!has_block) ++counts_.store_passes;
+  if (!denoises) ++counts_.store_passes;
   // After a preemption, the tokens cached before it are written again: recomputed, not new.
   const std::int64_t redo_end = std::clamp(recompute_end_, committed_, commit_end_);
   counts_.recomputed_tokens += redo_end - committed_;
   counts_.committed_tokens += commit_end_ - redo_end;
   committed_ = commit_end_;
-  if (has_block) denoise(proposals);
+  if (denoises) denoise(proposals);
 }
 
 void SequenceDecoder::preempt() {
@@ -82,8 +89,7 @@ void SequenceDecoder::preempt() {
 }
 
 std::int64_t SequenceDecoder::next_cache_end() const {
-  const bool has_block = options_.fused_store || commit_end_ == committed_;
-  return commit_end_ + (has_block ? options_.block_length : 0);
+  return commit_end_ + (has_block() ? options_.block_length : 0);
 }
 
 void SequenceDecoder::denoise(std::span<const Proposal> proposals) {
@@ -213,13 +219,19 @@ std::vector<GenerationResult> generate(Backend& backend,
     // After a preemption nothing joins until a sequence finishes and frees room: a preempted
     // sequence rejoining at once would only be preempted again (and recomputed each time).
     bool admission_closed = false;
-    // Pages the running sequences take in their next forward.
-    const auto pages_for_next_forward = [&] {
+    // Pages sequence i takes beyond those it holds to run its next forward and, with `after`,
+    // the forward after that too (at most a block more).
+    const auto pages_for = [&](std::size_t i, bool after) {
+      const std::int64_t end =
+          decoders[i].next_cache_end() + (after ? decoders[i].options().block_length : 0);
+      return backend.cache_pages_to_hold(id_of(i), end);
+    };
+    const auto pages_for_active = [&](bool after) {
       std::int64_t pages = 0;
-      for (const std::size_t i : active)
-        pages += backend.cache_pages_to_hold(id_of(i), decoders[i].next_cache_end());
+      for (const std::size_t i : active) pages += pages_for(i, after);
       return pages;
     };
+    const auto free_pages = [&] { return backend.free_cache_pages().value_or(0); };
     const auto cannot_fit = [&](std::size_t i, std::int64_t need) {
       const auto limit = backend.cache_limit_tokens();
       return InputError(fmt::format(
@@ -229,9 +241,16 @@ std::vector<GenerationResult> generate(Backend& backend,
           i, need, requests[i].prompt_ids.size(), requests[i].options.max_new_tokens,
           requests[i].options.block_length, limit ? *limit : -1));
     };
+    const auto held_elsewhere = [&](std::size_t i, std::int64_t pages) {
+      return Error(fmt::format(
+          "request {}: its next forward needs {} KV cache pages and {} are free, with no other "
+          "sequence of this generation running: other sequences of the backend hold the rest",
+          i, pages, free_pages()));
+    };
     // Admits waiting requests in order while their caches fit.
     const auto admit = [&] {
-      std::int64_t pending = grow ? pages_for_next_forward() : 0;
+      // With growing caches: the running sequences' next two forwards, and the candidate's.
+      std::int64_t pending = grow ? pages_for_active(true) : 0;
       while (!waiting.empty() &&
              (schedule.max_active == 0 || active.size() < schedule.max_active)) {
         const std::size_t i = waiting.front();
@@ -248,14 +267,12 @@ std::vector<GenerationResult> generate(Backend& backend,
             if (!active.empty()) return;  // the error once nothing else runs, as below
             throw cannot_fit(i, need);
           }
-          // Its first forward, the running sequences' next one, and a page to spare for each
-          // sequence's forward after that.
-          const std::int64_t first =
-              backend.cache_pages_to_hold(id_of(i), decoders[i].next_cache_end());
-          const std::int64_t spare = static_cast<std::int64_t>(active.size()) + 1;
-          if (!active.empty() && pending + first + spare > backend.free_cache_pages().value_or(0))
-            return;
-          pending += first;
+          const std::int64_t two = pages_for(i, true);
+          if (pending + two > free_pages()) {
+            if (!active.empty()) return;  // waits for a running sequence to finish
+            if (pages_for(i, false) > free_pages()) throw held_elsewhere(i, pages_for(i, false));
+          }
+          pending += two;
           backend.open(id_of(i), decoders[i].options().block_length);
           open[i] = true;
         } else {
@@ -273,8 +290,8 @@ std::vector<GenerationResult> generate(Backend& backend,
     };
     // Preempts the most recently admitted sequences until the next forward fits.
     const auto make_room = [&] {
-      while (active.size() > 1 &&
-             pages_for_next_forward() > backend.free_cache_pages().value_or(0)) {
+      while (pages_for_active(false) > free_pages()) {
+        if (active.size() == 1) throw held_elsewhere(active.front(), pages_for_active(false));
         const std::size_t i = active.back();
         active.pop_back();
         backend.close(id_of(i));

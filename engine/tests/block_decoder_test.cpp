@@ -37,16 +37,19 @@ class FakeBackend final : public Backend {
   // page as forwards need them (CacheAdmission::kGrowAndPreempt) or by reserve().
   std::int64_t page_tokens = 0;
   std::int64_t pool_pages = 0;
-  std::size_t most_open = 0;  // the most sequences open at once
+  std::size_t most_open = 0;                        // the most sequences open at once
+  std::vector<std::pair<char, SequenceId>> events;  // ('o', id) at open, ('c', id) at close
 
   std::int64_t vocab_rows() const override { return 151936; }
   void open(SequenceId sequence, std::int32_t block_length) override {
     ASSERT_FALSE(seqs_.contains(sequence));
     seqs_[sequence] = {block_length, {}};
+    events.emplace_back('o', sequence);
     most_open = std::max(most_open, seqs_.size());
   }
   void close(SequenceId sequence) override {
     closed[sequence] = seqs_.at(sequence).cache;
+    events.emplace_back('c', sequence);
     reserved_ -= seqs_.at(sequence).reserved;
     used_pages_ -= seqs_.at(sequence).pages;
     seqs_.erase(sequence);
@@ -424,9 +427,16 @@ TEST(BlockDecoder, FullCacheIsMadeRoomForByPreemptingAndRecomputing) {
     EXPECT_GT(stats.recomputed_tokens, 0);
     std::int64_t preemptions = 0, recomputed = 0;
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      // Recomputing a dropped cache changes no token, and each token counts once as committed.
+      // Recomputing a dropped cache changes no token, no forward and no trace entry (it rides
+      // with a denoising step, also without a fused store), and each token counts once as
+      // committed.
       EXPECT_EQ(grown[i].output_ids, expected[i].output_ids) << "request " << i;
       EXPECT_EQ(grown[i].counts.committed_tokens, expected[i].counts.committed_tokens);
+      EXPECT_EQ(grown[i].counts.forwards, expected[i].counts.forwards) << "request " << i;
+      EXPECT_EQ(grown[i].counts.store_passes, expected[i].counts.store_passes);
+      ASSERT_EQ(grown[i].trace.size(), expected[i].trace.size());
+      for (std::size_t t = 0; t < grown[i].trace.size(); ++t)
+        EXPECT_EQ(grown[i].trace[t].forward, expected[i].trace[t].forward) << i << ", " << t;
       EXPECT_EQ(grow.closed.at(static_cast<SequenceId>(i)),
                 unbounded.closed.at(static_cast<SequenceId>(i)));
       preemptions += grown[i].counts.preemptions;
@@ -451,7 +461,54 @@ TEST(BlockDecoder, FullCacheIsMadeRoomForByPreemptingAndRecomputing) {
       EXPECT_EQ(reserved[i].output_ids, expected[i].output_ids) << "request " << i;
     EXPECT_LT(stats.forwards, whole_stats.forwards);
     EXPECT_EQ(stats.forwards, grow.forwards);
+    // After a preemption nothing is opened until a finished sequence has been closed (a close
+    // of an id that is not opened again).
+    std::map<SequenceId, int> opens;
+    for (const auto& [what, id] : grow.events) opens[id] += what == 'o';
+    std::map<SequenceId, int> seen;
+    bool waiting_for_finish = false;
+    for (const auto& [what, id] : grow.events) {
+      if (what == 'o') {
+        EXPECT_FALSE(waiting_for_finish) << "sequence " << id << " opened after a preemption";
+        ++seen[id];
+      } else if (seen[id] < opens[id]) {
+        waiting_for_finish = true;  // a preemption: this id is opened again later
+      } else {
+        waiting_for_finish = false;  // a finish
+      }
+    }
+    // max_active bounds the growing batch as well.
+    FakeBackend capped;
+    capped.page_tokens = 8;
+    capped.pool_pages = 26;
+    ScheduleStats capped_stats;
+    const auto three = generate(capped, requests, {}, {.max_active = 3}, &capped_stats);
+    EXPECT_EQ(capped_stats.peak_active, 3u);
+    for (std::size_t i = 0; i < requests.size(); ++i)
+      EXPECT_EQ(three[i].output_ids, expected[i].output_ids) << "request " << i;
   }
+}
+
+TEST(BlockDecoder, BlocksLongerThanAPageGrowWithoutOverflowingThePool) {
+  // Block 16 over pages of 8: a forward takes up to 3 pages per sequence.
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 5; ++i) {
+    auto o = options_with(RemaskingStrategy::kLowConfidenceDynamic, i % 2 == 0);
+    o.block_length = 16;
+    o.steps = 4;
+    o.max_new_tokens = 60;
+    requests.push_back({prompt_of(7 + i), o});
+  }
+  FakeBackend unbounded;
+  const auto expected = generate(unbounded, requests);
+  FakeBackend pool;  // the FakeBackend fails the test if a forward overflows the pool
+  pool.page_tokens = 8;
+  pool.pool_pages = 24;
+  ScheduleStats stats;
+  const auto results = generate(pool, requests, {}, {}, &stats);
+  EXPECT_GT(stats.preemptions, 0);
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    EXPECT_EQ(results[i].output_ids, expected[i].output_ids) << "request " << i;
 }
 
 TEST(BlockDecoder, GrowingCachesStillRejectARequestThatCannotFitAlone) {

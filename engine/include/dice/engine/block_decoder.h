@@ -49,7 +49,10 @@ class SequenceDecoder {
   /// The backend dropped this sequence's KV cache (a preemption): the next item commits every
   /// token committed so far again, with what was pending (a prefill that recomputes the cache),
   /// and then decoding goes on where it was; the block being denoised lives here, not in the
-  /// cache, so nothing of it is lost. Throws dice::Error once done().
+  /// cache, so nothing of it is lost. The recompute rides with the block's next denoising step
+  /// (also without a fused store, unless a store pass was pending anyway), so the forwards and
+  /// the decoding trace are those of a run without the preemption. Throws dice::Error once
+  /// done().
   void preempt();
   /// Positions the sequence's cache holds after the next forward (commit and block rows).
   std::int64_t next_cache_end() const;
@@ -57,6 +60,8 @@ class SequenceDecoder {
   GenerationResult result() const;
 
  private:
+  /// Whether the next forward runs a denoising step of the current block (else it only commits).
+  bool has_block() const;
   void start_block(std::int64_t start);
   void denoise(std::span<const Proposal> proposals);
   void finish(StopReason reason, std::int64_t last_position);
@@ -92,17 +97,19 @@ using OutputCallback =
 std::int64_t cache_tokens_needed(const GenerationRequest& request);
 
 /// How generate() finds KV cache room for sequences on a backend with a bounded cache (the CPU
-/// backend's is unbounded: both behave the same there).
+/// backend's is unbounded: both behave the same there). A bounded backend that does not count
+/// pages (Backend::free_cache_pages() is nullopt) always gets kReserveWhole.
 enum class CacheAdmission {
   /// A request joins once its whole need (cache_tokens_needed) can be reserved
   /// (Backend::can_reserve / reserve); nothing is ever preempted. Sequences that stop early
   /// leave their reservation unused.
   kReserveWhole,
-  /// A request joins once its first forward fits with a page to spare for every running
-  /// sequence; caches grow page by page as forwards need them. When a forward does not fit, the
-  /// most recently admitted running sequences are preempted: their caches are dropped, they wait
-  /// at the head of the queue, and they rejoin once a sequence has finished and freed room,
-  /// with a prefill that recomputes the dropped cache (SequenceDecoder::preempt). This is the
+  /// Caches grow page by page as forwards need them. A request joins once its first two
+  /// forwards fit beside the running sequences' next two. When a forward does not fit, the most
+  /// recently admitted running sequences are preempted: their caches are dropped, they wait at
+  /// the head of the queue, and, since nothing joins after a preemption until a sequence has
+  /// finished, they rejoin once finished sequences have freed room, with a prefill that
+  /// recomputes the dropped cache (SequenceDecoder::preempt). This is the
   /// recomputation preemption of vLLM (Kwon et al., "Efficient Memory Management for Large
   /// Language Model Serving with PagedAttention", SOSP 2023, §4.5).
   kGrowAndPreempt,
@@ -129,9 +136,10 @@ struct ScheduleStats {
 /// (`schedule.admission`) and fewer than `schedule.max_active` sequences run (0: no limit), so
 /// the batch never drains while requests wait. Sequences are opened on the backend with ids
 /// 0..n-1 offset by `schedule.first_id` and closed when they finish (or are preempted). Results
-/// (in request order) do not depend on which requests share the batch, on a backend whose rows do
-/// not depend on each other (a preempted sequence's cache is recomputed by a prefill: on a GPU
-/// its last bits may differ from the cache the steps wrote). `stats`, if given, receives what
+/// (in request order: output tokens, traces, forwards; not the preemption counts or seconds) do
+/// not depend on which requests share the batch or on preemptions, on a backend whose rows do not
+/// depend on each other (a preempted sequence's cache is recomputed by a prefill: on a GPU its
+/// last bits may differ from the cache the steps wrote). `stats`, if given, receives what
 /// the scheduler did. Throws dice::InputError naming the request and option, before any
 /// forward, when its mask_id or a stop id is outside [0, backend.vocab_rows());
 /// dice::InputError naming the request when its cache could not fit even alone; and what the

@@ -58,7 +58,7 @@ struct GenerationCounts {
   std::int64_t denoising_steps = 0;   ///< forwards that denoised a block of this sequence
   std::int64_t store_passes = 0;      ///< forwards that only committed (prefill or store pass)
   std::int64_t blocks = 0;            ///< blocks denoised (the last one possibly cut short)
-  std::int64_t committed_tokens = 0;  ///< tokens written to the KV cache (prefill included)
+  std::int64_t committed_tokens = 0;  ///< tokens first written to the KV cache (prefill too)
   std::int64_t prefill_tokens = 0;    ///< floor(P/B)*B
   /// Times the scheduler dropped this sequence's KV cache to make room (CacheAdmission::
   /// kGrowAndPreempt); each drop is recomputed by a prefill when the sequence rejoins.
