@@ -1312,7 +1312,9 @@ TEST_F(CudaOps, AttentionTimings) {
   // count; pipe_m512: splits of at least 512 positions; pipe_s1 / pipe_s4: at most 1 / 4
   // splits; pipe_a256 / pipe_a512: ranges in units of 256 / 512 positions; pipe_pair: paired
   // tiles; pipe_cost0: no split cost in the wave rule (the previous default); deep: the deep
-  // kernel (three pages in flight per warp, one block per SM), planned for its grid.
+  // kernel (three pages in flight per warp, one block per SM), planned for its grid; deep_s1 /
+  // deep_s2 / deep_s4: the deep kernel with at most 1 / 2 / 4 splits (fewer merges at 1
+  // sequence, more pages per warp in flight).
   const std::vector<Variant> variants{
       {"first", AttentionKernel::kTensorCores, 256, 0, false, false},
       {"pipe", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true},
@@ -1325,7 +1327,10 @@ TEST_F(CudaOps, AttentionTimings) {
       {"pipe_a512", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 512},
       {"pipe_pair", AttentionKernel::kTensorCoresPaired, 256, 16, true, true, 0, true},
       {"pipe_cost0", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 0, false, 0},
-      {"deep", AttentionKernel::kTensorCoresDeep, 256, 16, true, true}};
+      {"deep", AttentionKernel::kTensorCoresDeep, 256, 16, true, true},
+      {"deep_s1", AttentionKernel::kTensorCoresDeep, 256, 1, true, true},
+      {"deep_s2", AttentionKernel::kTensorCoresDeep, 256, 2, true, true},
+      {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true}};
   // DICE_ATTENTION_ROWS=4: block-only passes (a block of 4 per sequence, no commit rows).
   constexpr int kD = 128, kLayers = 28;
   const int kRowsPerSequence = env_ints("DICE_ATTENTION_ROWS", {8}).front() == 4 ? 4 : 8;
