@@ -32,24 +32,38 @@ class FakeBackend final : public Backend {
   std::int64_t stop_at = -1;  // absolute position where the stop id is proposed
   std::int32_t stop_token = kImEndId;
   std::int64_t forwards = 0;
-  std::int64_t capacity = -1;  // cache positions for all sequences together; -1: unbounded
+  std::int64_t fail_at_forward = -1;  // >= 0: that forward (0-based) throws dice::Error
+  std::int64_t capacity = -1;         // cache positions for all sequences together; -1: unbounded
   // > 0: the cache is instead a pool of `pool_pages` pages of this many positions, taken page by
   // page as forwards need them (CacheAdmission::kGrowAndPreempt) or by reserve().
   std::int64_t page_tokens = 0;
   std::int64_t pool_pages = 0;
-  std::size_t most_open = 0;                        // the most sequences open at once
-  std::vector<std::pair<char, SequenceId>> events;  // ('o', id) at open, ('c', id) at close
+  std::size_t most_open = 0;  // the most sequences open at once
+  struct Event {
+    bool open;  // false: close
+    SequenceId sequence;
+    std::int64_t forward;  // forwards run before it
+  };
+  std::vector<Event> events;
+  /// The forwards run before the first close of a sequence that is opened again (-1: none).
+  std::int64_t first_preemption_forward() const {
+    for (std::size_t k = 0; k < events.size(); ++k)
+      if (!events[k].open)
+        for (std::size_t l = k + 1; l < events.size(); ++l)
+          if (events[l].open && events[l].sequence == events[k].sequence) return events[k].forward;
+    return -1;
+  }
 
   std::int64_t vocab_rows() const override { return 151936; }
   void open(SequenceId sequence, std::int32_t block_length) override {
     ASSERT_FALSE(seqs_.contains(sequence));
     seqs_[sequence] = {block_length, {}};
-    events.emplace_back('o', sequence);
+    events.push_back({true, sequence, forwards});
     most_open = std::max(most_open, seqs_.size());
   }
   void close(SequenceId sequence) override {
     closed[sequence] = seqs_.at(sequence).cache;
-    events.emplace_back('c', sequence);
+    events.push_back({false, sequence, forwards});
     reserved_ -= seqs_.at(sequence).reserved;
     used_pages_ -= seqs_.at(sequence).pages;
     seqs_.erase(sequence);
@@ -83,6 +97,7 @@ class FakeBackend final : public Backend {
   }
   void forward(std::span<const ForwardItem> items, const ForwardRequest&,
                ForwardOutput& out) override {
+    if (forwards == fail_at_forward) throw Error("injected backend failure");
     ++forwards;
     out.row_offsets.assign(1, 0);
     out.proposals.clear();
@@ -464,17 +479,17 @@ TEST(BlockDecoder, FullCacheIsMadeRoomForByPreemptingAndRecomputing) {
     // After a preemption nothing is opened until a finished sequence has been closed (a close
     // of an id that is not opened again).
     std::map<SequenceId, int> opens;
-    for (const auto& [what, id] : grow.events) opens[id] += what == 'o';
+    for (const auto& e : grow.events) opens[e.sequence] += e.open;
     std::map<SequenceId, int> seen;
     bool waiting_for_finish = false;
-    for (const auto& [what, id] : grow.events) {
-      if (what == 'o') {
-        EXPECT_FALSE(waiting_for_finish) << "sequence " << id << " opened after a preemption";
-        ++seen[id];
-      } else if (seen[id] < opens[id]) {
-        waiting_for_finish = true;  // a preemption: this id is opened again later
+    for (const auto& e : grow.events) {
+      if (e.open) {
+        EXPECT_FALSE(waiting_for_finish)
+            << "sequence " << e.sequence << " opened after a preemption";
+        ++seen[e.sequence];
       } else {
-        waiting_for_finish = false;  // a finish
+        // A close of a sequence opened again later is a preemption; otherwise a finish.
+        waiting_for_finish = seen[e.sequence] < opens[e.sequence];
       }
     }
     // max_active bounds the growing batch as well.
@@ -509,6 +524,37 @@ TEST(BlockDecoder, BlocksLongerThanAPageGrowWithoutOverflowingThePool) {
   EXPECT_GT(stats.preemptions, 0);
   for (std::size_t i = 0; i < requests.size(); ++i)
     EXPECT_EQ(results[i].output_ids, expected[i].output_ids) << "request " << i;
+}
+
+TEST(BlockDecoder, AFailingForwardAfterPreemptionsClosesEverySequence) {
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 6; ++i) {
+    auto o = options_with(RemaskingStrategy::kLowConfidenceDynamic);
+    o.max_new_tokens = 40;
+    requests.push_back({prompt_of(5 + i), o});
+  }
+  const auto pooled = [] {
+    FakeBackend b;
+    b.page_tokens = 8;
+    b.pool_pages = 26;
+    return b;
+  };
+  FakeBackend whole = pooled();
+  ScheduleStats stats;
+  generate(whole, requests, {}, {}, &stats);
+  ASSERT_GT(stats.preemptions, 0);
+  ASSERT_GT(whole.forwards, whole.first_preemption_forward());
+  // A backend failure at any forward, before and after preemptions: generate() rethrows, every
+  // sequence it opened is closed, and every page is back in the pool.
+  for (std::int64_t f = 0; f < whole.forwards; ++f) {
+    FakeBackend failing = pooled();
+    failing.fail_at_forward = f;
+    EXPECT_THROW(generate(failing, requests), Error);
+    std::map<SequenceId, int> open;
+    for (const auto& e : failing.events) open[e.sequence] += e.open ? 1 : -1;
+    for (const auto& [id, n] : open) EXPECT_EQ(n, 0) << "sequence " << id << ", failure at " << f;
+    EXPECT_EQ(failing.free_cache_pages(), 26) << "failure at forward " << f;
+  }
 }
 
 TEST(BlockDecoder, GrowingCachesStillRejectARequestThatCannotFitAlone) {
