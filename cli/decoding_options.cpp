@@ -44,16 +44,20 @@ void DecodingArgs::from_json(const json& j) {
   enable_thinking = j.value("enable_thinking", enable_thinking);
 }
 
+void add_reserve_whole_cache_flag(CLI::App& command, bool& flag) {
+  command.add_flag("--reserve-whole-cache", flag,
+                   "admit a sequence only once its whole KV cache (prompt + max new tokens) can "
+                   "be reserved, never preempting (default: caches grow page by page; when the "
+                   "cache is full the latest sequences are preempted and later recomputed)");
+}
+
 void add_decoding_options(CLI::App& command, DecodingArgs& args) {
   auto& o = args.options;
   command
       .add_option("--max-active", args.max_active,
                   "sequences decoded at once (0: as many as the KV cache holds)")
       ->capture_default_str();
-  command.add_flag("--reserve-whole-cache", args.reserve_whole_cache,
-                   "admit a sequence only once its whole KV cache (prompt + max new tokens) can "
-                   "be reserved, never preempting (default: caches grow page by page; when the "
-                   "cache is full the latest sequences are preempted and later recomputed)");
+  add_reserve_whole_cache_flag(command, args.reserve_whole_cache);
   command.add_option("--block-length", o.block_length, "tokens per block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));

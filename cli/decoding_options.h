@@ -29,6 +29,17 @@ inline engine::RemaskingStrategy strategy_option(const std::string& name) {
   return *strategy;
 }
 
+/// The scheduler's KV cache admission that --reserve-whole-cache (`reserve_whole_cache`) asks
+/// for: kReserveWhole, else the default kGrowAndPreempt (engine/block_decoder.h).
+inline engine::CacheAdmission admission_of(bool reserve_whole_cache) {
+  return reserve_whole_cache ? engine::CacheAdmission::kReserveWhole
+                             : engine::CacheAdmission::kGrowAndPreempt;
+}
+
+/// Adds the --reserve-whole-cache flag to `command`, setting `flag` (dice generate, dice bench
+/// and dice engine bench share it).
+void add_reserve_whole_cache_flag(CLI::App& command, bool& flag);
+
 /// Decoding as given on the command line: block length, denoising steps, remasking strategy and
 /// its threshold or entropy bound, sampling (temperature, top-k, top-p, seed), output limits,
 /// the vocabulary limit, fused store passes, the chat template and the number of sequences
@@ -49,10 +60,7 @@ struct DecodingArgs {
   /// Reads what to_json wrote; absent keys keep their value.
   void from_json(const nlohmann::json& j);
   /// How the scheduler finds KV cache room (--reserve-whole-cache).
-  engine::CacheAdmission admission() const {
-    return reserve_whole_cache ? engine::CacheAdmission::kReserveWhole
-                               : engine::CacheAdmission::kGrowAndPreempt;
-  }
+  engine::CacheAdmission admission() const { return admission_of(reserve_whole_cache); }
 };
 
 /// Registers --block-length, --steps, --strategy, --threshold, --entropy-bound, --temperature,

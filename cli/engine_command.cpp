@@ -15,6 +15,7 @@
 
 #include "backend_options.h"
 #include "commands.h"
+#include "decoding_options.h"
 #include "dice/core/error.h"
 #include "dice/engine/block_decoder.h"
 #include "dice/engine/scoring.h"
@@ -148,6 +149,8 @@ void run_bench(const BenchArgs& args) {
   }
   const auto vocab_limit =
       static_cast<std::int32_t>(std::min<std::int64_t>(config.vocab_size, 151669));
+  const engine::ScheduleOptions schedule{.max_active = args.max_active,
+                                         .admission = admission_of(args.reserve_whole_cache)};
   // Cheapest first (new tokens, then sequences), the store variants side by side: a run stopped
   // at a time limit has reported whole groups.
   for (const std::int64_t t : new_tokens)
@@ -176,10 +179,6 @@ void run_bench(const BenchArgs& args) {
         }
         auto warmup = requests;
         for (auto& r : warmup) r.options.max_new_tokens = std::min(t, args.warmup_tokens);
-        const engine::ScheduleOptions schedule{
-            .max_active = args.max_active,
-            .admission = args.reserve_whole_cache ? engine::CacheAdmission::kReserveWhole
-                                                  : engine::CacheAdmission::kGrowAndPreempt};
         engine::generate(*backend, warmup, {}, schedule);
 #ifdef DICE_HAVE_CUDA
         if (cuda != nullptr) cuda->reset_stats();
@@ -319,10 +318,7 @@ void add_bench_command(CLI::App* engine) {
   bench->add_option("--max-active", args->max_active, "sequences at once (0: as many as fit)")
       ->capture_default_str();
   bench->add_option("--seed", args->seed, "seed of the random prompts")->capture_default_str();
-  bench->add_flag("--reserve-whole-cache", args->reserve_whole_cache,
-                  "admit a sequence only once its whole KV cache (prompt + new tokens) can be "
-                  "reserved, never preempting (default: caches grow page by page and the latest "
-                  "sequences are preempted and recomputed when the cache is full)");
+  add_reserve_whole_cache_flag(*bench, args->reserve_whole_cache);
   bench->add_flag("--no-ceilings", args->no_ceilings,
                   "cuda: skip measuring copy bandwidth and GEMM rate (no floor)");
   bench->add_option("--json", args->json_out, "also append the records to this file");

@@ -160,12 +160,201 @@ std::int64_t cache_tokens_needed(const GenerationRequest& request) {
   return (end + b - 1) / b * b;
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// generate()'s batch: which requests run (in admission order), which wait (in request order),
+/// how the KV cache is shared out (CacheAdmission), and the results as sequences finish.
+class Batch {
+ public:
+  Batch(Backend& backend, std::span<const GenerationRequest> requests,
+        const OutputCallback& on_output, const ScheduleOptions& schedule)
+      : backend_(backend),
+        requests_(requests),
+        on_output_(on_output),
+        schedule_(schedule),
+        grow_(schedule.admission == CacheAdmission::kGrowAndPreempt &&
+              backend.free_cache_pages().has_value()),
+        results_(requests.size()),
+        emitted_(requests.size(), 0),
+        open_(requests.size(), false) {
+    decoders_.reserve(requests.size());
+    for (const auto& request : requests)
+      decoders_.emplace_back(request.prompt_ids, request.options);
+    for (std::size_t i = 0; i < requests.size(); ++i) waiting_.push_back(i);
+  }
+
+  /// Runs every request to its end; on an exception closes the sequences it opened first.
+  std::vector<GenerationResult> run(ScheduleStats& stats) {
+    try {
+      admit();
+      std::vector<ForwardItem> items;
+      ForwardOutput out;
+      while (!active_.empty()) {
+        if (grow_) make_room();
+        items.clear();
+        for (const std::size_t i : active_) items.push_back(decoders_[i].next_item(id_of(i)));
+        stats.peak_active = std::max(stats.peak_active, active_.size());
+        ++stats.forwards;
+        backend_.forward(items, ForwardRequest{.masked_rows_only = true}, out);
+        std::vector<std::size_t> still;
+        for (std::size_t j = 0; j < active_.size(); ++j) {
+          const std::size_t i = active_[j];
+          decoders_[i].advance(
+              std::span<const Proposal>(out.proposals)
+                  .subspan(out.row_offsets[j], out.row_offsets[j + 1] - out.row_offsets[j]));
+          if (decoders_[i].done()) {
+            finish(i);
+          } else {
+            emit(i);
+            still.push_back(i);
+          }
+        }
+        active_ = std::move(still);
+        admit();
+      }
+    } catch (...) {
+      for (std::size_t i = 0; i < open_.size(); ++i)
+        if (open_[i]) backend_.close(id_of(i));
+      throw;
+    }
+    return std::move(results_);
+  }
+
+ private:
+  SequenceId id_of(std::size_t i) const { return schedule_.first_id + static_cast<SequenceId>(i); }
+
+  void emit(std::size_t i) {
+    const auto settled = decoders_[i].settled_output();
+    if (settled.size() > emitted_[i] && on_output_) on_output_(i, settled.subspan(emitted_[i]));
+    emitted_[i] = settled.size();
+  }
+
+  void finish(std::size_t i) {
+    emit(i);
+    results_[i] = decoders_[i].result();
+    results_[i].seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (open_[i]) backend_.close(id_of(i));
+    open_[i] = false;
+  }
+
+  void open(std::size_t i) {
+    backend_.open(id_of(i), decoders_[i].options().block_length);
+    open_[i] = true;
+  }
+
+  /// Pages sequence i takes beyond those it holds to run its next forward and, with `after`,
+  /// the forward after that too (at most a block more).
+  std::int64_t pages_for(std::size_t i, bool after) const {
+    const std::int64_t end =
+        decoders_[i].next_cache_end() + (after ? decoders_[i].options().block_length : 0);
+    return backend_.cache_pages_to_hold(id_of(i), end);
+  }
+
+  std::int64_t pages_for_active(bool after) const {
+    std::int64_t pages = 0;
+    for (const std::size_t i : active_) pages += pages_for(i, after);
+    return pages;
+  }
+
+  std::int64_t free_pages() const { return backend_.free_cache_pages().value_or(0); }
+
+  InputError cannot_fit(std::size_t i, std::int64_t need) const {
+    const auto limit = backend_.cache_limit_tokens();
+    return InputError(fmt::format(
+        "request {}: its KV cache needs {} positions (prompt {} + max_new_tokens {}, in blocks "
+        "of {}), more than the backend's cache holds ({} positions); lower max_new_tokens or "
+        "give the backend more memory",
+        i, need, requests_[i].prompt_ids.size(), requests_[i].options.max_new_tokens,
+        requests_[i].options.block_length, limit ? *limit : -1));
+  }
+
+  Error held_elsewhere(std::size_t i, std::int64_t pages) const {
+    return Error(fmt::format(
+        "request {}: its next forward needs {} KV cache pages and {} are free, with no other "
+        "sequence of this generation running: other sequences of the backend hold the rest",
+        i, pages, free_pages()));
+  }
+
+  /// Admits waiting requests in order while their caches fit (and fewer than max_active run).
+  ///
+  /// With growing caches, a request joins when its first two forwards fit beside the running
+  /// sequences' next two. After a preemption the head of the queue is the preempted sequence,
+  /// and its rejoining prefill needs more pages than its preemption freed, so nothing joins
+  /// until a finished sequence frees room (no admission flag is needed for that).
+  void admit() {
+    std::int64_t pending = grow_ ? pages_for_active(true) : 0;
+    while (!waiting_.empty() &&
+           (schedule_.max_active == 0 || active_.size() < schedule_.max_active)) {
+      const std::size_t i = waiting_.front();
+      if (decoders_[i].done()) {
+        finish(i);
+        waiting_.pop_front();
+        continue;
+      }
+      const std::int64_t need = cache_tokens_needed(requests_[i]);
+      if (grow_) {
+        const auto limit = backend_.cache_limit_tokens();
+        if (limit && need > *limit) {
+          if (!active_.empty()) return;  // the error once nothing else runs, as below
+          throw cannot_fit(i, need);
+        }
+        const std::int64_t two = pages_for(i, true);
+        if (pending + two > free_pages()) {
+          if (!active_.empty()) return;  // waits for a running sequence to finish
+          const std::int64_t one = pages_for(i, false);
+          if (one > free_pages()) throw held_elsewhere(i, one);
+        }
+        pending += two;
+        open(i);
+      } else {
+        if (!backend_.can_reserve(need)) {
+          if (!active_.empty()) return;  // waits for a running sequence to finish
+          throw cannot_fit(i, need);
+        }
+        open(i);
+        backend_.reserve(id_of(i), need);
+      }
+      active_.push_back(i);
+      waiting_.pop_front();
+    }
+  }
+
+  /// Preempts the most recently admitted sequences until the next forward fits; they go back
+  /// into the queue in request order.
+  void make_room() {
+    while (pages_for_active(false) > free_pages()) {
+      if (active_.size() == 1) throw held_elsewhere(active_.front(), pages_for_active(false));
+      const std::size_t i = active_.back();
+      active_.pop_back();
+      backend_.close(id_of(i));
+      open_[i] = false;
+      decoders_[i].preempt();
+      waiting_.insert(std::lower_bound(waiting_.begin(), waiting_.end(), i), i);
+    }
+  }
+
+  Backend& backend_;
+  std::span<const GenerationRequest> requests_;
+  const OutputCallback& on_output_;
+  const ScheduleOptions& schedule_;
+  const bool grow_;  ///< kGrowAndPreempt on a backend that counts pages
+  const Clock::time_point start_ = Clock::now();
+  std::vector<SequenceDecoder> decoders_;
+  std::vector<GenerationResult> results_;
+  std::vector<std::size_t> emitted_;  ///< settled tokens passed to on_output_
+  std::vector<bool> open_;            ///< open on the backend
+  std::vector<std::size_t> active_;   ///< running, in admission order
+  std::deque<std::size_t> waiting_;   ///< in request order (preempted ones go back in order)
+};
+
+}  // namespace
+
 std::vector<GenerationResult> generate(Backend& backend,
                                        std::span<const GenerationRequest> requests,
                                        const OutputCallback& on_output,
                                        const ScheduleOptions& schedule, ScheduleStats* stats) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
   // Ids the decoding itself writes or looks for must be ids of the backend's model (a model with
   // a small vocabulary needs its own mask id: the default is SDAR's).
   const std::int64_t vocab = backend.vocab_rows();
@@ -182,159 +371,14 @@ std::vector<GenerationResult> generate(Backend& backend,
             "request {}: option stop_ids holds {}, outside the model's vocabulary [0, {})", i, id,
             vocab));
   }
-  std::vector<SequenceDecoder> decoders;
-  decoders.reserve(requests.size());
-  for (const auto& request : requests) decoders.emplace_back(request.prompt_ids, request.options);
-  std::vector<GenerationResult> results(requests.size());
-  std::vector<std::size_t> emitted(requests.size(), 0);
-  std::vector<bool> open(requests.size(), false);
   ScheduleStats local_stats;
   ScheduleStats& st = stats != nullptr ? *stats : local_stats;
   st = ScheduleStats{};
-  const bool grow = schedule.admission == CacheAdmission::kGrowAndPreempt &&
-                    backend.free_cache_pages().has_value();
-
-  const auto id_of = [&](std::size_t i) { return schedule.first_id + static_cast<SequenceId>(i); };
-  const auto close_all = [&] {
-    for (std::size_t i = 0; i < open.size(); ++i)
-      if (open[i]) backend.close(id_of(i));
-  };
-  const auto emit = [&](std::size_t i) {
-    const auto settled = decoders[i].settled_output();
-    if (settled.size() > emitted[i] && on_output) on_output(i, settled.subspan(emitted[i]));
-    emitted[i] = settled.size();
-  };
-  const auto finish = [&](std::size_t i) {
-    emit(i);
-    results[i] = decoders[i].result();
-    results[i].seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (open[i]) backend.close(id_of(i));
-    open[i] = false;
-  };
-
-  try {
-    std::vector<std::size_t> active;  // running, in admission order
-    std::deque<std::size_t> waiting;  // in request order (preempted ones go back in order)
-    for (std::size_t i = 0; i < decoders.size(); ++i) waiting.push_back(i);
-    // After a preemption nothing joins until a sequence finishes and frees room: a preempted
-    // sequence rejoining at once would only be preempted again (and recomputed each time).
-    bool admission_closed = false;
-    // Pages sequence i takes beyond those it holds to run its next forward and, with `after`,
-    // the forward after that too (at most a block more).
-    const auto pages_for = [&](std::size_t i, bool after) {
-      const std::int64_t end =
-          decoders[i].next_cache_end() + (after ? decoders[i].options().block_length : 0);
-      return backend.cache_pages_to_hold(id_of(i), end);
-    };
-    const auto pages_for_active = [&](bool after) {
-      std::int64_t pages = 0;
-      for (const std::size_t i : active) pages += pages_for(i, after);
-      return pages;
-    };
-    const auto free_pages = [&] { return backend.free_cache_pages().value_or(0); };
-    const auto cannot_fit = [&](std::size_t i, std::int64_t need) {
-      const auto limit = backend.cache_limit_tokens();
-      return InputError(fmt::format(
-          "request {}: its KV cache needs {} positions (prompt {} + max_new_tokens {}, in "
-          "blocks of {}), more than the backend's cache holds ({} positions); lower "
-          "max_new_tokens or give the backend more memory",
-          i, need, requests[i].prompt_ids.size(), requests[i].options.max_new_tokens,
-          requests[i].options.block_length, limit ? *limit : -1));
-    };
-    const auto held_elsewhere = [&](std::size_t i, std::int64_t pages) {
-      return Error(fmt::format(
-          "request {}: its next forward needs {} KV cache pages and {} are free, with no other "
-          "sequence of this generation running: other sequences of the backend hold the rest",
-          i, pages, free_pages()));
-    };
-    // Admits waiting requests in order while their caches fit.
-    const auto admit = [&] {
-      // With growing caches: the running sequences' next two forwards, and the candidate's.
-      std::int64_t pending = grow ? pages_for_active(true) : 0;
-      while (!waiting.empty() &&
-             (schedule.max_active == 0 || active.size() < schedule.max_active)) {
-        const std::size_t i = waiting.front();
-        if (decoders[i].done()) {
-          finish(i);
-          waiting.pop_front();
-          continue;
-        }
-        const std::int64_t need = cache_tokens_needed(requests[i]);
-        if (grow) {
-          if (admission_closed) return;
-          const auto limit = backend.cache_limit_tokens();
-          if (limit && need > *limit) {
-            if (!active.empty()) return;  // the error once nothing else runs, as below
-            throw cannot_fit(i, need);
-          }
-          const std::int64_t two = pages_for(i, true);
-          if (pending + two > free_pages()) {
-            if (!active.empty()) return;  // waits for a running sequence to finish
-            if (pages_for(i, false) > free_pages()) throw held_elsewhere(i, pages_for(i, false));
-          }
-          pending += two;
-          backend.open(id_of(i), decoders[i].options().block_length);
-          open[i] = true;
-        } else {
-          if (!backend.can_reserve(need)) {
-            if (!active.empty()) return;  // waits for a running sequence to finish
-            throw cannot_fit(i, need);
-          }
-          backend.open(id_of(i), decoders[i].options().block_length);
-          open[i] = true;
-          backend.reserve(id_of(i), need);
-        }
-        active.push_back(i);
-        waiting.pop_front();
-      }
-    };
-    // Preempts the most recently admitted sequences until the next forward fits.
-    const auto make_room = [&] {
-      while (pages_for_active(false) > free_pages()) {
-        if (active.size() == 1) throw held_elsewhere(active.front(), pages_for_active(false));
-        const std::size_t i = active.back();
-        active.pop_back();
-        backend.close(id_of(i));
-        open[i] = false;
-        decoders[i].preempt();
-        ++st.preemptions;
-        waiting.insert(std::lower_bound(waiting.begin(), waiting.end(), i), i);
-        admission_closed = true;
-      }
-    };
-    admit();
-    std::vector<ForwardItem> items;
-    ForwardOutput out;
-    while (!active.empty()) {
-      if (grow) make_room();
-      items.clear();
-      for (const std::size_t i : active) items.push_back(decoders[i].next_item(id_of(i)));
-      st.peak_active = std::max(st.peak_active, active.size());
-      ++st.forwards;
-      backend.forward(items, ForwardRequest{.masked_rows_only = true}, out);
-      std::vector<std::size_t> still;
-      for (std::size_t j = 0; j < active.size(); ++j) {
-        const std::size_t i = active[j];
-        const std::span<const Proposal> rows =
-            std::span<const Proposal>(out.proposals)
-                .subspan(out.row_offsets[j], out.row_offsets[j + 1] - out.row_offsets[j]);
-        decoders[i].advance(rows);
-        if (decoders[i].done()) {
-          finish(i);
-          admission_closed = false;
-        } else {
-          emit(i);
-          still.push_back(i);
-        }
-      }
-      active = std::move(still);
-      admit();
-    }
-  } catch (...) {
-    close_all();
-    throw;
+  auto results = Batch(backend, requests, on_output, schedule).run(st);
+  for (const auto& r : results) {  // the per-sequence counts are the record
+    st.preemptions += r.counts.preemptions;
+    st.recomputed_tokens += r.counts.recomputed_tokens;
   }
-  for (const auto& r : results) st.recomputed_tokens += r.counts.recomputed_tokens;
   return results;
 }
 

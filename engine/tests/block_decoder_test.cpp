@@ -45,13 +45,19 @@ class FakeBackend final : public Backend {
     std::int64_t forward;  // forwards run before it
   };
   std::vector<Event> events;
-  /// The forwards run before the first close of a sequence that is opened again (-1: none).
-  std::int64_t first_preemption_forward() const {
-    for (std::size_t k = 0; k < events.size(); ++k)
-      if (!events[k].open)
-        for (std::size_t l = k + 1; l < events.size(); ++l)
-          if (events[l].open && events[l].sequence == events[k].sequence) return events[k].forward;
-    return -1;
+  /// The closes of sequences that are opened again later (preemptions, as the backend sees
+  /// them), in order: the forwards run before each.
+  std::vector<std::int64_t> preemption_forwards() const {
+    std::vector<std::int64_t> at;
+    for (std::size_t k = 0; k < events.size(); ++k) {
+      if (events[k].open) continue;
+      for (std::size_t l = k + 1; l < events.size(); ++l)
+        if (events[l].open && events[l].sequence == events[k].sequence) {
+          at.push_back(events[k].forward);
+          break;
+        }
+    }
+    return at;
   }
 
   std::int64_t vocab_rows() const override { return 151936; }
@@ -166,6 +172,14 @@ class FakeBackend final : public Backend {
   std::int64_t reserved_ = 0;
   std::int64_t used_pages_ = 0;
 };
+
+/// A FakeBackend whose cache is a pool of `pages` pages of 8 positions.
+FakeBackend paged_backend(std::int64_t pages) {
+  FakeBackend backend;
+  backend.page_tokens = 8;
+  backend.pool_pages = pages;
+  return backend;
+}
 
 std::vector<std::int32_t> prompt_of(int n) {
   std::vector<std::int32_t> p;
@@ -432,9 +446,7 @@ TEST(BlockDecoder, FullCacheIsMadeRoomForByPreemptingAndRecomputing) {
     FakeBackend unbounded;
     const auto expected = generate(unbounded, requests);
 
-    FakeBackend grow;
-    grow.page_tokens = 8;
-    grow.pool_pages = 26;
+    FakeBackend grow = paged_backend(26);
     ScheduleStats stats;
     const auto grown = generate(grow, requests, {}, {}, &stats);
     EXPECT_EQ(stats.peak_active, 6u);
@@ -458,15 +470,14 @@ TEST(BlockDecoder, FullCacheIsMadeRoomForByPreemptingAndRecomputing) {
       recomputed += grown[i].counts.recomputed_tokens;
     }
     EXPECT_EQ(preemptions, stats.preemptions);
+    EXPECT_EQ(std::ssize(grow.preemption_forwards()), stats.preemptions);  // as the backend saw
     EXPECT_EQ(recomputed, stats.recomputed_tokens);
     // The first-admitted sequences were never preempted (the latest go first).
     EXPECT_EQ(grown[0].counts.preemptions, 0);
     EXPECT_GT(grown[5].counts.preemptions, 0);
 
     // Reserving whole caches runs four at a time and never preempts, in more forwards.
-    FakeBackend whole;
-    whole.page_tokens = 8;
-    whole.pool_pages = 26;
+    FakeBackend whole = paged_backend(26);
     ScheduleStats whole_stats;
     const auto reserved =
         generate(whole, requests, {}, {.admission = CacheAdmission::kReserveWhole}, &whole_stats);
@@ -493,9 +504,7 @@ TEST(BlockDecoder, FullCacheIsMadeRoomForByPreemptingAndRecomputing) {
       }
     }
     // max_active bounds the growing batch as well.
-    FakeBackend capped;
-    capped.page_tokens = 8;
-    capped.pool_pages = 26;
+    FakeBackend capped = paged_backend(26);
     ScheduleStats capped_stats;
     const auto three = generate(capped, requests, {}, {.max_active = 3}, &capped_stats);
     EXPECT_EQ(capped_stats.peak_active, 3u);
@@ -516,9 +525,8 @@ TEST(BlockDecoder, BlocksLongerThanAPageGrowWithoutOverflowingThePool) {
   }
   FakeBackend unbounded;
   const auto expected = generate(unbounded, requests);
-  FakeBackend pool;  // the FakeBackend fails the test if a forward overflows the pool
-  pool.page_tokens = 8;
-  pool.pool_pages = 24;
+  // The FakeBackend fails the test if a forward overflows the pool.
+  FakeBackend pool = paged_backend(24);
   ScheduleStats stats;
   const auto results = generate(pool, requests, {}, {}, &stats);
   EXPECT_GT(stats.preemptions, 0);
@@ -533,21 +541,16 @@ TEST(BlockDecoder, AFailingForwardAfterPreemptionsClosesEverySequence) {
     o.max_new_tokens = 40;
     requests.push_back({prompt_of(5 + i), o});
   }
-  const auto pooled = [] {
-    FakeBackend b;
-    b.page_tokens = 8;
-    b.pool_pages = 26;
-    return b;
-  };
-  FakeBackend whole = pooled();
-  ScheduleStats stats;
-  generate(whole, requests, {}, {}, &stats);
-  ASSERT_GT(stats.preemptions, 0);
-  ASSERT_GT(whole.forwards, whole.first_preemption_forward());
+  FakeBackend whole = paged_backend(26);
+  generate(whole, requests);
+  // Preemptions happen, and forwards run after the first: failures after it are tried below.
+  const auto preempted_at = whole.preemption_forwards();
+  ASSERT_FALSE(preempted_at.empty());
+  ASSERT_LT(preempted_at.front(), whole.forwards);
   // A backend failure at any forward, before and after preemptions: generate() rethrows, every
   // sequence it opened is closed, and every page is back in the pool.
   for (std::int64_t f = 0; f < whole.forwards; ++f) {
-    FakeBackend failing = pooled();
+    FakeBackend failing = paged_backend(26);
     failing.fail_at_forward = f;
     EXPECT_THROW(generate(failing, requests), Error);
     std::map<SequenceId, int> open;
@@ -561,9 +564,7 @@ TEST(BlockDecoder, GrowingCachesStillRejectARequestThatCannotFitAlone) {
   auto o = options_with(RemaskingStrategy::kSequential);
   o.max_new_tokens = 40;  // 48 positions: 6 pages of 8
   const std::vector<GenerationRequest> requests{{prompt_of(5), o}, {prompt_of(5), o}};
-  FakeBackend small;
-  small.page_tokens = 8;
-  small.pool_pages = 5;
+  FakeBackend small = paged_backend(5);
   try {
     generate(small, requests);
     ADD_FAILURE() << "expected an InputError";
