@@ -72,10 +72,11 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-/// A CUDA event (timing enabled).
+/// A CUDA event (timing enabled unless `timing` is false: an ordering-only event, cheaper to
+/// record and wait on).
 class Event {
  public:
-  Event();
+  explicit Event(bool timing = true);
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   ~Event();
