@@ -107,22 +107,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "few-row GEMM loads its first weights, and the attention its work items' "
                     "metadata, before it waits for the kernel before it (same results) "
                     "(default: on)");
-  command
-      ->add_option("--l2-prefetch", args.l2_prefetch,
-                   "cuda backend: in passes of at most --l2-prefetch-rows rows, a side stream "
-                   "asks the L2 for this many bytes of each layer's o, gate/up and down weights "
-                   "while the layer's attention runs (\"32MiB\"; 0: off; same results)")
-      ->capture_default_str();
-  command
-      ->add_option("--l2-prefetch-rows", args.l2_prefetch_rows,
-                   "cuda backend: --l2-prefetch runs in passes of at most this many padded rows")
-      ->check(CLI::Range(0, 1 << 20))
-      ->capture_default_str();
-  command
-      ->add_option("--l2-prefetch-blocks", args.l2_prefetch_blocks,
-                   "cuda backend: blocks (one warp each) of the L2 prefetch kernel")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -173,8 +157,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                                               std::string* description) {
   const std::int64_t memory_limit =
       args.gpu_memory.empty() ? 0 : parse_bytes(args.gpu_memory, "--gpu-memory");
-  const std::int64_t l2_prefetch =
-      args.l2_prefetch == "0" ? 0 : parse_bytes(args.l2_prefetch, "--l2-prefetch");
   const std::string which = resolve_backend(args);
   if (which == "cpu") {
     auto cpu =
@@ -219,9 +201,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.fused_swiglu = args.fused_swiglu;
   options.pdl_early_reads = args.pdl_early_reads;
   options.masked_rows_only = args.masked_rows_only;
-  options.l2_prefetch_bytes = l2_prefetch;
-  options.l2_prefetch_rows = args.l2_prefetch_rows;
-  options.l2_prefetch_blocks = args.l2_prefetch_blocks;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
     options.programmatic_launch_few_rows = false;
@@ -235,7 +214,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.attention_min_split_keys = 0;
     options.pipelined_attention = false;
     options.fast_norms = false;
-    options.l2_prefetch_bytes = 0;
   }
   auto cuda = std::make_unique<engine::CudaBackend>(checkpoint, options);
   if (description != nullptr) {
@@ -258,13 +236,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
             (!args.baseline_kernels && !args.fused_swiglu ? ", SwiGLU kernel" : "") +
             (!args.baseline_kernels && !args.pdl_early_reads ? ", no early reads under PDL" : "") +
-            (!args.baseline_kernels && !args.masked_rows_only ? ", logits of every block row"
-                                                              : "") +
-            (options.l2_prefetch_bytes > 0
-                 ? fmt::format(", L2 prefetch {} MiB in passes of <= {} rows ({} blocks)",
-                               options.l2_prefetch_bytes >> 20, options.l2_prefetch_rows,
-                               options.l2_prefetch_blocks)
-                 : ""),
+            (!args.baseline_kernels && !args.masked_rows_only ? ", logits of every block row" : ""),
         args.skinny_gemm_rows,
         args.pdl      ? "on"
         : args.no_pdl ? "off"
@@ -275,7 +247,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   return cuda;
 #else
   (void)memory_limit;
-  (void)l2_prefetch;
   throw InputError("--backend cuda: this dice was built without CUDA");
 #endif
 }

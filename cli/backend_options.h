@@ -58,11 +58,6 @@ struct BackendArgs {
   /// cuda: lm_head and the vocabulary pass over the block rows that hold the mask token only
   /// (--no-masked-rows-only: over every block row)
   bool masked_rows_only = true;
-  /// cuda: bytes of each layer's o, gate/up and down weights asked into the L2 while its
-  /// attention runs, in passes of at most l2_prefetch_rows rows ("32MiB"; "0": off)
-  std::string l2_prefetch = "0";
-  std::int64_t l2_prefetch_rows = 64;
-  std::int32_t l2_prefetch_blocks = 16;
 };
 
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,
@@ -72,7 +67,7 @@ struct BackendArgs {
 /// --attention-split-cost, --deep-attention-pipeline / --no-deep-attention-pipeline,
 /// --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
 /// --no-fused-swiglu, --pdl-early-reads / --no-pdl-early-reads, --masked-rows-only /
-/// --no-masked-rows-only, --l2-prefetch, --l2-prefetch-rows, --l2-prefetch-blocks.
+/// --no-masked-rows-only.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 
 /// "cpu" or "cuda" for --backend auto|cpu|cuda. Throws dice::InputError for cuda when dice was

@@ -229,10 +229,7 @@ void run_bench(const BenchArgs& args) {
               {"programmatic_launch", o.programmatic_launch},
               {"programmatic_launch_few_rows", o.programmatic_launch_few_rows},
               {"pdl_early_reads", o.pdl_early_reads},
-              {"masked_rows_only", o.masked_rows_only},
-              {"l2_prefetch_bytes", o.l2_prefetch_bytes},
-              {"l2_prefetch_rows", o.l2_prefetch_rows},
-              {"l2_prefetch_blocks", o.l2_prefetch_blocks}};
+              {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
             gemms.push_back({{"rows", g.rows},
@@ -258,7 +255,6 @@ void run_bench(const BenchArgs& args) {
           record["graph_captures"] = st.graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
           record["paired_attention_passes"] = st.paired_attention_passes;
-          record["prefetch_passes"] = st.prefetch_passes;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)

@@ -151,10 +151,6 @@ struct CudaBackend::Impl {
 
   std::unique_ptr<Stream> stream;
   std::unique_ptr<Event> pass_start, pass_end;  ///< around each pass (stats.device_seconds)
-  /// The L2 prefetch's side stream, forked from `stream` after each qkv GEMM and joined at the
-  /// pass's end (CudaBackendOptions::l2_prefetch_bytes).
-  std::unique_ptr<Stream> prefetch_stream;
-  std::unique_ptr<Event> prefetch_fork, prefetch_join;
   std::unique_ptr<Gemm> gemm;
   DeviceBuffer embed, lm_head, final_norm, rope;
   std::vector<Layer> layers;
@@ -225,11 +221,6 @@ struct CudaBackend::Impl {
     stream = std::make_unique<Stream>();
     pass_start = std::make_unique<Event>();
     pass_end = std::make_unique<Event>();
-    if (options.l2_prefetch_bytes > 0) {
-      prefetch_stream = std::make_unique<Stream>();
-      prefetch_fork = std::make_unique<Event>(false);
-      prefetch_join = std::make_unique<Event>(false);
-    }
     gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
     upload_weights(source);
     build_rope();
@@ -540,12 +531,9 @@ struct CudaBackend::Impl {
       return false;
     };
     const bool swiglu = options.fused_swiglu && dtype == CudaDType::kBF16;
-    const bool prefetch = prefetch_stream != nullptr && rows_pad <= options.l2_prefetch_rows;
-    stats.prefetch_passes += prefetch ? 1 : 0;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
-      if (prefetch) prefetch_layer(l);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
@@ -578,30 +566,6 @@ struct CudaBackend::Impl {
         launch_vocab_pass(header, logits.as<float>(), vocab, proposals.as<ProposalOut>(),
                           block_rows_pad, s, pdl);
     }
-    if (prefetch) {  // the side stream rejoins (a capture must end on its origin stream)
-      prefetch_join->record(prefetch_stream->get());
-      DICE_CUDA_CHECK(cudaStreamWaitEvent(s, prefetch_join->get(), 0));
-    }
-  }
-
-  /// Forks the side stream from the pass's stream (after the qkv GEMM just enqueued) and asks
-  /// the L2 there for the first options.l2_prefetch_bytes of the layer's o, gate/up and down
-  /// weights, the order the GEMMs read them (CudaBackendOptions::l2_prefetch_bytes).
-  void prefetch_layer(const Layer& l) {
-    L2PrefetchRanges ranges;
-    std::int64_t budget = options.l2_prefetch_bytes;
-    for (const DeviceBuffer* w : {&l.o, &l.gate_up, &l.down}) {
-      const std::int64_t take =
-          std::min<std::int64_t>(budget, static_cast<std::int64_t>(w->bytes())) / 16 * 16;
-      if (take <= 0) break;
-      ranges.data[ranges.count] = w->get();
-      ranges.bytes[ranges.count] = take;
-      ++ranges.count;
-      budget -= take;
-    }
-    prefetch_fork->record(stream->get());
-    DICE_CUDA_CHECK(cudaStreamWaitEvent(prefetch_stream->get(), prefetch_fork->get(), 0));
-    launch_l2_prefetch(ranges, options.l2_prefetch_blocks, prefetch_stream->get());
   }
 
   /// The GEMM autotune for a pass of rows_pad rows and block_rows_pad block rows (before its

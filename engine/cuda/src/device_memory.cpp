@@ -63,9 +63,8 @@ void Stream::synchronize() const {
   DICE_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-Event::Event(bool timing) {
-  DICE_CUDA_CHECK(
-      cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+Event::Event() {
+  DICE_CUDA_CHECK(cudaEventCreate(&event_));
 }
 
 Event::~Event() {

@@ -72,11 +72,10 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-/// A CUDA event (timing enabled unless `timing` is false: an ordering-only event, cheaper to
-/// record and wait on).
+/// A CUDA event (timing enabled).
 class Event {
  public:
-  explicit Event(bool timing = true);
+  Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   ~Event();

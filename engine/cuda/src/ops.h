@@ -276,26 +276,4 @@ void launch_fill_random(CudaDType dtype, void* data, std::int64_t count, float s
 void launch_hash(const float* data, std::int64_t count, unsigned long long* out,
                  cudaStream_t stream);
 
-/// Bytes per cp.async.bulk.prefetch.L2 of launch_l2_prefetch.
-inline constexpr std::int64_t kPrefetchChunkBytes = 16 * 1024;
-/// Most ranges of one launch_l2_prefetch.
-inline constexpr int kMaxPrefetchRanges = 4;
-
-/// Device memory ranges to prefetch into the L2, in the order they will be read. Each address
-/// and size is a multiple of 16 bytes.
-struct L2PrefetchRanges {
-  const void* data[kMaxPrefetchRanges] = {};
-  std::int64_t bytes[kMaxPrefetchRanges] = {};
-  int count = 0;
-};
-
-/// Asks the L2 for `ranges` (l2_prefetch.cu): `blocks` blocks of one warp each, every lane
-/// issuing cp.async.bulk.prefetch.L2 of kPrefetchChunkBytes-byte chunks in range order. A hint
-/// with no result (sm_90; compiled out below). Not a PDL launch: meant for a side stream that
-/// forked from the pass's stream. `evict_last`: the lines are fetched with the L2's evict_last
-/// priority (createpolicy), else the default. Throws dice::Error on a misaligned range or a
-/// failed launch.
-void launch_l2_prefetch(const L2PrefetchRanges& ranges, std::int32_t blocks, cudaStream_t stream,
-                        bool evict_last = false);
-
 }  // namespace dice::engine::cuda

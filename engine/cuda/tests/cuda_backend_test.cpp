@@ -423,32 +423,6 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   }
 }
 
-TEST_F(CudaBackendTest, L2PrefetchChangesNoBits) {
-  // The L2 prefetch (a side stream forked after each qkv GEMM, joined at the pass's end) is a
-  // hint: logits and tokens are bit for bit those without it, with graphs (the fork and join
-  // captured) and eagerly, with PDL in the few-row passes. It runs in the passes of at most
-  // l2_prefetch_rows rows only (the 250-row prompt pass has none), and a budget larger than a
-  // layer's o, gate/up and down weights is clipped to them.
-  for (const bool graphs : {true, false}) {
-    const auto shape = shapes()[2];
-    const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    CudaBackendOptions plain = limited({.cuda_graphs = graphs});
-    plain.gemm_autotune = false;
-    CudaBackendOptions some = plain;
-    some.l2_prefetch_bytes = 64 * 1024;
-    CudaBackendOptions all = plain;
-    all.l2_prefetch_bytes = std::int64_t{1} << 40;
-    CudaBackend off(weights, plain), on(weights, some), whole(weights, all);
-    const std::string name = graphs ? "graphs" : "eager";
-    expect_same_bits(on, off, shape.config, name + ", 64 KiB per layer");
-    expect_same_bits(whole, off, shape.config, name + ", every byte of o, gate/up and down");
-    EXPECT_EQ(off.stats().prefetch_passes, 0) << name;
-    EXPECT_GT(on.stats().prefetch_passes, 0) << name << ": the prefetch never ran";
-    EXPECT_LT(on.stats().prefetch_passes, on.stats().passes) << name << ": the prompt pass";
-    EXPECT_EQ(on.stats().graph_replays > 0, graphs) << name;
-  }
-}
-
 TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   // The skinny GEMM's fused RMSNorm computes x with the norm kernel's arithmetic, and its SwiGLU
   // epilogue silu(gate) * up with the SwiGLU kernel's from the same sums, so logits and tokens

@@ -1255,89 +1255,6 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
   }
 }
 
-// Does an L2 prefetch on a side stream make the next GEMM faster? (Not a check: skipped unless
-// DICE_PREFETCH_TIMINGS is set; bench/device_l2_prefetch_ncu.sh runs it.) Per launch, in one
-// CUDA graph rotating over 512 MiB of weight copies: an idle window on the stream (`idle`
-// launches of a 4,096-element fill, a few us each, HBM nearly idle: the stand-in for a
-// 1-sequence attention), then the GEMM over copy i; with a prefetch, a side stream forked before
-// the window asks the L2 for copy i's first `bytes` while the window runs, and joins after the
-// GEMM. Rows 8 (the skinny kernel) and 64 (cuBLASLt). us per launch, median of 7 replays;
-// "window" alone and "gemm" alone for reference.
-TEST_F(CudaOps, L2PrefetchTimings) {
-  if (std::getenv("DICE_PREFETCH_TIMINGS") == nullptr)
-    GTEST_SKIP() << "set DICE_PREFETCH_TIMINGS=1 to time GEMMs after an L2 prefetch";
-  struct Shape {
-    const char* name;
-    std::int64_t in, out;
-  };
-  const Shape shapes[] = {
-      {"1.7b o", 2048, 2048}, {"1.7b gate_up", 2048, 12288}, {"4b o", 4096, 2560}};
-  constexpr std::int64_t kPoolBytes = 512ll << 20;
-  Stream side;
-  Event fork(false), join(false);
-  DeviceBuffer idle_buffer(4096 * 4);
-  Gemm gemm(16, false);
-  std::printf("%-14s %4s %6s %-22s %9s\n", "shape", "rows", "idle", "variant", "us");
-  for (const Shape& shape : shapes) {
-    const std::int64_t weight_bytes = shape.in * shape.out * 2;
-    const std::int64_t copies = std::max<std::int64_t>(2, kPoolBytes / weight_bytes);
-    DeviceBuffer w(static_cast<std::size_t>(copies * weight_bytes)),
-        x(static_cast<std::size_t>(64 * shape.in * 2)),
-        y(static_cast<std::size_t>(64 * shape.out * 4));
-    launch_fill_random(CudaDType::kBF16, w.get(), copies * shape.in * shape.out, 0.05f, 71,
-                       stream());
-    launch_fill_random(CudaDType::kBF16, x.get(), 64 * shape.in, 1.0f, 72, stream());
-    synchronize();
-    const auto weights = [&](std::int64_t i) {
-      return static_cast<const char*>(w.get()) + (i % copies) * weight_bytes;
-    };
-    const int launches = static_cast<int>(std::max<std::int64_t>(copies, 24));
-    for (const int rows : {8, 64}) {
-      for (const int idle : env_ints("DICE_PREFETCH_IDLE", {0, 6})) {
-        struct Variant {
-          std::string name;
-          bool gemm;
-          std::int64_t bytes;
-          bool evict_last;
-          int blocks;
-        };
-        std::vector<Variant> variants{{"window", false, 0, false, 0}, {"gemm", true, 0, false, 0}};
-        for (const int mib : env_ints("DICE_PREFETCH_MIB", {8, 32}))
-          for (const int blocks : env_ints("DICE_PREFETCH_BLOCKS", {16, 64}))
-            for (const bool last : {false, true})
-              variants.push_back(
-                  {std::to_string(mib) + " MiB b" + std::to_string(blocks) + (last ? " last" : ""),
-                   true, std::int64_t{mib} << 20, last, blocks});
-        for (const Variant& v : variants) {
-          const double us = graph_replay_us(stream(), launches, 1, 7, [&](std::int64_t i) {
-            const bool prefetch = v.bytes > 0;
-            if (prefetch) {
-              fork.record(stream());
-              DICE_CUDA_CHECK(cudaStreamWaitEvent(side.get(), fork.get(), 0));
-              L2PrefetchRanges ranges;
-              ranges.data[0] = weights(i);
-              ranges.bytes[0] = std::min(v.bytes, weight_bytes);
-              ranges.count = 1;
-              launch_l2_prefetch(ranges, v.blocks, side.get(), v.evict_last);
-            }
-            for (int k = 0; k < idle; ++k)
-              launch_fill_random(CudaDType::kF32, idle_buffer.get(), 4096, 1.0f, 73 + k, stream());
-            if (v.gemm)
-              gemm.run(CudaDType::kBF16, x.get(), weights(i), y.as<float>(), rows, shape.in,
-                       shape.out, false, stream());
-            if (prefetch) {
-              join.record(side.get());
-              DICE_CUDA_CHECK(cudaStreamWaitEvent(stream(), join.get(), 0));
-            }
-          });
-          std::printf("%-14s %4d %6d %-22s %9.2f\n", shape.name, rows, idle, v.name.c_str(), us);
-          std::fflush(stdout);
-        }
-      }
-    }
-  }
-}
-
 /// The timing tests' attention pass: `sequences` sequences, each with `commit_rows` commit rows
 /// and a block of 4 ending at position context - 1, sequence i on pages 1 + i * P .. (i + 1) * P
 /// (P = ceil(context / kPageTokens); page 0 is scratch). Owns what the items point to.
@@ -1388,7 +1305,6 @@ TEST_F(CudaOps, AttentionTimings) {
     std::int32_t split_align = 0;  ///< 0: attention_split_align(kernel)
     bool pair_tiles = false;
     std::int32_t split_cost = 768;
-    std::int32_t target_scale = 1;  ///< target_work = this x the grid (> 1: forced splits)
   };
   // first: the first mma kernel with the earlier planner; pipe: the pipelined kernel with the
   // balanced planner (the default but for pair_tiles); pipe_early: the pipelined kernel with the
@@ -1398,8 +1314,7 @@ TEST_F(CudaOps, AttentionTimings) {
   // tiles; pipe_cost0: no split cost in the wave rule (the previous default); deep: the deep
   // kernel (three pages in flight per warp, one block per SM), planned for its grid; deep_s1 /
   // deep_s2 / deep_s4: the deep kernel with at most 1 / 2 / 4 splits (fewer merges at 1
-  // sequence, more pages per warp in flight); pipe_t3 / deep_t3: target work 3x the grid (at 128
-  // sequences, where no tile is split otherwise, tiles split in two: smaller items).
+  // sequence, more pages per warp in flight).
   const std::vector<Variant> variants{
       {"first", AttentionKernel::kTensorCores, 256, 0, false, false},
       {"pipe", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true},
@@ -1415,9 +1330,7 @@ TEST_F(CudaOps, AttentionTimings) {
       {"deep", AttentionKernel::kTensorCoresDeep, 256, 16, true, true},
       {"deep_s1", AttentionKernel::kTensorCoresDeep, 256, 1, true, true},
       {"deep_s2", AttentionKernel::kTensorCoresDeep, 256, 2, true, true},
-      {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true},
-      {"pipe_t3", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true, 0, false, 0, 3},
-      {"deep_t3", AttentionKernel::kTensorCoresDeep, 256, 16, true, true, 0, false, 0, 3}};
+      {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true}};
   // DICE_ATTENTION_ROWS=4: block-only passes (a block of 4 per sequence, no commit rows).
   constexpr int kD = 128, kLayers = 28;
   const int kRowsPerSequence = env_ints("DICE_ATTENTION_ROWS", {8}).front() == 4 ? 4 : 8;
@@ -1456,7 +1369,7 @@ TEST_F(CudaOps, AttentionTimings) {
           PlanShape plan_shape{
               heads,
               kv_heads,
-              grid * variant.target_scale,
+              grid,
               4096,
               variant.min_split_keys,
               variant.split_align > 0 ? variant.split_align : attention_split_align(variant.kernel),

@@ -149,15 +149,6 @@ struct CudaBackendOptions {
   /// (SDAR-4B) tok/s at 1 sequence against the same reads after the wait
   /// (bench/results/2026-11-23-engine-early-start-h100). Same bits either way.
   bool pdl_early_reads = true;
-  /// L2 prefetch in passes of at most l2_prefetch_rows padded rows (issue 6): after each
-  /// layer's qkv GEMM a side stream asks the L2 for the first l2_prefetch_bytes of the layer's
-  /// o, gate/up and down weights (in that order), while the q/k norm and the attention, which
-  /// at few rows leave HBM nearly idle, run on the pass's stream; the GEMMs then find those
-  /// bytes in the L2. 0: off. Changes no result (a prefetch is a hint).
-  std::int64_t l2_prefetch_bytes = 0;
-  std::int64_t l2_prefetch_rows = 64;
-  /// Blocks (one warp each) of the prefetch kernel.
-  std::int32_t l2_prefetch_blocks = 16;
 };
 
 /// The cuBLASLt algorithm a GEMM shape (y[rows, out] = x[rows, in] w^T, + y with accumulate)
@@ -219,9 +210,6 @@ struct CudaForwardStats {
   /// Passes run (graph replays included) whose attention ran the paired kernel: plans with paired
   /// tiles (CudaBackendOptions::attention_paired_tiles).
   std::int64_t paired_attention_passes = 0;
-  /// Passes enqueued (eagerly or into a captured graph) with the L2 prefetch
-  /// (CudaBackendOptions::l2_prefetch_bytes).
-  std::int64_t prefetch_passes = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
   /// per pass, as a kernel that reads it once would): the KV bytes read are this times
   /// kv_bytes_per_position.
