@@ -94,8 +94,7 @@ class ModelGenerator final : public generation::Generator {
     generation::EngineGeneratorOptions options;
     options.chat_template = !args.decoding.no_chat_template;
     options.enable_thinking = args.decoding.enable_thinking;
-    options.max_active = args.decoding.max_active;
-    options.admission = args.decoding.admission();
+    options.schedule = args.decoding.schedule();
     std::string description;
     {
       const auto checkpoint = model::Checkpoint::open(args.model);  // unmapped after the copy

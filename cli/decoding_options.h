@@ -59,8 +59,10 @@ struct DecodingArgs {
   nlohmann::json to_json() const;
   /// Reads what to_json wrote; absent keys keep their value.
   void from_json(const nlohmann::json& j);
-  /// How the scheduler finds KV cache room (--reserve-whole-cache).
-  engine::CacheAdmission admission() const { return admission_of(reserve_whole_cache); }
+  /// generate()'s schedule: --max-active and --reserve-whole-cache.
+  engine::ScheduleOptions schedule() const {
+    return {.max_active = max_active, .admission = admission_of(reserve_whole_cache)};
+  }
 };
 
 /// Registers --block-length, --steps, --strategy, --threshold, --entropy-bound, --temperature,

@@ -219,8 +219,7 @@ void run_batch(GenerateArgs& args, const tokenizer::Tokenizer& tokenizer, engine
   std::ostream& out = args.out.empty() ? std::cout : file;
   std::cerr << fmt::format("dice generate: {} prompts on {}\n", prompts.size(), description);
   engine::BatchOptions options;
-  options.max_active = args.decoding.max_active;
-  options.admission = args.decoding.admission();
+  options.schedule = args.decoding.schedule();
   options.decode = [&](std::span<const std::int32_t> output) { return tokenizer.decode(output); };
   const auto start = Clock::now();
   const auto samples = engine::generate_batch(backend, prompts, options);
@@ -287,8 +286,7 @@ void run_generate(GenerateArgs& args) {
     std::cout << std::flush;
   };
   const auto result =
-      engine::generate(*backend, requests, on_output, {.admission = args.decoding.admission()})
-          .at(0);
+      engine::generate(*backend, requests, on_output, args.decoding.schedule()).at(0);
   if (!args.json) std::cout << stream.finish() << "\n";
 
   std::vector<std::int32_t> text_ids = result.output_ids;

@@ -30,10 +30,7 @@ std::vector<BatchSample> generate_batch(Backend& backend, std::span<const BatchP
       samples.push_back(std::move(s));
     }
   }
-  auto results = generate(backend, requests, {},
-                          {.first_id = options.first_id,
-                           .max_active = options.max_active,
-                           .admission = options.admission});
+  auto results = generate(backend, requests, {}, options.schedule);
   for (std::size_t k = 0; k < samples.size(); ++k) {
     samples[k].result = std::move(results[k]);
     if (options.decode) {

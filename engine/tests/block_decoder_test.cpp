@@ -612,7 +612,7 @@ TEST(BlockDecoder, BatchDrawsSamplesPerPromptWithConsecutiveSeeds) {
   prompts[1].options.max_new_tokens = 6;
   FakeBackend backend;
   BatchOptions options;
-  options.first_id = 100;
+  options.schedule.first_id = 100;
   options.decode = [](std::span<const std::int32_t> ids) { return std::to_string(ids.size()); };
   const auto samples = generate_batch(backend, prompts, options);
   ASSERT_EQ(samples.size(), 5u);

@@ -61,9 +61,7 @@ void EngineGenerator::generate(std::span<const SampleRequest> requests,
         static_cast<std::int64_t>(tokens[i].size()) >= options_.generation.max_new_tokens)
       report(i, stopped);
   };
-  const auto results =
-      engine::generate(backend_, gen, on_output,
-                       {.max_active = options_.max_active, .admission = options_.admission});
+  const auto results = engine::generate(backend_, gen, on_output, options_.schedule);
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (reported[i]) continue;
     tokens[i] = results[i].output_ids;

@@ -704,9 +704,20 @@ struct CudaBackend::Impl {
   }
 
   /// Gives `seq` pages up to `tokens` positions. Throws (changing nothing) when too few are free.
+  /// Pages `seq` lacks to hold positions [0, tokens) (0 when it holds enough).
+  static std::int64_t pages_missing(const Sequence& seq, std::int64_t tokens) {
+    return std::max<std::int64_t>(
+        0, ceil_div(std::max<std::int64_t>(tokens, 0), kPageTokens) - std::ssize(seq.pages));
+  }
+
+  /// Positions `seq` holds once `item`'s rows (commit and block) are written.
+  static std::int64_t end_after(const Sequence& seq, const ForwardItem& item) {
+    return seq.length + std::ssize(item.commit) + std::ssize(item.block);
+  }
+
   void grow(SequenceId id, Sequence& seq, std::int64_t tokens) {
-    const std::int64_t need = ceil_div(tokens, kPageTokens) - std::ssize(seq.pages);
-    if (need <= 0) return;
+    const std::int64_t need = pages_missing(seq, tokens);
+    if (need == 0) return;
     if (need > std::ssize(free_pages))
       throw Error(fmt::format(
           "CUDA backend: the KV cache is full: sequence {} needs {} more pages for {} positions, "
@@ -763,15 +774,13 @@ struct CudaBackend::Impl {
     std::int64_t need = 0;
     for (const auto& item : items) {
       const Sequence& seq = sequences.at(item.sequence);
-      const std::int64_t end = seq.length + std::ssize(item.commit) + std::ssize(item.block);
-      need += std::max<std::int64_t>(0, ceil_div(end, kPageTokens) - std::ssize(seq.pages));
+      need += pages_missing(seq, end_after(seq, item));
     }
     if (need > std::ssize(free_pages)) {
       for (const auto& item : items) {  // throws naming the first sequence that cannot grow
         Sequence& seq = sequences.at(item.sequence);
-        const std::int64_t end = seq.length + std::ssize(item.commit) + std::ssize(item.block);
-        if (ceil_div(end, kPageTokens) - std::ssize(seq.pages) > std::ssize(free_pages))
-          grow(item.sequence, seq, end);
+        if (pages_missing(seq, end_after(seq, item)) > std::ssize(free_pages))
+          grow(item.sequence, seq, end_after(seq, item));
       }
       throw Error(fmt::format(
           "CUDA backend: the KV cache is full: this forward needs {} more pages, {} of {} are "
@@ -780,7 +789,7 @@ struct CudaBackend::Impl {
     }
     for (const auto& item : items) {
       Sequence& seq = sequences.at(item.sequence);
-      grow(item.sequence, seq, seq.length + std::ssize(item.commit) + std::ssize(item.block));
+      grow(item.sequence, seq, end_after(seq, item));
     }
 
     out.row_offsets.assign(1, 0);
@@ -957,8 +966,7 @@ std::optional<std::int64_t> CudaBackend::free_cache_pages() const {
 
 std::int64_t CudaBackend::cache_pages_to_hold(SequenceId sequence, std::int64_t tokens) const {
   const auto it = impl_->sequences.find(sequence);
-  const std::int64_t held = it == impl_->sequences.end() ? 0 : std::ssize(it->second.pages);
-  return std::max<std::int64_t>(0, ceil_div(std::max<std::int64_t>(tokens, 0), kPageTokens) - held);
+  return Impl::pages_missing(it == impl_->sequences.end() ? Impl::Sequence{} : it->second, tokens);
 }
 
 }  // namespace dice::engine

@@ -452,6 +452,19 @@ TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   }
 }
 
+/// KV pages a request's whole cache takes on `backend` (its own page arithmetic, asked for a
+/// sequence id it never opened).
+std::int64_t cache_pages(const CudaBackend& backend, const GenerationRequest& request) {
+  constexpr SequenceId kNeverOpened = 1'000'000;
+  return backend.cache_pages_to_hold(kNeverOpened, cache_tokens_needed(request));
+}
+
+/// A memory budget (bytes) that leaves `pages` KV pages for sequences, plus the scratch page,
+/// beside the weights and work buffers that `m` reports.
+std::int64_t budget_for_pages(const CudaMemoryReport& m, std::int64_t pages) {
+  return m.weights + m.workspace + (pages + 1) * m.page_tokens * m.bytes_per_token;
+}
+
 TEST_F(CudaBackendTest, PagedCacheAdmitsRequestsAsRoomFreesUp) {
   const auto shape = shapes()[0];
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
@@ -463,10 +476,8 @@ TEST_F(CudaBackendTest, PagedCacheAdmitsRequestsAsRoomFreesUp) {
   // A budget with room for the two largest requests' caches only.
   std::int64_t need = 0;
   for (std::size_t i = requests.size() - 2; i < requests.size(); ++i)
-    need += (cache_tokens_needed(requests[i]) + m.page_tokens - 1) / m.page_tokens;
-  const std::int64_t budget =
-      m.weights + m.workspace + (need + 1) * m.page_tokens * m.bytes_per_token;
-  CudaBackend tight(weights, {.memory_limit_bytes = budget});
+    need += cache_pages(roomy, requests[i]);
+  CudaBackend tight(weights, {.memory_limit_bytes = budget_for_pages(m, need)});
   EXPECT_EQ(tight.memory().pages, need);
   const auto got = generate(tight, requests, {}, {.admission = CacheAdmission::kReserveWhole});
   expect_same(got, want, "tight cache");
@@ -500,12 +511,10 @@ TEST_F(CudaBackendTest, FullCacheIsMadeRoomForByPreemptionWithTheCpuTokens) {
   const CudaMemoryReport m = roomy.memory();
   // Room for the largest cache and a half: several start, the pool fills as they grow.
   std::int64_t largest = 0;
-  for (const auto& r : requests)
-    largest = std::max(largest, (cache_tokens_needed(r) + m.page_tokens - 1) / m.page_tokens);
+  for (const auto& r : requests) largest = std::max(largest, cache_pages(roomy, r));
   const std::int64_t pages = largest * 3 / 2;
-  const std::int64_t budget =
-      m.weights + m.workspace + (pages + 1) * m.page_tokens * m.bytes_per_token;
-  CudaBackend tight(weights, {.dtype = CudaDType::kF32, .memory_limit_bytes = budget});
+  CudaBackend tight(weights,
+                    {.dtype = CudaDType::kF32, .memory_limit_bytes = budget_for_pages(m, pages)});
   ASSERT_EQ(tight.memory().pages, pages);
   ScheduleStats stats;
   const auto got = generate(tight, requests, {}, {}, &stats);

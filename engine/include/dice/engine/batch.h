@@ -33,9 +33,8 @@ struct BatchSample {
 
 /// Options of generate_batch.
 struct BatchOptions {
-  std::size_t max_active = 0;  ///< sequences decoded at once (0: as many as the cache holds)
-  SequenceId first_id = 0;     ///< backend sequence ids first_id, first_id + 1, ...
-  CacheAdmission admission = CacheAdmission::kGrowAndPreempt;  ///< block_decoder.h
+  /// Sequence ids, sequences at once and KV cache admission, passed to generate().
+  ScheduleOptions schedule;
   /// Turns output ids into text (the tokenizer's decode); none: texts stay empty.
   std::function<std::string(std::span<const std::int32_t>)> decode;
 };

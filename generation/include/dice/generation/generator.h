@@ -56,11 +56,10 @@ struct EngineGeneratorOptions {
   engine::GenerationOptions generation;  ///< sampling.seed is replaced by each request's seed
   bool chat_template = true;
   bool enable_thinking = false;
-  /// Sequences decoded at once (0: as many as the backend's KV cache holds); finished ones are
-  /// replaced by waiting requests (engine::generate's admission).
-  std::size_t max_active = 0;
-  /// How KV cache room is found (engine::CacheAdmission; the default grows and preempts).
-  engine::CacheAdmission admission = engine::CacheAdmission::kGrowAndPreempt;
+  /// Sequences decoded at once (max_active, 0: as many as the backend's KV cache holds; finished
+  /// ones are replaced by waiting requests) and how KV cache room is found (admission: the
+  /// default grows and preempts), passed to engine::generate.
+  engine::ScheduleOptions schedule;
 };
 
 /// Block-diffusion generation on `backend` (system.md §2), many samples per batched forward
