@@ -4,7 +4,10 @@
 # bench/device_prepare.sh here (carry ".device"). Random bf16 weights in the SDAR shapes, the
 # static schedule, 64-token prompts. The option sets run in turn, REPEATS rounds (ABAB...), so
 # that drift in clocks or temperature falls on all of them alike.
-#   VARIANTS='--no-pdl;--pdl'   option sets, separated by ';'
+#   VARIANTS='--no-pdl;--pdl'   option sets, separated by ';'; a set starting with
+#                               'bin=PATH' runs that dice binary (relative to the repository
+#                               root, e.g. bin=.device/dice_base: a build of the commit before a
+#                               change, staged by hand) with the rest of the set
 #   MODELS=1.7b  SEQUENCES=1  NEW_TOKENS=1024  STORE=fused  REPEATS=2
 #   VARIANTS_LIMIT=400          seconds after which nothing new starts
 # Leaves $OUT/engine-variants.txt (one line per run, then per variant and configuration the
@@ -30,10 +33,17 @@ for shape in ${models//,/ }; do
   for round in $(seq 1 "${REPEATS:-2}"); do
     for i in "${!sets[@]}"; do
       [ "$SECONDS" -lt "$limit" ] || { echo "limit reached: SDAR-$shape round $round variant $i skipped"; continue; }
+      options=${sets[$i]}
+      binary=$DICE
+      if [[ $options == bin=* ]]; then
+        binary=${options%% *}
+        binary="$root/${binary#bin=}"
+        [[ $options == *" "* ]] && options=${options#* } || options=""
+      fi
       # shellcheck disable=SC2086  # an option set is split into its words on purpose
-      timeout -k 10 $((limit - SECONDS + 30)) "$DICE" engine bench --model "$m" \
+      timeout -k 10 $((limit - SECONDS + 30)) "$binary" engine bench --model "$m" \
         --sequences "${SEQUENCES:-1}" --new-tokens "${NEW_TOKENS:-1024}" --store "${STORE:-fused}" \
-        ${sets[$i]} --json "$dir/run.jsonl" >/dev/null 2>"$dir/err-$shape-$round-$i.txt" ||
+        $options --json "$dir/run.jsonl" >/dev/null 2>"$dir/err-$shape-$round-$i.txt" ||
         { echo "SDAR-$shape variant '${sets[$i]}' round $round: exit $?"; tail -3 "$dir/err-$shape-$round-$i.txt"; }
       "$DICE_PYTHON" - "$dir/run.jsonl" "$shape" "$i" "${sets[$i]}" "$dir/all.jsonl" <<'PY'
 import json, sys

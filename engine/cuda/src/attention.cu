@@ -286,7 +286,7 @@ __device__ __forceinline__ void online_softmax_page(float (&s)[4][4], float (&m)
 /// A warp's end of the page loop: adds l over the row's 4 lanes, then writes the warp's running
 /// max m and sum l ([warp][16] each) and its O fragments acc ([warp][16][D], fp32) into the
 /// shared merge area, which the caller fences with block barriers on both sides.
-template <int D>
+template <int D, int kStride = D>
 __device__ __forceinline__ void stage_warp_result(float* merge_m, float* merge_l, float* merge_o,
                                                   int warp, int g, int t, const float (&m)[2],
                                                   float (&l)[2], const float (&acc)[D / 8][4]) {
@@ -301,14 +301,22 @@ __device__ __forceinline__ void stage_warp_result(float* merge_m, float* merge_l
     merge_l[warp * kTileQueries + g] = l[0];
     merge_l[warp * kTileQueries + g + 8] = l[1];
   }
-  float* o_warp = merge_o + static_cast<std::size_t>(warp) * kTileQueries * D;
+  float* o_warp = merge_o + static_cast<std::size_t>(warp) * kTileQueries * kStride;
 #pragma unroll
   for (int dn = 0; dn < D / 8; ++dn) {
     const int col = dn * 8 + 2 * t;
-    o_warp[g * D + col] = acc[dn][0];
-    o_warp[g * D + col + 1] = acc[dn][1];
-    o_warp[(g + 8) * D + col] = acc[dn][2];
-    o_warp[(g + 8) * D + col + 1] = acc[dn][3];
+    if constexpr (kStride == D) {
+      o_warp[g * D + col] = acc[dn][0];
+      o_warp[g * D + col + 1] = acc[dn][1];
+      o_warp[(g + 8) * D + col] = acc[dn][2];
+      o_warp[(g + 8) * D + col + 1] = acc[dn][3];
+    } else {
+      // Rows of kStride = D + 8 floats: a half warp's 64-bit stores (rows g, g + 1, g + 2,
+      // g + 3 at 8-bank offsets, columns 2t) fall in 32 distinct banks.
+      *reinterpret_cast<float2*>(o_warp + g * kStride + col) = make_float2(acc[dn][0], acc[dn][1]);
+      *reinterpret_cast<float2*>(o_warp + (g + 8) * kStride + col) =
+          make_float2(acc[dn][2], acc[dn][3]);
+    }
   }
 }
 
@@ -562,15 +570,22 @@ __device__ __forceinline__ void pair_barrier(int id) {
   asm volatile("bar.sync %0, 64;\n" ::"r"(id) : "memory");
 }
 
+/// Floats per staged query vector of attention_mma_pipelined's warp merge: D + 8, so that the
+/// warps' 64-bit stores of their O fragments meet no bank conflicts.
+template <int D>
+constexpr int merge_row_stride() {
+  return D + 8;
+}
+
 /// Bytes of the K/V area of attention_mma_pipelined (also the warp merge's and the split merge's
 /// scratch): per warp kStages pages of K and V rows; then the Q tile's rows.
 template <int D, int kStages>
 constexpr std::size_t pipelined_kv_bytes() {
   const std::size_t kv =
       static_cast<std::size_t>(kWarps) * kStages * 2 * kPageTokens * mma_row_stride<D>() * 2;
-  const std::size_t merge =
-      static_cast<std::size_t>(kWarps) * (kTileQueries * D + 3 * kTileQueries) * 4 +
-      2 * kPairedQueries * 4;
+  const std::size_t merge = static_cast<std::size_t>(kWarps) *
+                                (kTileQueries * merge_row_stride<D>() + 3 * kTileQueries) * 4 +
+                            2 * kPairedQueries * 4;
   return kv > merge ? kv : merge;
 }
 
@@ -602,9 +617,10 @@ inline constexpr int kMergeBatch = 8;
 /// The last work item of the split tile of `w` merges its partial slots partial0 ..
 /// partial0 + splits - 1 (normalized outputs o_j and log2-sum-exps s_j) into `out`:
 /// o = sum_j 2^(s_j - max) o_j / sum_j 2^(s_j - max), j in split order (the combine kernel's
-/// formula). The partial outputs of kMergeBatch splits at a time are contiguous in memory and
-/// come into shared memory by cp.async (one round trip per batch). `scratch`: the kernel's
-/// dynamic shared memory. Block-wide; starts and ends with all threads in step.
+/// formula, the division a multiplication by the reciprocal). The partial outputs of kMergeBatch
+/// splits at a time are contiguous in memory and come into shared memory by cp.async (one round
+/// trip per batch). `scratch`: the kernel's dynamic shared memory. Block-wide; starts and ends with
+/// all threads in step.
 template <int D>
 __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& w,
                                              std::int32_t partial0, std::int32_t splits,
@@ -619,11 +635,15 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   auto* stage = reinterpret_cast<float4*>(scratch + kWeights);  // [batch split][16][D / 4]
   const std::int64_t first = static_cast<std::int64_t>(partial0) * kTileQueries;
   const auto* partial = reinterpret_cast<const float4*>(a.partial_out) + first * kVectors;
+  // Only the query vectors of the tile's rows are read (half of the slots for SDAR-1.7B's
+  // 4 rows x 2 heads): the merge is bound by this one block's reads from L2.
+  const int valid_vectors = w.rows * a.group * kVectors;
   const auto stage_batch = [&](int b0) {
     const int n = splits - b0 < kMergeBatch ? splits - b0 : kMergeBatch;
     const float4* from = partial + static_cast<std::int64_t>(b0) * kTileVectors;
-    for (int i = threadIdx.x; i < n * kTileVectors; i += kThreads)
-      cp_async_16(stage + i, from + i, true);
+    for (int j = 0; j < n; ++j)
+      for (int f = threadIdx.x; f < valid_vectors; f += kThreads)
+        cp_async_16(stage + j * kTileVectors + f, from + j * kTileVectors + f, true);
     cp_async_commit();
   };
   stage_batch(0);
@@ -642,7 +662,7 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
       weight[j * kTileQueries + q] = wj;
       sum += wj;
     }
-    total[q] = sum;
+    total[q] = sum > 0.0f ? 1.0f / sum : 0.0f;  // the multiplier of the merged sums
   }
   // Each thread owns float4 groups f = threadIdx.x + 128 i of the tile's 16 x D outputs and adds
   // the splits in order.
@@ -653,11 +673,15 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
     cp_async_wait<0>();
     __syncthreads();  // the batch is staged (and the weights are ready)
     const int n = splits - b0 < kMergeBatch ? splits - b0 : kMergeBatch;
-    for (int j = 0; j < n; ++j) {
+    // Unrolled over the batch (a compile-time bound), so the shared loads of all its splits
+    // are issued before the additions, which stay in split order.
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) {
+      if (j >= n) continue;
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
         const int f = threadIdx.x + kThreads * i;
-        if (f >= kTileVectors) continue;
+        if (f >= valid_vectors) continue;  // not staged: not written below either
         const float4 p = stage[j * kTileVectors + f];
         const float wj = weight[(b0 + j) * kTileQueries + f / kVectors];
         o[i].x += wj * p.x;
@@ -669,22 +693,21 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
     __syncthreads();  // the stage is free
     if (b0 + kMergeBatch < splits) stage_batch(b0 + kMergeBatch);
   }
+  // Normalized by one multiplication (1 / sum per query, 0 for an empty one): a division per
+  // element would be a long dependent chain per thread, and at 1 sequence one block per SM has
+  // nothing to hide it behind.
+  const int valid_queries = w.rows * a.group;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     const int f = threadIdx.x + kThreads * i;
     const int q = f / kVectors, d = (f % kVectors) * 4;
-    if (f >= kTileVectors || q / a.group >= w.rows) continue;
-    const float sum = total[q];
+    if (f >= kTileVectors || q >= valid_queries) continue;
+    const float inv = total[q];
     const std::int32_t row = w.row0 + q / a.group;
     const std::int32_t head = w.kv_head * a.group + q % a.group;
-    auto* dst = static_cast<__nv_bfloat16*>(a.out) +
-                (static_cast<std::int64_t>(row) * a.heads + head) * D + d;
-    const __nv_bfloat162 lo =
-        __floats2bfloat162_rn(sum > 0.0f ? o[i].x / sum : 0.0f, sum > 0.0f ? o[i].y / sum : 0.0f);
-    const __nv_bfloat162 hi =
-        __floats2bfloat162_rn(sum > 0.0f ? o[i].z / sum : 0.0f, sum > 0.0f ? o[i].w / sum : 0.0f);
-    reinterpret_cast<__nv_bfloat162*>(dst)[0] = lo;
-    reinterpret_cast<__nv_bfloat162*>(dst)[1] = hi;
+    store4(static_cast<__nv_bfloat16*>(a.out) +
+               (static_cast<std::int64_t>(row) * a.heads + head) * D + d,
+           o[i].x * inv, o[i].y * inv, o[i].z * inv, o[i].w * inv);
   }
 }
 
@@ -726,12 +749,13 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
   std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
   auto* q_shared = reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D, kStages>());
   auto* merge = reinterpret_cast<float*>(shared_raw);
-  float* merge_m = merge;                                    // [warp][16]
-  float* merge_l = merge + kWarps * kTileQueries;            // [warp][16]
-  float* merge_o = merge + 2 * kWarps * kTileQueries;        // [warp][16][D]
-  float* merge_scale = merge_o + kWarps * kTileQueries * D;  // [warp][16]
-  float* merge_sum = merge_scale + kWarps * kTileQueries;    // [32]
-  float* merge_lse = merge_sum + kPairedQueries;             // [32]
+  float* merge_m = merge;                          // [warp][16]
+  float* merge_l = merge + kWarps * kTileQueries;  // [warp][16]
+  constexpr int kOStride = merge_row_stride<D>();
+  float* merge_o = merge + 2 * kWarps * kTileQueries;               // [warp][16][kOStride]
+  float* merge_scale = merge_o + kWarps * kTileQueries * kOStride;  // [warp][16]
+  float* merge_inv = merge_scale + kWarps * kTileQueries;           // [32]: 1 / sum, or 0
+  float* merge_lse = merge_inv + kPairedQueries;                    // [32]
 
   const PassHeader* meta = a.meta;
   const auto* works = pass_section<AttnWork>(meta, meta->work_offset);
@@ -929,15 +953,16 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     // Merge the warps through shared memory (aliasing the K/V rows: all warps are done): all 4
     // for a tile, a pair's two for each half of a paired item.
     __syncthreads();
-    stage_warp_result<D>(merge_m, merge_l, merge_o, warp, g, t, m, l, acc);
+    stage_warp_result<D, kOStride>(merge_m, merge_l, merge_o, warp, g, t, m, l, acc);
     __syncthreads();
     const int queries = paired ? kPairedQueries : kTileQueries;
     // The warps that computed query vector q (of `queries`): those with k / warps_per_query ==
     // q / 16 (all 4 for a tile, 2h and 2h + 1 for half h of a paired item), at index q % 16 of
     // their staged results, added in warp order.
     const int warps_per_query = kWarps / (queries / kTileQueries);
-    // Per query vector once: each warp's scale 2^(m_k - max), the sum and the log2-sum-exp (the
-    // same arithmetic as attention_mma's per-element merge, so the same bits for a tile).
+    // Per query vector once: each warp's scale 2^(m_k - max), 1 / sum and the log2-sum-exp
+    // (attention_mma's per-element merge but for the multiplication by 1 / sum in place of its
+    // division).
     if (threadIdx.x < queries) {
       const int q = threadIdx.x, local = q % kTileQueries, half_q = q / kTileQueries;
       float big = -INFINITY;
@@ -953,22 +978,50 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         merge_scale[k * kTileQueries + local] = scale;
         sum += merge_l[k * kTileQueries + local] * scale;
       }
-      merge_sum[q] = sum;
+      merge_inv[q] = sum > 0.0f ? 1.0f / sum : 0.0f;
       merge_lse[q] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < queries * D; e += kThreads) {
-      const int q = e / D, d = e % D;
-      if (q / a.group >= w.rows) continue;
+    // Each thread takes 4 consecutive dimensions (float4 groups f = threadIdx.x + 128 i) of
+    // the tile's queries x D outputs: o = 0, o += o_k scale_k in warp order, then one
+    // multiplication by 1 / sum (a division per element would be a long dependent chain per
+    // thread, and at 1 sequence one block per SM has nothing to hide it behind).
+    constexpr int kVectors = D / 4;
+    constexpr int kGroups = (kPairs ? kPairedQueries : kTileQueries) * kVectors;
+    const int valid_queries = w.rows * a.group;
+#pragma unroll 4
+    for (int i = 0; i < (kGroups + kThreads - 1) / kThreads; ++i) {
+      const int f = threadIdx.x + kThreads * i;
+      const int q = f / kVectors, d = (f % kVectors) * 4;
+      if (f >= queries * kVectors || q >= valid_queries) continue;
       const int local = q % kTileQueries, half_q = q / kTileQueries;
-      float o = 0.0f;
+      float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int k = 0; k < kWarps; ++k)
-        if (k / warps_per_query == half_q)
-          o += merge_o[(static_cast<std::size_t>(k) * kTileQueries + local) * D + d] *
-               merge_scale[k * kTileQueries + local];
-      const float sum = merge_sum[q];
-      write_result<__nv_bfloat16, D>(a, w, q, d, sum > 0.0f ? o / sum : 0.0f, merge_lse[q]);
+        if (k / warps_per_query == half_q) {
+          const float4 v = *reinterpret_cast<const float4*>(
+              merge_o + (static_cast<std::size_t>(k) * kTileQueries + local) * kOStride + d);
+          const float scale = merge_scale[k * kTileQueries + local];
+          o[0] += v.x * scale;
+          o[1] += v.y * scale;
+          o[2] += v.z * scale;
+          o[3] += v.w * scale;
+        }
+      const float inv = merge_inv[q];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) o[j] *= inv;
+      if (w.partial < 0) {
+        const std::int32_t row = w.row0 + q / a.group;
+        const std::int32_t head = w.kv_head * a.group + q % a.group;
+        store4(static_cast<__nv_bfloat16*>(a.out) +
+                   (static_cast<std::int64_t>(row) * a.heads + head) * D + d,
+               o[0], o[1], o[2], o[3]);
+      } else {
+        const std::int64_t slot = static_cast<std::int64_t>(w.partial) * kTileQueries + q;
+        *reinterpret_cast<float4*>(a.partial_out + slot * D + d) =
+            make_float4(o[0], o[1], o[2], o[3]);
+        if (d == 0) a.partial_lse[slot] = merge_lse[q];
+      }
     }
     if (w.partial >= 0) {
       // Count this split in; the last one merges the tile (see above).
