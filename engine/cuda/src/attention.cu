@@ -635,15 +635,11 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   auto* stage = reinterpret_cast<float4*>(scratch + kWeights);  // [batch split][16][D / 4]
   const std::int64_t first = static_cast<std::int64_t>(partial0) * kTileQueries;
   const auto* partial = reinterpret_cast<const float4*>(a.partial_out) + first * kVectors;
-  // Only the query vectors of the tile's rows are read (half of the slots for SDAR-1.7B's
-  // 4 rows x 2 heads): the merge is bound by this one block's reads from L2.
-  const int valid_vectors = w.rows * a.group * kVectors;
   const auto stage_batch = [&](int b0) {
     const int n = splits - b0 < kMergeBatch ? splits - b0 : kMergeBatch;
     const float4* from = partial + static_cast<std::int64_t>(b0) * kTileVectors;
-    for (int j = 0; j < n; ++j)
-      for (int f = threadIdx.x; f < valid_vectors; f += kThreads)
-        cp_async_16(stage + j * kTileVectors + f, from + j * kTileVectors + f, true);
+    for (int i = threadIdx.x; i < n * kTileVectors; i += kThreads)
+      cp_async_16(stage + i, from + i, true);
     cp_async_commit();
   };
   stage_batch(0);
@@ -681,7 +677,7 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
         const int f = threadIdx.x + kThreads * i;
-        if (f >= valid_vectors) continue;  // not staged: not written below either
+        if (f >= kTileVectors) continue;
         const float4 p = stage[j * kTileVectors + f];
         const float wj = weight[(b0 + j) * kTileQueries + f / kVectors];
         o[i].x += wj * p.x;
