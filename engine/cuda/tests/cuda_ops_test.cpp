@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -1879,6 +1880,138 @@ TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
 TEST_F(CudaOps, MeasuredCeilingsArePositive) {
   EXPECT_GT(measure_copy_bandwidth(0, 64 << 20, 3), 1e10);
   EXPECT_GT(measure_gemm_rate(0, 1024, 1024, 1024, 3), 1e12);
+}
+
+}  // namespace
+}  // namespace dice::engine::cuda
+
+namespace dice::engine::cuda {
+void attention_trace_dump(std::vector<unsigned long long>& out, bool reset);
+}
+
+namespace dice::engine::cuda {
+namespace {
+
+// Experiment (removed in the next commit; bench/results/2026-11-24-attention-epilogue-h100): the
+// per-phase clock trace of attention_mma_pipelined_kernel for one pass of DICE_ATTENTION_SEQUENCES
+// (1) sequences x DICE_ATTENTION_ROWS (4: block only, or 8: with 4 commit rows) rows at each of
+// DICE_ATTENTION_CONTEXTS, per plan/kernel variant: us per launch (CUDA graph of 28), then the
+// cycles of each phase over the working blocks of one eager launch, and a hash of the output.
+TEST_F(CudaOps, AttentionTrace) {
+  if (std::getenv("DICE_ATTENTION_TRACE") == nullptr)
+    GTEST_SKIP() << "set DICE_ATTENTION_TRACE=1 (an experiment build)";
+  constexpr int kD = 128;
+  struct V {
+    const char* name;
+    AttentionKernel kernel;
+    int min_split, max_splits;
+    bool pair = false;
+  };
+  const V variants[] = {{"pipe", AttentionKernel::kTensorCoresPipelined, 256, 16},
+                        {"pipe_s1", AttentionKernel::kTensorCoresPipelined, 256, 1},
+                        {"pipe_s4", AttentionKernel::kTensorCoresPipelined, 256, 4},
+                        {"deep_s2", AttentionKernel::kTensorCoresDeep, 256, 2},
+                        {"deep", AttentionKernel::kTensorCoresDeep, 256, 16},
+                        {"pair", AttentionKernel::kTensorCoresPaired, 256, 16, true}};
+  const int sequences = env_ints("DICE_ATTENTION_SEQUENCES", {1}).front();
+  const int row_per_seq = env_ints("DICE_ATTENTION_ROWS", {4}).front() == 8 ? 8 : 4;
+  std::vector<unsigned long long> tr;
+  for (const auto& [model, heads] :
+       std::vector<std::pair<std::string, int>>{{"1.7b", 16}, {"4b", 32}})
+    for (const int context : env_ints("DICE_ATTENTION_CONTEXTS", {64, 576, 1024})) {
+      const int kv_heads = 8;
+      const std::int64_t pps = (context + kPageTokens - 1) / kPageTokens;
+      const std::int64_t layer_elems = (sequences * pps + 1) * kv_heads * kPageTokens * kD;
+      DeviceBuffer k(static_cast<std::size_t>(layer_elems * 2)),
+          v(static_cast<std::size_t>(layer_elems * 2));
+      launch_fill_random(CudaDType::kBF16, k.get(), layer_elems, 1.0f, 21, stream());
+      launch_fill_random(CudaDType::kBF16, v.get(), layer_elems, 1.0f, 22, stream());
+      const std::int64_t rows = std::int64_t{sequences} * row_per_seq;
+      DeviceBuffer q(static_cast<std::size_t>(rows * heads * kD * 2)),
+          out(static_cast<std::size_t>(rows * heads * kD * 2)),
+          partial_out(4096ull * kTileQueries * kD * 4), partial_lse(4096ull * kTileQueries * 4),
+          counters(4096ull * 4);
+      launch_fill_random(CudaDType::kBF16, q.get(), rows * heads * kD, 1.0f, 23, stream());
+      DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+      const TimingPass pass(sequences, context, row_per_seq - 4);
+      const LayerShape shape{heads * kD, heads, kv_heads, kD, 64, 1e-6};
+      for (const V& variant : variants) {
+        const std::int32_t grid = attention_grid(CudaDType::kBF16, variant.kernel, kD);
+        PlanShape ps{heads,
+                     kv_heads,
+                     grid,
+                     4096,
+                     variant.min_split,
+                     attention_split_align(variant.kernel),
+                     variant.max_splits,
+                     true,
+                     true};
+        ps.pair_tiles = variant.pair;
+        const PassPlan plan = plan_pass(pass.items, ps);
+        const auto meta = upload_bytes(plan.bytes);
+        const CacheLayer cache{k.get(), v.get()};
+        const auto launch = [&](std::int64_t) {
+          launch_attention(CudaDType::kBF16, variant.kernel, meta.as<PassHeader>(), q.get(), cache,
+                           shape, out.get(), partial_out.as<float>(), partial_lse.as<float>(),
+                           counters.as<std::uint32_t>(), grid, stream());
+        };
+        const double us = graph_replay_us(stream(), 28, 2, 9, launch);
+        for (int i = 0; i < 3; ++i) launch(0);
+        synchronize();
+        attention_trace_dump(tr, true);
+        launch(0);
+        synchronize();
+        attention_trace_dump(tr, false);
+        {
+          const auto bytes = download_bytes(out, static_cast<std::size_t>(rows * heads * kD * 2));
+          std::uint64_t h = 1469598103934665603ull;
+          for (const std::byte b : bytes)
+            h = (h ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
+          std::printf("   output hash %016llx\n", static_cast<unsigned long long>(h));
+        }
+        unsigned long long t0 = ~0ull, tend = 0, tlast_start = 0;
+        const int nb = std::min(grid, 1024);
+        for (int b = 0; b < nb; ++b) {
+          const auto* r = &tr[static_cast<std::size_t>(b) * 32];
+          t0 = std::min(t0, r[0]);
+          tlast_start = std::max(tlast_start, r[0]);
+          tend = std::max(tend, r[31]);
+        }
+        std::printf(
+            "%s ctx %d %s: %.2f us/launch (graph), plan items %d combines %d, grid %d, "
+            "span %.2f us, last block start %.2f us\n",
+            model.c_str(), context, variant.name, us, plan.attn_work, plan.attn_combine, grid,
+            static_cast<double>(tend - t0) / 1e3, static_cast<double>(tlast_start - t0) / 1e3);
+        const char* names[] = {
+            "meta",        "wait",       "q",           "pages(t0)", "sync(all pages)",
+            "stage+sync",  "scale+sync", "write loop",  "count",     "merge",
+            "m:stage+lse", "m:weights",  "m:accumulate"};
+        for (int c = 1; c <= 13; ++c) {
+          std::vector<double> col;
+          for (int b = 0; b < nb; ++b) {
+            const auto* r = &tr[static_cast<std::size_t>(b) * 32];
+            if (r[4] == 0 || r[2 * c + 1] == 0) continue;
+            int p = c == 11 ? 9 : c - 1;
+            while (p > 0 && r[2 * p + 1] == 0) --p;
+            col.push_back(static_cast<double>(r[2 * c + 1] - r[2 * p + 1]));
+          }
+          if (col.empty()) continue;
+          std::sort(col.begin(), col.end());
+          std::printf("   %-18s cycles min %7.0f med %7.0f max %7.0f (n %zu)\n", names[c - 1],
+                      col.front(), col[col.size() / 2], col.back(), col.size());
+        }
+        std::vector<double> ends;
+        for (int b = 0; b < nb; ++b) {
+          const auto* r = &tr[static_cast<std::size_t>(b) * 32];
+          if (r[4] != 0) ends.push_back(static_cast<double>(r[31] - t0));
+        }
+        std::sort(ends.begin(), ends.end());
+        if (!ends.empty())
+          std::printf("   working blocks end ns min %.0f med %.0f max %.0f\n", ends.front(),
+                      ends[ends.size() / 2], ends.back());
+        std::fflush(stdout);
+      }
+    }
 }
 
 }  // namespace
