@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "cuda_check.h"
 #include "device_utils.cuh"
@@ -35,22 +34,6 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
-
-// Experiment (removed in the next commit): a per-phase clock trace of
-// attention_mma_pipelined_kernel. Thread 0 of each of the first 1,024 blocks writes %globaltimer
-// and clock64 at phase boundaries of its first work item (slots 2i, 2i + 1 for point i) and
-// %globaltimer at its exit (slot 31); CudaOps.AttentionTrace reads it back.
-__device__ unsigned long long g_attn_trace[1024][32];
-__device__ __forceinline__ unsigned long long trace_gtime() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#define ATRACE(i)                                             \
-  if (threadIdx.x == 0 && blockIdx.x < 1024 && trace_first) { \
-    g_attn_trace[blockIdx.x][2 * (i)] = trace_gtime();        \
-    g_attn_trace[blockIdx.x][2 * (i) + 1] = clock64();        \
-  }
 
 struct AttnArgs {
   const PassHeader* meta;
@@ -642,7 +625,6 @@ template <int D>
 __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& w,
                                              std::int32_t partial0, std::int32_t splits,
                                              float* scratch) {
-  const bool trace_first = true;
   constexpr int kVectors = D / 4;  // float4 per query vector
   constexpr int kTileVectors = kTileQueries * kVectors;
   constexpr int kPerThread = (kTileVectors + kThreads - 1) / kThreads;
@@ -666,7 +648,6 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   for (int i = threadIdx.x; i < splits * kTileQueries; i += kThreads)
     weight[i] = __ldcg(a.partial_lse + first + i);
   __syncthreads();
-  ATRACE(11);
   if (threadIdx.x < kTileQueries) {
     const int q = threadIdx.x;
     float big = -INFINITY;
@@ -679,8 +660,6 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
     }
     total[q] = sum > 0.0f ? 1.0f / sum : 0.0f;  // the multiplier of the merged sums
   }
-  __syncthreads();  // (trace only)
-  ATRACE(12);
   // Each thread owns float4 groups f = threadIdx.x + 128 i of the tile's 16 x D outputs and adds
   // the splits in order.
   float4 o[kPerThread];
@@ -710,7 +689,6 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
     __syncthreads();  // the stage is free
     if (b0 + kMergeBatch < splits) stage_batch(b0 + kMergeBatch);
   }
-  ATRACE(13);
   // Normalized by one multiplication (1 / sum per query, 0 for an empty one): a division per
   // element would be a long dependent chain per thread, and at 1 sequence one block per SM has
   // nothing to hide it behind.
@@ -748,8 +726,6 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
 template <int D, int kStages, bool kPairs>
 __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     attention_mma_pipelined_kernel(AttnArgs a) {
-  bool trace_first = true;
-  ATRACE(0);
   // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
   // before the wait, Q and the cache after it (launch.cuh, "Early start").
   if (!a.early_reads) wait_for_prior_grid();
@@ -823,12 +799,10 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
     const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
                        end1 = visible_end(a, w, rows, valid1, q1);
-    ATRACE(1);
     // Q and the K/V pages come from the kernels before this one (returns at once after the
     // first item).
     wait_for_prior_grid();
     allow_next_grid();
-    ATRACE(2);
     // This lane's copies of a page's K or V rows: all of them (a warp's own page), or its half
     // from chunk round `first` on (a pair's page).
     const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
@@ -876,7 +850,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       }
       cp_async_wait<2 * kStages>();  // this thread's Q copies
       __syncthreads();               // everyone's
-      ATRACE(3);
       // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks)
@@ -973,14 +946,11 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       }
     }
     cp_async_wait<0>();
-    ATRACE(4);
     // Merge the warps through shared memory (aliasing the K/V rows: all warps are done): all 4
     // for a tile, a pair's two for each half of a paired item.
     __syncthreads();
-    ATRACE(5);
     stage_warp_result<D, kOStride>(merge_m, merge_l, merge_o, warp, g, t, m, l, acc);
     __syncthreads();
-    ATRACE(6);
     const int queries = paired ? kPairedQueries : kTileQueries;
     // The warps that computed query vector q (of `queries`): those with k / warps_per_query ==
     // q / 16 (all 4 for a tile, 2h and 2h + 1 for half h of a paired item), at index q % 16 of
@@ -1008,7 +978,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       merge_lse[q] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
     }
     __syncthreads();
-    ATRACE(7);
     // Each thread takes 4 consecutive dimensions (float4 groups f = threadIdx.x + 128 i) of
     // the tile's queries x D outputs: o = 0, o += o_k scale_k in warp order, then one
     // multiplication by 1 / sum (a division per element would be a long dependent chain per
@@ -1050,7 +1019,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         if (d == 0) a.partial_lse[slot] = merge_lse[q];
       }
     }
-    ATRACE(8);
     if (w.partial >= 0) {
       // Count this split in; the last one merges the tile (see above).
       __syncthreads();  // the block's partial writes are done (CTA scope) ...
@@ -1061,15 +1029,11 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         merge_here = last;
       }
       __syncthreads();
-      ATRACE(9);
       if (merge_here) merge_splits<D>(a, w, partial0, splits, merge);
     }
     __syncthreads();  // the merge area is the next item's K/V rows
-    ATRACE(10);
-    trace_first = false;
   }
   wait_for_prior_grid();  // a block without work exits after its predecessor only (launch.cuh)
-  if (threadIdx.x == 0 && blockIdx.x < 1024) g_attn_trace[blockIdx.x][31] = trace_gtime();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1209,15 +1173,6 @@ AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, cons
 }
 
 }  // namespace
-
-void attention_trace_dump(std::vector<unsigned long long>& out, bool reset) {
-  out.resize(1024 * 32);
-  DICE_CUDA_CHECK(cudaMemcpyFromSymbol(out.data(), g_attn_trace, out.size() * 8));
-  if (reset) {
-    const std::vector<unsigned long long> zero(out.size(), 0);
-    DICE_CUDA_CHECK(cudaMemcpyToSymbol(g_attn_trace, zero.data(), zero.size() * 8));
-  }
-}
 
 bool attention_supports(std::int32_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
