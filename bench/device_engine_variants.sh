@@ -7,7 +7,8 @@
 #   VARIANTS='--no-pdl;--pdl'   option sets, separated by ';'; a set starting with
 #                               'bin=PATH' runs that dice binary (relative to the repository
 #                               root, e.g. bin=.device/dice_base: a build of the commit before a
-#                               change, staged by hand) with the rest of the set
+#                               change, staged by hand) with the rest of the set; an empty set
+#                               (';' at either end) is the plain defaults
 #   MODELS=1.7b  SEQUENCES=1  NEW_TOKENS=1024  STORE=fused  REPEATS=2
 #   VARIANTS_LIMIT=400          seconds after which nothing new starts
 # Leaves $OUT/engine-variants.txt (one line per run, then per variant and configuration the
@@ -25,7 +26,8 @@ exec > >(tee "$OUT/engine-variants.txt") 2>&1
 machine_header
 echo "models $models; sequences ${SEQUENCES:-1}; new tokens ${NEW_TOKENS:-1024};" \
   "store ${STORE:-fused}; repeats ${REPEATS:-2}; variants: $variants"
-IFS=';' read -r -a sets <<<"$variants"
+# (one ';' more: `read` drops a trailing empty field, so 'bin=X;' keeps its empty second set)
+IFS=';' read -r -a sets <<<"$variants;"
 for shape in ${models//,/ }; do
   m="$WORK/models/$shape"
   "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \

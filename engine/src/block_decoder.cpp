@@ -324,9 +324,11 @@ class Batch {
   /// Preempts the most recently admitted sequences until the next forward fits; they go back
   /// into the queue in request order.
   void make_room() {
-    while (pages_for_active(false) > free_pages()) {
-      if (active_.size() == 1) throw held_elsewhere(active_.front(), pages_for_active(false));
+    std::int64_t need = pages_for_active(false);  // less each victim's own, as it goes
+    while (need > free_pages()) {
+      if (active_.size() == 1) throw held_elsewhere(active_.front(), need);
       const std::size_t i = active_.back();
+      need -= pages_for(i, false);
       active_.pop_back();
       backend_.close(id_of(i));
       open_[i] = false;

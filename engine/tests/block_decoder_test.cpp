@@ -541,15 +541,15 @@ TEST(BlockDecoder, AFailingForwardAfterPreemptionsClosesEverySequence) {
     o.max_new_tokens = 40;
     requests.push_back({prompt_of(5 + i), o});
   }
-  FakeBackend whole = paged_backend(26);
-  generate(whole, requests);
+  FakeBackend reference = paged_backend(26);
+  generate(reference, requests);
   // Preemptions happen, and forwards run after the first: failures after it are tried below.
-  const auto preempted_at = whole.preemption_forwards();
+  const auto preempted_at = reference.preemption_forwards();
   ASSERT_FALSE(preempted_at.empty());
-  ASSERT_LT(preempted_at.front(), whole.forwards);
+  ASSERT_LT(preempted_at.front(), reference.forwards);
   // A backend failure at any forward, before and after preemptions: generate() rethrows, every
   // sequence it opened is closed, and every page is back in the pool.
-  for (std::int64_t f = 0; f < whole.forwards; ++f) {
+  for (std::int64_t f = 0; f < reference.forwards; ++f) {
     FakeBackend failing = paged_backend(26);
     failing.fail_at_forward = f;
     EXPECT_THROW(generate(failing, requests), Error);

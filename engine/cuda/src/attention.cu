@@ -57,15 +57,20 @@ __device__ __forceinline__ std::int64_t page_offset(std::int32_t page, std::int3
   return (static_cast<std::int64_t>(page) * kv_heads + kv_head) * kPageTokens * head_dim;
 }
 
+/// Index of query vector q of work item w (of its tile's 16, or a paired item's 32) among the
+/// [rows, heads] head vectors of Q and of the output: row w.row0 + q / group, head
+/// kv_head * group + q % group (GQA). Times head_dim: the element offset.
+__device__ __forceinline__ std::int64_t query_vector(const AttnArgs& a, const AttnWork& w, int q) {
+  return static_cast<std::int64_t>(w.row0 + q / a.group) * a.heads + w.kv_head * a.group +
+         q % a.group;
+}
+
 /// Writes one query vector's result: the output row (normalized) or the partial slot.
 template <typename T, int D>
 __device__ __forceinline__ void write_result(const AttnArgs& a, const AttnWork& w, int q, int d,
                                              float o, float lse) {
   if (w.partial < 0) {
-    const std::int32_t row = w.row0 + q / a.group;
-    const std::int32_t head = w.kv_head * a.group + q % a.group;
-    static_cast<T*>(a.out)[(static_cast<std::int64_t>(row) * a.heads + head) * D + d] =
-        from_float<T>(o);
+    static_cast<T*>(a.out)[query_vector(a, w, q) * D + d] = from_float<T>(o);
   } else {
     a.partial_out[(static_cast<std::int64_t>(w.partial) * kTileQueries + q) * D + d] = o;
     if (d == 0) a.partial_lse[static_cast<std::int64_t>(w.partial) * kTileQueries + q] = lse;
@@ -95,11 +100,7 @@ __global__ void __launch_bounds__(kThreads) attention_simple_kernel(AttnArgs a) 
     for (int e = threadIdx.x; e < kTileQueries * D; e += kThreads) {
       const int q = e / D, d = e % D;
       float v = 0.0f;
-      if (q / a.group < w.rows) {
-        const std::int32_t row = w.row0 + q / a.group;
-        const std::int32_t head = w.kv_head * a.group + q % a.group;
-        v = to_float(q_all[(static_cast<std::int64_t>(row) * a.heads + head) * D + d]);
-      }
+      if (q / a.group < w.rows) v = to_float(q_all[query_vector(a, w, q) * D + d]);
       q_shared[q][d] = v;
     }
     __syncthreads();
@@ -222,10 +223,7 @@ __device__ __forceinline__ void load_q_fragments(std::uint32_t (&q_frag)[D / 16]
                                                  bool valid1, int q1, int t) {
   const auto q_word = [&](bool valid, int q, int d) -> std::uint32_t {
     if (!valid) return 0u;
-    const std::int32_t row = w.row0 + q / a.group;
-    const std::int32_t head = w.kv_head * a.group + q % a.group;
-    return *reinterpret_cast<const std::uint32_t*>(
-        q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + d);
+    return *reinterpret_cast<const std::uint32_t*>(q_all + query_vector(a, w, q) * D + d);
   };
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
@@ -284,8 +282,9 @@ __device__ __forceinline__ void online_softmax_page(float (&s)[4][4], float (&m)
 }
 
 /// A warp's end of the page loop: adds l over the row's 4 lanes, then writes the warp's running
-/// max m and sum l ([warp][16] each) and its O fragments acc ([warp][16][D], fp32) into the
-/// shared merge area, which the caller fences with block barriers on both sides.
+/// max m and sum l ([warp][16] each) and its O fragments acc ([warp][16][kStride], fp32, rows of
+/// kStride >= D floats) into the shared merge area, which the caller fences with block barriers
+/// on both sides.
 template <int D, int kStride = D>
 __device__ __forceinline__ void stage_warp_result(float* merge_m, float* merge_l, float* merge_o,
                                                   int warp, int g, int t, const float (&m)[2],
@@ -302,21 +301,14 @@ __device__ __forceinline__ void stage_warp_result(float* merge_m, float* merge_l
     merge_l[warp * kTileQueries + g + 8] = l[1];
   }
   float* o_warp = merge_o + static_cast<std::size_t>(warp) * kTileQueries * kStride;
+  // 64-bit stores of the pairs (columns 2t, 2t + 1). With kStride = D + 8 a half warp's stores
+  // (rows g .. g + 3 at 8-bank offsets) fall in 32 distinct banks; with kStride = D they conflict.
 #pragma unroll
   for (int dn = 0; dn < D / 8; ++dn) {
     const int col = dn * 8 + 2 * t;
-    if constexpr (kStride == D) {
-      o_warp[g * D + col] = acc[dn][0];
-      o_warp[g * D + col + 1] = acc[dn][1];
-      o_warp[(g + 8) * D + col] = acc[dn][2];
-      o_warp[(g + 8) * D + col + 1] = acc[dn][3];
-    } else {
-      // Rows of kStride = D + 8 floats: a half warp's 64-bit stores (rows g, g + 1, g + 2,
-      // g + 3 at 8-bank offsets, columns 2t) fall in 32 distinct banks.
-      *reinterpret_cast<float2*>(o_warp + g * kStride + col) = make_float2(acc[dn][0], acc[dn][1]);
-      *reinterpret_cast<float2*>(o_warp + (g + 8) * kStride + col) =
-          make_float2(acc[dn][2], acc[dn][3]);
-    }
+    *reinterpret_cast<float2*>(o_warp + g * kStride + col) = make_float2(acc[dn][0], acc[dn][1]);
+    *reinterpret_cast<float2*>(o_warp + (g + 8) * kStride + col) =
+        make_float2(acc[dn][2], acc[dn][3]);
   }
 }
 
@@ -699,11 +691,8 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
     const int q = f / kVectors, d = (f % kVectors) * 4;
     if (f >= kTileVectors || q >= valid_queries) continue;
     const float inv = total[q];
-    const std::int32_t row = w.row0 + q / a.group;
-    const std::int32_t head = w.kv_head * a.group + q % a.group;
-    store4(static_cast<__nv_bfloat16*>(a.out) +
-               (static_cast<std::int64_t>(row) * a.heads + head) * D + d,
-           o[i].x * inv, o[i].y * inv, o[i].z * inv, o[i].w * inv);
+    store4(static_cast<__nv_bfloat16*>(a.out) + query_vector(a, w, q) * D + d, o[i].x * inv,
+           o[i].y * inv, o[i].z * inv, o[i].w * inv);
   }
 }
 
@@ -825,10 +814,9 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
         const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
         const bool valid = q / a.group < w.rows;
-        const std::int32_t row = w.row0 + (valid ? q / a.group : 0);
-        const std::int32_t head = w.kv_head * a.group + q % a.group;
+        // (an invalid vector reads nothing, from the item's first row: a valid address)
         cp_async_16(q_shared + q * kStride + c8,
-                    q_all + (static_cast<std::int64_t>(row) * a.heads + head) * D + c8, valid);
+                    q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
       }
       cp_async_commit();
       if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
@@ -1007,11 +995,8 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
 #pragma unroll
       for (int j = 0; j < 4; ++j) o[j] *= inv;
       if (w.partial < 0) {
-        const std::int32_t row = w.row0 + q / a.group;
-        const std::int32_t head = w.kv_head * a.group + q % a.group;
-        store4(static_cast<__nv_bfloat16*>(a.out) +
-                   (static_cast<std::int64_t>(row) * a.heads + head) * D + d,
-               o[0], o[1], o[2], o[3]);
+        store4(static_cast<__nv_bfloat16*>(a.out) + query_vector(a, w, q) * D + d, o[0], o[1], o[2],
+               o[3]);
       } else {
         const std::int64_t slot = static_cast<std::int64_t>(w.partial) * kTileQueries + q;
         *reinterpret_cast<float4*>(a.partial_out + slot * D + d) =

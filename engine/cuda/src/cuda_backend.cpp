@@ -703,7 +703,6 @@ struct CudaBackend::Impl {
     return it->second;
   }
 
-  /// Gives `seq` pages up to `tokens` positions. Throws (changing nothing) when too few are free.
   /// Pages `seq` lacks to hold positions [0, tokens) (0 when it holds enough).
   static std::int64_t pages_missing(const Sequence& seq, std::int64_t tokens) {
     return std::max<std::int64_t>(
@@ -715,6 +714,7 @@ struct CudaBackend::Impl {
     return seq.length + std::ssize(item.commit) + std::ssize(item.block);
   }
 
+  /// Gives `seq` pages up to `tokens` positions. Throws (changing nothing) when too few are free.
   void grow(SequenceId id, Sequence& seq, std::int64_t tokens) {
     const std::int64_t need = pages_missing(seq, tokens);
     if (need == 0) return;
@@ -779,8 +779,8 @@ struct CudaBackend::Impl {
     if (need > std::ssize(free_pages)) {
       for (const auto& item : items) {  // throws naming the first sequence that cannot grow
         Sequence& seq = sequences.at(item.sequence);
-        if (pages_missing(seq, end_after(seq, item)) > std::ssize(free_pages))
-          grow(item.sequence, seq, end_after(seq, item));
+        const std::int64_t end = end_after(seq, item);
+        if (pages_missing(seq, end) > std::ssize(free_pages)) grow(item.sequence, seq, end);
       }
       throw Error(fmt::format(
           "CUDA backend: the KV cache is full: this forward needs {} more pages, {} of {} are "
