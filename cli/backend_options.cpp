@@ -81,6 +81,12 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "unsplit tiles give every SM one (0: none)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
+  command
+      ->add_option("--attention-max-splits", args.attention_max_splits,
+                   "cuda backend: most ranges the pipelined attention splits one tile's KV "
+                   "positions into (flash-decoding; the kernel merges at most 64; 1: never split)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   command->add_flag(
       "--deep-attention-pipeline,!--no-deep-attention-pipeline", args.deep_attention_pipeline,
       "cuda backend: in passes whose attention tiles fill 3/4 to all of the SMs (about "
@@ -102,6 +108,10 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
                     "kernel after the GEMM (default: on)");
+  command->add_flag("--bf16-gate-up,!--no-bf16-gate-up", args.bf16_gate_up,
+                    "cuda backend: where cuBLASLt runs the gate/up projection (more rows than "
+                    "--skinny-gemm-rows), it writes bf16 and the SwiGLU kernel reads that (half "
+                    "the bytes); --no-bf16-gate-up: fp32 (default: on)");
   command->add_flag("--pdl-early-reads,!--no-pdl-early-reads", args.pdl_early_reads,
                     "cuda backend: in passes launched with programmatic dependent launch, each "
                     "few-row GEMM loads its first weights, and the attention its work items' "
@@ -196,13 +206,16 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.attention_balanced_plan = args.balanced_attention_plan;
   options.attention_paired_tiles = args.paired_attention_tiles;
   options.attention_split_cost = args.attention_split_cost;
+  options.attention_max_splits = args.attention_max_splits;
   options.attention_deep_pipeline = args.deep_attention_pipeline;
   options.fused_norm_gemm = args.fused_norm_gemm;
   options.fused_swiglu = args.fused_swiglu;
+  options.bf16_gate_up = args.bf16_gate_up;
   options.pdl_early_reads = args.pdl_early_reads;
   options.masked_rows_only = args.masked_rows_only;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
+    options.bf16_gate_up = false;
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;
     options.attention_balanced_plan = false;
@@ -233,8 +246,12 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && args.attention_split_cost != 768
                  ? fmt::format(", attention split cost {}", args.attention_split_cost)
                  : "") +
+            (!args.baseline_kernels && args.attention_max_splits != 8
+                 ? fmt::format(", at most {} attention splits", args.attention_max_splits)
+                 : "") +
             (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
             (!args.baseline_kernels && !args.fused_swiglu ? ", SwiGLU kernel" : "") +
+            (!args.baseline_kernels && !args.bf16_gate_up ? ", fp32 gate/up output" : "") +
             (!args.baseline_kernels && !args.pdl_early_reads ? ", no early reads under PDL" : "") +
             (!args.baseline_kernels && !args.masked_rows_only ? ", logits of every block row" : ""),
         args.skinny_gemm_rows,

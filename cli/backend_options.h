@@ -44,6 +44,8 @@ struct BackendArgs {
   /// cuda: positions of fixed cost a split adds in the attention planner's estimate
   /// (--attention-split-cost; 0: none)
   std::int32_t attention_split_cost = 768;
+  /// cuda: most splits of one attention tile's KV range (--attention-max-splits; 1: never split)
+  std::int32_t attention_max_splits = 8;
   /// cuda: the deep attention kernel (three pages in flight per warp) in passes whose tiles fill
   /// 3/4 to all of the SMs (--no-deep-attention-pipeline: the pipelined kernel everywhere)
   bool deep_attention_pipeline = true;
@@ -52,6 +54,9 @@ struct BackendArgs {
   bool fused_norm_gemm = false;
   /// cuda: SwiGLU in the few-row gate/up GEMM's epilogue (--no-fused-swiglu: the SwiGLU kernel)
   bool fused_swiglu = true;
+  /// cuda: the gate/up projection's output in bf16 where cuBLASLt runs it (--no-bf16-gate-up:
+  /// fp32)
+  bool bf16_gate_up = true;
   /// cuda: in PDL passes, the skinny GEMMs' first weights and the attention's metadata are read
   /// before waiting for the kernel before (--no-pdl-early-reads: after)
   bool pdl_early_reads = true;
@@ -64,9 +69,11 @@ struct BackendArgs {
 /// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl, --no-pdl,
 /// --pipelined-attention / --no-pipelined-attention, --balanced-attention-plan /
 /// --no-balanced-attention-plan, --paired-attention-tiles / --no-paired-attention-tiles,
-/// --attention-split-cost, --deep-attention-pipeline / --no-deep-attention-pipeline,
+/// --attention-split-cost, --attention-max-splits, --deep-attention-pipeline /
+/// --no-deep-attention-pipeline,
 /// --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
-/// --no-fused-swiglu, --pdl-early-reads / --no-pdl-early-reads, --masked-rows-only /
+/// --no-fused-swiglu, --bf16-gate-up / --no-bf16-gate-up, --pdl-early-reads / --no-pdl-early-reads,
+/// --masked-rows-only /
 /// --no-masked-rows-only.
 void add_backend_options(CLI::App* command, BackendArgs& args);
 

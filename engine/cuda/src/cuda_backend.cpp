@@ -484,6 +484,15 @@ struct CudaBackend::Impl {
                                                            : attn_grid;
   }
 
+  /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
+  /// kernel (CudaBackendOptions::bf16_gate_up): bf16, and a GEMM that cuBLASLt runs (the
+  /// skinny kernel's rows have the SwiGLU in its epilogue or an fp32 output).
+  bool gate_up_in_bf16(std::int32_t rows_pad) const {
+    return options.bf16_gate_up && dtype == CudaDType::kBF16 &&
+           !gemm->skinny(dtype, rows_pad, config.hidden_size, 2 * config.intermediate_size, h.get(),
+                         layers.front().gate_up.get(), gate_up.get());
+  }
+
   /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows, its
   /// attention by `kernel` on grid_of(kernel) blocks. With options.programmatic_launch, or
   /// programmatic_launch_few_rows and rows_pad <= skinny_gemm_rows, our kernels are PDL launches
@@ -545,9 +554,16 @@ struct CudaBackend::Impl {
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
       gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
-      if (!normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in,
-                       swiglu ? act.get() : nullptr))
+      if (gate_up_in_bf16(rows_pad)) {
+        launch_rms_norm(dtype, x.as<float>(), l.post_norm.as<float>(), shape.hidden, shape.eps,
+                        h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
+        gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
+        launch_swiglu_bf16_input(gate_up.as<__nv_bfloat16>(), shape.intermediate, act.get(),
+                                 rows_pad, s, pdl);
+      } else if (!normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in,
+                              swiglu ? act.get() : nullptr)) {
         launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s, pdl);
+      }
       gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
     }
     if (block_rows_pad > 0) {
@@ -586,17 +602,20 @@ struct CudaBackend::Impl {
       float* y;
       std::int64_t rows, in, out;
       bool accumulate;
+      bool bf16_out = false;
     };
     const Shape shapes[] = {
         {h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false},
         {attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true},
-        {h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in, false},
+        {h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in, false,
+         gate_up_in_bf16(rows_pad)},
         {act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true},
         {hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(), logits.as<float>(),
          block_rows_pad, hd, c.vocab_size, false}};
     for (const Shape& g : shapes) {
       if (gemm_tune_seconds > kBudgetSeconds) return;
-      gemm_tune_seconds += gemm->tune(dtype, g.x, g.w, g.y, g.rows, g.in, g.out, g.accumulate, s);
+      gemm_tune_seconds +=
+          gemm->tune(dtype, g.x, g.w, g.y, g.rows, g.in, g.out, g.accumulate, s, 16, 3, g.bf16_out);
     }
   }
 

@@ -58,13 +58,14 @@ bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int6
 
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
                          bool accumulate) const {
-  const auto it = skinny_.find(Key{static_cast<int>(CudaDType::kBF16), rows, in, out, accumulate});
+  const auto it =
+      skinny_.find(Key{static_cast<int>(CudaDType::kBF16), rows, in, out, accumulate, false});
   return it != skinny_.end() ? it->second.n_tiles : skinny_default_n_tiles(rows, out, sms_);
 }
 
 double Gemm::tune_skinny(void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                          std::int64_t out, bool accumulate, cudaStream_t stream, int repeats) {
-  const Key key{static_cast<int>(CudaDType::kBF16), rows, in, out, accumulate};
+  const Key key{static_cast<int>(CudaDType::kBF16), rows, in, out, accumulate, false};
   if (const auto it = skinny_.find(key); it != skinny_.end() && it->second.tuned) return 0;
   const auto started = std::chrono::steady_clock::now();
   launch_fill_random(CudaDType::kBF16, x, rows * in, 1.0f,
@@ -123,8 +124,13 @@ Gemm::~Gemm() {
 }
 
 const Gemm::Plan& Gemm::plan(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                             bool accumulate) {
-  const Key key{static_cast<int>(dtype), rows, in, out, accumulate};
+                             bool accumulate, bool bf16_out) {
+  const Key key{static_cast<int>(dtype), rows, in, out, accumulate, bf16_out};
+  if (bf16_out && (dtype != CudaDType::kBF16 || accumulate || out % 2 != 0))
+    throw Error(
+        fmt::format("GEMM rows {} in {} out {}: a bf16 output takes bf16 inputs, no "
+                    "accumulation and an even out",
+                    rows, in, out));
   if (const auto it = plans_.find(key); it != plans_.end()) return it->second;
   // Column-major view: D (out x rows, ld out) = op(A) B with A = w stored as (in x out, ld in),
   // op(A) = A^T, and B = x stored as (in x rows, ld in).
@@ -144,7 +150,8 @@ const Gemm::Plan& Gemm::plan(CudaDType dtype, std::int64_t rows, std::int64_t in
                                                  static_cast<std::uint64_t>(out), in));
     DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, static_cast<std::uint64_t>(in),
                                                  static_cast<std::uint64_t>(rows), in));
-    DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, static_cast<std::uint64_t>(out),
+    DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, bf16_out ? CUDA_R_16BF : CUDA_R_32F,
+                                                 static_cast<std::uint64_t>(out),
                                                  static_cast<std::uint64_t>(rows), out));
     cublasLtMatmulPreference_t preference = nullptr;
     DICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -188,11 +195,11 @@ int algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAtt
 }  // namespace
 
 bool Gemm::tuned(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                 bool accumulate) const {
-  if (const auto s = skinny_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate});
-      s != skinny_.end() && s->second.tuned)
+                 bool accumulate, bool bf16_out) const {
+  if (const auto s = skinny_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate, false});
+      !bf16_out && s != skinny_.end() && s->second.tuned)
     return true;
-  const auto it = plans_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate});
+  const auto it = plans_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate, bf16_out});
   return it != plans_.end() && it->second.tuned;
 }
 
@@ -207,13 +214,13 @@ std::vector<GemmChoice> Gemm::choices() const {
 
 double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-                  int candidates, int repeats) {
+                  int candidates, int repeats, bool bf16_out) {
   if (rows <= 0) return 0;
-  if (skinny(dtype, rows, in, out, x, w, y))
+  if (!bf16_out && skinny(dtype, rows, in, out, x, w, y))
     return tune_skinny(x, w, y, rows, in, out, accumulate, stream, repeats);
   const auto started = std::chrono::steady_clock::now();
-  plan(dtype, rows, in, out, accumulate);
-  Plan& p = plans_.at(Key{static_cast<int>(dtype), rows, in, out, accumulate});
+  plan(dtype, rows, in, out, accumulate, bf16_out);
+  Plan& p = plans_.at(Key{static_cast<int>(dtype), rows, in, out, accumulate, bf16_out});
   if (p.tuned) return 0;
   cublasLtMatmulPreference_t preference = nullptr;
   DICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -231,7 +238,9 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   launch_fill_random(dtype, x, rows * in, 1.0f, 0x5EED0000u + static_cast<std::uint64_t>(rows),
                      stream);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * sizeof(float);
+  // A bf16 output is hashed as the 32-bit words of its element pairs (out is even).
+  const std::int64_t y_words = bf16_out ? rows * out / 2 : rows * out;
+  const std::size_t y_bytes = static_cast<std::size_t>(y_words) * sizeof(float);
   auto* hash = hash_.as<unsigned long long>();
   EventPair events;
   unsigned long long reference = 0;
@@ -256,7 +265,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     const cublasStatus_t ran = launch();
     if (i == 0) DICE_CUBLAS_CHECK(ran);          // the plan's algorithm must run
     if (ran != CUBLAS_STATUS_SUCCESS) continue;  // another that cannot run is skipped
-    launch_hash(y, rows * out, hash, stream);
+    launch_hash(y, y_words, hash, stream);
     unsigned long long bits = 0;
     DICE_CUDA_CHECK(cudaMemcpyAsync(&bits, hash, sizeof bits, cudaMemcpyDeviceToHost, stream));
     DICE_CUDA_CHECK(cudaEventRecord(events.start, stream));
@@ -283,6 +292,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   p.choice.in = in;
   p.choice.out = out;
   p.choice.accumulate = accumulate;
+  p.choice.bf16_out = bf16_out;
   p.choice.candidates = static_cast<int>(algos.size());
   p.choice.same_bits = same_bits;
   if (best >= 0) {
@@ -347,6 +357,15 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
                               nullptr, early_weights_);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
+                                   &p.algo, workspace_.get(), workspace_.bytes(), stream));
+}
+
+void Gemm::run_bf16_out(const void* x, const void* w, void* y, std::int64_t rows, std::int64_t in,
+                        std::int64_t out, cudaStream_t stream) {
+  if (rows <= 0) return;
+  const Plan& p = plan(CudaDType::kBF16, rows, in, out, false, true);
+  const float alpha = 1.0f, beta = 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
                                    &p.algo, workspace_.get(), workspace_.bytes(), stream));
 }

@@ -43,6 +43,14 @@ class Gemm {
   void run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
            std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
 
+  /// y[rows, out] (bf16) = x w^T with x and w bf16, fp32 accumulation rounded once to bf16 in
+  /// cuBLASLt's epilogue: half the bytes of run()'s fp32 output for the kernel that reads it
+  /// (the gate/up projection before SwiGLU at many rows). Always cuBLASLt (the skinny kernel
+  /// writes fp32). Pointers 256-byte aligned. Throws dice::Error naming the shape when
+  /// cuBLASLt has no algorithm for it or fails.
+  void run_bf16_out(const void* x, const void* w, void* y, std::int64_t rows, std::int64_t in,
+                    std::int64_t out, cudaStream_t stream);
+
   /// Whether run_normed() takes this GEMM: bf16, skinny() (with the residual in x's place),
   /// skinny_norm_fits(), and one wave (out / (8 n tiles) <= 2 SMs; every block pays the norm).
   bool fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -89,12 +97,13 @@ class Gemm {
   /// Once per shape (later calls return at once); not during stream capture. Returns the
   /// seconds spent. Throws dice::Error on CUDA failures. A GEMM that skinny() takes instead has
   /// its n8 tiles per block timed the same way (each `repeats` times) and the fastest kept.
+  /// `bf16_out`: the shape of run_bf16_out() (y then holds rows x out bf16; out even).
   double tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, cudaStream_t stream, int candidates = 16,
-              int repeats = 3);
+              int repeats = 3, bool bf16_out = false);
   /// Whether tune() ran for this shape.
-  bool tuned(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-             bool accumulate) const;
+  bool tuned(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate,
+             bool bf16_out = false) const;
   /// The tuned shapes' choices, in shape order.
   std::vector<GemmChoice> choices() const;
 
@@ -106,9 +115,10 @@ class Gemm {
     bool tuned = false;
     GemmChoice choice;
   };
-  using Key = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, bool>;
+  /// (dtype, rows, in, out, accumulate, bf16 output)
+  using Key = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, bool, bool>;
   const Plan& plan(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                   bool accumulate);
+                   bool accumulate, bool bf16_out = false);
 
   struct SkinnyPlan {
     int n_tiles = 1;

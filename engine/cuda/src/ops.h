@@ -10,6 +10,7 @@
 // `pdl` a launcher launches with programmatic dependent launch (launch.cuh; the kernels wait for
 // the previous kernel first thing, so results are the same bits either way).
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -222,6 +223,10 @@ bool attention_supports(std::int32_t head_dim);
 /// fp32, out [rows_pad, inter].
 void launch_swiglu(CudaDType dtype, const float* gate_up, std::int32_t inter, void* out,
                    std::int32_t rows_pad, cudaStream_t stream, bool pdl = false);
+/// The same with gate_up in bf16 (Gemm::run_bf16_out): silu in fp32 of the bf16 values, so the
+/// same bits as launch_swiglu on the fp32 array of those values; out bf16.
+void launch_swiglu_bf16_input(const __nv_bfloat16* gate_up, std::int32_t inter, void* out,
+                              std::int32_t rows_pad, cudaStream_t stream, bool pdl = false);
 
 /// One block per block row r < header->block_rows of logits [.., vocab] fp32: the proposal of
 /// sampling.h (allowed ids, greedy or temperature / top-k / top-p with the Philox uniform of

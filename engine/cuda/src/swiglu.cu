@@ -16,60 +16,89 @@ namespace dice::engine::cuda {
 
 namespace {
 
-/// Any inter: one element per thread, grid-stride.
-template <typename T>
-__global__ void swiglu_kernel(const float* gate_up, std::int32_t inter, T* out,
-                              std::int64_t count) {
+/// gate_up element i as fp32 (fp32 or bf16 storage).
+__device__ __forceinline__ float gate_up_at(const float* p, std::int64_t i) {
+  return p[i];
+}
+__device__ __forceinline__ float gate_up_at(const __nv_bfloat16* p, std::int64_t i) {
+  return __bfloat162float(p[i]);
+}
+
+/// The 8 values (gate i, up i, ..., gate i + 3, up i + 3) at p (16-byte aligned for bf16, 32 for
+/// fp32) as fp32.
+__device__ __forceinline__ void load_pairs(const float* p, float (&v)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void load_pairs(const __nv_bfloat16* p, float (&v)[8]) {
+  const uint4 bits = *reinterpret_cast<const uint4*>(p);
+  const unsigned words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {  // the lower-addressed element sits in the lower 16 bits
+    v[2 * k] = __uint_as_float(words[k] << 16);
+    v[2 * k + 1] = __uint_as_float(words[k] & 0xFFFF0000u);
+  }
+}
+
+/// Any inter: one element per thread, grid-stride. TI: gate_up's storage (float or bf16).
+template <typename TI, typename T>
+__global__ void swiglu_kernel(const TI* gate_up, std::int32_t inter, T* out, std::int64_t count) {
   wait_for_prior_grid();
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < count;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = e / inter, i = e % inter;
-    const float* pair = gate_up + row * 2 * inter + 2 * i;
-    out[e] = from_float<T>(silu_times(pair[0], pair[1]));
+    const std::int64_t pair = row * 2 * inter + 2 * i;
+    out[e] = from_float<T>(silu_times(gate_up_at(gate_up, pair), gate_up_at(gate_up, pair + 1)));
   }
 }
 
-/// inter % 4 == 0: four elements per thread (two float4 loads of (gate, up) pairs), row
-/// blockIdx.y; the same values as swiglu_kernel, bit for bit.
-template <typename T>
-__global__ void swiglu_vec4_kernel(const float* gate_up, std::int32_t inter, T* out) {
+/// inter % 4 == 0: four elements per thread (their four (gate, up) pairs in one or two vector
+/// loads), row blockIdx.y; the same values as swiglu_kernel, bit for bit.
+template <typename TI, typename T>
+__global__ void swiglu_vec4_kernel(const TI* gate_up, std::int32_t inter, T* out) {
   wait_for_prior_grid();
   const std::int32_t i = 4 * static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= inter) return;
   const std::int64_t row = blockIdx.y;
-  const auto* src = reinterpret_cast<const float4*>(gate_up + row * 2 * inter + 2 * i);
-  const float4 a = src[0], b = src[1];  // (g i, u i, g i+1, u i+1), (g i+2, u i+2, ...)
-  store4(out + row * inter + i, silu_times(a.x, a.y), silu_times(a.z, a.w), silu_times(b.x, b.y),
-         silu_times(b.z, b.w));
+  float v[8];
+  load_pairs(gate_up + row * 2 * inter + 2 * i, v);
+  store4(out + row * inter + i, silu_times(v[0], v[1]), silu_times(v[2], v[3]),
+         silu_times(v[4], v[5]), silu_times(v[6], v[7]));
 }
 
-}  // namespace
-
-void launch_swiglu(CudaDType dtype, const float* gate_up, std::int32_t inter, void* out,
-                   std::int32_t rows_pad, cudaStream_t stream, bool pdl) {
+/// Launches the vec4 kernel (inter % 4 == 0, rows on grid y) or the grid-stride one.
+template <typename TI, typename T>
+void launch_typed(const TI* gate_up, std::int32_t inter, T* out, std::int32_t rows_pad,
+                  cudaStream_t stream, bool pdl) {
   const std::int64_t count = static_cast<std::int64_t>(rows_pad) * inter;
   if (count <= 0) return;
   const int threads = 256;
   if (inter % 4 == 0 && rows_pad <= 65535) {  // rows on grid y (at most 65,535)
     const dim3 grid(static_cast<unsigned>((inter / 4 + threads - 1) / threads),
                     static_cast<unsigned>(rows_pad));
-    if (dtype == CudaDType::kBF16)
-      launch_kernel("swiglu_vec4_kernel", swiglu_vec4_kernel<__nv_bfloat16>, grid, threads, 0,
-                    stream, pdl, gate_up, inter, static_cast<__nv_bfloat16*>(out));
-    else
-      launch_kernel("swiglu_vec4_kernel", swiglu_vec4_kernel<float>, grid, threads, 0, stream, pdl,
-                    gate_up, inter, static_cast<float*>(out));
+    launch_kernel("swiglu_vec4_kernel", swiglu_vec4_kernel<TI, T>, grid, threads, 0, stream, pdl,
+                  gate_up, inter, out);
     return;
   }
   const auto blocks =
       static_cast<int>(std::min<std::int64_t>((count + threads - 1) / threads, 65536));
-  const auto grid = static_cast<unsigned>(blocks);
+  launch_kernel("swiglu_kernel", swiglu_kernel<TI, T>, static_cast<unsigned>(blocks), threads, 0,
+                stream, pdl, gate_up, inter, out, count);
+}
+
+}  // namespace
+
+void launch_swiglu(CudaDType dtype, const float* gate_up, std::int32_t inter, void* out,
+                   std::int32_t rows_pad, cudaStream_t stream, bool pdl) {
   if (dtype == CudaDType::kBF16)
-    launch_kernel("swiglu_kernel", swiglu_kernel<__nv_bfloat16>, grid, threads, 0, stream, pdl,
-                  gate_up, inter, static_cast<__nv_bfloat16*>(out), count);
+    launch_typed(gate_up, inter, static_cast<__nv_bfloat16*>(out), rows_pad, stream, pdl);
   else
-    launch_kernel("swiglu_kernel", swiglu_kernel<float>, grid, threads, 0, stream, pdl, gate_up,
-                  inter, static_cast<float*>(out), count);
+    launch_typed(gate_up, inter, static_cast<float*>(out), rows_pad, stream, pdl);
+}
+
+void launch_swiglu_bf16_input(const __nv_bfloat16* gate_up, std::int32_t inter, void* out,
+                              std::int32_t rows_pad, cudaStream_t stream, bool pdl) {
+  launch_typed(gate_up, inter, static_cast<__nv_bfloat16*>(out), rows_pad, stream, pdl);
 }
 
 }  // namespace dice::engine::cuda

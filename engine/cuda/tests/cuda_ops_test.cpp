@@ -320,6 +320,24 @@ TEST_F(CudaOps, SwiGlu) {
     }
 }
 
+TEST_F(CudaOps, SwiGluOfABf16GateUpIsTheFp32KernelOnTheSameValues) {
+  // The gate/up values rounded to bf16, given once as bf16 and once as the fp32 array of the
+  // same values: the same output bits (the float4 kernel at inter 1000, the other at 1002).
+  for (const int inter : {1000, 1002}) {
+    const int rows = 5;
+    const auto gu = as_dtype(random_vector(rows * 2 * inter, 17, 4.0f), CudaDType::kBF16);
+    const auto d_fp32 = upload(gu, CudaDType::kF32), d_bf16 = upload(gu, CudaDType::kBF16);
+    DeviceBuffer a(rows * inter * 2), b(rows * inter * 2);
+    launch_swiglu(CudaDType::kBF16, d_fp32.as<float>(), inter, a.get(), rows, stream());
+    launch_swiglu_bf16_input(d_bf16.as<__nv_bfloat16>(), inter, b.get(), rows, stream());
+    synchronize();
+    const auto want = download(a, rows * inter, CudaDType::kBF16);
+    const auto got = download(b, rows * inter, CudaDType::kBF16);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << "inter " << inter << " element " << i;
+  }
+}
+
 /// x w^T (+ y0 with `accumulate`) in double: x [rows, in], w [out, in], y0 [rows, out].
 std::vector<double> reference_gemm(const std::vector<float>& x, const std::vector<float>& w,
                                    const std::vector<float>& y0, int rows, int in, int out,
@@ -394,6 +412,44 @@ TEST_F(CudaOps, GemmThroughCublasLt) {
       }
     }
   }
+}
+
+TEST_F(CudaOps, GemmWithABf16Output) {
+  // y = x w^T rounded once to bf16 (the gate/up projection before SwiGLU at many rows): each
+  // element within bf16 rounding of the exact product; the autotuned plan gives the
+  // heuristic's bits; accumulation and an odd out are refused.
+  Gemm plain, tuned;
+  const int in = 256, out = 384;
+  for (const int rows : {24, 64, 640}) {
+    const auto x = as_dtype(random_vector(rows * in, 18), CudaDType::kBF16);
+    const auto w = as_dtype(random_vector(out * in, 19, 0.05f), CudaDType::kBF16);
+    const auto d_x = upload(x, CudaDType::kBF16), d_w = upload(w, CudaDType::kBF16);
+    DeviceBuffer y_plain(rows * out * 2), y_tuned(rows * out * 2);
+    DeviceBuffer x_scratch(rows * in * 2), y_scratch(rows * out * 2);
+    EXPECT_GT(tuned.tune(CudaDType::kBF16, x_scratch.get(), d_w.get(), y_scratch.as<float>(), rows,
+                         in, out, false, stream(), 16, 3, true),
+              0.0);
+    EXPECT_TRUE(tuned.tuned(CudaDType::kBF16, rows, in, out, false, true));
+    EXPECT_FALSE(tuned.tuned(CudaDType::kBF16, rows, in, out, false, false));
+    plain.run_bf16_out(d_x.get(), d_w.get(), y_plain.get(), rows, in, out, stream());
+    tuned.run_bf16_out(d_x.get(), d_w.get(), y_tuned.get(), rows, in, out, stream());
+    synchronize();
+    const auto got = download(y_plain, rows * out, CudaDType::kBF16);
+    const auto again = download(y_tuned, rows * out, CudaDType::kBF16);
+    const auto want = reference_gemm(x, w, {}, rows, in, out, false);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], std::abs(want[i]) / 256.0 + 1e-6) << "rows " << rows << " " << i;
+      ASSERT_EQ(got[i], again[i]) << "rows " << rows << ": tuned and heuristic differ at " << i;
+    }
+  }
+  const auto choices = tuned.choices();
+  ASSERT_EQ(choices.size(), 3u);
+  for (const auto& c : choices) EXPECT_TRUE(c.bf16_out);
+  DeviceBuffer x(64 * in * 2), w(out * in * 2), y(64 * out * 4);
+  EXPECT_THROW(plain.tune(CudaDType::kBF16, x.get(), w.get(), y.as<float>(), 64, in, out, true,
+                          stream(), 16, 3, true),
+               Error);
+  EXPECT_THROW(plain.run_bf16_out(x.get(), w.get(), y.get(), 64, in, out - 1, stream()), Error);
 }
 
 TEST_F(CudaOps, GemmWithAnSmCountTarget) {

@@ -69,8 +69,11 @@ struct CudaBackendOptions {
   /// launch; bench/results/2026-11-23-engine-attention-h100). false: the first mma kernel
   /// (synchronous page loads) and the combine kernel.
   bool pipelined_attention = true;
-  /// Pipelined attention: most splits of one tile's KV range (0: 64, the kernel's limit).
-  std::int32_t attention_max_splits = 16;
+  /// Pipelined attention: most splits of one tile's KV range (0: 64, the kernel's limit). 8
+  /// rather than 16: at 1 sequence x 4,096 new tokens +1.4% tok/s (SDAR-4B) and +1.0% (1.7B),
+  /// the same at 1,024 (bench/results/2026-11-24-skinny-tiles-splits-h100): past 8 partial
+  /// results, the last split's merge costs more than the shorter page loops save.
+  std::int32_t attention_max_splits = 8;
   /// Pipelined attention's work planner: split counts chosen by waves of resident blocks
   /// (PlanShape::wave_splits) and the tiles of one sequence that read the same K/V pages
   /// launched side by side (PlanShape::group_tiles). false: the earlier rules (ceil of blocks
@@ -126,6 +129,11 @@ struct CudaBackendOptions {
   /// interleaved gate/up so that one block owns both halves of an output pair). false: the
   /// GEMM into fp32, then the SwiGLU kernel.
   bool fused_swiglu = true;
+  /// Where cuBLASLt runs the gate/up projection (more rows than skinny_gemm_rows, bf16), its
+  /// output is bf16 (rounded once from the fp32 sums in cuBLASLt's epilogue) and the SwiGLU
+  /// kernel reads that: half the bytes written and read between the two (the fp32 output is
+  /// 51 MB per layer for SDAR-4B at 640 rows). false: an fp32 output.
+  bool bf16_gate_up = true;
   /// Programmatic dependent launch (PDL; issue 6): every dice kernel of the forward (not
   /// cuBLASLt's) is launched with cudaLaunchAttributeProgrammaticStreamSerialization, so the GPU
   /// schedules it while the previous kernel's last blocks drain; each kernel waits for its
@@ -156,6 +164,7 @@ struct CudaBackendOptions {
 struct CudaGemmChoice {
   std::int64_t rows = 0, in = 0, out = 0;
   bool accumulate = false;
+  bool bf16_out = false;    ///< y in bf16 (Gemm::run_bf16_out), not fp32
   int candidates = 0;       ///< algorithms the heuristic offered (each timed)
   int same_bits = 0;        ///< of them, those whose output equals the first's bit for bit
   int chosen = 0;           ///< index of the one kept (0: the heuristic's first choice)
