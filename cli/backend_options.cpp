@@ -230,6 +230,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   }
   auto cuda = std::make_unique<engine::CudaBackend>(checkpoint, options);
   if (description != nullptr) {
+    const BackendArgs defaults;  // the options not changed are not listed
     const auto m = cuda->memory();
     *description = fmt::format(
         "cuda ({}, {}{}, skinny GEMM rows {}, PDL {}, weights {:.2f} GiB, KV cache {:.2f} GiB = "
@@ -243,10 +244,10 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && !args.paired_attention_tiles ? ", unpaired attention tiles"
                                                                     : "") +
             (!args.baseline_kernels && !args.deep_attention_pipeline ? ", no deep attention" : "") +
-            (!args.baseline_kernels && args.attention_split_cost != 768
+            (!args.baseline_kernels && args.attention_split_cost != defaults.attention_split_cost
                  ? fmt::format(", attention split cost {}", args.attention_split_cost)
                  : "") +
-            (!args.baseline_kernels && args.attention_max_splits != 8
+            (!args.baseline_kernels && args.attention_max_splits != defaults.attention_max_splits
                  ? fmt::format(", at most {} attention splits", args.attention_max_splits)
                  : "") +
             (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : "") +

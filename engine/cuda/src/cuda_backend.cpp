@@ -516,6 +516,10 @@ struct CudaBackend::Impl {
     // With `swiglu_act`, SwiGLU is fused into the GEMM's epilogue where the skinny kernel takes
     // it (returns true; y is then not written), else the caller launches it (returns false).
     const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
+    const auto norm_into_h = [&](const DeviceBuffer& norm_weight) {
+      launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
+                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
+    };
     const auto normed_gemm = [&](const DeviceBuffer& norm_weight, const DeviceBuffer& w, float* y,
                                  std::int64_t out, void* swiglu_act = nullptr) {
       const SkinnyNorm norm{x.as<float>(), norm_weight.as<float>(), static_cast<float>(shape.eps)};
@@ -523,8 +527,7 @@ struct CudaBackend::Impl {
       if (norm_fused)
         ++stats.fused_norm_gemms;
       else
-        launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
-                        h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
+        norm_into_h(norm_weight);
       if (swiglu_act != nullptr &&
           gemm->fuses_swiglu(dtype, rows_pad, hd, out, norm_fused ? norm.residual : h.get(),
                              w.get(), swiglu_act)) {
@@ -540,6 +543,7 @@ struct CudaBackend::Impl {
       return false;
     };
     const bool swiglu = options.fused_swiglu && dtype == CudaDType::kBF16;
+    const bool gate_up_bf16 = gate_up_in_bf16(rows_pad);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
@@ -554,9 +558,8 @@ struct CudaBackend::Impl {
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
       gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
-      if (gate_up_in_bf16(rows_pad)) {
-        launch_rms_norm(dtype, x.as<float>(), l.post_norm.as<float>(), shape.hidden, shape.eps,
-                        h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
+      if (gate_up_bf16) {
+        norm_into_h(l.post_norm);
         gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
         launch_swiglu_bf16_input(gate_up.as<__nv_bfloat16>(), shape.intermediate, act.get(),
                                  rows_pad, s, pdl);

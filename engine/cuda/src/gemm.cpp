@@ -196,9 +196,10 @@ int algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAtt
 
 bool Gemm::tuned(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                  bool accumulate, bool bf16_out) const {
-  if (const auto s = skinny_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate, false});
-      !bf16_out && s != skinny_.end() && s->second.tuned)
-    return true;
+  if (!bf16_out)  // the skinny kernel writes fp32 only
+    if (const auto s = skinny_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate, false});
+        s != skinny_.end() && s->second.tuned)
+      return true;
   const auto it = plans_.find(Key{static_cast<int>(dtype), rows, in, out, accumulate, bf16_out});
   return it != plans_.end() && it->second.tuned;
 }

@@ -223,8 +223,9 @@ bool attention_supports(std::int32_t head_dim);
 /// fp32, out [rows_pad, inter].
 void launch_swiglu(CudaDType dtype, const float* gate_up, std::int32_t inter, void* out,
                    std::int32_t rows_pad, cudaStream_t stream, bool pdl = false);
-/// The same with gate_up in bf16 (Gemm::run_bf16_out): silu in fp32 of the bf16 values, so the
-/// same bits as launch_swiglu on the fp32 array of those values; out bf16.
+/// The same with gate_up bf16 [rows_pad, 2 inter] (Gemm::run_bf16_out) and out bf16 [rows_pad,
+/// inter]: silu in fp32 of the bf16 values, so the same bits as launch_swiglu on the fp32 array
+/// of those values. Throws dice::Error if the launch fails.
 void launch_swiglu_bf16_input(const __nv_bfloat16* gate_up, std::int32_t inter, void* out,
                               std::int32_t rows_pad, cudaStream_t stream, bool pdl = false);
 

@@ -16,14 +16,6 @@ namespace dice::engine::cuda {
 
 namespace {
 
-/// gate_up element i as fp32 (fp32 or bf16 storage).
-__device__ __forceinline__ float gate_up_at(const float* p, std::int64_t i) {
-  return p[i];
-}
-__device__ __forceinline__ float gate_up_at(const __nv_bfloat16* p, std::int64_t i) {
-  return __bfloat162float(p[i]);
-}
-
 /// The 8 values (gate i, up i, ..., gate i + 3, up i + 3) at p (16-byte aligned for bf16, 32 for
 /// fp32) as fp32.
 __device__ __forceinline__ void load_pairs(const float* p, float (&v)[8]) {
@@ -32,11 +24,12 @@ __device__ __forceinline__ void load_pairs(const float* p, float (&v)[8]) {
 }
 __device__ __forceinline__ void load_pairs(const __nv_bfloat16* p, float (&v)[8]) {
   const uint4 bits = *reinterpret_cast<const uint4*>(p);
-  const unsigned words[4] = {bits.x, bits.y, bits.z, bits.w};
+  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&bits);
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {  // the lower-addressed element sits in the lower 16 bits
-    v[2 * k] = __uint_as_float(words[k] << 16);
-    v[2 * k + 1] = __uint_as_float(words[k] & 0xFFFF0000u);
+  for (int k = 0; k < 4; ++k) {
+    const float2 f = __bfloat1622float2(pairs[k]);
+    v[2 * k] = f.x;
+    v[2 * k + 1] = f.y;
   }
 }
 
@@ -48,7 +41,7 @@ __global__ void swiglu_kernel(const TI* gate_up, std::int32_t inter, T* out, std
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = e / inter, i = e % inter;
     const std::int64_t pair = row * 2 * inter + 2 * i;
-    out[e] = from_float<T>(silu_times(gate_up_at(gate_up, pair), gate_up_at(gate_up, pair + 1)));
+    out[e] = from_float<T>(silu_times(to_float(gate_up[pair]), to_float(gate_up[pair + 1])));
   }
 }
 

@@ -71,7 +71,7 @@ struct CudaBackendOptions {
   bool pipelined_attention = true;
   /// Pipelined attention: most splits of one tile's KV range (0: 64, the kernel's limit). 8
   /// rather than 16: at 1 sequence x 4,096 new tokens +1.4% tok/s (SDAR-4B) and +1.0% (1.7B),
-  /// the same at 1,024 (bench/results/2026-11-24-skinny-tiles-splits-h100): past 8 partial
+  /// the same at 1,024 (bench/results/2026-11-24-splits-bf16-gate-up): past 8 partial
   /// results, the last split's merge costs more than the shorter page loops save.
   std::int32_t attention_max_splits = 8;
   /// Pipelined attention's work planner: split counts chosen by waves of resident blocks
