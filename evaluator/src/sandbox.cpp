@@ -340,21 +340,41 @@ void SandboxLease::release() {
   }
 }
 
-Sandbox::Sandbox(SandboxOptions options) : options_(std::move(options)) {
-  if (options_.mode != "auto" && options_.mode != "bwrap" && options_.mode != "none")
-    throw InputError("--sandbox " + options_.mode + ": expected auto, bwrap or none");
+ScratchRoot::ScratchRoot(fs::path path) : path_(std::move(path)) {
+  std::error_code ec;
+  made_ = fs::create_directories(path_, ec);
+  if (ec) throw Error("cannot make the sandbox folder " + path_.string() + ": " + ec.message());
+}
+
+ScratchRoot::~ScratchRoot() {
+  std::error_code ec;
+  if (made_) fs::remove(path_, ec);  // only when empty: a lease or another Sandbox may remain
+}
+
+namespace {
+
+/// The Sandbox's scratch root: the option, or a per-process folder in the temporary folder.
+/// Throws dice::InputError for an unknown mode first, so that nothing is made for it.
+fs::path scratch_root_of(const SandboxOptions& options) {
+  if (options.mode != "auto" && options.mode != "bwrap" && options.mode != "none")
+    throw InputError("--sandbox " + options.mode + ": expected auto, bwrap or none");
+  return options.scratch_root.empty()
+             ? fs::temp_directory_path() / fmt::format("dice-sandbox-{}", ::getpid())
+             : options.scratch_root;
+}
+
+}  // namespace
+
+Sandbox::Sandbox(SandboxOptions options)
+    : options_(std::move(options)), scratch_root_(scratch_root_of(options_)) {
   root_ = ::geteuid() == 0;
-  scratch_root_ = options_.scratch_root.empty()
-                      ? fs::temp_directory_path() / fmt::format("dice-sandbox-{}", ::getpid())
-                      : options_.scratch_root;
-  fs::create_directories(scratch_root_);
   pids_root_ = find_pids_cgroup();
   if (pids_root_.empty() && !root_) nproc_limit_ = user_tasks(::getuid()) + options_.max_tasks;
   std::string why;
   if (options_.mode == "none") {
     why = "--sandbox none";
   } else {
-    const fs::path probe = scratch_root_ / "probe";
+    const fs::path probe = scratch_root_.path() / "probe";
     fs::create_directories(probe);
     ProcessOptions p{.argv = bwrap_args(options_.bwrap, probe, 1 << 20, root_)};
     p.argv.emplace_back("true");
@@ -414,7 +434,7 @@ TreeLimits Sandbox::capture_limits(std::chrono::seconds timeout) const {
 
 SandboxLease Sandbox::wrap(ProcessOptions& process, bool with_bwrap) const {
   const long n = counter_++;
-  const fs::path scratch = scratch_root_ / fmt::format("s{}", n);
+  const fs::path scratch = scratch_root_.path() / fmt::format("s{}", n);
   std::error_code ec;
   fs::create_directories(scratch, ec);
   if (ec) throw Error("cannot make the sandbox folder " + scratch.string() + ": " + ec.message());

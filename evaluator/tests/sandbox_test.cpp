@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
 
 #include "dice/core/error.h"
 #include "dice/evaluator/evaluate.h"
@@ -57,6 +60,36 @@ TEST(Sandbox, ModesAndIsolationLine) {
   const Sandbox missing({.mode = "auto", .bwrap = "/nonexistent/bwrap"});
   EXPECT_FALSE(missing.bubblewrap());
   EXPECT_NE(missing.isolation().find("not found"), std::string::npos) << missing.isolation();
+}
+
+/// A Sandbox removes the per-process folder it made, also when bubblewrap mode fails to start,
+/// and leaves a folder it did not make (or one still holding files) in place.
+TEST(Sandbox, LeavesNoFolderBehind) {
+  const auto per_process =
+      std::filesystem::temp_directory_path() / ("dice-sandbox-" + std::to_string(::getpid()));
+  ASSERT_FALSE(std::filesystem::exists(per_process));
+  {
+    const Sandbox none({.mode = "none"});
+    EXPECT_TRUE(std::filesystem::is_directory(per_process));
+    ProcessOptions p{.argv = {"true"}};
+    const SandboxLease lease = none.wrap(p);
+    EXPECT_EQ(lease.scratch().parent_path(), per_process);
+  }
+  EXPECT_FALSE(std::filesystem::exists(per_process));
+  EXPECT_THROW(Sandbox({.mode = "bwrap", .bwrap = "/nonexistent/bwrap"}), InputError);
+  EXPECT_FALSE(std::filesystem::exists(per_process));
+
+  const ScratchDir dir("sandbox_root");
+  const auto kept = dir.path() / "kept";
+  std::filesystem::create_directories(kept);
+  { const Sandbox given({.mode = "none", .scratch_root = kept}); }
+  EXPECT_TRUE(std::filesystem::is_directory(kept));
+  const auto made = dir.path() / "made";
+  {
+    const Sandbox given({.mode = "none", .scratch_root = made});
+    std::ofstream(made / "result.txt") << "finished";
+  }
+  EXPECT_TRUE(std::filesystem::exists(made / "result.txt"));
 }
 
 /// Inside bubblewrap: $HOME is private and writable, the rest of the file system is read-only,

@@ -102,8 +102,25 @@ class SandboxLease {
   std::filesystem::path cgroup_;
 };
 
+/// The folder the leases' scratch folders go under. Made on construction; removed on destruction
+/// when this object made it and it is empty then (another Sandbox of the same process may still
+/// use the per-process default). Throws dice::Error if the folder cannot be made.
+class ScratchRoot {
+ public:
+  explicit ScratchRoot(std::filesystem::path path);
+  ~ScratchRoot();
+  ScratchRoot(const ScratchRoot&) = delete;
+  ScratchRoot& operator=(const ScratchRoot&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  bool made_ = false;
+};
+
 /// Probes what this machine allows once, then wraps processes that run model-written code.
-/// Thread-safe after construction.
+/// Thread-safe after construction. Leaves no folder behind in the temporary folder.
 class Sandbox {
  public:
   /// Probes bubblewrap (unless mode is none) and a pids cgroup. Throws dice::InputError for an
@@ -132,7 +149,7 @@ class Sandbox {
   std::string process_limit_note() const;
 
   SandboxOptions options_;
-  std::filesystem::path scratch_root_;
+  ScratchRoot scratch_root_;
   std::filesystem::path pids_root_;  ///< a pids cgroup we may create children in, or empty
   std::size_t nproc_limit_ = 0;      ///< RLIMIT_NPROC for non-root users, or 0
   bool bwrap_ok_ = false;
