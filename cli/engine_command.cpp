@@ -245,6 +245,7 @@ void run_bench(const BenchArgs& args) {
                              {"tile_id", g.tile_id},
                              {"splitk", g.splitk},
                              {"stages_id", g.stages_id},
+                             {"cluster_shape_id", g.cluster_shape_id},
                              {"heuristic_us", g.heuristic_us},
                              {"chosen_us", g.chosen_us},
                              {"fastest_us", g.fastest_us},

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "cuda_check.h"
@@ -29,6 +30,34 @@ struct EventPair {
     cudaEventDestroy(start);
   }
 };
+
+/// Mean time (us) of one of `launches` launches of `launch` as a forward runs them: captured in
+/// one CUDA graph on `stream`, replayed once to warm up, then one replay timed with `events`.
+/// Timed launch by launch, a GEMM carries launch overhead that the forward's graphs do not pay,
+/// and the autotune chose by it (0.8-2.3% fewer tok/s at 16 and 128 sequences on an H100,
+/// bench/results/2026-11-24-gemm-autotune-h100). Throws dice::Error on CUDA or cuBLASLt
+/// failures.
+double graph_time_us(cudaStream_t stream, int launches, const EventPair& events,
+                     const std::function<cublasStatus_t()>& launch) {
+  DICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  for (int k = 0; k < launches && status == CUBLAS_STATUS_SUCCESS; ++k) status = launch();
+  cudaGraph_t captured = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &captured);
+  if (ended != cudaSuccess && captured != nullptr) cudaGraphDestroy(captured);
+  if (status != CUBLAS_STATUS_SUCCESS && ended == cudaSuccess) cudaGraphDestroy(captured);
+  DICE_CUBLAS_CHECK(status);
+  DICE_CUDA_CHECK(ended);
+  const GraphExec graph(captured);
+  graph.launch(stream);
+  DICE_CUDA_CHECK(cudaEventRecord(events.start, stream));
+  graph.launch(stream);
+  DICE_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+  DICE_CUDA_CHECK(cudaEventSynchronize(events.stop));
+  float ms = 0;
+  DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+  return 1e3 * static_cast<double>(ms) / launches;
+}
 
 }  // namespace
 
@@ -107,6 +136,7 @@ double Gemm::tune_skinny(void* x, const void* w, float* y, std::int64_t rows, st
   p.choice.tile_id = -1;
   p.choice.splitk = kSkinnyWarps;
   p.choice.stages_id = -1;
+  p.choice.cluster_shape_id = -1;
   p.choice.skinny = true;
   p.choice.skinny_n_tiles = p.n_tiles;
   skinny_[key] = p;
@@ -181,18 +211,22 @@ const Gemm::Plan& Gemm::plan(CudaDType dtype, std::int64_t rows, std::int64_t in
   return plans_.emplace(key, p).first->second;
 }
 
-namespace {
-
-int algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t what) {
-  std::uint32_t value = 0;  // int32 or uint32 attributes: the same 4 bytes
+int algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t what) {
   std::size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, what, &value, sizeof value, &written) !=
-      CUBLAS_STATUS_SUCCESS)
-    return -1;
-  return static_cast<int>(value);
+  if (what == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID ||
+      what == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID) {
+    std::uint16_t value = 0;  // the 16-bit attributes
+    return cublasLtMatmulAlgoConfigGetAttribute(&algo, what, &value, sizeof value, &written) ==
+                   CUBLAS_STATUS_SUCCESS
+               ? static_cast<int>(value)
+               : -1;
+  }
+  std::uint32_t value = 0;  // int32 or uint32 attributes: the same 4 bytes
+  return cublasLtMatmulAlgoConfigGetAttribute(&algo, what, &value, sizeof value, &written) ==
+                 CUBLAS_STATUS_SUCCESS
+             ? static_cast<int>(value)
+             : -1;
 }
-
-}  // namespace
 
 bool Gemm::tuned(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                  bool accumulate, bool bf16_out) const {
@@ -269,13 +303,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     launch_hash(y, y_words, hash, stream);
     unsigned long long bits = 0;
     DICE_CUDA_CHECK(cudaMemcpyAsync(&bits, hash, sizeof bits, cudaMemcpyDeviceToHost, stream));
-    DICE_CUDA_CHECK(cudaEventRecord(events.start, stream));
-    for (int k = 0; k < repeats; ++k) DICE_CUBLAS_CHECK(launch());
-    DICE_CUDA_CHECK(cudaEventRecord(events.stop, stream));
-    DICE_CUDA_CHECK(cudaEventSynchronize(events.stop));
-    float ms = 0;
-    DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
-    const double us = 1e3 * static_cast<double>(ms) / repeats;
+    const double us = graph_time_us(stream, repeats, events, launch);
     if (i == 0) {
       reference = bits;
       p.choice.heuristic_us = us;
@@ -302,10 +330,11 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     p.choice.chosen_us = best_us;
     p.choice.fastest_us = fastest_us;
   }
-  p.choice.algo_id = algo_attribute(p.algo, CUBLASLT_ALGO_CONFIG_ID);
-  p.choice.tile_id = algo_attribute(p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
-  p.choice.splitk = algo_attribute(p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
-  p.choice.stages_id = algo_attribute(p.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+  p.choice.algo_id = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_ID);
+  p.choice.tile_id = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+  p.choice.splitk = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  p.choice.stages_id = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+  p.choice.cluster_shape_id = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 

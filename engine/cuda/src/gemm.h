@@ -22,6 +22,10 @@ namespace dice::engine::cuda {
 
 using GemmChoice = CudaGemmChoice;
 
+/// A cuBLASLt algorithm's configuration attribute (the 16-bit cluster and inner shape ids
+/// included), or -1 when cuBLASLt cannot read it.
+int algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t what);
+
 class Gemm {
  public:
   /// Creates the cuBLASLt handle and a workspace of `workspace_bytes` on the current device.
@@ -90,14 +94,16 @@ class Gemm {
               const void* w, const void* y) const;
 
   /// Times up to `candidates` algorithms of cublasLtMatmulAlgoGetHeuristic for this shape, each
-  /// `repeats` times (CUDA events on `stream`) after one run from y = 0 on random x whose
-  /// output is hashed, and keeps in the shape's plan the fastest of those whose output is bit
-  /// for bit the heuristic's first choice's: results (and seeded sampling) do not depend on
-  /// timing noise. x and y are overwritten: callers pass buffers whose contents are dead.
-  /// Once per shape (later calls return at once); not during stream capture. Returns the
-  /// seconds spent. Throws dice::Error on CUDA failures. A GEMM that skinny() takes instead has
-  /// its n8 tiles per block timed the same way (each `repeats` times) and the fastest kept.
-  /// `bf16_out`: the shape of run_bf16_out() (y then holds rows x out bf16; out even).
+  /// as `repeats` launches captured in one CUDA graph on `stream` (replayed once to warm up,
+  /// then once under CUDA events: the launch overhead the forward's graphs do not pay stays
+  /// out), after one run from y = 0 on random x whose output is hashed, and keeps in the shape's
+  /// plan the fastest of those whose output is bit for bit the heuristic's first choice's: results
+  /// (and seeded sampling) do not depend on timing noise. x and y are overwritten: callers pass
+  /// buffers whose contents are dead. Once per shape (later calls return at once); not during
+  /// stream capture. Returns the seconds spent. Throws dice::Error on CUDA failures. A GEMM that
+  /// skinny() takes instead has its n8 tiles per block timed the same way (each `repeats` times)
+  /// and the fastest kept. `bf16_out`: the shape of run_bf16_out() (y then holds rows x out bf16;
+  /// out even).
   double tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, cudaStream_t stream, int candidates = 16,
               int repeats = 3, bool bf16_out = false);

@@ -1,6 +1,7 @@
 // Every CUDA op of the backend against a plain CPU reference on random inputs (like llama.cpp's
 // test-backend-ops): each failure names the op and its configuration. Skipped without a GPU.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -1234,6 +1235,253 @@ double graph_replay_us(cudaStream_t stream, int launches, int warmups, int repla
                              for (int i = 0; i < launches; ++i) launch(i);
                            }) /
          launches;
+}
+
+// What cuBLASLt configurations beyond its heuristic's list would give the engine's many-row
+// GEMMs (not a check: skipped unless DICE_GEMM_SEARCH is set). For each SDAR-1.7B/-4B layer
+// shape at DICE_GEMM_SEARCH_ROWS rows (default 64, 512, 640): the heuristic's first choice (the
+// reference bits), its list (BEST_FIT, up to 64), the list in CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID
+// mode for each algorithm id of the list, that list with cluster shapes 1x1x1, 2x1x1 and 1x2x1
+// (measured not to pay in decoding), and every (tile, stages, cluster shape) of the first
+// choice's algorithm id with split-K 1 that cublasLtMatmulAlgoCheck accepts (at most 600;
+// DICE_GEMM_SEARCH_ENUMERATE=0 leaves these out). Each
+// candidate: one run (its bits against the reference's), then the median of 5 graph replays of
+// 10 launches. Prints the fastest with the reference's bits and the fastest of any bits per
+// source.
+TEST_F(CudaOps, GemmConfigSearch) {
+  if (std::getenv("DICE_GEMM_SEARCH") == nullptr)
+    GTEST_SKIP() << "set DICE_GEMM_SEARCH=1 to time cuBLASLt configurations per layer shape";
+  struct Shape {
+    const char* name;
+    int in, out;
+    bool accumulate, bf16_out;
+  };
+  const Shape shapes[] = {
+      {"1.7B qkv", 2048, 4096, false, false},     {"1.7B o", 2048, 2048, true, false},
+      {"1.7B gate/up", 2048, 12288, false, true}, {"1.7B down", 6144, 2048, true, false},
+      {"4B qkv", 2560, 6144, false, false},       {"4B o", 4096, 2560, true, false},
+      {"4B gate/up", 2560, 19456, false, true},   {"4B down", 9728, 2560, true, false}};
+  cublasLtHandle_t handle = nullptr;
+  DICE_CUBLAS_CHECK(cublasLtCreate(&handle));
+  DeviceBuffer workspace(64ull << 20);
+  const std::uint64_t workspace_bytes = workspace.bytes();
+  for (const int rows : env_ints("DICE_GEMM_SEARCH_ROWS", {64, 512, 640}))
+    for (const Shape& g : shapes) {
+      DeviceBuffer x(static_cast<std::size_t>(rows) * g.in * 2),
+          w(static_cast<std::size_t>(g.out) * g.in * 2),
+          y(static_cast<std::size_t>(rows) * g.out * 4);
+      launch_fill_random(CudaDType::kBF16, x.get(), rows * g.in, 1.0f, 0x71u, stream());
+      launch_fill_random(CudaDType::kBF16, w.get(), static_cast<std::int64_t>(g.out) * g.in, 0.05f,
+                         0x72u, stream());
+      cublasLtMatmulDesc_t desc = nullptr;
+      cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+      DICE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
+      DICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                       &transpose, sizeof transpose));
+      DICE_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof none));
+      const cudaDataType_t out_type = g.bf16_out ? CUDA_R_16BF : CUDA_R_32F;
+      DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, g.in, g.out, g.in));
+      DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, g.in, rows, g.in));
+      DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, out_type, g.out, rows, g.out));
+      const auto heuristic = [&](std::uint32_t mode, const cublasLtMatmulAlgo_t* seed) {
+        cublasLtMatmulPreference_t preference = nullptr;
+        DICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+        DICE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+            preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+            sizeof workspace_bytes));
+        DICE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+            preference, CUBLASLT_MATMUL_PREF_SEARCH_MODE, &mode, sizeof mode));
+        std::vector<cublasLtMatmulHeuristicResult_t> results(64);
+        if (seed != nullptr)
+          for (auto& r : results) r.algo = *seed;
+        int found = 0;
+        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+            handle, desc, a, b, c, c, preference, static_cast<int>(results.size()), results.data(),
+            &found);
+        cublasLtMatmulPreferenceDestroy(preference);
+        std::vector<cublasLtMatmulAlgo_t> algos;
+        if (status != CUBLAS_STATUS_SUCCESS) return algos;
+        for (int i = 0; i < found; ++i)
+          if (results[i].state == CUBLAS_STATUS_SUCCESS &&
+              results[i].workspaceSize <= workspace_bytes)
+            algos.push_back(results[i].algo);
+        return algos;
+      };
+      const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+      const std::size_t y_bytes = static_cast<std::size_t>(rows) * g.out * (g.bf16_out ? 2 : 4);
+      const auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+        return cublasLtMatmul(handle, desc, &alpha, w.get(), a, x.get(), b, &beta, y.get(), c,
+                              y.get(), c, &algo, workspace.get(), workspace_bytes, stream());
+      };
+      const auto output_of = [&](const cublasLtMatmulAlgo_t& algo) {
+        std::vector<unsigned char> bytes;
+        DICE_CUDA_CHECK(cudaMemsetAsync(y.get(), 0, y_bytes, stream()));
+        if (run(algo) != CUBLAS_STATUS_SUCCESS) return bytes;
+        bytes.resize(y_bytes);
+        DICE_CUDA_CHECK(
+            cudaMemcpyAsync(bytes.data(), y.get(), y_bytes, cudaMemcpyDeviceToHost, stream()));
+        synchronize();
+        return bytes;
+      };
+      const auto time_of = [&](const cublasLtMatmulAlgo_t& algo) {
+        return graph_replay_us(stream(), 10, 2, 5,
+                               [&](std::int64_t) { DICE_CUBLAS_CHECK(run(algo)); });
+      };
+      const auto best = heuristic(CUBLASLT_SEARCH_BEST_FIT, nullptr);
+      ASSERT_FALSE(best.empty()) << g.name;
+      const auto reference = output_of(best[0]);
+      const double reference_us = time_of(best[0]);
+      struct Source {
+        std::string name;
+        std::vector<cublasLtMatmulAlgo_t> algos;
+      };
+      std::vector<Source> sources{{"best_fit", best}};
+      // LIMITED_BY_ALGO_ID for each algorithm id the BEST_FIT list names.
+      std::vector<int> ids;
+      for (const auto& algo : best) {
+        const int id = algo_config(algo, CUBLASLT_ALGO_CONFIG_ID);
+        if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+      }
+      Source limited{"limited_by_id", {}};
+      for (const int id : ids) {
+        cublasLtMatmulAlgo_t seed{};
+        if (cublasLtMatmulAlgoInit(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF,
+                                   out_type, out_type, id, &seed) != CUBLAS_STATUS_SUCCESS)
+          continue;
+        for (const auto& algo : heuristic(CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID, &seed))
+          limited.algos.push_back(algo);
+      }
+      sources.push_back(limited);
+      // The BEST_FIT list with cluster shapes 1x1x1, 2x1x1 and 1x2x1 too.
+      Source clustered{"best_fit+clusters", best};
+      for (const auto& listed : best)
+        for (const std::uint16_t cluster :
+             {static_cast<std::uint16_t>(CUBLASLT_CLUSTER_SHAPE_1x1x1),
+              static_cast<std::uint16_t>(CUBLASLT_CLUSTER_SHAPE_2x1x1),
+              static_cast<std::uint16_t>(CUBLASLT_CLUSTER_SHAPE_1x2x1)}) {
+          cublasLtMatmulAlgo_t algo = listed;
+          cublasLtMatmulHeuristicResult_t checked{};
+          if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
+                                                   &cluster,
+                                                   sizeof cluster) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulAlgoCheck(handle, desc, a, b, c, c, &algo, &checked) ==
+                  CUBLAS_STATUS_SUCCESS &&
+              checked.workspaceSize <= workspace_bytes)
+            clustered.algos.push_back(algo);
+        }
+      sources.push_back(clustered);
+      // Every (tile, stages, cluster) of the first choice's id, split-K 1, its other settings.
+      Source all{"enumerated", {}};
+      if (std::getenv("DICE_GEMM_SEARCH_ENUMERATE") == nullptr ||
+          std::string(std::getenv("DICE_GEMM_SEARCH_ENUMERATE")) != "0") {
+        const cublasLtMatmulAlgo_t first = best[0];
+        const auto cap_list = [&](cublasLtMatmulAlgoCapAttributes_t what) {
+          std::size_t needed = 0;
+          cublasLtMatmulAlgoCapGetAttribute(&first, what, nullptr, 0, &needed);
+          std::vector<std::uint32_t> values(needed / sizeof(std::uint32_t));
+          std::size_t written = 0;
+          if (!values.empty() &&
+              cublasLtMatmulAlgoCapGetAttribute(&first, what, values.data(),
+                                                values.size() * sizeof(std::uint32_t),
+                                                &written) != CUBLAS_STATUS_SUCCESS)
+            values.clear();
+          return values;
+        };
+        const auto tiles = cap_list(CUBLASLT_ALGO_CAP_TILE_IDS);
+        auto stages = cap_list(CUBLASLT_ALGO_CAP_STAGES_IDS);
+        if (stages.empty())
+          stages.push_back(
+              static_cast<std::uint32_t>(algo_config(first, CUBLASLT_ALGO_CONFIG_STAGES_ID)));
+        const std::uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
+                                          CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                                          CUBLASLT_CLUSTER_SHAPE_1x2x1};
+        int checked_ok = 0, check_failed = 0;
+        for (const std::uint32_t tile : tiles)
+          for (const std::uint32_t stage : stages)
+            for (const std::uint16_t cluster : clusters) {
+              if (all.algos.size() >= 600) break;
+              cublasLtMatmulAlgo_t algo = first;
+              const std::int32_t one = 1;
+              const bool set =
+                  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                                       sizeof tile) == CUBLAS_STATUS_SUCCESS &&
+                  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                                       &stage,
+                                                       sizeof stage) == CUBLAS_STATUS_SUCCESS &&
+                  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
+                                                       sizeof one) == CUBLAS_STATUS_SUCCESS &&
+                  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
+                                                       &cluster,
+                                                       sizeof cluster) == CUBLAS_STATUS_SUCCESS;
+              cublasLtMatmulHeuristicResult_t checked{};
+              if (set &&
+                  cublasLtMatmulAlgoCheck(handle, desc, a, b, c, c, &algo, &checked) ==
+                      CUBLAS_STATUS_SUCCESS &&
+                  checked.workspaceSize <= workspace_bytes) {
+                all.algos.push_back(algo);
+                ++checked_ok;
+              } else {
+                ++check_failed;
+              }
+            }
+        std::printf(
+            "%s rows %d: algo %d caps: %zu tiles, %zu stages; %d configs pass the check, "
+            "%d do not\n",
+            g.name, rows, algo_config(first, CUBLASLT_ALGO_CONFIG_ID), tiles.size(), stages.size(),
+            checked_ok, check_failed);
+      }
+      sources.push_back(all);
+      const double flops = 2.0 * rows * g.in * g.out;
+      std::printf(
+          "%s rows %d: heuristic first %.2f us (%.0f TFLOP/s) tile %d stages %d cluster %d\n",
+          g.name, rows, reference_us, flops / reference_us * 1e-6,
+          algo_config(best[0], CUBLASLT_ALGO_CONFIG_TILE_ID),
+          algo_config(best[0], CUBLASLT_ALGO_CONFIG_STAGES_ID),
+          algo_config(best[0], CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+      for (const Source& source : sources) {
+        double same_us = reference_us, any_us = reference_us;
+        int same = 0, ran = 0;
+        cublasLtMatmulAlgo_t same_algo = best[0], any_algo = best[0];
+        for (const auto& algo : source.algos) {
+          const auto bytes = output_of(algo);
+          if (bytes.empty()) continue;
+          ++ran;
+          const double us = time_of(algo);
+          const bool same_bits = bytes == reference;
+          same += same_bits ? 1 : 0;
+          if (same_bits && us < same_us) {
+            same_us = us;
+            same_algo = algo;
+          }
+          if (us < any_us) {
+            any_us = us;
+            any_algo = algo;
+          }
+        }
+        const auto describe = [&](const cublasLtMatmulAlgo_t& algo) {
+          return fmt::format("id {} tile {} stages {} cluster {} splitk {} swizzle {}",
+                             algo_config(algo, CUBLASLT_ALGO_CONFIG_ID),
+                             algo_config(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                             algo_config(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                             algo_config(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+                             algo_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                             algo_config(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING));
+        };
+        std::printf(
+            "  %-13s %4zu candidates, %4d ran, %4d same bits: same-bits best %.2f us (x%.3f; "
+            "%s); any bits best %.2f us (x%.3f; %s)\n",
+            source.name.c_str(), source.algos.size(), ran, same, same_us, reference_us / same_us,
+            describe(same_algo).c_str(), any_us, reference_us / any_us, describe(any_algo).c_str());
+      }
+      std::fflush(stdout);
+      cublasLtMatrixLayoutDestroy(c);
+      cublasLtMatrixLayoutDestroy(b);
+      cublasLtMatrixLayoutDestroy(a);
+      cublasLtMatmulDescDestroy(desc);
+    }
+  cublasLtDestroy(handle);
 }
 
 // Per-launch skinny GEMM times (not a check: skipped unless DICE_SKINNY_TIMINGS is set; run on

@@ -164,20 +164,22 @@ struct CudaBackendOptions {
 struct CudaGemmChoice {
   std::int64_t rows = 0, in = 0, out = 0;
   bool accumulate = false;
-  bool bf16_out = false;    ///< y in bf16 (Gemm::run_bf16_out), not fp32
-  int candidates = 0;       ///< algorithms the heuristic offered (each timed)
-  int same_bits = 0;        ///< of them, those whose output equals the first's bit for bit
-  int chosen = 0;           ///< index of the one kept (0: the heuristic's first choice)
-  int algo_id = 0;          ///< CUBLASLT_ALGO_CONFIG_ID
-  int tile_id = 0;          ///< CUBLASLT_ALGO_CONFIG_TILE_ID
-  int splitk = 1;           ///< CUBLASLT_ALGO_CONFIG_SPLITK_NUM
-  int stages_id = 0;        ///< CUBLASLT_ALGO_CONFIG_STAGES_ID
-  double heuristic_us = 0;  ///< mean time of the heuristic's first choice
-  double chosen_us = 0;     ///< mean time of the one kept
-  double fastest_us = 0;    ///< the fastest of all (other bits allowed): what exactness costs
+  bool bf16_out = false;     ///< y in bf16 (Gemm::run_bf16_out), not fp32
+  int candidates = 0;        ///< algorithms the heuristic offered (each timed)
+  int same_bits = 0;         ///< of them, those whose output equals the first's bit for bit
+  int chosen = 0;            ///< index of the one kept (0: the heuristic's first choice)
+  int algo_id = 0;           ///< CUBLASLT_ALGO_CONFIG_ID
+  int tile_id = 0;           ///< CUBLASLT_ALGO_CONFIG_TILE_ID
+  int splitk = 1;            ///< CUBLASLT_ALGO_CONFIG_SPLITK_NUM
+  int stages_id = 0;         ///< CUBLASLT_ALGO_CONFIG_STAGES_ID
+  int cluster_shape_id = 0;  ///< CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID (cublasLtClusterShape_t)
+  double heuristic_us = 0;   ///< mean time of the heuristic's first choice
+  double chosen_us = 0;      ///< mean time of the one kept
+  double fastest_us = 0;     ///< the fastest of all (other bits allowed): what exactness costs
   /// The skinny kernel runs this shape instead of cuBLASLt (CudaBackendOptions::skinny_gemm_rows);
   /// then the candidates are its n8 tiles per block (all give the same bits), algo_id, tile_id
-  /// and stages_id are -1 and splitk is its warps per block (split-K inside the block).
+  /// stages_id and cluster_shape_id are -1 and splitk is its warps per block (split-K inside the
+  /// block).
   bool skinny = false;
   int skinny_n_tiles = 0;  ///< n8 tiles per block kept
 };
