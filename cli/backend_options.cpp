@@ -44,7 +44,7 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "cuda backend: keep cuBLASLt's heuristic algorithm for every GEMM instead of "
                     "timing its candidates on the first pass of each shape");
   command
-      ->add_option("--skinny-gemm-rows", args.skinny_gemm_rows,
+      ->add_option("--skinny-gemm-rows", args.cuda.skinny_gemm_rows,
                    "cuda backend: bf16 GEMMs of at most this many (padded) rows run dice's "
                    "tensor-core kernel for few rows instead of cuBLASLt (0: off, at most 64)")
       ->check(CLI::Range(0, 64))
@@ -58,61 +58,62 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       ->add_flag("--no-pdl", args.no_pdl,
                  "cuda backend: no programmatic dependent launch in any pass (see --pdl)")
       ->excludes(pdl);
-  command->add_flag("--pipelined-attention,!--no-pipelined-attention", args.pipelined_attention,
+  command->add_flag("--pipelined-attention,!--no-pipelined-attention",
+                    args.cuda.pipelined_attention,
                     "cuda backend: bf16 tensor-core attention with cp.async K/V loads in flight "
                     "and split tiles merged in the same kernel; --no-pipelined-attention: the "
                     "first mma kernel and its combine launch (default: on)");
   command->add_flag("--balanced-attention-plan,!--no-balanced-attention-plan",
-                    args.balanced_attention_plan,
+                    args.cuda.attention_balanced_plan,
                     "cuda backend: split attention ranges by waves of resident blocks and launch "
                     "the tiles that read the same K/V pages side by side; "
                     "--no-balanced-attention-plan: the earlier planner (default: on)");
   command->add_flag("--paired-attention-tiles,!--no-paired-attention-tiles",
-                    args.paired_attention_tiles,
+                    args.cuda.attention_paired_tiles,
                     "cuda backend: where a pass has enough attention work without splits (many "
                     "sequences), two tiles of a sequence in one pipelined work item whose warp "
                     "pairs share each K/V page (4+ query heads per KV head: a fused store pass "
                     "reads its pages once instead of twice); --no-paired-attention-tiles: one "
                     "tile per item (default: on)");
   command
-      ->add_option("--attention-split-cost", args.attention_split_cost,
+      ->add_option("--attention-split-cost", args.cuda.attention_split_cost,
                    "cuda backend: positions of fixed cost (the split merge) that splitting a "
                    "tile's KV range adds in the attention planner's makespan estimate once the "
                    "unsplit tiles give every SM one (0: none)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   command
-      ->add_option("--attention-max-splits", args.attention_max_splits,
+      ->add_option("--attention-max-splits", args.cuda.attention_max_splits,
                    "cuda backend: most ranges the pipelined attention splits one tile's KV "
                    "positions into (flash-decoding; the kernel merges at most 64; 1: never split)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   command->add_flag(
-      "--deep-attention-pipeline,!--no-deep-attention-pipeline", args.deep_attention_pipeline,
+      "--deep-attention-pipeline,!--no-deep-attention-pipeline", args.cuda.attention_deep_pipeline,
       "cuda backend: in passes whose attention tiles fill 3/4 to all of the SMs (about "
       "13-16 sequences), the pipelined attention with three K/V pages in flight per "
       "warp and one block per SM; --no-deep-attention-pipeline: one page per warp, "
       "three blocks per SM, everywhere (default: on)");
-  command->add_flag("--masked-rows-only,!--no-masked-rows-only", args.masked_rows_only,
+  command->add_flag("--masked-rows-only,!--no-masked-rows-only", args.cuda.masked_rows_only,
                     "cuda backend: in decoding, the final norm, lm_head and vocabulary pass run "
                     "over the block rows that hold the mask token only (a decided position's "
                     "proposal is never read; +1.7% (SDAR-4B) and +3.8% (SDAR-1.7B) at 128 "
                     "sequences on an H100); --no-masked-rows-only: over every block row "
                     "(default: on)");
-  command->add_flag("--fused-norm-gemm,!--no-fused-norm-gemm", args.fused_norm_gemm,
+  command->add_flag("--fused-norm-gemm,!--no-fused-norm-gemm", args.cuda.fused_norm_gemm,
                     "cuda backend: the RMSNorms before the qkv and gate_up GEMMs computed by the "
                     "few-row GEMM kernel's blocks themselves where it runs them in one wave (same "
                     "bits, a launch fewer per layer; measured 3-4% slower at 1 sequence on an "
                     "H100) (default: off)");
-  command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.fused_swiglu,
+  command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.cuda.fused_swiglu,
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
                     "kernel after the GEMM (default: on)");
-  command->add_flag("--bf16-gate-up,!--no-bf16-gate-up", args.bf16_gate_up,
+  command->add_flag("--bf16-gate-up,!--no-bf16-gate-up", args.cuda.bf16_gate_up,
                     "cuda backend: where cuBLASLt runs the gate/up projection (more rows than "
                     "--skinny-gemm-rows), it writes bf16 and the SwiGLU kernel reads that (half "
                     "the bytes); --no-bf16-gate-up: fp32 (default: on)");
-  command->add_flag("--pdl-early-reads,!--no-pdl-early-reads", args.pdl_early_reads,
+  command->add_flag("--pdl-early-reads,!--no-pdl-early-reads", args.cuda.pdl_early_reads,
                     "cuda backend: in passes launched with programmatic dependent launch, each "
                     "few-row GEMM loads its first weights, and the attention its work items' "
                     "metadata, before it waits for the kernel before it (same results) "
@@ -177,7 +178,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     return cpu;
   }
 #ifdef DICE_HAVE_CUDA
-  engine::CudaBackendOptions options;
+  engine::CudaBackendOptions options = args.cuda;  // the switches the flags set directly
   if (args.dtype == "bf16")
     options.dtype = engine::CudaDType::kBF16;
   else if (args.dtype == "fp32")
@@ -199,20 +200,8 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.memory_limit_bytes = memory_limit;
   options.cuda_graphs = !args.no_cuda_graphs;
   options.gemm_autotune = !args.no_gemm_autotune;
-  options.skinny_gemm_rows = args.skinny_gemm_rows;
   options.programmatic_launch = args.pdl;
   options.programmatic_launch_few_rows = !args.no_pdl;
-  options.pipelined_attention = args.pipelined_attention;
-  options.attention_balanced_plan = args.balanced_attention_plan;
-  options.attention_paired_tiles = args.paired_attention_tiles;
-  options.attention_split_cost = args.attention_split_cost;
-  options.attention_max_splits = args.attention_max_splits;
-  options.attention_deep_pipeline = args.deep_attention_pipeline;
-  options.fused_norm_gemm = args.fused_norm_gemm;
-  options.fused_swiglu = args.fused_swiglu;
-  options.bf16_gate_up = args.bf16_gate_up;
-  options.pdl_early_reads = args.pdl_early_reads;
-  options.masked_rows_only = args.masked_rows_only;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
     options.bf16_gate_up = false;
@@ -230,7 +219,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   }
   auto cuda = std::make_unique<engine::CudaBackend>(checkpoint, options);
   if (description != nullptr) {
-    const BackendArgs defaults;  // the options not changed are not listed
+    const engine::CudaBackendOptions defaults;  // the options not changed are not listed
     const auto m = cuda->memory();
     *description = fmt::format(
         "cuda ({}, {}{}, skinny GEMM rows {}, PDL {}, weights {:.2f} GiB, KV cache {:.2f} GiB = "
@@ -238,24 +227,32 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
         m.device_name, args.dtype,
         std::string(args.baseline_kernels ? ", baseline kernels" : "") +
             (args.no_gemm_autotune ? ", no GEMM autotune" : "") +
-            (!args.baseline_kernels && !args.pipelined_attention ? ", first mma attention" : "") +
-            (!args.baseline_kernels && !args.balanced_attention_plan ? ", earlier attention plan"
-                                                                     : "") +
-            (!args.baseline_kernels && !args.paired_attention_tiles ? ", unpaired attention tiles"
-                                                                    : "") +
-            (!args.baseline_kernels && !args.deep_attention_pipeline ? ", no deep attention" : "") +
-            (!args.baseline_kernels && args.attention_split_cost != defaults.attention_split_cost
-                 ? fmt::format(", attention split cost {}", args.attention_split_cost)
+            (!args.baseline_kernels && !args.cuda.pipelined_attention ? ", first mma attention"
+                                                                      : "") +
+            (!args.baseline_kernels && !args.cuda.attention_balanced_plan
+                 ? ", earlier attention plan"
                  : "") +
-            (!args.baseline_kernels && args.attention_max_splits != defaults.attention_max_splits
-                 ? fmt::format(", at most {} attention splits", args.attention_max_splits)
+            (!args.baseline_kernels && !args.cuda.attention_paired_tiles
+                 ? ", unpaired attention tiles"
                  : "") +
-            (!args.baseline_kernels && args.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
-            (!args.baseline_kernels && !args.fused_swiglu ? ", SwiGLU kernel" : "") +
-            (!args.baseline_kernels && !args.bf16_gate_up ? ", fp32 gate/up output" : "") +
-            (!args.baseline_kernels && !args.pdl_early_reads ? ", no early reads under PDL" : "") +
-            (!args.baseline_kernels && !args.masked_rows_only ? ", logits of every block row" : ""),
-        args.skinny_gemm_rows,
+            (!args.baseline_kernels && !args.cuda.attention_deep_pipeline ? ", no deep attention"
+                                                                          : "") +
+            (!args.baseline_kernels &&
+                     args.cuda.attention_split_cost != defaults.attention_split_cost
+                 ? fmt::format(", attention split cost {}", args.cuda.attention_split_cost)
+                 : "") +
+            (!args.baseline_kernels &&
+                     args.cuda.attention_max_splits != defaults.attention_max_splits
+                 ? fmt::format(", at most {} attention splits", args.cuda.attention_max_splits)
+                 : "") +
+            (!args.baseline_kernels && args.cuda.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
+            (!args.baseline_kernels && !args.cuda.fused_swiglu ? ", SwiGLU kernel" : "") +
+            (!args.baseline_kernels && !args.cuda.bf16_gate_up ? ", fp32 gate/up output" : "") +
+            (!args.baseline_kernels && !args.cuda.pdl_early_reads ? ", no early reads under PDL"
+                                                                  : "") +
+            (!args.baseline_kernels && !args.cuda.masked_rows_only ? ", logits of every block row"
+                                                                   : ""),
+        args.cuda.skinny_gemm_rows,
         args.pdl      ? "on"
         : args.no_pdl ? "off"
                       : "in passes of at most the skinny GEMM rows",

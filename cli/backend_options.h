@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "dice/engine/backend.h"
+#include "dice/engine/cuda_options.h"
 
 namespace dice::model {
 class Checkpoint;
@@ -27,42 +28,16 @@ struct BackendArgs {
   bool no_cuda_graphs = false;
   bool baseline_kernels = false;  ///< cuda: the first small-batch kernel layouts (before/after)
   bool no_gemm_autotune = false;  ///< cuda: keep cuBLASLt's heuristic choice for every GEMM
-  /// cuda: bf16 GEMMs of at most this many rows run the skinny kernel (0: cuBLASLt always)
-  std::int64_t skinny_gemm_rows = 16;
   /// cuda: programmatic dependent launch of dice's kernels in every pass (--pdl), in none
   /// (--no-pdl); neither: in passes of at most skinny_gemm_rows rows
   bool pdl = false;
   bool no_pdl = false;
-  /// cuda: the pipelined tensor-core attention (--no-pipelined-attention: the first mma kernel)
-  bool pipelined_attention = true;
-  /// cuda: the attention planner's wave-aware splits and grouped tiles
-  /// (--no-balanced-attention-plan: the earlier rules)
-  bool balanced_attention_plan = true;
-  /// cuda: two tiles of a sequence's pass per pipelined attention work item where no split is
-  /// needed (--no-paired-attention-tiles: one tile per item)
-  bool paired_attention_tiles = true;
-  /// cuda: positions of fixed cost a split adds in the attention planner's estimate
-  /// (--attention-split-cost; 0: none)
-  std::int32_t attention_split_cost = 768;
-  /// cuda: most splits of one attention tile's KV range (--attention-max-splits; 1: never split)
-  std::int32_t attention_max_splits = 8;
-  /// cuda: the deep attention kernel (three pages in flight per warp) in passes whose tiles fill
-  /// 3/4 to all of the SMs (--no-deep-attention-pipeline: the pipelined kernel everywhere)
-  bool deep_attention_pipeline = true;
-  /// cuda: the RMSNorms before qkv and gate_up fused into the skinny GEMM (--fused-norm-gemm;
-  /// off by default: measured slower)
-  bool fused_norm_gemm = false;
-  /// cuda: SwiGLU in the few-row gate/up GEMM's epilogue (--no-fused-swiglu: the SwiGLU kernel)
-  bool fused_swiglu = true;
-  /// cuda: the gate/up projection's output in bf16 where cuBLASLt runs it (--no-bf16-gate-up:
-  /// fp32)
-  bool bf16_gate_up = true;
-  /// cuda: in PDL passes, the skinny GEMMs' first weights and the attention's metadata are read
-  /// before waiting for the kernel before (--no-pdl-early-reads: after)
-  bool pdl_early_reads = true;
-  /// cuda: lm_head and the vocabulary pass over the block rows that hold the mask token only
-  /// (--no-masked-rows-only: over every block row)
-  bool masked_rows_only = true;
+  /// cuda: the kernel switches the flags set directly (--skinny-gemm-rows,
+  /// --no-pipelined-attention, --no-balanced-attention-plan, --no-paired-attention-tiles,
+  /// --attention-split-cost, --attention-max-splits, --no-deep-attention-pipeline,
+  /// --fused-norm-gemm, --no-fused-swiglu, --no-bf16-gate-up, --no-pdl-early-reads,
+  /// --no-masked-rows-only), with the backend's own defaults; make_backend() sets the rest
+  engine::CudaBackendOptions cuda;
 };
 
 /// Registers --backend, --threads, --gpu-memory, --cuda-dtype, --cuda-attention, --no-cuda-graphs,

@@ -1,0 +1,145 @@
+#pragma once
+// The CUDA backend's options (cuda_backend.h; issue 6), in a header without CUDA so that the CLI
+// can hold and parse them in every build, with or without nvcc.
+
+#include <cstdint>
+
+namespace dice::engine {
+
+/// Element type of the weights, activations and KV cache on the GPU. Residual stream, GEMM
+/// accumulation, logits and the vocabulary pass are fp32 (doubles for the softmax sums) in both.
+enum class CudaDType {
+  kBF16,  ///< the production setting: bf16 weights (fp32/fp16 checkpoints are rounded)
+  kF32,   ///< fp32 everywhere (GEMMs without TF32): for tests against the fp32 CPU reference
+};
+
+/// Which attention kernel runs.
+enum class CudaAttention {
+  kAuto,         ///< tensor cores (mma.sync) for bf16, CUDA cores for fp32
+  kCudaCores,    ///< the simple CUDA-core kernel for both dtypes (slower; the fallback)
+  kTensorCores,  ///< mma.sync m16n8k16 bf16 (bf16 only; head_dim a multiple of 16)
+};
+
+/// Options of the CUDA backend.
+struct CudaBackendOptions {
+  CudaDType dtype = CudaDType::kBF16;
+  CudaAttention attention = CudaAttention::kAuto;
+  int device = 0;  ///< CUDA device ordinal
+  /// Device memory the backend may take in all (weights, work buffers, KV cache), bytes; 0: the
+  /// free memory at construction minus a margin of 5% of the card (at least 1 GiB). A backend
+  /// sized that way holds nearly the whole card, so a second backend in the same process (or a
+  /// test run beside it) needs an explicit limit on both.
+  std::int64_t memory_limit_bytes = 0;
+  /// Rows (tokens of all sequences) per pass through the layers; a forward with more rows (a long
+  /// prompt prefill) runs as several passes (exact: commit chunks are whole blocks, in order).
+  std::int64_t max_rows = 4096;
+  /// Block rows (rows that get logits) per pass: bounds the fp32 logits buffer.
+  std::int64_t max_block_rows = 1024;
+  /// Capture each batch shape's pass as a CUDA graph and replay it (rows up to graph_max_rows).
+  bool cuda_graphs = true;
+  std::int64_t graph_max_rows = 2048;
+  /// Kernel layouts for few rows (issue 6, profile of 2026-11-23). The earlier layouts stay
+  /// selectable so that one device run can time both (`--cuda-baseline-kernels`).
+  /// Vocabulary pass split over many blocks per row (false: one block per block row).
+  bool chunked_vocab_pass = true;
+  /// A split KV range of the attention holds at least this many positions (the combine kernel
+  /// is skipped when no tile is split); 0: the first planner, which split down to 2 pages. With
+  /// the pipelined kernel: tiles of at least twice this many positions are split, into ranges
+  /// of 128 positions (one page per warp) or more, as many as fill the GPU.
+  std::int32_t attention_min_split_keys = 256;
+  /// bf16 tensor-core attention: the pipelined kernel (cp.async K/V loads in flight while each
+  /// warp computes, split tiles merged in the same kernel by their last work item, no combine
+  /// launch; bench/results/2026-11-23-engine-attention-h100). false: the first mma kernel
+  /// (synchronous page loads) and the combine kernel.
+  bool pipelined_attention = true;
+  /// Pipelined attention: most splits of one tile's KV range (0: 64, the kernel's limit). 8
+  /// rather than 16: at 1 sequence x 4,096 new tokens +1.4% tok/s (SDAR-4B) and +1.0% (1.7B),
+  /// the same at 1,024 (bench/results/2026-11-24-splits-bf16-gate-up): past 8 partial
+  /// results, the last split's merge costs more than the shorter page loops save.
+  std::int32_t attention_max_splits = 8;
+  /// Pipelined attention's work planner: split counts chosen by waves of resident blocks
+  /// (PlanShape::wave_splits) and the tiles of one sequence that read the same K/V pages
+  /// launched side by side (PlanShape::group_tiles). false: the earlier rules (ceil of blocks
+  /// over tiles; longest range first).
+  bool attention_balanced_plan = true;
+  /// Pipelined attention: two tiles of a sequence's pass in one work item of 32 query vectors
+  /// whose warp pairs share each K/V page (PlanShape::pair_tiles), in passes with enough work
+  /// items without splits (many sequences). With 4 query heads per KV head (SDAR-4B/8B) a fused
+  /// store pass has two tiles per KV head; paired, the K/V pages are read once. false: one tile
+  /// per work item.
+  bool attention_paired_tiles = true;
+  /// Pipelined attention's planner: positions of fixed cost a split adds to its makespan
+  /// estimate where the unsplit tiles already give every SM one (PlanShape::split_cost; at 16
+  /// sequences and up to ~1,000 positions it keeps tiles whole). 0: splits cost nothing extra.
+  std::int32_t attention_split_cost = 768;
+  /// Pipelined attention: in passes whose tiles x KV heads number 3/4 to all of the SMs (about
+  /// 13-16 sequences), the same kernel with three pages in flight per warp and one block per SM
+  /// (AttentionKernel::kTensorCoresDeep; the same bits for the same plan, planned for one block
+  /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
+  /// cannot opt in to the deep kernel's ~213 KB of shared memory.
+  bool attention_deep_pipeline = true;
+  /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
+  /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
+  /// sequences in the static schedule 62.5% of them; +1.7% tokens/s for SDAR-4B and +3.8% for
+  /// SDAR-1.7B at 128 x 1,024 on an H100, bench/results/2026-11-24-overlap-masked-h100).
+  /// false: every block row gets logits.
+  bool masked_rows_only = true;
+  /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
+  /// block per row with double sums). fp32 backends keep double sums either way.
+  bool fast_norms = true;
+  /// bf16: time the cuBLASLt heuristic's candidates (up to 16) for each GEMM shape of a pass of
+  /// at most graph_max_rows rows, on its first pass, and keep the fastest of those whose output
+  /// is bit for bit the heuristic's first choice's (results stay reproducible run to run); at
+  /// most about 2 s in all per backend (shapes met later keep the heuristic's choice). fp32
+  /// (exactness tests) never tunes.
+  bool gemm_autotune = true;
+  /// bf16 GEMMs of at most this many rows (padded rows of the pass; 0 turns it off, at most 64)
+  /// run the skinny tensor-core kernel (skinny_gemm.h) instead of cuBLASLt when the shape fits
+  /// (in a multiple of 32, out of 8): cuBLASLt streams the weights at about 64% of the copy
+  /// bandwidth at 8 rows (bench/results/2026-11-23-engine-profile-h100). Deterministic; its
+  /// results differ from cuBLASLt's by fp32 rounding only. fp32 backends always use cuBLASLt.
+  std::int64_t skinny_gemm_rows = 16;
+  /// The RMSNorms before the qkv and gate_up GEMMs fused into the skinny kernel where it runs
+  /// them in one wave (bf16 with fast_norms, at most 16 rows; SkinnyNorm in skinny_gemm.h): its
+  /// blocks normalise the rows themselves, with the norm kernel's arithmetic (the same bits),
+  /// and the norm launch goes. Off by default: measured 3-4% slower at 1 sequence, the
+  /// per-block prologue costing more than the launch it saves
+  /// (bench/results/2026-11-23-engine-skinny-split-h100). false: the norm kernel, then the GEMM.
+  bool fused_norm_gemm = false;
+  /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
+  /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
+  /// projection and the SwiGLU launch goes (the same bits: the projection's weight rows are
+  /// interleaved gate/up so that one block owns both halves of an output pair). false: the
+  /// GEMM into fp32, then the SwiGLU kernel.
+  bool fused_swiglu = true;
+  /// Where cuBLASLt runs the gate/up projection (more rows than skinny_gemm_rows, bf16), its
+  /// output is bf16 (rounded once from the fp32 sums in cuBLASLt's epilogue) and the SwiGLU
+  /// kernel reads that: half the bytes written and read between the two (the fp32 output is
+  /// 51 MB per layer for SDAR-4B at 640 rows). false: an fp32 output.
+  bool bf16_gate_up = true;
+  /// Programmatic dependent launch (PDL; issue 6): every dice kernel of the forward (not
+  /// cuBLASLt's) is launched with cudaLaunchAttributeProgrammaticStreamSerialization, so the GPU
+  /// schedules it while the previous kernel's last blocks drain; each kernel waits for its
+  /// predecessor (griddepcontrol.wait) before anything else, so results are the same bits with
+  /// and without. Eager launches and captured graphs alike (CUDA 12.3+). In every pass: measured
+  /// -3% to +1% tok/s (bench/results/2026-11-23-engine-pdl-h100), so off by default.
+  bool programmatic_launch = false;
+  /// PDL in the passes of at most skinny_gemm_rows padded rows only (when programmatic_launch is
+  /// off): there a bf16 model's layer GEMMs run the skinny kernel (where skinny_gemm_fits), so
+  /// every kernel of a layer is dice's and each can be scheduled early. Measured +1.6% (SDAR-4B)
+  /// and +2.0% (SDAR-1.7B) tok/s at 1 sequence (bench/results/2026-11-23-engine-swiglu-h100);
+  /// with early start (pdl_early_reads) +5.6% and +8.7% (-early-start-h100). Same bits either
+  /// way.
+  bool programmatic_launch_few_rows = true;
+  /// In PDL passes (above): each skinny GEMM block loads its first weights, and the pipelined
+  /// attention reads its work item's metadata, before waiting for the kernel before it. The
+  /// norm kernels, the pipelined attention and the SwiGLU gate/up GEMM let the next kernel start
+  /// once all their blocks run (griddepcontrol.launch_dependents, regardless of this flag), so
+  /// the GEMM after them has its first weights in flight, and the attention its page ids in
+  /// hand, while they run (launch.cuh, "Early start"). Measured +3.8% (SDAR-1.7B) and +2.6%
+  /// (SDAR-4B) tok/s at 1 sequence against the same reads after the wait
+  /// (bench/results/2026-11-23-engine-early-start-h100). Same bits either way.
+  bool pdl_early_reads = true;
+};
+
+}  // namespace dice::engine
