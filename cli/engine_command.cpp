@@ -81,6 +81,10 @@ struct BenchArgs {
   std::uint64_t seed = 0;
   std::size_t max_active = 0;
   bool reserve_whole_cache = false;
+  double temperature = 0;           ///< 0: greedy (issue 6's benchmark)
+  std::int32_t top_k = 0;           ///< 0: off
+  double top_p = 1;                 ///< 1: off
+  std::uint64_t sampling_seed = 0;  ///< sequence i samples with sampling_seed + i
 };
 
 std::vector<std::int64_t> parse_list(const std::string& text, std::string_view what) {
@@ -95,7 +99,8 @@ std::vector<std::int64_t> parse_list(const std::string& text, std::string_view w
 
 /// The benchmark of issue 6: N sequences of random prompt ids decode T new tokens each with the
 /// static schedule (steps = block length, low_confidence_static: one token per forward), greedy,
-/// no stop ids; timed after a warm-up run that captures the CUDA graphs of the shapes.
+/// no stop ids (or sampling with --temperature, --top-k, --top-p, to time the vocabulary pass's
+/// sampling paths); timed after a warm-up run that captures the CUDA graphs of the shapes.
 void run_bench(const BenchArgs& args) {
   using Clock = std::chrono::steady_clock;
   const auto sequences = parse_list(args.sequences, "--sequences");
@@ -151,6 +156,11 @@ void run_bench(const BenchArgs& args) {
       static_cast<std::int32_t>(std::min<std::int64_t>(config.vocab_size, 151669));
   const engine::ScheduleOptions schedule{.max_active = args.max_active,
                                          .admission = admission_of(args.reserve_whole_cache)};
+  if (args.temperature < 0 || args.top_k < 0 || !(args.top_p > 0 && args.top_p <= 1))
+    throw InputError(fmt::format(
+        "--temperature {} --top-k {} --top-p {}: expected temperature >= 0, top-k >= 0 and top-p "
+        "in (0, 1]",
+        args.temperature, args.top_k, args.top_p));
   // Cheapest first (new tokens, then sequences), the store variants side by side: a run stopped
   // at a time limit has reported whole groups.
   for (const std::int64_t t : new_tokens)
@@ -172,6 +182,10 @@ void run_bench(const BenchArgs& args) {
           r.options.remasking.strategy = engine::RemaskingStrategy::kLowConfidenceStatic;
           r.options.sampling.mask_id = config.mask_token_id;
           r.options.sampling.vocab_limit = vocab_limit;
+          r.options.sampling.temperature = args.temperature;
+          r.options.sampling.top_k = args.top_k;
+          r.options.sampling.top_p = args.top_p;
+          r.options.sampling.seed = args.sampling_seed + static_cast<std::uint64_t>(i);
           r.options.stop_ids.clear();
           r.options.fused_store = fused;
           r.options.max_new_tokens = t;
@@ -197,6 +211,9 @@ void run_bench(const BenchArgs& args) {
                               {"new_tokens", t},
                               {"prompt_length", args.prompt_length},
                               {"block_length", args.block_length},
+                              {"temperature", args.temperature},
+                              {"top_k", args.top_k},
+                              {"top_p", args.top_p},
                               {"fused_store", fused},
                               {"seconds", seconds},
                               {"output_tokens", tokens},
@@ -321,6 +338,14 @@ void add_bench_command(CLI::App* engine) {
   bench->add_option("--max-active", args->max_active, "sequences at once (0: as many as fit)")
       ->capture_default_str();
   bench->add_option("--seed", args->seed, "seed of the random prompts")->capture_default_str();
+  bench->add_option("--temperature", args->temperature, "0: greedy (the benchmark's default)")
+      ->capture_default_str();
+  bench->add_option("--top-k", args->top_k, "0: off")->capture_default_str();
+  bench->add_option("--top-p", args->top_p, "1: off")->capture_default_str();
+  bench
+      ->add_option("--sampling-seed", args->sampling_seed,
+                   "seed of the sampling RNG; sequence i draws with this + i")
+      ->capture_default_str();
   add_reserve_whole_cache_flag(*bench, args->reserve_whole_cache);
   bench->add_flag("--no-ceilings", args->no_ceilings,
                   "cuda: skip measuring copy bandwidth and GEMM rate (no floor)");

@@ -2003,7 +2003,9 @@ TEST_F(CudaOps, OverlapTimings) {
 struct VocabCase {
   SamplingParams params;
   std::string what;
-  int logits_kind;  // 0: normal, 1: ties (multiples of 0.5), 2: some -inf, 3: peaked
+  // 0: normal, 1: ties (multiples of 0.5), 2: some -inf, 3: peaked, 4: narrow (every logit
+  // within one level-0 bin of the top-k / top-p threshold search: its sub-bins decide)
+  int logits_kind;
 };
 
 TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
@@ -2022,7 +2024,7 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
     c.what = what;
     cases.push_back(c);
   };
-  for (int kind = 0; kind < 4; ++kind) {
+  for (int kind = 0; kind < 5; ++kind) {
     const std::string k = " logits " + std::to_string(kind);
     add(0, 0, 1, 0, kind, "greedy" + k);
     add(1.0, 0, 1, 7, kind, "T=1" + k);
@@ -2034,6 +2036,10 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
     add(1.0, 0, 0.9, 13, kind, "top-p 0.9" + k);
     add(1.0, 0, 0.3, 14, kind, "top-p 0.3" + k);
     add(0.8, 40, 0.9, 15, kind, "top-k 40 top-p 0.9" + k);
+    add(1.0, 100000, 1, 17, kind, "top-k 100000" + k);
+    add(1.0, 0, 0.999, 18, kind, "top-p 0.999" + k);
+    add(0.6, 20, 0.95, 19, kind, "T=0.6 top-k 20 top-p 0.95" + k);
+    add(2.0, 5000, 0.5, 20, kind, "T=2 top-k 5000 top-p 0.5" + k);
     add(1.0, 0, 1, 16, kind, "limit 1000, mask 7" + k, 1000, 7);
     add(0, 0, 1, 0, kind, "greedy mask 0" + k, 151670, 0);
   }
@@ -2053,6 +2059,9 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
           break;
         case 3:
           if (i % 5000 == 17) x += 25.0f;
+          break;
+        case 4:
+          x *= 0.001f;
           break;
         default:
           break;
