@@ -155,8 +155,9 @@ struct CudaBackend::Impl {
   DeviceBuffer embed, lm_head, final_norm, rope;
   std::vector<Layer> layers;
   DeviceBuffer x, h, qkv, q, attn, gate_up, act, hn, logits, partial_out, partial_lse, proposals;
-  DeviceBuffer vocab_partials, vocab_counters;  // the chunked vocabulary pass's scratch
-  DeviceBuffer attn_counters;                   // the pipelined attention's merge counters
+  // The chunked vocabulary pass's scratch (VocabWorkspace).
+  DeviceBuffer vocab_partials, vocab_counters, vocab_bin_counts, vocab_bin_masses;
+  DeviceBuffer attn_counters;  // the pipelined attention's merge counters
   DeviceBuffer meta;
   PinnedBuffer meta_host, proposals_host;
   DeviceBuffer k_cache, v_cache;
@@ -415,6 +416,10 @@ struct CudaBackend::Impl {
                                  static_cast<std::int64_t>(sizeof(VocabPartial)));
     vocab_counters = work_buffer(br * 4);
     DICE_CUDA_CHECK(cudaMemset(vocab_counters.get(), 0, vocab_counters.bytes()));
+    vocab_bin_counts = work_buffer(br * kVocabBins * 4);
+    DICE_CUDA_CHECK(cudaMemset(vocab_bin_counts.get(), 0, vocab_bin_counts.bytes()));
+    vocab_bin_masses = work_buffer(br * kVocabBins * 8);
+    DICE_CUDA_CHECK(cudaMemset(vocab_bin_masses.get(), 0, vocab_bin_masses.bytes()));
     partial_out = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * c.head_dim * 4);
     partial_lse = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * 4);
     // One per split tile (at most kMaxPartials / 2); every pass leaves them zero.
@@ -579,7 +584,9 @@ struct CudaBackend::Impl {
         launch_vocab_pass_chunked(
             header, logits.as<float>(), vocab, proposals.as<ProposalOut>(), block_rows_pad,
             vocab_pass_chunks(vocab, block_rows_pad, sms),
-            VocabWorkspace{vocab_partials.as<VocabPartial>(), vocab_counters.as<std::uint32_t>()},
+            VocabWorkspace{vocab_partials.as<VocabPartial>(), vocab_counters.as<std::uint32_t>(),
+                           vocab_bin_counts.as<std::uint32_t>(),
+                           vocab_bin_masses.as<unsigned long long>()},
             s, pdl);
       else
         launch_vocab_pass(header, logits.as<float>(), vocab, proposals.as<ProposalOut>(),

@@ -247,11 +247,17 @@ struct VocabPartial {
   double weighted;
   double sample_sum;
 };
-/// Device scratch of the chunked vocabulary pass: partials [block_rows_pad * chunks] and one
-/// counter per block row, zero between passes (cudaMemset once; the pass leaves them zero).
+/// Bins per row of the top-k / top-p threshold search (vocab_pass.cu, ThresholdSearch).
+inline constexpr std::int32_t kVocabBins = 1024;
+/// Device scratch of the chunked vocabulary pass: partials [block_rows_pad * chunks]; one counter
+/// per block row; for rows with top-k / top-p, the chunk blocks' bin counts
+/// [block_rows_pad * kVocabBins] and approximate bin masses (2^-40 fixed point, same shape).
+/// Counters and bins are zero between passes (cudaMemset once; the pass leaves them zero).
 struct VocabWorkspace {
   VocabPartial* partials;
   std::uint32_t* counters;
+  std::uint32_t* bin_counts;
+  unsigned long long* bin_masses;
 };
 /// Chunks per row: at most this many (one block reduces the row's chunk maxima) ...
 inline constexpr std::int32_t kMaxVocabChunks = 256;

@@ -35,10 +35,10 @@
 //   binary search over the order-preserving 32-bit key of the logit (32 reductions over the row)
 //   and a scan in id order for ties at the threshold.
 // All give the same threshold (up to the association of double sums, as everywhere here). In the
-// chunked pass, the row's last block starts from the chunk blocks' maximum and sums. Against the
-// binary search alone: SDAR-1.7B decoding 1.8-2.0x faster with top-k 20, 2.4-2.7x with top-p
-// 0.95 (random weights: a flat row) and 2.8-3.3x with T 0.6, top-k 20, top-p 0.95, on an H100
-// (bench/results/2026-11-24-top-k-top-p-h100).
+// chunked pass, the row's last block starts from the chunk blocks' maximum, sums and level-0
+// bins (VocabWorkspace). Decoding with top-k 20, or T 0.6 / top-k 20 / top-p 0.95, runs at
+// 0.97-0.98 of greedy speed on an H100. Against the binary search alone, that is 2.1x and 3.5x
+// for SDAR-1.7B at 1 sequence (bench/results/2026-11-24-top-k-top-p-h100).
 
 #include <cfloat>
 #include <climits>
@@ -58,7 +58,7 @@ namespace {
 constexpr int kThreads = 512;
 
 // The threshold search's bins (see the top of the file).
-constexpr int kBins = 1024;            // per level; kBins / kThreads bins per thread
+constexpr int kBins = kVocabBins;      // per level; kBins / kThreads bins per thread
 constexpr float kBinScale = 32.0f;     // level-0 bins per logit unit below the row maximum
 constexpr int kGatherCap = 1024;       // most ids of one bin ranked in shared memory
 constexpr double kMassScale = 0x1p40;  // fixed point of the approximate masses (weights <= 1)
@@ -100,14 +100,15 @@ __device__ __forceinline__ std::uint32_t order_key(float f) {
   return (bits & 0x80000000u) != 0u ? ~bits : (bits | 0x80000000u);
 }
 
-/// Calls f(i, valid, logit) for ids i = threadIdx.x + kThreads * j over [0, limit) (valid:
-/// i < limit; logit 0 otherwise), loading kLoadsInFlight logits per thread before using any: a
-/// single block walking a row is bound by L2 latency otherwise. Every thread makes the same
-/// calls, so f may use warp-synchronous intrinsics.
+/// Calls f(i, valid, logit) for ids i = begin + threadIdx.x + kThreads * j over [begin, limit)
+/// (valid: i < limit; logit 0 otherwise), loading kLoadsInFlight logits per thread before using
+/// any: a single block walking a row is bound by L2 latency otherwise. Every thread makes the
+/// same calls, so f may use warp-synchronous intrinsics.
 constexpr int kLoadsInFlight = 8;
 template <typename F>
-__device__ __forceinline__ void for_each_logit(const float* logits, int limit, F&& f) {
-  for (int base = 0; base < limit; base += kLoadsInFlight * kThreads) {
+__device__ __forceinline__ void for_each_logit(const float* logits, int limit, F&& f,
+                                               int begin = 0) {
+  for (int base = begin; base < limit; base += kLoadsInFlight * kThreads) {
     float v[kLoadsInFlight];
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u) {
@@ -305,6 +306,53 @@ __device__ __forceinline__ int sub_bin_of(float v, int b0) {
   return f < static_cast<float>(kBins - 1) ? (f > 0.0f ? static_cast<int>(f) : 0) : kBins - 1;
 }
 
+/// Counts (and with `masses` approximate masses: __expf of (l - m) * inv_t in 2^-40 fixed point)
+/// of the ids in [begin, end) with member(i) per bin of `level` (level 1: the sub-bins of b0),
+/// into s.bin_count / s.bin_mass. Lanes of one bin add once (match_any), so a bin holding most
+/// of the row costs no more than others; integer sums: deterministic.
+template <typename Member>
+__device__ void bin_histogram(const float* logits, int begin, int end, float m, float inv_t,
+                              Member member, int level, int b0, bool masses, Scratch& s) {
+  for (int j = static_cast<int>(threadIdx.x); j < kBins; j += kThreads) {
+    s.bin_count[j] = 0u;
+    s.bin_mass[j] = 0ull;
+  }
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  for_each_logit(
+      logits, end,
+      [&](int i, bool valid, float l) {
+        int b = -1;
+        unsigned long long f = 0;
+        if (valid && member(i)) {
+          const float v = bin_value(m, l);
+          const int a = bin_of(v);
+          b = level == 0 ? a : (a == b0 ? sub_bin_of(v, b0) : -1);
+          if (b >= 0 && masses)
+            f = static_cast<unsigned long long>(__expf((l - m) * inv_t) * kMassScale);
+        }
+        const unsigned peers = __match_any_sync(0xffffffffu, b);
+        if (b < 0) return;
+        unsigned long long group = 0;
+        if (masses)
+          for (unsigned rest = peers; rest != 0u; rest &= rest - 1u)
+            group += __shfl_sync(peers, f, __ffs(static_cast<int>(rest)) - 1);
+        if (lane == __ffs(static_cast<int>(peers)) - 1) {
+          atomicAdd(&s.bin_count[b], static_cast<std::uint32_t>(__popc(peers)));
+          if (masses && group != 0ull) atomicAdd(&s.bin_mass[b], group);
+        }
+      },
+      begin);
+  __syncthreads();
+}
+
+/// One row's level-0 bins as the chunked pass's blocks built them (VocabWorkspace): global
+/// memory, read once by the row's last block, which leaves them zero.
+struct RowBins {
+  std::uint32_t* counts;
+  unsigned long long* masses;
+};
+
 /// A bin of the threshold search: level 0 (bin b0) or level 1 (sub-bin b1 of bin b0).
 struct BinPath {
   int level = 0;
@@ -334,38 +382,21 @@ struct ThresholdSearch {
   Weight weight;
   Scratch& s;
 
-  /// Counts (and with `masses` approximate masses) of the members per bin of `level` (level 1:
-  /// the sub-bins of b0) into s.bin_count / s.bin_mass. Lanes of one bin add once (match_any),
-  /// so a bin holding most of the row costs no more than others; integer sums: deterministic.
-  __device__ void histogram(int level, int b0, bool masses) const {
-    for (int j = static_cast<int>(threadIdx.x); j < kBins; j += kThreads) {
-      s.bin_count[j] = 0u;
-      s.bin_mass[j] = 0ull;
+  /// The members' bins of `level` (bin_histogram over the row). With `given` (level 0), the
+  /// chunk blocks' bins instead: read into shared memory and zeroed.
+  __device__ void histogram(int level, int b0, bool masses, const RowBins* given = nullptr) const {
+    if (given != nullptr && level == 0) {
+      __syncthreads();  // s.bin_* free
+      for (int j = static_cast<int>(threadIdx.x); j < kBins; j += kThreads) {
+        s.bin_count[j] = __ldcg(given->counts + j);
+        s.bin_mass[j] = __ldcg(given->masses + j);
+        given->counts[j] = 0u;
+        given->masses[j] = 0ull;
+      }
+      __syncthreads();
+      return;
     }
-    __syncthreads();
-    const int lane = static_cast<int>(threadIdx.x) & 31;
-    for_each_logit(logits, limit, [&](int i, bool valid, float l) {
-      int b = -1;
-      unsigned long long f = 0;
-      if (valid && member(i)) {
-        const float v = bin_value(m, l);
-        const int a = bin_of(v);
-        b = level == 0 ? a : (a == b0 ? sub_bin_of(v, b0) : -1);
-        if (b >= 0 && masses)
-          f = static_cast<unsigned long long>(__expf((l - m) * inv_t) * kMassScale);
-      }
-      const unsigned peers = __match_any_sync(0xffffffffu, b);
-      if (b < 0) return;
-      unsigned long long group = 0;
-      if (masses)
-        for (unsigned rest = peers; rest != 0u; rest &= rest - 1u)
-          group += __shfl_sync(peers, f, __ffs(static_cast<int>(rest)) - 1);
-      if (lane == __ffs(static_cast<int>(peers)) - 1) {
-        atomicAdd(&s.bin_count[b], static_cast<std::uint32_t>(__popc(peers)));
-        if (masses && group != 0ull) atomicAdd(&s.bin_mass[b], group);
-      }
-    });
-    __syncthreads();
+    bin_histogram(logits, 0, limit, m, inv_t, member, level, b0, masses, s);
   }
 
   /// The bin of the last histogram where the running count (or mass) from bin 0 reaches
@@ -406,10 +437,10 @@ struct ThresholdSearch {
   /// The bin (level 0, else one level-1 sub-bin) where the members' count (or approximate mass)
   /// in order reaches `target`, holding at most kGatherCap members; `before`: the count (or
   /// approximate mass) of the members before it; `count_before`: their number (exact) and
-  /// `members`: the bin's. false if there is none.
+  /// `members`: the bin's. false if there is none. `given`: level 0's bins (histogram).
   __device__ bool find_bin(bool masses, double target, BinPath& path, double& before,
-                           int& count_before, int& members) const {
-    histogram(0, 0, masses);
+                           int& count_before, int& members, const RowBins* given = nullptr) const {
+    histogram(0, 0, masses, given);
     double before0 = 0;
     const int b0 = find_crossing(masses, target, before0);
     if (b0 < 0) return false;
@@ -479,15 +510,17 @@ struct ThresholdSearch {
   /// total and the top-p running sums are added in rank order as on the CPU. `chosen`: the
   /// drawn id. false (nothing decided) when more ids come before the threshold's bin than fit,
   /// or the approximate masses point past what was gathered; `mass_path` (with
-  /// `have_mass_path`): the bin of top-p's crossing without top-k, found on the way.
+  /// `have_mass_path`): the bin of top-p's crossing without top-k, found on the way. `given`:
+  /// the row's level-0 bins from the chunk blocks (counts, masses without top-k), consumed.
   __device__ bool small_selection(int k, double top_p, double total_allowed, double u, int& chosen,
-                                  BinPath& mass_path, bool& have_mass_path) const {
+                                  BinPath& mass_path, bool& have_mass_path,
+                                  const RowBins* given = nullptr) const {
     const bool by_count = k > 0;
     const double target = by_count ? static_cast<double>(k) : top_p * total_allowed;
     BinPath path;
     double before = 0;
     int count_before = 0, members = 0;
-    if (!find_bin(!by_count, target, path, before, count_before, members)) return false;
+    if (!find_bin(!by_count, target, path, before, count_before, members, given)) return false;
     if (!by_count) {  // the bin of the crossing, for crossing() if this cannot finish
       mass_path = path;
       have_mass_path = true;
@@ -616,8 +649,8 @@ __device__ ThresholdSearch<Member, Weight> threshold_search(const float* logits,
 
 /// The proposal of one block row from its whole row of `vocab` logits, by one block of kThreads.
 __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std::int32_t vocab,
-                                   ProposalOut* out_row, Scratch& s,
-                                   const RowSums* given = nullptr) {
+                                   ProposalOut* out_row, Scratch& s, const RowSums* given = nullptr,
+                                   const RowBins* bins = nullptr) {
   const int limit = vocab < p.vocab_limit ? vocab : p.vocab_limit;
   const int mask = p.mask_id;
   const auto allowed = [&](int i) { return i != mask; };  // i < limit by the loops
@@ -711,7 +744,7 @@ __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std
     if (threshold_search(logits, limit, best, inv_t, allowed, weight, s)
             .small_selection(use_top_k ? p.top_k : 0, use_top_p ? p.top_p : 1.0, total_allowed,
                              philox_uniform(p.seed, p.position, p.step), chosen, mass_path,
-                             have_mass_path)) {
+                             have_mass_path, bins)) {
       finish(chosen);
       return;
     }
@@ -794,10 +827,13 @@ __device__ __forceinline__ void chunk_bounds(int vocab, int limit, int chunk, in
 }
 
 /// Whether a row's draw needs the whole row's order (top-k or top-p in effect).
+__device__ __forceinline__ bool uses_top_k(const SampleInfo& p, int limit) {
+  const int allowed_count = limit - (p.mask_id >= 0 && p.mask_id < limit ? 1 : 0);
+  return p.top_k > 0 && p.top_k < allowed_count;
+}
 __device__ __forceinline__ bool needs_whole_row(const SampleInfo& p, int limit) {
   if (p.temperature <= 0) return false;
-  const int allowed_count = limit - (p.mask_id >= 0 && p.mask_id < limit ? 1 : 0);
-  return (p.top_k > 0 && p.top_k < allowed_count) || p.top_p < 1.0;
+  return uses_top_k(p, limit) || p.top_p < 1.0;
 }
 
 /// Chunked pass, kernel 1 (grid chunks x block rows): each chunk's maximum over allowed ids
@@ -838,7 +874,7 @@ __global__ void __launch_bounds__(kThreads)
 /// sums at the row's maximum; the row's last block combines them and writes the proposal.
 __global__ void __launch_bounds__(kThreads)
     vocab_chunk_sum_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
-                           ProposalOut* out, VocabPartial* partials, std::uint32_t* counters) {
+                           ProposalOut* out, VocabWorkspace workspace) {
   wait_for_prior_grid();
   __shared__ Scratch s;
   const int row = static_cast<int>(blockIdx.y), chunk = static_cast<int>(blockIdx.x),
@@ -847,7 +883,7 @@ __global__ void __launch_bounds__(kThreads)
   const SampleInfo p = pass_section<SampleInfo>(meta, meta->samples_offset)[row];
   const float* logits = logits_all + static_cast<std::int64_t>(row) * vocab;
   const int limit = vocab < p.vocab_limit ? vocab : p.vocab_limit;
-  VocabPartial* part = partials + static_cast<std::int64_t>(row) * chunks;
+  VocabPartial* part = workspace.partials + static_cast<std::int64_t>(row) * chunks;
 
   // The row's maximum from the chunk maxima (chunks <= kThreads; lowest id on ties).
   float best = -INFINITY;
@@ -886,16 +922,35 @@ __global__ void __launch_bounds__(kThreads)
       part[chunk].weighted = weighted;
       part[chunk].sample_sum = sample;
     }
+    if (whole_row) {
+      // The chunk's level-0 bins of the threshold search, added into the row's: counts with
+      // top-k, approximate masses without (ThresholdSearch::small_selection's first search).
+      const int mask = p.mask_id;
+      const bool masses = !uses_top_k(p, limit);
+      bin_histogram(
+          logits, begin, end, best, static_cast<float>(1.0 / p.temperature),
+          [&](int i) { return i != mask; }, 0, 0, masses, s);
+      std::uint32_t* counts = workspace.bin_counts + static_cast<std::int64_t>(row) * kBins;
+      unsigned long long* row_masses =
+          workspace.bin_masses + static_cast<std::int64_t>(row) * kBins;
+      for (int j = static_cast<int>(threadIdx.x); j < kBins; j += kThreads) {
+        if (s.bin_count[j] != 0u) atomicAdd(counts + j, s.bin_count[j]);
+        if (masses && s.bin_mass[j] != 0ull) atomicAdd(row_masses + j, s.bin_mass[j]);
+      }
+      __threadfence();  // the adds are done before this block counts itself in
+      __syncthreads();
+    }
   }
   // The last block of the row to get here finishes it (threadFenceReduction's pattern).
   if (threadIdx.x == 0) {
     __threadfence();
-    s.last_block = atomicAdd(counters + row, 1u) == static_cast<std::uint32_t>(chunks - 1);
+    s.last_block =
+        atomicAdd(workspace.counters + row, 1u) == static_cast<std::uint32_t>(chunks - 1);
   }
   __syncthreads();
   if (s.last_block == 0) return;
   __threadfence();
-  if (threadIdx.x == 0) counters[row] = 0u;  // ready for the next pass (and graph replay)
+  if (threadIdx.x == 0) workspace.counters[row] = 0u;  // ready for the next pass (and graph replay)
 
   if (!valid) {
     if (threadIdx.x == 0)
@@ -947,8 +1002,10 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (whole_row) {
     const RowSums given{best, best_id, s.combined[0], s.combined[1], s.combined[2]};
+    const RowBins bins{workspace.bin_counts + static_cast<std::int64_t>(row) * kBins,
+                       workspace.bin_masses + static_cast<std::int64_t>(row) * kBins};
     __syncthreads();  // s.combined free
-    whole_row_proposal(p, logits, vocab, out + row, s, &given);
+    whole_row_proposal(p, logits, vocab, out + row, s, &given, &bins);
     return;
   }
   const double sum = s.combined[0], weighted = s.combined[1];
@@ -999,7 +1056,7 @@ void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std:
   launch_kernel("vocab_chunk_max_kernel", vocab_chunk_max_kernel, grid, kThreads, 0, stream, pdl,
                 meta, logits, vocab, workspace.partials);
   launch_kernel("vocab_chunk_sum_kernel", vocab_chunk_sum_kernel, grid, kThreads, 0, stream, pdl,
-                meta, logits, vocab, out, workspace.partials, workspace.counters);
+                meta, logits, vocab, out, workspace);
 }
 
 void launch_vocab_pass(const PassHeader* meta, const float* logits, std::int32_t vocab,

@@ -2101,6 +2101,10 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
     DeviceBuffer partials(std::size_t{1} * rows_pad * kMaxVocabChunks * sizeof(VocabPartial));
     DeviceBuffer counters(rows_pad * 4);
     DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    DeviceBuffer bin_counts(std::size_t{4} * rows_pad * kVocabBins),
+        bin_masses(std::size_t{8} * rows_pad * kVocabBins);
+    DICE_CUDA_CHECK(cudaMemset(bin_counts.get(), 0, bin_counts.bytes()));
+    DICE_CUDA_CHECK(cudaMemset(bin_masses.get(), 0, bin_masses.bytes()));
     std::vector<ProposalOut> first;
     for (int run = 0; run < (chunks == 0 ? 1 : 2); ++run) {
       if (chunks == 0)
@@ -2109,7 +2113,9 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
       else
         launch_vocab_pass_chunked(
             meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(), rows_pad,
-            chunks, VocabWorkspace{partials.as<VocabPartial>(), counters.as<std::uint32_t>()},
+            chunks,
+            VocabWorkspace{partials.as<VocabPartial>(), counters.as<std::uint32_t>(),
+                           bin_counts.as<std::uint32_t>(), bin_masses.as<unsigned long long>()},
             stream());
       synchronize();
       std::vector<ProposalOut> got(cases.size());
@@ -2138,6 +2144,17 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
       DICE_CUDA_CHECK(
           cudaMemcpy(left.data(), counters.get(), left.size() * 4, cudaMemcpyDeviceToHost));
       for (int r = 0; r < rows_pad; ++r) EXPECT_EQ(left[r], 0u) << "counter of row " << r << layout;
+      // The top-k / top-p rows' bins are left zero for the next pass (and graph replay).
+      std::vector<std::uint32_t> counts(std::size_t{1} * rows_pad * kVocabBins);
+      std::vector<unsigned long long> masses(counts.size());
+      DICE_CUDA_CHECK(
+          cudaMemcpy(counts.data(), bin_counts.get(), bin_counts.bytes(), cudaMemcpyDeviceToHost));
+      DICE_CUDA_CHECK(
+          cudaMemcpy(masses.data(), bin_masses.get(), bin_masses.bytes(), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(std::count(counts.begin(), counts.end(), 0u), std::ssize(counts))
+          << "bin counts left" << layout;
+      EXPECT_EQ(std::count(masses.begin(), masses.end(), 0ull), std::ssize(masses))
+          << "bin masses left" << layout;
     }
   }
 }
@@ -2172,13 +2189,19 @@ TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
     DeviceBuffer out(8 * sizeof(ProposalOut));
     DeviceBuffer partials(8 * 3 * sizeof(VocabPartial)), counters(8 * 4);
     DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    DeviceBuffer bin_counts(std::size_t{4} * 8 * kVocabBins),
+        bin_masses(std::size_t{8} * 8 * kVocabBins);
+    DICE_CUDA_CHECK(cudaMemset(bin_counts.get(), 0, bin_counts.bytes()));
+    DICE_CUDA_CHECK(cudaMemset(bin_masses.get(), 0, bin_masses.bytes()));
     if (chunks == 0)
       launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(),
                         8, stream());
     else
       launch_vocab_pass_chunked(
           meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(), 8, chunks,
-          VocabWorkspace{partials.as<VocabPartial>(), counters.as<std::uint32_t>()}, stream());
+          VocabWorkspace{partials.as<VocabPartial>(), counters.as<std::uint32_t>(),
+                         bin_counts.as<std::uint32_t>(), bin_masses.as<unsigned long long>()},
+          stream());
     synchronize();
     std::vector<ProposalOut> got(2);
     DICE_CUDA_CHECK(
