@@ -81,10 +81,9 @@ struct BenchArgs {
   std::uint64_t seed = 0;
   std::size_t max_active = 0;
   bool reserve_whole_cache = false;
-  double temperature = 0;           ///< 0: greedy (issue 6's benchmark)
-  std::int32_t top_k = 0;           ///< 0: off
-  double top_p = 1;                 ///< 1: off
-  std::uint64_t sampling_seed = 0;  ///< sequence i samples with sampling_seed + i
+  /// --temperature (0: greedy, the benchmark's default), --top-k, --top-p and --sampling-seed
+  /// (sequence i samples with seed + i); mask id and vocabulary limit come from the model
+  engine::SamplingParams sampling;
 };
 
 std::vector<std::int64_t> parse_list(const std::string& text, std::string_view what) {
@@ -156,11 +155,16 @@ void run_bench(const BenchArgs& args) {
       static_cast<std::int32_t>(std::min<std::int64_t>(config.vocab_size, 151669));
   const engine::ScheduleOptions schedule{.max_active = args.max_active,
                                          .admission = admission_of(args.reserve_whole_cache)};
-  if (args.temperature < 0 || args.top_k < 0 || !(args.top_p > 0 && args.top_p <= 1))
-    throw InputError(fmt::format(
-        "--temperature {} --top-k {} --top-p {}: expected temperature >= 0, top-k >= 0 and top-p "
-        "in (0, 1]",
-        args.temperature, args.top_k, args.top_p));
+  // Every request's options but the seed and the token limit.
+  engine::GenerationOptions options;
+  options.block_length = args.block_length;
+  options.steps = args.block_length;
+  options.remasking.strategy = engine::RemaskingStrategy::kLowConfidenceStatic;
+  options.sampling = args.sampling;
+  options.sampling.mask_id = config.mask_token_id;
+  options.sampling.vocab_limit = vocab_limit;
+  options.stop_ids.clear();
+  options.validate();
   // Cheapest first (new tokens, then sequences), the store variants side by side: a run stopped
   // at a time limit has reported whole groups.
   for (const std::int64_t t : new_tokens)
@@ -177,16 +181,8 @@ void run_bench(const BenchArgs& args) {
             if (id == config.mask_token_id) id = 0;
             r.prompt_ids.push_back(id);
           }
-          r.options.block_length = args.block_length;
-          r.options.steps = args.block_length;
-          r.options.remasking.strategy = engine::RemaskingStrategy::kLowConfidenceStatic;
-          r.options.sampling.mask_id = config.mask_token_id;
-          r.options.sampling.vocab_limit = vocab_limit;
-          r.options.sampling.temperature = args.temperature;
-          r.options.sampling.top_k = args.top_k;
-          r.options.sampling.top_p = args.top_p;
-          r.options.sampling.seed = args.sampling_seed + static_cast<std::uint64_t>(i);
-          r.options.stop_ids.clear();
+          r.options = options;
+          r.options.sampling.seed = args.sampling.seed + static_cast<std::uint64_t>(i);
           r.options.fused_store = fused;
           r.options.max_new_tokens = t;
           requests.push_back(std::move(r));
@@ -211,9 +207,9 @@ void run_bench(const BenchArgs& args) {
                               {"new_tokens", t},
                               {"prompt_length", args.prompt_length},
                               {"block_length", args.block_length},
-                              {"temperature", args.temperature},
-                              {"top_k", args.top_k},
-                              {"top_p", args.top_p},
+                              {"temperature", args.sampling.temperature},
+                              {"top_k", args.sampling.top_k},
+                              {"top_p", args.sampling.top_p},
                               {"fused_store", fused},
                               {"seconds", seconds},
                               {"output_tokens", tokens},
@@ -338,12 +334,14 @@ void add_bench_command(CLI::App* engine) {
   bench->add_option("--max-active", args->max_active, "sequences at once (0: as many as fit)")
       ->capture_default_str();
   bench->add_option("--seed", args->seed, "seed of the random prompts")->capture_default_str();
-  bench->add_option("--temperature", args->temperature, "0: greedy (the benchmark's default)")
-      ->capture_default_str();
-  bench->add_option("--top-k", args->top_k, "0: off")->capture_default_str();
-  bench->add_option("--top-p", args->top_p, "1: off")->capture_default_str();
   bench
-      ->add_option("--sampling-seed", args->sampling_seed,
+      ->add_option("--temperature", args->sampling.temperature,
+                   "0: greedy (the benchmark's default)")
+      ->capture_default_str();
+  bench->add_option("--top-k", args->sampling.top_k, "0: off")->capture_default_str();
+  bench->add_option("--top-p", args->sampling.top_p, "1: off")->capture_default_str();
+  bench
+      ->add_option("--sampling-seed", args->sampling.seed,
                    "seed of the sampling RNG; sequence i draws with this + i")
       ->capture_default_str();
   add_reserve_whole_cache_flag(*bench, args->reserve_whole_cache);

@@ -394,6 +394,13 @@ struct CudaBackend::Impl {
     return b;
   }
 
+  /// work_buffer() set to zero: for counters and sums that every pass leaves zero again.
+  DeviceBuffer zeroed_work_buffer(std::int64_t bytes) {
+    DeviceBuffer b = work_buffer(bytes);
+    DICE_CUDA_CHECK(cudaMemset(b.get(), 0, b.bytes()));
+    return b;
+  }
+
   void allocate_workspace() {
     const auto& c = config;
     const auto e = static_cast<std::int64_t>(elem);
@@ -414,17 +421,13 @@ struct CudaBackend::Impl {
     // chunks x padded rows <= 4 x SMs + rows (vocab_pass_chunks), within the chunk limit.
     vocab_partials = work_buffer(std::min<std::int64_t>(4ll * sms + br, br * kMaxVocabChunks) *
                                  static_cast<std::int64_t>(sizeof(VocabPartial)));
-    vocab_counters = work_buffer(br * 4);
-    DICE_CUDA_CHECK(cudaMemset(vocab_counters.get(), 0, vocab_counters.bytes()));
-    vocab_bin_counts = work_buffer(br * kVocabBins * 4);
-    DICE_CUDA_CHECK(cudaMemset(vocab_bin_counts.get(), 0, vocab_bin_counts.bytes()));
-    vocab_bin_masses = work_buffer(br * kVocabBins * 8);
-    DICE_CUDA_CHECK(cudaMemset(vocab_bin_masses.get(), 0, vocab_bin_masses.bytes()));
+    vocab_counters = zeroed_work_buffer(br * 4);
+    vocab_bin_counts = zeroed_work_buffer(br * kVocabBins * 4);
+    vocab_bin_masses = zeroed_work_buffer(br * kVocabBins * 8);
     partial_out = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * c.head_dim * 4);
     partial_lse = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * 4);
     // One per split tile (at most kMaxPartials / 2); every pass leaves them zero.
-    attn_counters = work_buffer(std::int64_t{kMaxPartials} * 4);
-    DICE_CUDA_CHECK(cudaMemset(attn_counters.get(), 0, attn_counters.bytes()));
+    attn_counters = zeroed_work_buffer(std::int64_t{kMaxPartials} * 4);
     proposals_host = PinnedBuffer(static_cast<std::size_t>(br) * sizeof(ProposalOut));
     ensure_meta(1 << 20);
     memory.workspace += static_cast<std::int64_t>(gemm->workspace_bytes());
@@ -652,18 +655,10 @@ struct CudaBackend::Impl {
       const GraphKey key{rows_pad, block_rows_pad, combine, kernel};
       auto it = graphs.find(key);
       if (it == graphs.end()) {
-        DICE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        try {
-          enqueue(rows_pad, block_rows_pad, combine, kernel);
-        } catch (...) {
-          cudaGraph_t broken = nullptr;
-          cudaStreamEndCapture(s, &broken);
-          if (broken != nullptr) cudaGraphDestroy(broken);
-          throw;
-        }
-        cudaGraph_t captured = nullptr;
-        DICE_CUDA_CHECK(cudaStreamEndCapture(s, &captured));
-        it = graphs.emplace(key, GraphExec(captured)).first;
+        it = graphs
+                 .emplace(key, capture_graph(
+                                   s, [&] { enqueue(rows_pad, block_rows_pad, combine, kernel); }))
+                 .first;
         ++stats.graph_captures;
       }
       it->second.launch(s);

@@ -88,6 +88,21 @@ GraphExec::GraphExec(cudaGraph_t graph) {
   DICE_CUDA_CHECK(status);
 }
 
+GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueue) {
+  DICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue();
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(stream, &broken);
+    if (broken != nullptr) cudaGraphDestroy(broken);
+    throw;
+  }
+  cudaGraph_t captured = nullptr;
+  DICE_CUDA_CHECK(cudaStreamEndCapture(stream, &captured));
+  return GraphExec(captured);
+}
+
 void GraphExec::launch(cudaStream_t stream) const {
   DICE_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 
 #include "cuda_check.h"
@@ -111,5 +112,10 @@ class GraphExec {
   void release() noexcept;
   cudaGraphExec_t exec_ = nullptr;
 };
+
+/// What `enqueue` launches on `stream` (and on streams it forks from and joins back to it),
+/// captured in thread-local mode and instantiated. If `enqueue` throws, the capture is ended and
+/// its partial graph destroyed before the exception goes on. Throws dice::Error on CUDA failures.
+GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueue);
 
 }  // namespace dice::engine::cuda

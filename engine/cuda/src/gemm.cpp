@@ -32,23 +32,17 @@ struct EventPair {
 };
 
 /// Mean time (us) of one of `launches` launches of `launch` as a forward runs them: captured in
-/// one CUDA graph on `stream`, replayed once to warm up, then one replay timed with `events`.
+/// one CUDA graph on `stream` (capture_graph), replayed once to warm up, then one replay timed
+/// with `events`.
 /// Timed launch by launch, a GEMM carries launch overhead that the forward's graphs do not pay,
 /// and the autotune chose by it (0.8-2.3% fewer tok/s at 16 and 128 sequences on an H100,
 /// bench/results/2026-11-24-gemm-autotune-h100). Throws dice::Error on CUDA or cuBLASLt
 /// failures.
 double graph_time_us(cudaStream_t stream, int launches, const EventPair& events,
                      const std::function<cublasStatus_t()>& launch) {
-  DICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  for (int k = 0; k < launches && status == CUBLAS_STATUS_SUCCESS; ++k) status = launch();
-  cudaGraph_t captured = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(stream, &captured);
-  if (ended != cudaSuccess && captured != nullptr) cudaGraphDestroy(captured);
-  if (status != CUBLAS_STATUS_SUCCESS && ended == cudaSuccess) cudaGraphDestroy(captured);
-  DICE_CUBLAS_CHECK(status);
-  DICE_CUDA_CHECK(ended);
-  const GraphExec graph(captured);
+  const GraphExec graph = capture_graph(stream, [&] {
+    for (int k = 0; k < launches; ++k) DICE_CUBLAS_CHECK(launch());
+  });
   graph.launch(stream);
   DICE_CUDA_CHECK(cudaEventRecord(events.start, stream));
   graph.launch(stream);
@@ -212,20 +206,18 @@ const Gemm::Plan& Gemm::plan(CudaDType dtype, std::int64_t rows, std::int64_t in
 }
 
 int algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t what) {
-  std::size_t written = 0;
-  if (what == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID ||
-      what == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID) {
-    std::uint16_t value = 0;  // the 16-bit attributes
+  const auto read = [&](auto value) {  // value: the attribute's type, zero
+    std::size_t written = 0;
     return cublasLtMatmulAlgoConfigGetAttribute(&algo, what, &value, sizeof value, &written) ==
                    CUBLAS_STATUS_SUCCESS
                ? static_cast<int>(value)
                : -1;
-  }
-  std::uint32_t value = 0;  // int32 or uint32 attributes: the same 4 bytes
-  return cublasLtMatmulAlgoConfigGetAttribute(&algo, what, &value, sizeof value, &written) ==
-                 CUBLAS_STATUS_SUCCESS
-             ? static_cast<int>(value)
-             : -1;
+  };
+  // The cluster and inner shape ids are 16 bits; the others int32 or uint32 (the same 4 bytes).
+  return what == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID ||
+                 what == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID
+             ? read(std::uint16_t{0})
+             : read(std::uint32_t{0});
 }
 
 bool Gemm::tuned(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,

@@ -271,7 +271,8 @@ std::int32_t vocab_pass_chunks(std::int32_t vocab, std::int32_t block_rows_pad, 
 /// The same proposals as launch_vocab_pass with each row's vocabulary split over `chunks` blocks
 /// (two kernels, grid chunks x block_rows_pad; the row's last block combines, in chunk order, so
 /// results are deterministic for a given `chunks`). Rows with top-k / top-p run the
-/// whole-row top-k / top-p selection in that last block, from the chunk blocks' maximum and sums.
+/// whole-row top-k / top-p selection in that last block, from the chunk blocks' maximum, sums and
+/// level-0 bins.
 /// Throws dice::Error if chunks is outside [1, kMaxVocabChunks] or a launch fails.
 void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std::int32_t vocab,
                                ProposalOut* out, std::int32_t block_rows_pad, std::int32_t chunks,

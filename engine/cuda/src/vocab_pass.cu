@@ -369,6 +369,15 @@ struct BinPath {
   }
 };
 
+/// A bin found by ThresholdSearch::find_bin: where the members' count (or approximate mass) in
+/// order reaches the target. `count_before`: the members before it (exact); `members`: its own
+/// (at most kGatherCap).
+struct FoundBin {
+  BinPath path;
+  int count_before = 0;
+  int members = 0;
+};
+
 /// The bin search of the top-k / top-p threshold over one row, by one block (see the top of the
 /// file). `member(i)`: ids taking part (allowed; for top-p, also kept by top-k); `weight(i)`:
 /// the exact double sampling weight; m: the row maximum; inv_t: 1 / temperature.
@@ -435,20 +444,18 @@ struct ThresholdSearch {
   }
 
   /// The bin (level 0, else one level-1 sub-bin) where the members' count (or approximate mass)
-  /// in order reaches `target`, holding at most kGatherCap members; `before`: the count (or
-  /// approximate mass) of the members before it; `count_before`: their number (exact) and
-  /// `members`: the bin's. false if there is none. `given`: level 0's bins (histogram).
-  __device__ bool find_bin(bool masses, double target, BinPath& path, double& before,
-                           int& count_before, int& members, const RowBins* given = nullptr) const {
+  /// in order reaches `target`, holding at most kGatherCap members. false if there is none.
+  /// `given`: level 0's bins (histogram).
+  __device__ bool find_bin(bool masses, double target, FoundBin& found,
+                           const RowBins* given = nullptr) const {
     histogram(0, 0, masses, given);
     double before0 = 0;
     const int b0 = find_crossing(masses, target, before0);
     if (b0 < 0) return false;
-    count_before = count_below(b0);
-    members = static_cast<int>(s.bin_count[b0]);
-    if (members <= kGatherCap) {
-      path = BinPath{0, b0, 0};
-      before = before0;
+    found.count_before = count_below(b0);
+    found.members = static_cast<int>(s.bin_count[b0]);
+    if (found.members <= kGatherCap) {
+      found.path = BinPath{0, b0, 0};
       return true;
     }
     __syncthreads();  // every thread has read s.bin_count[b0]
@@ -456,12 +463,10 @@ struct ThresholdSearch {
     double before1 = 0;
     const int b1 = find_crossing(masses, target - before0, before1);
     if (b1 < 0) return false;
-    count_before += count_below(b1);
-    members = static_cast<int>(s.bin_count[b1]);
-    if (members > kGatherCap) return false;
-    path = BinPath{1, b0, b1};
-    before = before0 + before1;
-    return true;
+    found.count_before += count_below(b1);
+    found.members = static_cast<int>(s.bin_count[b1]);
+    found.path = BinPath{1, b0, b1};
+    return found.members <= kGatherCap;
   }
 
   /// Gathers the members of `path` (with `upto`, also every member before it; at most
@@ -509,24 +514,19 @@ struct ThresholdSearch {
   /// to the threshold's bin are gathered and ranked (at most kGatherCap); with top-k, its
   /// total and the top-p running sums are added in rank order as on the CPU. `chosen`: the
   /// drawn id. false (nothing decided) when more ids come before the threshold's bin than fit,
-  /// or the approximate masses point past what was gathered; `mass_path` (with
-  /// `have_mass_path`): the bin of top-p's crossing without top-k, found on the way. `given`:
-  /// the row's level-0 bins from the chunk blocks (counts, masses without top-k), consumed.
+  /// or the approximate masses point past what was gathered. `first` (with `have_first`): the
+  /// bin of its search (top-k's k-th id, else top-p's crossing), for kth() or crossing() when it
+  /// cannot finish. `given`: the row's level-0 bins from the chunk blocks (counts with top-k,
+  /// masses without), consumed.
   __device__ bool small_selection(int k, double top_p, double total_allowed, double u, int& chosen,
-                                  BinPath& mass_path, bool& have_mass_path,
+                                  FoundBin& first, bool& have_first,
                                   const RowBins* given = nullptr) const {
     const bool by_count = k > 0;
     const double target = by_count ? static_cast<double>(k) : top_p * total_allowed;
-    BinPath path;
-    double before = 0;
-    int count_before = 0, members = 0;
-    if (!find_bin(!by_count, target, path, before, count_before, members, given)) return false;
-    if (!by_count) {  // the bin of the crossing, for crossing() if this cannot finish
-      mass_path = path;
-      have_mass_path = true;
-    }
-    if (count_before + members > kGatherCap) return false;
-    const int n = gather(path, true);
+    if (!find_bin(!by_count, target, first, given)) return false;
+    have_first = true;
+    if (first.count_before + first.members > kGatherCap) return false;
+    const int n = gather(first.path, true);
     if (n > kGatherCap || (by_count && n < k)) return false;
     if (threadIdx.x == 0) {
       int kept = by_count ? k : n;
@@ -584,14 +584,16 @@ struct ThresholdSearch {
     return true;
   }
 
-  /// top-k: the k-th member in order (key and id). false if the bins cannot settle it.
-  __device__ bool kth(int k, std::uint32_t& key, int& id) const {
-    BinPath path;
-    double before = 0;
-    int count_before = 0, members = 0;
-    if (!find_bin(false, static_cast<double>(k), path, before, count_before, members)) return false;
-    const int n = gather(path);
-    const int r = k - static_cast<int>(before);
+  /// top-k: the k-th member in order (key and id), searched in the bin `known` when given (a
+  /// count search for k). false if the bins cannot settle it.
+  __device__ bool kth(int k, std::uint32_t& key, int& id, const FoundBin* known = nullptr) const {
+    FoundBin found;
+    if (known != nullptr)
+      found = *known;
+    else if (!find_bin(false, static_cast<double>(k), found))
+      return false;
+    const int n = gather(found.path);
+    const int r = k - found.count_before;
     if (n > kGatherCap || r < 1 || r > n) return false;
     const int t = s.g_by_rank[r - 1];
     key = s.g_key[t];
@@ -601,20 +603,18 @@ struct ThresholdSearch {
   }
 
   /// top-p: the first member in order at which the running weight reaches `target` (key and
-  /// id), searched in the bin `known` when given. false if the bins cannot settle it.
+  /// id), searched in the bin `known` when given (a mass search for `target`). false if the bins
+  /// cannot settle it.
   __device__ bool crossing(double target, std::uint32_t& key, int& id,
-                           const BinPath* known = nullptr) const {
-    BinPath path;
-    if (known != nullptr) {
-      path = *known;
-    } else {
-      double before = 0;
-      int count_before = 0, members = 0;
-      if (!find_bin(true, target, path, before, count_before, members)) return false;
-    }
-    const int n = gather(path);
+                           const FoundBin* known = nullptr) const {
+    FoundBin found;
+    if (known != nullptr)
+      found = *known;
+    else if (!find_bin(true, target, found))
+      return false;
+    const int n = gather(found.path);
     if (n > kGatherCap) return false;
-    const double start = weight_before(path);
+    const double start = weight_before(found.path);
     if (!(start < target)) return false;  // the approximate masses pointed too far
     if (threadIdx.x == 0) {
       double running = start;
@@ -647,7 +647,20 @@ __device__ ThresholdSearch<Member, Weight> threshold_search(const float* logits,
   return ThresholdSearch<Member, Weight>{logits, limit, m, inv_t, member, weight, s};
 }
 
+/// Whether top-k is in effect for a row: k > 0 and fewer than its allowed ids.
+__device__ __forceinline__ bool uses_top_k(const SampleInfo& p, int limit) {
+  const int allowed_count = limit - (p.mask_id >= 0 && p.mask_id < limit ? 1 : 0);
+  return p.top_k > 0 && p.top_k < allowed_count;
+}
+/// Whether a row's draw needs the whole row's order (top-k or top-p in effect).
+__device__ __forceinline__ bool needs_whole_row(const SampleInfo& p, int limit) {
+  if (p.temperature <= 0) return false;
+  return uses_top_k(p, limit) || p.top_p < 1.0;
+}
+
 /// The proposal of one block row from its whole row of `vocab` logits, by one block of kThreads.
+/// `given`: the row's maximum and sums as the chunked pass's blocks computed them (not
+/// recomputed; the row is valid); `bins`: its level-0 bins from those blocks (consumed).
 __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std::int32_t vocab,
                                    ProposalOut* out_row, Scratch& s, const RowSums* given = nullptr,
                                    const RowBins* bins = nullptr) {
@@ -655,27 +668,27 @@ __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std
   const int mask = p.mask_id;
   const auto allowed = [&](int i) { return i != mask; };  // i < limit by the loops
 
-  // The maximum over allowed ids (lowest id on ties): the greedy choice and the softmax shift.
   float best = -INFINITY;
-  int best_id = -1, nan_id = INT_MAX;
+  int best_id = -1;
   double sum = 0, weighted = 0;
   if (given != nullptr) {
     best = given->max;
     best_id = given->argmax;
     sum = given->sum;
     weighted = given->weighted;
-  }
+  } else {
+    // The maximum over allowed ids (lowest id on ties): the greedy choice and the softmax shift.
+    int nan_id = INT_MAX;
 #pragma unroll 4
-  for (int i = given != nullptr ? limit : static_cast<int>(threadIdx.x); i < limit; i += kThreads) {
-    if (!allowed(i)) continue;
-    const float v = logits[i];
-    if (isnan(v)) {
-      if (i < nan_id) nan_id = i;
-      continue;
+    for (int i = threadIdx.x; i < limit; i += kThreads) {
+      if (!allowed(i)) continue;
+      const float v = logits[i];
+      if (isnan(v)) {
+        if (i < nan_id) nan_id = i;
+        continue;
+      }
+      better(best, best_id, v, i);
     }
-    better(best, best_id, v, i);
-  }
-  if (given == nullptr) {
     block_argmax(best, best_id, s);
     nan_id = block_min_max(nan_id, false, s);
     if (nan_id != INT_MAX || best_id < 0 || isinf(best)) {
@@ -684,11 +697,8 @@ __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std
                                nan_id != INT_MAX ? kProposalNaN : kProposalNoAllowed};
       return;
     }
-  }
-
-  // Temperature-1 softmax over the allowed ids: confidence and entropy (double, as the CPU).
-  const double m = best;
-  if (given == nullptr) {
+    // Temperature-1 softmax over the allowed ids: confidence and entropy (double, as the CPU).
+    const double m = best;
 #pragma unroll 4
     for (int i = threadIdx.x; i < limit; i += kThreads) {
       if (!allowed(i)) continue;
@@ -700,6 +710,7 @@ __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std
     sum = block_sum(sum, s.sums);
     weighted = block_sum(weighted, s.sums);
   }
+  const double m = best;
   const double log_sum = log(sum);
   const auto finish = [&](int token) {
     if (threadIdx.x != 0) return;
@@ -718,15 +729,14 @@ __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std
   const auto weight = [&](int i) {
     return exp((static_cast<double>(logits[i]) - m) / temperature);
   };
-  const int allowed_count = limit - (mask >= 0 && mask < limit ? 1 : 0);
-  const bool use_top_k = p.top_k > 0 && p.top_k < allowed_count;
+  const bool use_top_k = uses_top_k(p, limit);
   const bool use_top_p = p.top_p < 1.0;
   // kept by top-k: key > k_key, or key == k_key and id <= k_id (everything allowed without it).
   std::uint32_t k_key = 0;
   int k_id = INT_MAX;
   const float inv_t = static_cast<float>(1.0 / temperature);
-  BinPath mass_path;  // top-p without top-k: the crossing's bin, once found
-  bool have_mass_path = false;
+  FoundBin first;  // small_selection's bin: top-k's k-th id, else top-p's crossing
+  bool have_first = false;
   double total_allowed = 0;  // without top-k: the sampling weights' sum over allowed ids
   if (use_top_k || use_top_p) {
     // Every kept id in shared memory when few are (ThresholdSearch::small_selection).
@@ -743,14 +753,14 @@ __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std
     int chosen = -1;
     if (threshold_search(logits, limit, best, inv_t, allowed, weight, s)
             .small_selection(use_top_k ? p.top_k : 0, use_top_p ? p.top_p : 1.0, total_allowed,
-                             philox_uniform(p.seed, p.position, p.step), chosen, mass_path,
-                             have_mass_path, bins)) {
+                             philox_uniform(p.seed, p.position, p.step), chosen, first, have_first,
+                             bins)) {
       finish(chosen);
       return;
     }
   }
-  if (use_top_k &&
-      !threshold_search(logits, limit, best, inv_t, allowed, weight, s).kth(p.top_k, k_key, k_id)) {
+  if (use_top_k && !threshold_search(logits, limit, best, inv_t, allowed, weight, s)
+                        .kth(p.top_k, k_key, k_id, have_first ? &first : nullptr)) {
     const auto one = [](int) { return 1.0; };
     k_key = search_key(logits, limit, allowed, one, static_cast<double>(p.top_k), s);
     double greater = 0;
@@ -779,7 +789,7 @@ __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std
     }
     const double target = p.top_p * total;
     if (!threshold_search(logits, limit, best, inv_t, kept_k, weight, s)
-             .crossing(target, p_key, p_id, have_mass_path ? &mass_path : nullptr)) {
+             .crossing(target, p_key, p_id, have_first && !use_top_k ? &first : nullptr)) {
       p_key = search_key(logits, limit, kept_k, weight, target, s);
       double greater = 0;
       if (p_key != 0xFFFFFFFFu) {
@@ -824,16 +834,6 @@ __device__ __forceinline__ void chunk_bounds(int vocab, int limit, int chunk, in
   const int len = (vocab + chunks - 1) / chunks;
   begin = chunk * len < limit ? chunk * len : limit;
   end = begin + len < limit ? begin + len : limit;
-}
-
-/// Whether a row's draw needs the whole row's order (top-k or top-p in effect).
-__device__ __forceinline__ bool uses_top_k(const SampleInfo& p, int limit) {
-  const int allowed_count = limit - (p.mask_id >= 0 && p.mask_id < limit ? 1 : 0);
-  return p.top_k > 0 && p.top_k < allowed_count;
-}
-__device__ __forceinline__ bool needs_whole_row(const SampleInfo& p, int limit) {
-  if (p.temperature <= 0) return false;
-  return uses_top_k(p, limit) || p.top_p < 1.0;
 }
 
 /// Chunked pass, kernel 1 (grid chunks x block rows): each chunk's maximum over allowed ids

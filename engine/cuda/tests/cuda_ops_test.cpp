@@ -15,6 +15,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_check.h"
@@ -1207,11 +1208,7 @@ std::vector<int> env_ints(const char* name, std::vector<int> fallback) {
 /// `replays` replays' event times.
 double captured_graph_us(cudaStream_t stream, int warmups, int replays,
                          const std::function<void()>& body) {
-  DICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  body();
-  cudaGraph_t captured = nullptr;
-  DICE_CUDA_CHECK(cudaStreamEndCapture(stream, &captured));
-  GraphExec graph(captured);
+  const GraphExec graph = capture_graph(stream, body);
   for (int i = 0; i < warmups; ++i) graph.launch(stream);
   std::vector<double> times;
   for (int i = 0; i < replays; ++i) {
@@ -1261,8 +1258,14 @@ TEST_F(CudaOps, GemmConfigSearch) {
       {"1.7B gate/up", 2048, 12288, false, true}, {"1.7B down", 6144, 2048, true, false},
       {"4B qkv", 2560, 6144, false, false},       {"4B o", 4096, 2560, true, false},
       {"4B gate/up", 2560, 19456, false, true},   {"4B down", 9728, 2560, true, false}};
+  // cuBLASLt objects destroyed when leaving scope, an ASSERT's early return included.
+  const auto owned = [](auto* object, auto destroy) {
+    return std::unique_ptr<std::remove_pointer_t<decltype(object)>, decltype(destroy)>(object,
+                                                                                       destroy);
+  };
   cublasLtHandle_t handle = nullptr;
   DICE_CUBLAS_CHECK(cublasLtCreate(&handle));
+  const auto handle_owner = owned(handle, &cublasLtDestroy);
   DeviceBuffer workspace(64ull << 20);
   const std::uint64_t workspace_bytes = workspace.bytes();
   for (const int rows : env_ints("DICE_GEMM_SEARCH_ROWS", {64, 512, 640}))
@@ -1276,6 +1279,7 @@ TEST_F(CudaOps, GemmConfigSearch) {
       cublasLtMatmulDesc_t desc = nullptr;
       cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
       DICE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      const auto desc_owner = owned(desc, &cublasLtMatmulDescDestroy);
       const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
       DICE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
                                                        &transpose, sizeof transpose));
@@ -1283,8 +1287,11 @@ TEST_F(CudaOps, GemmConfigSearch) {
           cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof none));
       const cudaDataType_t out_type = g.bf16_out ? CUDA_R_16BF : CUDA_R_32F;
       DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, g.in, g.out, g.in));
+      const auto a_owner = owned(a, &cublasLtMatrixLayoutDestroy);
       DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, g.in, rows, g.in));
+      const auto b_owner = owned(b, &cublasLtMatrixLayoutDestroy);
       DICE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, out_type, g.out, rows, g.out));
+      const auto c_owner = owned(c, &cublasLtMatrixLayoutDestroy);
       const auto heuristic = [&](std::uint32_t mode, const cublasLtMatmulAlgo_t* seed) {
         cublasLtMatmulPreference_t preference = nullptr;
         DICE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -1476,12 +1483,7 @@ TEST_F(CudaOps, GemmConfigSearch) {
             describe(same_algo).c_str(), any_us, reference_us / any_us, describe(any_algo).c_str());
       }
       std::fflush(stdout);
-      cublasLtMatrixLayoutDestroy(c);
-      cublasLtMatrixLayoutDestroy(b);
-      cublasLtMatrixLayoutDestroy(a);
-      cublasLtMatmulDescDestroy(desc);
     }
-  cublasLtDestroy(handle);
 }
 
 // Per-launch skinny GEMM times (not a check: skipped unless DICE_SKINNY_TIMINGS is set; run on
