@@ -94,12 +94,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       "13-16 sequences), the pipelined attention with three K/V pages in flight per "
       "warp and one block per SM; --no-deep-attention-pipeline: one page per warp, "
       "three blocks per SM, everywhere (default: on)");
-  command->add_flag(
-      "--cluster-attention-merge,!--no-cluster-attention-merge", args.cuda.attention_cluster_merge,
-      "cuda backend: in passes of at most 16 attention tiles x KV heads (1 sequence), the "
-      "pipelined attention in thread block clusters of 8 whose split tiles merge through "
-      "distributed shared memory; --no-cluster-attention-merge: the merge through global memory "
-      "by the last split (default: on)");
   command->add_flag("--masked-rows-only,!--no-masked-rows-only", args.cuda.masked_rows_only,
                     "cuda backend: in decoding, the final norm, lm_head and vocabulary pass run "
                     "over the block rows that hold the mask token only (a decided position's "
@@ -216,7 +210,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;
-    options.attention_cluster_merge = false;
     options.masked_rows_only = false;
     options.fused_norm_gemm = false;
     options.chunked_vocab_pass = false;
@@ -244,9 +237,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                  : "") +
             (!args.baseline_kernels && !args.cuda.attention_deep_pipeline ? ", no deep attention"
                                                                           : "") +
-            (!args.baseline_kernels && !args.cuda.attention_cluster_merge
-                 ? ", no cluster attention merge"
-                 : "") +
             (!args.baseline_kernels &&
                      args.cuda.attention_split_cost != defaults.attention_split_cost
                  ? fmt::format(", attention split cost {}", args.cuda.attention_split_cost)

@@ -15,7 +15,6 @@
 // them after attention_simple and attention_mma (flash-decoding), attention_mma_pipelined merges
 // them itself (the tile's last work item to finish).
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -697,63 +696,6 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   }
 }
 
-/// AttentionKernel::kTensorCoresCluster's split merge, after a cluster barrier: the splits of
-/// the tile of `w` are blocks 0 .. splits - 1 of this cluster, each holding its normalized output
-/// o_j in rows 0..15 of its merge_o (`o_area`, row stride kOStride floats) and its log2-sum-exp
-/// s_j in `lse_area`. The cluster's blocks (every one, whether it had a split) share the tile's
-/// 16 x D / 4 float4 groups, read the splits' values through distributed shared memory (CUDA C++
-/// Programming Guide, "Distributed Shared Memory") and write o = sum_j 2^(s_j - max) o_j *
-/// (1 / sum_j 2^(s_j - max)), j in split order: merge_splits' arithmetic in its order, so the
-/// same bits.
-template <int D, int kOStride>
-__device__ __forceinline__ void merge_cluster_splits(const AttnArgs& a, const AttnWork& w,
-                                                     std::int32_t splits, float* o_area,
-                                                     float* lse_area) {
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  constexpr int kVectors = D / 4;
-  const int valid_queries = w.rows * a.group;
-  const int stride = static_cast<int>(cluster.num_blocks()) * kThreads;
-  for (int f = static_cast<int>(cluster.block_rank()) * kThreads + threadIdx.x;
-       f < kTileQueries * kVectors; f += stride) {
-    const int q = f / kVectors, d = (f % kVectors) * 4;
-    if (q >= valid_queries) continue;
-    float weight[kAttentionClusterSize];
-    float big = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kAttentionClusterSize; ++j) {
-      if (j >= splits) continue;
-      weight[j] = *cluster.map_shared_rank(lse_area + q, j);
-      big = fmaxf(big, weight[j]);
-    }
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kAttentionClusterSize; ++j) {
-      if (j >= splits) continue;
-      weight[j] = big == -INFINITY ? 0.0f : exp2f(weight[j] - big);
-      sum += weight[j];
-    }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    float4 p[kAttentionClusterSize];
-#pragma unroll
-    for (int j = 0; j < kAttentionClusterSize; ++j)
-      if (j < splits)
-        p[j] =
-            *reinterpret_cast<const float4*>(cluster.map_shared_rank(o_area + q * kOStride + d, j));
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int j = 0; j < kAttentionClusterSize; ++j) {
-      if (j >= splits) continue;
-      o.x += weight[j] * p[j].x;
-      o.y += weight[j] * p[j].y;
-      o.z += weight[j] * p[j].z;
-      o.w += weight[j] * p[j].w;
-    }
-    store4(static_cast<__nv_bfloat16*>(a.out) + query_vector(a, w, q) * D + d, o.x * inv, o.y * inv,
-           o.z * inv, o.w * inv);
-  }
-}
-
 /// atom.add.acq_rel.gpu: adds 1 to *counter and returns the old value; release orders the
 /// writes this thread has observed (the block's, through the barrier before it) before the add,
 /// acquire orders the reads after it after the other blocks' releases.
@@ -769,14 +711,10 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
 /// kStages: pages in flight per warp (1: AttentionKernel::kTensorCoresPipelined and Paired, 3:
 /// Deep). kPairs: the kernel also takes paired items (kTensorCoresPaired); without it their code
 /// is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired
-/// item traps. kCluster (kTensorCoresCluster, launched in clusters of kAttentionClusterSize
-/// blocks): cluster c takes the plan's groups c, c + clusters, ...; block rank j of a group's
-/// cluster takes its item j, and a split tile merges through distributed shared memory
-/// (merge_cluster_splits) instead of partial slots and counters.
-template <int D, int kStages, bool kPairs, bool kCluster>
+/// item traps.
+template <int D, int kStages, bool kPairs>
 __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     attention_mma_pipelined_kernel(AttnArgs a) {
-  static_assert(!kCluster || (!kPairs && kStages == 1), "clusters take single tiles");
   // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
   // before the wait, Q and the cache after it (launch.cuh, "Early start").
   if (!a.early_reads) wait_for_prior_grid();
@@ -813,307 +751,270 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
   const auto* k_cache = static_cast<const std::uint16_t*>(a.k_cache);
   const auto* v_cache = static_cast<const std::uint16_t*>(a.v_cache);
 
-  // Without kCluster a unit is a work item, block b taking items b, b + grid, ...; with it a unit
-  // is an AttnGroup, cluster c taking groups c, c + clusters, ... (every block of the cluster
-  // goes through the same units, so all reach its barriers).
-  const auto* groups = pass_section<AttnGroup>(meta, meta->group_offset);
-  const int rank = kCluster ? static_cast<int>(blockIdx.x) % kAttentionClusterSize : 0;
-  const std::int32_t units = kCluster ? meta->groups : meta->attn_work;
-  const auto unit_step =
-      static_cast<std::int32_t>(kCluster ? gridDim.x / kAttentionClusterSize : gridDim.x);
-  for (auto unit =
-           static_cast<std::int32_t>(kCluster ? blockIdx.x / kAttentionClusterSize : blockIdx.x);
-       unit < units; unit += unit_step) {
-    const AttnGroup group = kCluster ? groups[unit] : AttnGroup{unit, 1};
-    if (kCluster && group.count > kAttentionClusterSize) __trap();  // PlanShape::cluster_size
-    // The unit's work item, or none for a cluster block past the group's items (it only joins
-    // the merge).
-    const bool has_item = rank < group.count;
-    const AttnWork w = has_item ? works[group.first + rank] : AttnWork{0, 0, 0, 0, 0, 0, -1, -1};
-    if (has_item) {
-      // A split tile's first partial slot and split count, read early (needed at the end).
-      std::int32_t partial0 = 0, splits = 1;
-      if (w.partial >= 0) {
-        partial0 = combines[w.combine].partial;
-        splits = combines[w.combine].splits;
-        if (splits > kMaxMergedSplits) __trap();  // the planner's limit (PlanShape::split_align)
+  for (std::int32_t item = blockIdx.x; item < meta->attn_work; item += gridDim.x) {
+    const AttnWork w = works[item];
+    // A split tile's first partial slot and split count, read early (needed at the end).
+    std::int32_t partial0 = 0, splits = 1;
+    if (w.partial >= 0) {
+      partial0 = combines[w.combine].partial;
+      splits = combines[w.combine].splits;
+      if (splits > kMaxMergedSplits) __trap();  // the planner's limit (PlanShape::split_align)
+    }
+    // A paired item (two tiles, 32 query vectors; PlanShape::pair_tiles) is never split. Its
+    // warps w and w + 2 form a pair: both read the same pages (kv_begin + 32 (w + 2 i)), each
+    // copying half of every page, warp w for query vectors 0..15 and warp w + 2 for 16..31, and
+    // the pair's two K/V areas hold two pages in turn. Otherwise each warp reads its own pages
+    // (kv_begin + 32 (w + 4 i)) into its own area for the tile's 16 query vectors.
+    // (Without kPairs, `paired` is the constant false: the single-tile path compiles as if the
+    // pairs did not exist.)
+    const bool two_tiles = w.rows * a.group > kTileQueries;
+    if (two_tiles && (!kPairs || w.partial >= 0)) __trap();  // a pairing plan, never split
+    const bool paired = kPairs && two_tiles;
+    const int teams = paired ? 2 : kWarps;
+    const int team = warp % teams, half = warp / teams;
+    const std::int32_t step = teams * kPageTokens;  // this warp's next page
+    // This warp's pages: c = kv_begin + team * 32 + step * i < kv_end. The item's last row sees
+    // all of [kv_begin, kv_end) (the planner takes kv_end from it), so every position before
+    // kv_end has been written; the rows of the last page past kv_end are zero-filled (no NaN in
+    // P V).
+    std::int32_t c = w.kv_begin + team * kPageTokens;
+    const auto page_id = [&](std::int32_t chunk) {
+      return chunk < w.kv_end ? tables[w.table + chunk / kPageTokens] : 0;
+    };
+    const std::int32_t first_page = page_id(c);
+    std::int32_t next_page = page_id(c + step);
+    // The two query vectors of this thread's C rows and their visible ends.
+    const int q0 = half * kTileQueries + g, q1 = q0 + 8;
+    const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
+    const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
+                       end1 = visible_end(a, w, rows, valid1, q1);
+    // Q and the K/V pages come from the kernels before this one (returns at once after the
+    // first item).
+    wait_for_prior_grid();
+    allow_next_grid();
+    // This lane's copies of a page's K or V rows: all of them (a warp's own page), or its half
+    // from chunk round `first` on (a pair's page).
+    const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
+                           std::int32_t page) {
+      copy_page_rows<D, kLaneChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
+                                     chunk, w.kv_end, lane, 0);
+    };
+    const auto issue_half = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
+                                std::int32_t page, int first) {
+      copy_page_rows<D, kHalfChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
+                                     chunk, w.kv_end, lane, first);
+    };
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float acc[kDimTiles][4];
+#pragma unroll
+    for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
+    std::uint32_t q_frag[kSteps][4];
+    if (!paired) {
+      // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
+      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
+        const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
+        const bool valid = q / a.group < w.rows;
+        // (an invalid vector reads nothing, from the item's first row: a valid address)
+        cp_async_16(q_shared + q * kStride + c8,
+                    q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
       }
-      // A paired item (two tiles, 32 query vectors; PlanShape::pair_tiles) is never split. Its
-      // warps w and w + 2 form a pair: both read the same pages (kv_begin + 32 (w + 2 i)), each
-      // copying half of every page, warp w for query vectors 0..15 and warp w + 2 for 16..31, and
-      // the pair's two K/V areas hold two pages in turn. Otherwise each warp reads its own pages
-      // (kv_begin + 32 (w + 4 i)) into its own area for the tile's 16 query vectors.
-      // (Without kPairs, `paired` is the constant false: the single-tile path compiles as if the
-      // pairs did not exist.)
-      const bool two_tiles = w.rows * a.group > kTileQueries;
-      if (two_tiles && (!kPairs || w.partial >= 0)) __trap();  // a pairing plan, never split
-      const bool paired = kPairs && two_tiles;
-      const int teams = paired ? 2 : kWarps;
-      const int team = warp % teams, half = warp / teams;
-      const std::int32_t step = teams * kPageTokens;  // this warp's next page
-      // This warp's pages: c = kv_begin + team * 32 + step * i < kv_end. The item's last row sees
-      // all of [kv_begin, kv_end) (the planner takes kv_end from it), so every position before
-      // kv_end has been written; the rows of the last page past kv_end are zero-filled (no NaN in
-      // P V).
-      std::int32_t c = w.kv_begin + team * kPageTokens;
-      const auto page_id = [&](std::int32_t chunk) {
-        return chunk < w.kv_end ? tables[w.table + chunk / kPageTokens] : 0;
-      };
-      const std::int32_t first_page = page_id(c);
-      std::int32_t next_page = page_id(c + step);
-      // The two query vectors of this thread's C rows and their visible ends.
-      const int q0 = half * kTileQueries + g, q1 = q0 + 8;
-      const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
-      const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
-                         end1 = visible_end(a, w, rows, valid1, q1);
-      // Q and the K/V pages come from the kernels before this one (returns at once after the
-      // first item).
-      wait_for_prior_grid();
-      allow_next_grid();
-      // This lane's copies of a page's K or V rows: all of them (a warp's own page), or its half
-      // from chunk round `first` on (a pair's page).
-      const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
-                             std::int32_t page) {
-        copy_page_rows<D, kLaneChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
-                                       chunk, w.kv_end, lane, 0);
-      };
-      const auto issue_half = [&](std::uint16_t* dst, const std::uint16_t* cache,
-                                  std::int32_t chunk, std::int32_t page, int first) {
-        copy_page_rows<D, kHalfChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
-                                       chunk, w.kv_end, lane, first);
-      };
-      float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-      float acc[kDimTiles][4];
+      cp_async_commit();
+      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
+      cp_async_commit();  // group 2: K of the first page
+      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
+      cp_async_commit();  // group 3: V of the first page
+      if constexpr (kStages > 1) {
+        // Groups 4 .. 2 kStages + 1: K and V of the next kStages - 1 pages, stage s at area s.
 #pragma unroll
-      for (int dn = 0; dn < kDimTiles; ++dn)
-        acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
-      std::uint32_t q_frag[kSteps][4];
-      if (!paired) {
-        // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
-        for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
-          const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
-          const bool valid = q / a.group < w.rows;
-          // (an invalid vector reads nothing, from the item's first row: a valid address)
-          cp_async_16(q_shared + q * kStride + c8,
-                      q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
+        for (int stage = 1; stage < kStages; ++stage) {
+          const std::int32_t chunk = c + stage * step;
+          const std::int32_t page = stage == 1 ? next_page : page_id(chunk);
+          std::uint16_t* area = k_shared + stage * kPageArea;
+          if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
+          cp_async_commit();
+          if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
+          cp_async_commit();
         }
-        cp_async_commit();
-        if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
-        cp_async_commit();  // group 2: K of the first page
-        if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
-        cp_async_commit();  // group 3: V of the first page
-        if constexpr (kStages > 1) {
-          // Groups 4 .. 2 kStages + 1: K and V of the next kStages - 1 pages, stage s at area s.
+      }
+      cp_async_wait<2 * kStages>();  // this thread's Q copies
+      __syncthreads();               // everyone's
+      // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
 #pragma unroll
-          for (int stage = 1; stage < kStages; ++stage) {
-            const std::int32_t chunk = c + stage * step;
-            const std::int32_t page = stage == 1 ? next_page : page_id(chunk);
-            std::uint16_t* area = k_shared + stage * kPageArea;
-            if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
-            cp_async_commit();
-            if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
-            cp_async_commit();
-          }
-        }
-        cp_async_wait<2 * kStages>();  // this thread's Q copies
-        __syncthreads();               // everyone's
-        // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k
-        // hi).
-#pragma unroll
-        for (int ks = 0; ks < kSteps; ++ks)
-          ldmatrix_x4<false>(q_frag[ks],
-                             q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
+      for (int ks = 0; ks < kSteps; ++ks)
+        ldmatrix_x4<false>(q_frag[ks],
+                           q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
 
-        // Three pages in flight per warp (kStages 3): page j in area j % kStages; once the warp
-        // has read it, the page kStages ahead goes there.
-        if constexpr (kStages > 1) {
-          for (int j = 0; c < w.kv_end; c += step, ++j) {
-            const std::int32_t refill = c + kStages * step;
-            const std::int32_t refill_page = page_id(refill);
-            std::uint16_t* k_page = k_shared + (j % kStages) * kPageArea;
-            std::uint16_t* v_page = k_page + kPageTokens * kStride;
-            cp_async_wait<2 * kStages - 1>();  // K of this page
-            __syncwarp();
-            float s[4][4];
-            page_scores<D, kStride>(s, q_frag, k_page, lane);
-            online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
-            cp_async_wait<2 * kStages - 2>();  // V of this page
-            __syncwarp();
-            page_values<D, kStride>(acc, s, v_page, lane);
-            __syncwarp();  // every lane has read this area
-            if (refill < w.kv_end) issue(k_page, k_cache, refill, refill_page);
-            cp_async_commit();
-            if (refill < w.kv_end) issue(v_page, v_cache, refill, refill_page);
-            cp_async_commit();
-          }
-        } else {
-          for (; c < w.kv_end; c += step) {
-            const std::int32_t c_next = c + step;
-            const std::int32_t after_page = page_id(c_next + step);  // two pages ahead
-            cp_async_wait<1>();  // K of this page (its V may still be in flight)
-            __syncwarp();
-            float s[4][4];
-            page_scores<D, kStride>(s, q_frag, k_shared, lane);
-            __syncwarp();  // every lane has read this K page
-            if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page);
-            cp_async_commit();
-            online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
-            cp_async_wait<1>();  // V of this page (the next K may still be in flight)
-            __syncwarp();
-            page_values<D, kStride>(acc, s, v_shared, lane);
-            __syncwarp();  // every lane has read this V page
-            if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page);
-            cp_async_commit();
-            next_page = after_page;
-          }
-        }
-      } else if constexpr (kPairs) {
-        // The pair's areas (this warp's and its partner's) hold its pages in turn; this warp
-        // copies chunk rounds [half * 8, half * 8 + 8) of each. Per page, K and V are one cp.async
-        // group each; two pages are in flight ahead of the one being read.
-        const auto area = [&](int j) {
-          return reinterpret_cast<std::uint16_t*>(shared_raw) +
-                 static_cast<std::size_t>(team + 2 * (j & 1)) * kStages * kPageArea;
-        };
-        const int barrier = 1 + team;
-        if (c < w.kv_end) issue_half(area(0), k_cache, c, first_page, half * kHalfChunks);
-        cp_async_commit();
-        if (c < w.kv_end)
-          issue_half(area(0) + kPageTokens * kStride, v_cache, c, first_page, half * kHalfChunks);
-        cp_async_commit();
-        if (c + step < w.kv_end)
-          issue_half(area(1), k_cache, c + step, next_page, half * kHalfChunks);
-        cp_async_commit();
-        if (c + step < w.kv_end)
-          issue_half(area(1) + kPageTokens * kStride, v_cache, c + step, next_page,
-                     half * kHalfChunks);
-        cp_async_commit();
-        std::int32_t ahead = page_id(c + 2 * step);  // the page after the two in flight
-        // A fragments of this warp's 16 query vectors straight from global memory (the Q area
-        // holds one tile only).
-        load_q_fragments<D>(q_frag, a, w, q_all, valid0, q0, valid1, q1, t);
+      // Three pages in flight per warp (kStages 3): page j in area j % kStages; once the warp
+      // has read it, the page kStages ahead goes there.
+      if constexpr (kStages > 1) {
         for (int j = 0; c < w.kv_end; c += step, ++j) {
-          const std::int32_t beyond = page_id(c + 3 * step);
-          std::uint16_t* k_page = area(j);
+          const std::int32_t refill = c + kStages * step;
+          const std::int32_t refill_page = page_id(refill);
+          std::uint16_t* k_page = k_shared + (j % kStages) * kPageArea;
           std::uint16_t* v_page = k_page + kPageTokens * kStride;
-          cp_async_wait<3>();  // this warp's half of K (V and the next page may be in flight)
-          pair_barrier(barrier);
+          cp_async_wait<2 * kStages - 1>();  // K of this page
+          __syncwarp();
           float s[4][4];
           page_scores<D, kStride>(s, q_frag, k_page, lane);
           online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
-          cp_async_wait<2>();  // this warp's half of V
-          pair_barrier(barrier);
+          cp_async_wait<2 * kStages - 2>();  // V of this page
+          __syncwarp();
           page_values<D, kStride>(acc, s, v_page, lane);
-          pair_barrier(barrier);  // both warps are done with this area
-          const std::int32_t c2 = c + 2 * step;
-          if (c2 < w.kv_end) issue_half(k_page, k_cache, c2, ahead, half * kHalfChunks);
+          __syncwarp();  // every lane has read this area
+          if (refill < w.kv_end) issue(k_page, k_cache, refill, refill_page);
           cp_async_commit();
-          if (c2 < w.kv_end) issue_half(v_page, v_cache, c2, ahead, half * kHalfChunks);
+          if (refill < w.kv_end) issue(v_page, v_cache, refill, refill_page);
           cp_async_commit();
-          ahead = beyond;
+        }
+      } else {
+        for (; c < w.kv_end; c += step) {
+          const std::int32_t c_next = c + step;
+          const std::int32_t after_page = page_id(c_next + step);  // two pages ahead
+          cp_async_wait<1>();  // K of this page (its V may still be in flight)
+          __syncwarp();
+          float s[4][4];
+          page_scores<D, kStride>(s, q_frag, k_shared, lane);
+          __syncwarp();  // every lane has read this K page
+          if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page);
+          cp_async_commit();
+          online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
+          cp_async_wait<1>();  // V of this page (the next K may still be in flight)
+          __syncwarp();
+          page_values<D, kStride>(acc, s, v_shared, lane);
+          __syncwarp();  // every lane has read this V page
+          if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page);
+          cp_async_commit();
+          next_page = after_page;
         }
       }
-      cp_async_wait<0>();
-      // Merge the warps through shared memory (aliasing the K/V rows: all warps are done): all 4
-      // for a tile, a pair's two for each half of a paired item.
-      __syncthreads();
-      stage_warp_result<D, kOStride>(merge_m, merge_l, merge_o, warp, g, t, m, l, acc);
-      __syncthreads();
-      const int queries = paired ? kPairedQueries : kTileQueries;
-      // The warps that computed query vector q (of `queries`): those with k / warps_per_query ==
-      // q / 16 (all 4 for a tile, 2h and 2h + 1 for half h of a paired item), at index q % 16 of
-      // their staged results, added in warp order.
-      const int warps_per_query = kWarps / (queries / kTileQueries);
-      // Per query vector once: each warp's scale 2^(m_k - max), 1 / sum and the log2-sum-exp
-      // (attention_mma's per-element merge but for the multiplication by 1 / sum in place of its
-      // division).
-      if (threadIdx.x < queries) {
-        const int q = threadIdx.x, local = q % kTileQueries, half_q = q / kTileQueries;
-        float big = -INFINITY;
-#pragma unroll
-        for (int k = 0; k < kWarps; ++k)
-          if (k / warps_per_query == half_q) big = fmaxf(big, merge_m[k * kTileQueries + local]);
-        float sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < kWarps; ++k) {
-          if (k / warps_per_query != half_q) continue;
-          const float scale =
-              big == -INFINITY ? 0.0f : exp2f(merge_m[k * kTileQueries + local] - big);
-          merge_scale[k * kTileQueries + local] = scale;
-          sum += merge_l[k * kTileQueries + local] * scale;
-        }
-        merge_inv[q] = sum > 0.0f ? 1.0f / sum : 0.0f;
-        merge_lse[q] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
+    } else if constexpr (kPairs) {
+      // The pair's areas (this warp's and its partner's) hold its pages in turn; this warp
+      // copies chunk rounds [half * 8, half * 8 + 8) of each. Per page, K and V are one cp.async
+      // group each; two pages are in flight ahead of the one being read.
+      const auto area = [&](int j) {
+        return reinterpret_cast<std::uint16_t*>(shared_raw) +
+               static_cast<std::size_t>(team + 2 * (j & 1)) * kStages * kPageArea;
+      };
+      const int barrier = 1 + team;
+      if (c < w.kv_end) issue_half(area(0), k_cache, c, first_page, half * kHalfChunks);
+      cp_async_commit();
+      if (c < w.kv_end)
+        issue_half(area(0) + kPageTokens * kStride, v_cache, c, first_page, half * kHalfChunks);
+      cp_async_commit();
+      if (c + step < w.kv_end)
+        issue_half(area(1), k_cache, c + step, next_page, half * kHalfChunks);
+      cp_async_commit();
+      if (c + step < w.kv_end)
+        issue_half(area(1) + kPageTokens * kStride, v_cache, c + step, next_page,
+                   half * kHalfChunks);
+      cp_async_commit();
+      std::int32_t ahead = page_id(c + 2 * step);  // the page after the two in flight
+      // A fragments of this warp's 16 query vectors straight from global memory (the Q area
+      // holds one tile only).
+      load_q_fragments<D>(q_frag, a, w, q_all, valid0, q0, valid1, q1, t);
+      for (int j = 0; c < w.kv_end; c += step, ++j) {
+        const std::int32_t beyond = page_id(c + 3 * step);
+        std::uint16_t* k_page = area(j);
+        std::uint16_t* v_page = k_page + kPageTokens * kStride;
+        cp_async_wait<3>();  // this warp's half of K (V and the next page may be in flight)
+        pair_barrier(barrier);
+        float s[4][4];
+        page_scores<D, kStride>(s, q_frag, k_page, lane);
+        online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
+        cp_async_wait<2>();  // this warp's half of V
+        pair_barrier(barrier);
+        page_values<D, kStride>(acc, s, v_page, lane);
+        pair_barrier(barrier);  // both warps are done with this area
+        const std::int32_t c2 = c + 2 * step;
+        if (c2 < w.kv_end) issue_half(k_page, k_cache, c2, ahead, half * kHalfChunks);
+        cp_async_commit();
+        if (c2 < w.kv_end) issue_half(v_page, v_cache, c2, ahead, half * kHalfChunks);
+        cp_async_commit();
+        ahead = beyond;
       }
-      __syncthreads();
-      // Each thread takes 4 consecutive dimensions (float4 groups f = threadIdx.x + 128 i) of
-      // the tile's queries x D outputs: o = 0, o += o_k scale_k in warp order, then one
-      // multiplication by 1 / sum (a division per element would be a long dependent chain per
-      // thread, and at 1 sequence one block per SM has nothing to hide it behind).
-      constexpr int kVectors = D / 4;
-      constexpr int kGroups = (kPairs ? kPairedQueries : kTileQueries) * kVectors;
-      const int valid_queries = w.rows * a.group;
+    }
+    cp_async_wait<0>();
+    // Merge the warps through shared memory (aliasing the K/V rows: all warps are done): all 4
+    // for a tile, a pair's two for each half of a paired item.
+    __syncthreads();
+    stage_warp_result<D, kOStride>(merge_m, merge_l, merge_o, warp, g, t, m, l, acc);
+    __syncthreads();
+    const int queries = paired ? kPairedQueries : kTileQueries;
+    // The warps that computed query vector q (of `queries`): those with k / warps_per_query ==
+    // q / 16 (all 4 for a tile, 2h and 2h + 1 for half h of a paired item), at index q % 16 of
+    // their staged results, added in warp order.
+    const int warps_per_query = kWarps / (queries / kTileQueries);
+    // Per query vector once: each warp's scale 2^(m_k - max), 1 / sum and the log2-sum-exp
+    // (attention_mma's per-element merge but for the multiplication by 1 / sum in place of its
+    // division).
+    if (threadIdx.x < queries) {
+      const int q = threadIdx.x, local = q % kTileQueries, half_q = q / kTileQueries;
+      float big = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k)
+        if (k / warps_per_query == half_q) big = fmaxf(big, merge_m[k * kTileQueries + local]);
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) {
+        if (k / warps_per_query != half_q) continue;
+        const float scale =
+            big == -INFINITY ? 0.0f : exp2f(merge_m[k * kTileQueries + local] - big);
+        merge_scale[k * kTileQueries + local] = scale;
+        sum += merge_l[k * kTileQueries + local] * scale;
+      }
+      merge_inv[q] = sum > 0.0f ? 1.0f / sum : 0.0f;
+      merge_lse[q] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
+    }
+    __syncthreads();
+    // Each thread takes 4 consecutive dimensions (float4 groups f = threadIdx.x + 128 i) of
+    // the tile's queries x D outputs: o = 0, o += o_k scale_k in warp order, then one
+    // multiplication by 1 / sum (a division per element would be a long dependent chain per
+    // thread, and at 1 sequence one block per SM has nothing to hide it behind).
+    constexpr int kVectors = D / 4;
+    constexpr int kGroups = (kPairs ? kPairedQueries : kTileQueries) * kVectors;
+    const int valid_queries = w.rows * a.group;
 #pragma unroll 4
-      for (int i = 0; i < (kGroups + kThreads - 1) / kThreads; ++i) {
-        const int f = threadIdx.x + kThreads * i;
-        const int q = f / kVectors, d = (f % kVectors) * 4;
-        if (f >= queries * kVectors || q >= valid_queries) continue;
-        const int local = q % kTileQueries, half_q = q / kTileQueries;
-        float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i = 0; i < (kGroups + kThreads - 1) / kThreads; ++i) {
+      const int f = threadIdx.x + kThreads * i;
+      const int q = f / kVectors, d = (f % kVectors) * 4;
+      if (f >= queries * kVectors || q >= valid_queries) continue;
+      const int local = q % kTileQueries, half_q = q / kTileQueries;
+      float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int k = 0; k < kWarps; ++k)
-          if (k / warps_per_query == half_q) {
-            const float4 v = *reinterpret_cast<const float4*>(
-                merge_o + (static_cast<std::size_t>(k) * kTileQueries + local) * kOStride + d);
-            const float scale = merge_scale[k * kTileQueries + local];
-            o[0] += v.x * scale;
-            o[1] += v.y * scale;
-            o[2] += v.z * scale;
-            o[3] += v.w * scale;
-          }
-        const float inv = merge_inv[q];
+      for (int k = 0; k < kWarps; ++k)
+        if (k / warps_per_query == half_q) {
+          const float4 v = *reinterpret_cast<const float4*>(
+              merge_o + (static_cast<std::size_t>(k) * kTileQueries + local) * kOStride + d);
+          const float scale = merge_scale[k * kTileQueries + local];
+          o[0] += v.x * scale;
+          o[1] += v.y * scale;
+          o[2] += v.z * scale;
+          o[3] += v.w * scale;
+        }
+      const float inv = merge_inv[q];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) o[j] *= inv;
-        if (w.partial < 0) {
-          store4(static_cast<__nv_bfloat16*>(a.out) + query_vector(a, w, q) * D + d, o[0], o[1],
-                 o[2], o[3]);
-        } else if constexpr (kCluster) {
-          // In place in warp 0's rows, which only this thread read: the cluster merge's o_j (the
-          // log2-sum-exp stays in merge_lse).
-          *reinterpret_cast<float4*>(merge_o + local * kOStride + d) =
-              make_float4(o[0], o[1], o[2], o[3]);
-        } else {
-          const std::int64_t slot = static_cast<std::int64_t>(w.partial) * kTileQueries + q;
-          *reinterpret_cast<float4*>(a.partial_out + slot * D + d) =
-              make_float4(o[0], o[1], o[2], o[3]);
-          if (d == 0) a.partial_lse[slot] = merge_lse[q];
-        }
+      for (int j = 0; j < 4; ++j) o[j] *= inv;
+      if (w.partial < 0) {
+        store4(static_cast<__nv_bfloat16*>(a.out) + query_vector(a, w, q) * D + d, o[0], o[1], o[2],
+               o[3]);
+      } else {
+        const std::int64_t slot = static_cast<std::int64_t>(w.partial) * kTileQueries + q;
+        *reinterpret_cast<float4*>(a.partial_out + slot * D + d) =
+            make_float4(o[0], o[1], o[2], o[3]);
+        if (d == 0) a.partial_lse[slot] = merge_lse[q];
       }
-      if (!kCluster && w.partial >= 0) {
-        // Count this split in; the last one merges the tile (see above).
-        __syncthreads();  // the block's partial writes are done (CTA scope) ...
-        if (threadIdx.x == 0) {
-          // ... and released at GPU scope with the count (acquiring the other splits' writes).
-          const bool last = count_in(a.counters + w.combine) + 1u == static_cast<unsigned>(splits);
-          if (last) a.counters[w.combine] = 0u;  // for the next pass: no other split is left
-          merge_here = last;
-        }
-        __syncthreads();
-        if (merge_here) merge_splits<D>(a, w, partial0, splits, merge);
+    }
+    if (w.partial >= 0) {
+      // Count this split in; the last one merges the tile (see above).
+      __syncthreads();  // the block's partial writes are done (CTA scope) ...
+      if (threadIdx.x == 0) {
+        // ... and released at GPU scope with the count (acquiring the other splits' writes).
+        const bool last = count_in(a.counters + w.combine) + 1u == static_cast<unsigned>(splits);
+        if (last) a.counters[w.combine] = 0u;  // for the next pass: no other split is left
+        merge_here = last;
       }
-    }  // has_item
-    if constexpr (kCluster) {
-      if (group.count > 1) {
-        // The splits' results are in their blocks' shared memory: the cluster barrier
-        // (release / acquire) makes them visible, the merge reads them, and a second barrier
-        // keeps every block's results in place until the others have read them.
-        namespace cg = cooperative_groups;
-        wait_for_prior_grid();  // (a block without an item writes outputs too)
-        const AttnWork tile = works[group.first];
-        cg::this_cluster().sync();
-        merge_cluster_splits<D, kOStride>(a, tile, group.count, merge_o, merge_lse);
-        cg::this_cluster().sync();
-      }
+      __syncthreads();
+      if (merge_here) merge_splits<D>(a, w, partial0, splits, merge);
     }
     __syncthreads();  // the merge area is the next item's K/V rows
   }
@@ -1172,18 +1073,15 @@ template <int D>
 AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
   switch (kernel) {
     case AttentionKernel::kTensorCoresPipelined:
-      return {"attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D, 1, false, false>,
+      return {"attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D, 1, false>,
               pipelined_shared_bytes<D, 1>()};
     case AttentionKernel::kTensorCoresPaired:
-      return {"attention_mma_pipelined_kernel (paired)",
-              attention_mma_pipelined_kernel<D, 1, true, false>, pipelined_shared_bytes<D, 1>()};
+      return {"attention_mma_pipelined_kernel (paired)", attention_mma_pipelined_kernel<D, 1, true>,
+              pipelined_shared_bytes<D, 1>()};
     case AttentionKernel::kTensorCoresDeep:
       return {"attention_mma_pipelined_kernel (deep)",
-              attention_mma_pipelined_kernel<D, deep_stages<D>(), false, false>,
+              attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
               pipelined_shared_bytes<D, deep_stages<D>()>()};
-    case AttentionKernel::kTensorCoresCluster:
-      return {"attention_mma_pipelined_kernel (cluster)",
-              attention_mma_pipelined_kernel<D, 1, false, true>, pipelined_shared_bytes<D, 1>()};
     case AttentionKernel::kTensorCores:
       return {"attention_mma_kernel", attention_mma_kernel<D>, mma_shared_bytes<D>()};
     case AttentionKernel::kCudaCores:
@@ -1198,12 +1096,8 @@ template <int D>
 void run_attention(CudaDType dtype, AttentionKernel kernel, const AttnArgs& args, std::int32_t grid,
                    cudaStream_t stream, bool pdl) {
   const AttentionLaunch l = attention_launch<D>(dtype, kernel);
-  if (kernel == AttentionKernel::kTensorCoresCluster)
-    launch_kernel_in_clusters(l.name, l.kernel, static_cast<unsigned>(grid), kThreads, l.shared,
-                              stream, pdl, kAttentionClusterSize, args);
-  else
-    launch_kernel(l.name, l.kernel, static_cast<unsigned>(grid), kThreads, l.shared, stream, pdl,
-                  args);
+  launch_kernel(l.name, l.kernel, static_cast<unsigned>(grid), kThreads, l.shared, stream, pdl,
+                args);
 }
 
 template <int D>
@@ -1242,24 +1136,7 @@ std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
   DICE_CUDA_CHECK(cudaGetDevice(&device));
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const AttentionLaunch l = attention_launch<D>(dtype, kernel);
-  const int per_sm = blocks_per_sm(l.kernel, l.shared);
-  if (kernel != AttentionKernel::kTensorCoresCluster) return sms * per_sm;
-  // A fixed grid of kAttentionClusterGroups clusters, if a cluster can be resident at all.
-  if (per_sm == 0) return 0;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = kAttentionClusterSize;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(kAttentionClusterSize * kAttentionClusterGroups);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = l.shared;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  int clusters = 0;
-  DICE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, l.kernel, &config));
-  return clusters > 0 ? kAttentionClusterSize * kAttentionClusterGroups : 0;
+  return sms * blocks_per_sm(l.kernel, l.shared);
 }
 
 AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, const LayerShape& shape,

@@ -118,8 +118,8 @@ struct CudaBackend::Impl {
     std::int64_t length = 0;
     std::vector<std::int32_t> pages;
   };
-  /// Padded rows, padded block rows, a combine launch, the pass's attention kernel and its grid.
-  using GraphKey = std::tuple<std::int32_t, std::int32_t, bool, AttentionKernel, std::int32_t>;
+  /// Padded rows, padded block rows, a combine launch, the pass's attention kernel.
+  using GraphKey = std::tuple<std::int32_t, std::int32_t, bool, AttentionKernel>;
 
   CudaBackendOptions options;
   model::ModelConfig config;
@@ -133,8 +133,6 @@ struct CudaBackend::Impl {
   std::int32_t deep_grid = 0;
   /// Blocks of the paired attention kernel (attention_paired_tiles), 0 when it is not used.
   std::int32_t paired_grid = 0;
-  /// Blocks of the cluster attention kernel (attention_cluster_merge), 0 when it is not used.
-  std::int32_t cluster_grid = 0;
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -242,8 +240,6 @@ struct CudaBackend::Impl {
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
     if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
       paired_grid = attention_grid(dtype, AttentionKernel::kTensorCoresPaired, shape.head_dim);
-    if (options.attention_cluster_merge && attention == AttentionKernel::kTensorCoresPipelined)
-      cluster_grid = attention_grid(dtype, AttentionKernel::kTensorCoresCluster, shape.head_dim);
     combine_grid = sms * 4;
   }
 
@@ -489,20 +485,11 @@ struct CudaBackend::Impl {
                       static_cast<char*>(v_cache.get()) + layer * stride};
   }
 
-  /// Blocks of the attention kernel `kernel` (one the backend set up at start) for `plan`: the
-  /// persistent grid, or for the cluster kernel one cluster per group of the plan.
-  std::int32_t grid_of(AttentionKernel kernel, const PassPlan& plan) const {
-    if (kernel == AttentionKernel::kTensorCoresCluster)
-      return std::min(cluster_grid, kAttentionClusterSize * std::max(plan.attn_groups, 1));
-    return grid_of(kernel);
-  }
-
   /// Blocks of the persistent attention kernel `kernel` (one the backend set up at start).
   std::int32_t grid_of(AttentionKernel kernel) const {
-    return kernel == AttentionKernel::kTensorCoresDeep      ? deep_grid
-           : kernel == AttentionKernel::kTensorCoresPaired  ? paired_grid
-           : kernel == AttentionKernel::kTensorCoresCluster ? cluster_grid
-                                                            : attn_grid;
+    return kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
+           : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
+                                                           : attn_grid;
   }
 
   /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
@@ -515,12 +502,13 @@ struct CudaBackend::Impl {
   }
 
   /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows, its
-  /// attention by `kernel` on `grid` blocks. With options.programmatic_launch, or
+  /// attention by `kernel` on grid_of(kernel) blocks. With options.programmatic_launch, or
   /// programmatic_launch_few_rows and rows_pad <= skinny_gemm_rows, our kernels are PDL launches
   /// (launch.cuh); cuBLASLt's are plain, so each waits for the kernel before it to finish, and
   /// the kernel after it waits for it.
   void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine,
-               AttentionKernel kernel, std::int32_t grid) {
+               AttentionKernel kernel) {
+    const std::int32_t grid = grid_of(kernel);
     const cudaStream_t s = stream->get();
     // Our kernels only; the skinny GEMM's too.
     const bool pdl = options.programmatic_launch ||
@@ -661,24 +649,22 @@ struct CudaBackend::Impl {
     const std::int32_t block_rows_pad = graph ? bucket_rows(plan.block_rows) : plan.block_rows;
     // Only the kernels without their own merge launch the combine (and key graphs by it).
     const bool combine = plan.attn_combine > 0 && attention_needs_combine(attention);
-    const std::int32_t grid = grid_of(kernel, plan);
     if (options.gemm_autotune && dtype == CudaDType::kBF16 && rows_pad <= options.graph_max_rows)
       tune_gemms(rows_pad, block_rows_pad);
     if (graph) {
-      const GraphKey key{rows_pad, block_rows_pad, combine, kernel, grid};
+      const GraphKey key{rows_pad, block_rows_pad, combine, kernel};
       auto it = graphs.find(key);
       if (it == graphs.end()) {
         it = graphs
-                 .emplace(key,
-                          capture_graph(
-                              s, [&] { enqueue(rows_pad, block_rows_pad, combine, kernel, grid); }))
+                 .emplace(key, capture_graph(
+                                   s, [&] { enqueue(rows_pad, block_rows_pad, combine, kernel); }))
                  .first;
         ++stats.graph_captures;
       }
       it->second.launch(s);
       ++stats.graph_replays;
     } else {
-      enqueue(rows_pad, block_rows_pad, combine, kernel, grid);
+      enqueue(rows_pad, block_rows_pad, combine, kernel);
     }
     const std::int64_t vocab = config.vocab_size;
     if (plan.block_rows > 0) {
@@ -697,7 +683,6 @@ struct CudaBackend::Impl {
     ++stats.passes;
     stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
     stats.paired_attention_passes += kernel == AttentionKernel::kTensorCoresPaired ? 1 : 0;
-    stats.cluster_attention_passes += kernel == AttentionKernel::kTensorCoresCluster ? 1 : 0;
     stats.rows += plan.rows;
     stats.padded_rows += rows_pad;
     stats.block_rows += plan.block_rows;
@@ -895,21 +880,9 @@ struct CudaBackend::Impl {
         plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep
                                         // kernel would trap on a pair
       }
-      // The cluster kernel where every tile x KV head gets a cluster of its own (1 sequence):
-      // there a split merge through global memory is a third of the launch. Planned as for the
-      // pipelined kernel (the same splits while they fit a cluster, so the same bits).
-      const bool cluster = !deep && cluster_grid > 0 && tiles <= kAttentionClusterGroups;
-      if (cluster) {
-        plan_shape.cluster_size = kAttentionClusterSize;
-        plan_shape.pair_tiles = false;
-      }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into kTensorCoresPaired.
-      // (only where a tile is split: an unsplit pass gains nothing from the clusters, and their
-      // launch costs ~1 us more at 1 sequence)
-      const AttentionKernel kernel = deep ? AttentionKernel::kTensorCoresDeep
-                                     : cluster && plan.attn_combine > 0
-                                         ? AttentionKernel::kTensorCoresCluster
+      const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;
       run_pass(plan, kernel, request.proposals ? out.proposals.data() + out_row : nullptr,

@@ -119,7 +119,6 @@ struct PassPlanner::Scratch {
   std::vector<Tile> tiles, paired;
   std::vector<AttnWork> work;
   std::vector<AttnCombine> combines;
-  std::vector<AttnGroup> groups;
 
   /// Empties every buffer, keeping its capacity.
   void clear() {
@@ -131,7 +130,6 @@ struct PassPlanner::Scratch {
     paired.clear();
     work.clear();
     combines.clear();
-    groups.clear();
   }
 };
 
@@ -148,12 +146,7 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
   plan_.block_row_of.clear();  // (bytes is assigned whole below)
   PassPlan& plan = plan_;
   scratch_->clear();
-  auto& [rows, block_index, samples, tables, tiles, paired, work, combines, groups] = *scratch_;
-  if (shape.cluster_size < 0 || shape.cluster_size > kMaxMergedSplits ||
-      (shape.cluster_size > 0 && shape.pair_tiles))
-    throw Error(fmt::format(
-        "CUDA backend: attention cluster size {} out of range (0..{}, without paired tiles)",
-        shape.cluster_size, kMaxMergedSplits));
+  auto& [rows, block_index, samples, tables, tiles, paired, work, combines] = *scratch_;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const PassItem& item = items[i];
     const auto commit = std::ssize(item.commit), n = commit + std::ssize(item.block);
@@ -239,9 +232,9 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
         "CUDA backend: attention split alignment {} (a multiple of {}) or max splits {} out of "
         "range",
         shape.split_align, kPageTokens, shape.max_splits));
-  const std::int64_t merged_limit = shape.cluster_size > 0 ? shape.cluster_size : kMaxMergedSplits;
-  const std::int64_t max_splits =
-      shape.max_splits > 0 ? std::min<std::int64_t>(shape.max_splits, merged_limit) : merged_limit;
+  const std::int64_t max_splits = shape.max_splits > 0
+                                      ? std::min<std::int64_t>(shape.max_splits, kMaxMergedSplits)
+                                      : kMaxMergedSplits;
   if (wanted > 1 && shape.split_align > 0 && shape.wave_splits) {
     std::int64_t longest = 0;
     for (const Tile& tile : tiles) longest = std::max<std::int64_t>(longest, tile.kv_end);
@@ -298,16 +291,7 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
   // whole pages, then item (its page table's offset, which grows with the item), KV head and
   // range: the tiles reading the same pages become neighbours (the stable sort keeps them in row
   // order).
-  if (shape.cluster_size > 0) {
-    // Tile order, a split tile's items in split order: each becomes one cluster's group.
-    for (std::size_t i = 0; i < work.size(); ++i) {
-      const AttnWork& w = work[i];
-      if (w.combine >= 0 && i > 0 && work[i - 1].combine == w.combine)
-        ++groups.back().count;
-      else
-        groups.push_back({static_cast<std::int32_t>(i), 1});
-    }
-  } else if (shape.group_tiles) {
+  if (shape.group_tiles) {
     const auto key = [](const AttnWork& w) {
       return std::tuple(-ceil_div(w.kv_end - w.kv_begin, kPageTokens), w.table, w.kv_head,
                         w.kv_begin);
@@ -325,7 +309,6 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
   header.block_rows = static_cast<std::int32_t>(block_index.size());
   header.attn_work = static_cast<std::int32_t>(work.size());
   header.attn_combine = static_cast<std::int32_t>(combines.size());
-  header.groups = static_cast<std::int32_t>(groups.size());
   std::int32_t offset = align16(sizeof(PassHeader));
   const auto place = [&](std::size_t bytes) {
     const std::int32_t at = offset;
@@ -338,7 +321,6 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
   header.work_offset = place(work.size() * sizeof(AttnWork));
   header.combine_offset = place(combines.size() * sizeof(AttnCombine));
   header.tables_offset = place(tables.size() * sizeof(std::int32_t));
-  header.group_offset = place(groups.size() * sizeof(AttnGroup));
   plan.bytes.assign(static_cast<std::size_t>(offset), std::byte{0});
   std::memcpy(plan.bytes.data(), &header, sizeof header);
   put_section(plan.bytes, header.rows_offset, rows);
@@ -347,13 +329,11 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
   put_section(plan.bytes, header.work_offset, work);
   put_section(plan.bytes, header.combine_offset, combines);
   put_section(plan.bytes, header.tables_offset, tables);
-  put_section(plan.bytes, header.group_offset, groups);
   plan.rows = header.rows;
   plan.block_rows = header.block_rows;
   plan.attn_work = header.attn_work;
   plan.attn_combine = header.attn_combine;
   plan.partials = partial;
-  plan.attn_groups = header.groups;
   plan.paired_items = static_cast<std::int32_t>(std::count_if(
       work.begin(), work.end(), [&](const AttnWork& w) { return w.rows > tile_rows; }));
   return plan;

@@ -111,11 +111,6 @@ struct PlanShape {
   /// SMs of the device, for split_cost's threshold; 0: target_work / 3 (the pipelined kernel's
   /// 3 resident blocks per SM).
   std::int32_t sms = 0;
-  /// > 0: plan for AttentionKernel::kTensorCoresCluster with clusters of this many blocks
-  /// (kAttentionClusterSize): at most this many splits per tile, the work items left in tile
-  /// order (a split tile's items next to each other in split order: no sort) and the groups
-  /// section written (AttnGroup: one per split tile or unsplit item). Pairs are not made.
-  std::int32_t cluster_size = 0;
 };
 
 /// A pass's metadata block and its counts.
@@ -131,7 +126,6 @@ struct PassPlan {
   std::int32_t attn_combine = 0;
   std::int32_t partials = 0;      ///< partial slots used
   std::int32_t paired_items = 0;  ///< work items of two tiles (PlanShape::pair_tiles)
-  std::int32_t attn_groups = 0;   ///< AttnGroup entries (PlanShape::cluster_size), else 0
   std::int64_t kv_positions_read = 0;
   std::int64_t attention_scores = 0;
   const PassHeader& header() const { return *reinterpret_cast<const PassHeader*>(bytes.data()); }
@@ -144,11 +138,6 @@ struct PassPlan {
   std::span<const AttnCombine> combines() const {
     return {pass_section<AttnCombine>(&header(), header().combine_offset),
             static_cast<std::size_t>(attn_combine)};
-  }
-  /// The clusters' work groups (PlanShape::cluster_size; a view into bytes).
-  std::span<const AttnGroup> groups() const {
-    return {pass_section<AttnGroup>(&header(), header().group_offset),
-            static_cast<std::size_t>(attn_groups)};
   }
 };
 

@@ -82,29 +82,4 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
              __LINE__);
 }
 
-/// launch_kernel for a kernel launched in thread block clusters of `cluster` blocks along x
-/// (cudaLaunchAttributeClusterDimension; `grid` a multiple of `cluster`), with PDL as
-/// launch_kernel when `pdl`. Throws dice::Error naming `name` when the launch fails.
-template <typename... Params, typename... Args>
-void launch_kernel_in_clusters(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block,
-                               std::size_t shared, cudaStream_t stream, bool pdl, unsigned cluster,
-                               Args&&... args) {
-  cudaLaunchAttribute attributes[2]{};
-  attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = cluster;
-  attributes[0].val.clusterDim.y = 1;
-  attributes[0].val.clusterDim.z = 1;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared;
-  config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = pdl ? 2 : 1;
-  check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name, __FILE__,
-             __LINE__);
-}
-
 }  // namespace dice::engine::cuda

@@ -30,13 +30,6 @@ inline constexpr int kPairedQueries = 2 * kTileQueries;
 /// (its merge keeps a weight per split and query vector in shared memory); the planner caps
 /// splits at this when it plans for that kernel (PlanShape::split_align > 0).
 inline constexpr int kMaxMergedSplits = 64;
-/// Blocks per thread block cluster of AttentionKernel::kTensorCoresCluster: the most splits of
-/// one tile it merges (through distributed shared memory), and the planner's cap on splits when
-/// it plans for that kernel (PlanShape::cluster_size). 8 is the portable cluster size.
-inline constexpr int kAttentionClusterSize = 8;
-/// Clusters in kTensorCoresCluster's grid: the backend launches it for passes of at most this
-/// many attention groups (one split tile, or one unsplit item, per cluster).
-inline constexpr int kAttentionClusterGroups = 16;
 
 /// One row (token) of a pass.
 struct RowInfo {
@@ -71,15 +64,6 @@ struct AttnCombine {
   std::int32_t partial;
   std::int32_t splits;
   std::int32_t pad[3];
-};
-
-/// Work items [first, first + count) that one cluster of AttentionKernel::kTensorCoresCluster
-/// takes: the splits of one tile in split order (count <= kAttentionClusterSize; block rank j
-/// takes split j) or one unsplit item (count 1). Written only for plans with
-/// PlanShape::cluster_size.
-struct AttnGroup {
-  std::int32_t first;
-  std::int32_t count;
 };
 
 /// Sampling parameters of one block row (sampling.h).
@@ -117,8 +101,7 @@ struct PassHeader {
   std::int32_t work_offset;         ///< AttnWork[attn_work]
   std::int32_t combine_offset;      ///< AttnCombine[attn_combine]
   std::int32_t tables_offset;       ///< int32 page ids
-  std::int32_t group_offset;        ///< AttnGroup[groups] (PlanShape::cluster_size), else empty
-  std::int32_t groups;              ///< AttnGroup entries
+  std::int32_t pad[2];
 };
 
 /// A section of a metadata block (host or device pointer alike).
@@ -187,22 +170,13 @@ enum class AttentionKernel {
   /// block per SM): for passes whose work items do not outnumber the SMs, where one page per
   /// warp leaves the kernel waiting on latency. The same page order per warp, so the same bits.
   kTensorCoresDeep,
-  /// attention_mma_pipelined launched in thread block clusters of kAttentionClusterSize blocks,
-  /// one AttnGroup per cluster (a plan with PlanShape::cluster_size): a split tile's splits are
-  /// the blocks of one cluster and merge through distributed shared memory after a cluster
-  /// barrier, instead of partial slots in global memory, a counter and the last split reading
-  /// them back. The same arithmetic in the same split order: the same bits as
-  /// kTensorCoresPipelined on the same splits. For passes of few tiles (1 sequence), where the
-  /// merge's latency is a third of the launch.
-  kTensorCoresCluster,
 };
 
 /// Whether `kernel` merges split tiles itself (with merge counters): the pipelined kernels.
 inline bool attention_merges_splits(AttentionKernel kernel) {
   return kernel == AttentionKernel::kTensorCoresPipelined ||
          kernel == AttentionKernel::kTensorCoresPaired ||
-         kernel == AttentionKernel::kTensorCoresDeep ||
-         kernel == AttentionKernel::kTensorCoresCluster;
+         kernel == AttentionKernel::kTensorCoresDeep;
 }
 
 /// Whether split tiles of `kernel` need launch_attention_combine after it.
@@ -211,9 +185,8 @@ inline bool attention_needs_combine(AttentionKernel kernel) {
 }
 
 /// Positions per unit of a split KV range the planner should use for `kernel`
-/// (PlanShape::split_align): kTensorCoresPipelined/Paired/Deep/Cluster give each of their 4 warps
-/// one page of a 128-position range at once; 0 (the others): the first planner's page-aligned
-/// ranges.
+/// (PlanShape::split_align): kTensorCoresPipelined/Paired/Deep give each of their 4 warps one page
+/// of a 128-position range at once; 0 (the others): the first planner's page-aligned ranges.
 inline std::int32_t attention_split_align(AttentionKernel kernel) {
   return attention_merges_splits(kernel) ? 4 * kPageTokens : 0;
 }

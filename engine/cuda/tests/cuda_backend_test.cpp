@@ -423,25 +423,6 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   }
 }
 
-TEST_F(CudaBackendTest, ClusterAttentionMergeChangesNoBits) {
-  // The cluster attention kernel merges a split tile through distributed shared memory with the
-  // pipelined kernel's arithmetic in its split order, so logits and tokens are bit for bit those
-  // of the pipelined kernel's merge through global memory. Short splits (min split keys 64) make
-  // the 250-position contexts split; one sequence's passes have at most 16 tiles x KV heads, so
-  // the scoring runs the cluster kernel (counted), and every head_dim and group of the shapes.
-  for (const auto& shape : shapes()) {
-    const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    CudaBackendOptions clustered = limited();
-    clustered.attention_min_split_keys = 64;
-    CudaBackendOptions global = clustered;
-    global.attention_cluster_merge = false;
-    CudaBackend on(weights, clustered), off(weights, global);
-    expect_same_bits(on, off, shape.config, shape.name + ", cluster merge");
-    EXPECT_GT(on.stats().cluster_attention_passes, 0) << shape.name << ": never ran";
-    EXPECT_EQ(off.stats().cluster_attention_passes, 0) << shape.name;
-  }
-}
-
 TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   // The skinny GEMM's fused RMSNorm computes x with the norm kernel's arithmetic, and its SwiGLU
   // epilogue silu(gate) * up with the SwiGLU kernel's from the same sums, so logits and tokens

@@ -785,8 +785,6 @@ const char* name(AttentionKernel kernel) {
       return "mma paired";
     case AttentionKernel::kTensorCoresDeep:
       return "mma deep";
-    case AttentionKernel::kTensorCoresCluster:
-      return "mma cluster";
   }
   return "?";
 }
@@ -796,7 +794,6 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
   constexpr auto kMma = AttentionKernel::kTensorCores;
   constexpr auto kPipelined = AttentionKernel::kTensorCoresPipelined;
   constexpr auto kDeep = AttentionKernel::kTensorCoresDeep;
-  constexpr auto kCluster = AttentionKernel::kTensorCoresCluster;
   constexpr auto kF32 = CudaDType::kF32;
   constexpr auto kBF16 = CudaDType::kBF16;
   const std::vector<AttnCase> cases{
@@ -840,20 +837,7 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
       {kBF16, kDeep, 16, 4, 2, 300},
       {kBF16, kDeep, 64, 4, 4, 4000, 128},
       {kBF16, kDeep, 32, 16, 1, 1},
-      {kBF16, kDeep, 256, 8, 1, 100},
-      // The cluster kernel (splits merged through distributed shared memory; more groups than
-      // clusters, so clusters take several): unsplit, up to 8 splits, capped at 3, short
-      // splits, every head_dim and group. Each also bit for bit against the pipelined kernel.
-      {kBF16, kCluster, 128, 16, 8, 1},
-      {kBF16, kCluster, 128, 16, 8, 600},
-      {kBF16, kCluster, 128, 16, 8, 4000},
-      {kBF16, kCluster, 128, 16, 8, 4000, 256, 3},
-      {kBF16, kCluster, 128, 32, 8, 4000, 64},
-      {kBF16, kCluster, 16, 4, 2, 300},
-      {kBF16, kCluster, 64, 4, 4, 4000, 128},
-      {kBF16, kCluster, 32, 16, 1, 1},
-      {kBF16, kCluster, 256, 8, 1, 100},
-      {kBF16, kCluster, 128, 16, 2, 4000, 0}};
+      {kBF16, kDeep, 256, 8, 1, 100}};
   for (const auto& c : cases) {
     const int group = c.heads / c.kv_heads, pages = 120;
     const std::string what =
@@ -892,29 +876,7 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
                          4096,        c.min_split_keys, attention_split_align(c.kernel),
                          c.max_splits};
     plan_shape.split_cost = 0;  // splits wherever target_work asks: this test covers the merge
-    const bool cluster = c.kernel == kCluster;
-    if (cluster) plan_shape.cluster_size = kAttentionClusterSize;
     const PassPlan plan = plan_pass(items, plan_shape);
-    if (cluster) {
-      // One group per split tile (its splits in order) or unsplit item, covering the work list.
-      std::int32_t covered = 0;
-      for (const AttnGroup& g : plan.groups()) {
-        ASSERT_EQ(g.first, covered) << what;
-        ASSERT_GE(g.count, 1) << what;
-        ASSERT_LE(g.count, kAttentionClusterSize) << what;
-        const AttnWork& w0 = plan.work()[static_cast<std::size_t>(g.first)];
-        for (std::int32_t j = 0; j < g.count; ++j) {
-          const AttnWork& w = plan.work()[static_cast<std::size_t>(g.first + j)];
-          EXPECT_EQ(w.combine, w0.combine) << what;
-          if (g.count > 1) {
-            EXPECT_EQ(w.partial, plan.combines()[static_cast<std::size_t>(w.combine)].partial + j)
-                << what;
-          }
-        }
-        covered += g.count;
-      }
-      ASSERT_EQ(covered, plan.attn_work) << what;
-    }
     if (c.target_work > 1) {
       ASSERT_GT(plan.attn_combine, 0) << what;
     }
@@ -1009,26 +971,6 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
     const double tolerance =
         c.dtype == kF32 ? 1e-5 : (c.kernel != AttentionKernel::kCudaCores ? 1.5e-2 : 6e-3);
     EXPECT_LT(rel_l2(got, want), tolerance) << what;
-    if (cluster) {
-      // The pipelined kernel on the same splits (its own plan: sorted, no groups) gives the same
-      // bits: the merge's arithmetic and split order are the same.
-      PlanShape pipelined_shape = plan_shape;
-      pipelined_shape.cluster_size = 0;
-      pipelined_shape.max_splits = c.max_splits > 0 ? c.max_splits : kAttentionClusterSize;
-      const PassPlan pipelined_plan = plan_pass(items, pipelined_shape);
-      ASSERT_EQ(pipelined_plan.partials, plan.partials) << what;
-      const auto pipelined_meta = upload_bytes(pipelined_plan.bytes);
-      const auto d_pipelined = upload(poison, c.dtype);
-      launch_attention(
-          c.dtype, AttentionKernel::kTensorCoresPipelined, pipelined_meta.as<PassHeader>(),
-          d_q.get(), CacheLayer{d_k.get(), d_v.get()}, shape, d_pipelined.get(),
-          partial_out.as<float>(), partial_lse.as<float>(), counters.as<std::uint32_t>(),
-          attention_grid(c.dtype, AttentionKernel::kTensorCoresPipelined, c.d), stream());
-      synchronize();
-      const std::size_t bytes = poison.size() * 2;
-      EXPECT_EQ(download_bytes(d_pipelined, bytes), download_bytes(d_out, bytes))
-          << what << ": not the pipelined kernel's bits";
-    }
     // Row by row too: an error confined to one sequence or head must not hide in the total.
     for (int r = 0; r < plan.rows; ++r) {
       const auto from = static_cast<std::ptrdiff_t>(r * c.heads * c.d);
@@ -1670,8 +1612,6 @@ TEST_F(CudaOps, AttentionTimings) {
     bool pair_tiles = false;
     std::int32_t split_cost = 768;
   };
-  // (Appended so the printed ratios' indices stay: pipe_s8: the backend's default split cap;
-  // cluster: the cluster kernel on the same plan, merging through distributed shared memory.)
   // first: the first mma kernel with the earlier planner; pipe: the pipelined kernel with the
   // balanced planner (the default but for pair_tiles); pipe_early: the pipelined kernel with the
   // earlier planner (ceil splits, longest range first); pipe_waves: only the wave-aware split
@@ -1696,9 +1636,7 @@ TEST_F(CudaOps, AttentionTimings) {
       {"deep", AttentionKernel::kTensorCoresDeep, 256, 16, true, true},
       {"deep_s1", AttentionKernel::kTensorCoresDeep, 256, 1, true, true},
       {"deep_s2", AttentionKernel::kTensorCoresDeep, 256, 2, true, true},
-      {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true},
-      {"pipe_s8", AttentionKernel::kTensorCoresPipelined, 256, 8, true, true},
-      {"cluster", AttentionKernel::kTensorCoresCluster, 256, 8, true, true}};
+      {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true}};
   // DICE_ATTENTION_ROWS=4: block-only passes (a block of 4 per sequence, no commit rows).
   constexpr int kD = 128, kLayers = 28;
   const int kRowsPerSequence = env_ints("DICE_ATTENTION_ROWS", {8}).front() == 4 ? 4 : 8;
@@ -1734,31 +1672,26 @@ TEST_F(CudaOps, AttentionTimings) {
         std::vector<std::vector<float>> outputs;
         for (const auto& variant : variants) {
           const std::int32_t grid = attention_grid(CudaDType::kBF16, variant.kernel, kD);
-          const bool cluster = variant.kernel == AttentionKernel::kTensorCoresCluster;
           PlanShape plan_shape{
-              heads, kv_heads,
-              // (the cluster kernel is planned as the backend plans it: for the pipelined grid)
-              cluster ? attention_grid(CudaDType::kBF16, AttentionKernel::kTensorCoresPipelined, kD)
-                      : grid,
-              4096, variant.min_split_keys,
+              heads,
+              kv_heads,
+              grid,
+              4096,
+              variant.min_split_keys,
               variant.split_align > 0 ? variant.split_align : attention_split_align(variant.kernel),
-              variant.max_splits, variant.wave_splits, variant.group_tiles};
+              variant.max_splits,
+              variant.wave_splits,
+              variant.group_tiles};
           plan_shape.pair_tiles = variant.pair_tiles;
           plan_shape.split_cost = variant.split_cost;
-          if (cluster) plan_shape.cluster_size = kAttentionClusterSize;
           const PassPlan plan = plan_pass(items, plan_shape);
-          // (the cluster kernel as the backend launches it: one cluster per group)
-          const std::int32_t launch_grid =
-              cluster ? std::min(grid, kAttentionClusterSize * std::max(plan.attn_groups, 1))
-                      : grid;
           const auto meta = upload_bytes(plan.bytes);
           const auto launch = [&](std::int64_t layer) {
             const CacheLayer cache{static_cast<std::uint16_t*>(k.get()) + layer * layer_elems,
                                    static_cast<std::uint16_t*>(v.get()) + layer * layer_elems};
             launch_attention(CudaDType::kBF16, variant.kernel, meta.as<PassHeader>(), q.get(),
                              cache, shape, out.get(), partial_out.as<float>(),
-                             partial_lse.as<float>(), counters.as<std::uint32_t>(), launch_grid,
-                             stream());
+                             partial_lse.as<float>(), counters.as<std::uint32_t>(), grid, stream());
             if (plan.attn_combine > 0 && attention_needs_combine(variant.kernel))
               launch_attention_combine(CudaDType::kBF16, meta.as<PassHeader>(),
                                        partial_out.as<float>(), partial_lse.as<float>(), shape,

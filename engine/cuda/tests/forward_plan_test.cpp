@@ -321,50 +321,6 @@ TEST(PlanPass, PipelinedKernelSplitsIntoWholeUnitsAtFewSequences) {
   EXPECT_THROW(plan_pass(std::span(&item, 1), {16, 8, 396, 4096, 256, 100, 16}), Error);
 }
 
-TEST(PlanPass, ClusterPlansGroupEachSplitTileInSplitOrder) {
-  // SDAR-1.7B heads, one sequence: planned for the cluster kernel (clusters of 8), the same
-  // splits as the pipelined kernel's plan with at most 8, left in tile order and grouped.
-  const auto block = ids(4), pages = ids(140, 1);
-  PassItem item = denoising_item(block, pages, 1000);
-  PlanShape shape{16, 8, 396, 4096, 256, 128, 8};
-  const PassPlan pipelined = plan_pass(std::span(&item, 1), shape);
-  shape.cluster_size = kAttentionClusterSize;
-  const PassPlan clustered = plan_pass(std::span(&item, 1), shape);
-  EXPECT_EQ(pipelined.attn_groups, 0);
-  EXPECT_EQ(clustered.attn_work, pipelined.attn_work);
-  EXPECT_EQ(clustered.attn_combine, 8);
-  ASSERT_EQ(clustered.attn_groups, 8);  // one per KV head's split tile
-  for (std::size_t g = 0; g < 8; ++g) {
-    const AttnGroup group = clustered.groups()[g];
-    EXPECT_EQ(group.first, static_cast<std::int32_t>(8 * g));
-    EXPECT_EQ(group.count, 8);
-    for (std::int32_t j = 0; j < group.count; ++j) {
-      const AttnWork& w = clustered.work()[static_cast<std::size_t>(group.first + j)];
-      EXPECT_EQ(w.kv_head, static_cast<std::int32_t>(g));
-      EXPECT_EQ(w.kv_begin, 128 * j);  // split j at rank j
-      EXPECT_EQ(w.partial, clustered.combines()[static_cast<std::size_t>(w.combine)].partial + j);
-    }
-  }
-  // The split count is capped at the cluster size even when more are asked for.
-  shape.max_splits = 16;
-  item.start = 4156;
-  const PassPlan long_context = plan_pass(std::span(&item, 1), shape);
-  for (const AttnGroup& g : long_context.groups()) EXPECT_LE(g.count, kAttentionClusterSize);
-  EXPECT_EQ(long_context.attn_groups, 8);
-  // Unsplit items (a short context) are groups of one.
-  item.start = 96;
-  const PassPlan short_context = plan_pass(std::span(&item, 1), shape);
-  EXPECT_EQ(short_context.attn_combine, 0);
-  ASSERT_EQ(short_context.attn_groups, 8);
-  for (const AttnGroup& g : short_context.groups()) EXPECT_EQ(g.count, 1);
-  // Clusters never take pairs, and their size is bounded.
-  shape.pair_tiles = true;
-  EXPECT_THROW(plan_pass(std::span(&item, 1), shape), Error);
-  shape.pair_tiles = false;
-  shape.cluster_size = kMaxMergedSplits + 1;
-  EXPECT_THROW(plan_pass(std::span(&item, 1), shape), Error);
-}
-
 TEST(PlanPass, PipelinedKernelSplitsFewerAtSixteenSequences) {
   // 16 sequences at ~1,000 positions: 16 tiles x 8 heads = 128 items for 396 blocks. By waves
   // without a split cost: 3 splits (ranges of 384, the last 236) make 384 items, one wave; the

@@ -78,13 +78,6 @@ struct CudaBackendOptions {
   /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
   /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
-  /// Pipelined attention: in passes of at most kAttentionClusterGroups (16) tiles x KV heads
-  /// (1 sequence; 2 of SDAR-1.7B), the kernel launched in thread block clusters of 8, a split
-  /// tile's splits in one cluster, merged through distributed shared memory after a cluster
-  /// barrier instead of through global memory, a counter and the last split
-  /// (AttentionKernel::kTensorCoresCluster; the same bits). false: the pipelined kernel's merge.
-  /// Off by itself on a device that cannot place such a cluster.
-  bool attention_cluster_merge = true;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
   /// sequences in the static schedule 62.5% of them; +1.7% tokens/s for SDAR-4B and +3.8% for

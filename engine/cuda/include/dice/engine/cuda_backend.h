@@ -86,9 +86,6 @@ struct CudaForwardStats {
   /// Passes run (graph replays included) whose attention ran the paired kernel: plans with paired
   /// tiles (CudaBackendOptions::attention_paired_tiles).
   std::int64_t paired_attention_passes = 0;
-  /// Passes run (graph replays included) whose attention ran the cluster kernel
-  /// (CudaBackendOptions::attention_cluster_merge).
-  std::int64_t cluster_attention_passes = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
   /// per pass, as a kernel that reads it once would): the KV bytes read are this times
   /// kv_bytes_per_position.
