@@ -75,6 +75,10 @@ void Event::record(cudaStream_t stream) const {
   DICE_CUDA_CHECK(cudaEventRecord(event_, stream));
 }
 
+void Event::synchronize() const {
+  DICE_CUDA_CHECK(cudaEventSynchronize(event_));
+}
+
 float Event::since(const Event& start) const {
   float ms = 0;
   DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event_, event_));

@@ -82,6 +82,8 @@ class Event {
   ~Event();
   cudaEvent_t get() const { return event_; }
   void record(cudaStream_t stream) const;
+  /// Waits until the event's work is done (cudaEventSynchronize). Throws dice::Error.
+  void synchronize() const;
   /// Milliseconds from `start` to this event (both recorded and complete).
   float since(const Event& start) const;
 

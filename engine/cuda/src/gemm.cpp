@@ -17,19 +17,16 @@ namespace dice::engine::cuda {
 namespace {
 
 /// Destroys two events when leaving scope.
-struct EventPair {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  EventPair() {
-    DICE_CUDA_CHECK(cudaEventCreate(&start));
-    DICE_CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  ~EventPair() {
-    cudaEventDestroy(stop);
-    cudaEventDestroy(start);
-  }
-};
+/// Events around what `enqueue` puts on `stream` (it returns nothing). Waits for the second
+/// event and returns the time between the two, in ms. Throws dice::Error on CUDA failures.
+template <typename F>
+float timed_ms(cudaStream_t stream, const Event& start, const Event& stop, F&& enqueue) {
+  start.record(stream);
+  enqueue();
+  stop.record(stream);
+  stop.synchronize();
+  return stop.since(start);
+}
 
 /// Mean time (us) of one of `launches` launches of `launch` as a forward runs them: captured in
 /// one CUDA graph on `stream` (capture_graph), replayed once to warm up, then one replay timed
@@ -38,18 +35,13 @@ struct EventPair {
 /// and the autotune chose by it (0.8-2.3% fewer tok/s at 16 and 128 sequences on an H100,
 /// bench/results/2026-11-24-gemm-autotune-h100). Throws dice::Error on CUDA or cuBLASLt
 /// failures.
-double graph_time_us(cudaStream_t stream, int launches, const EventPair& events,
+double graph_time_us(cudaStream_t stream, int launches, const Event& start, const Event& stop,
                      const std::function<cublasStatus_t()>& launch) {
   const GraphExec graph = capture_graph(stream, [&] {
     for (int k = 0; k < launches; ++k) DICE_CUBLAS_CHECK(launch());
   });
   graph.launch(stream);
-  DICE_CUDA_CHECK(cudaEventRecord(events.start, stream));
-  graph.launch(stream);
-  DICE_CUDA_CHECK(cudaEventRecord(events.stop, stream));
-  DICE_CUDA_CHECK(cudaEventSynchronize(events.stop));
-  float ms = 0;
-  DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+  const float ms = timed_ms(stream, start, stop, [&] { graph.launch(stream); });
   return 1e3 * static_cast<double>(ms) / launches;
 }
 
@@ -97,18 +89,15 @@ double Gemm::tune_skinny(void* x, const void* w, float* y, std::int64_t rows, st
   const int by_default = skinny_default_n_tiles(rows, out, sms_);
   p.n_tiles = by_default;
   const std::vector<int> options = skinny_n_tile_options(rows, out);
-  EventPair events;
+  const Event start, stop;
   double best_us = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < options.size(); ++i) {
     const int n = options[i];
     launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n, stream, pdl_);  // warm-up
-    DICE_CUDA_CHECK(cudaEventRecord(events.start, stream));
-    for (int k = 0; k < repeats; ++k)
-      launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n, stream, pdl_);
-    DICE_CUDA_CHECK(cudaEventRecord(events.stop, stream));
-    DICE_CUDA_CHECK(cudaEventSynchronize(events.stop));
-    float ms = 0;
-    DICE_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+    const float ms = timed_ms(stream, start, stop, [&] {
+      for (int k = 0; k < repeats; ++k)
+        launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n, stream, pdl_);
+    });
     const double us = 1e3 * static_cast<double>(ms) / repeats;
     if (n == by_default) p.choice.heuristic_us = us;
     if (us < best_us) {
@@ -269,7 +258,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   const std::int64_t y_words = bf16_out ? rows * out / 2 : rows * out;
   const std::size_t y_bytes = static_cast<std::size_t>(y_words) * sizeof(float);
   auto* hash = hash_.as<unsigned long long>();
-  EventPair events;
+  const Event start, stop;
   unsigned long long reference = 0;
   double best_us = std::numeric_limits<double>::infinity(), fastest_us = best_us;
   int best = -1, same_bits = 0;
@@ -295,7 +284,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     launch_hash(y, y_words, hash, stream);
     unsigned long long bits = 0;
     DICE_CUDA_CHECK(cudaMemcpyAsync(&bits, hash, sizeof bits, cudaMemcpyDeviceToHost, stream));
-    const double us = graph_time_us(stream, repeats, events, launch);
+    const double us = graph_time_us(stream, repeats, start, stop, launch);
     if (i == 0) {
       reference = bits;
       p.choice.heuristic_us = us;
