@@ -42,12 +42,15 @@ def skinny(r: dict) -> str:
 
 
 def pdl(r: dict) -> str:
-    """The record's programmatic dependent launch: on (every pass), few (passes of at most the
-    skinny GEMM rows), off ("-" for records from before it)."""
+    """The record's programmatic dependent launch: early (every pass, and early after cuBLASLt),
+    on (every pass), few (passes of at most the skinny GEMM rows), off ("-" for records from
+    before it)."""
     kernels = r.get("cuda_kernels", {})
     value = kernels.get("programmatic_launch")
     if value is None:
         return "-"
+    if kernels.get("early_start_after_cublas"):
+        return "early"
     return "on" if value else "few" if kernels.get("programmatic_launch_few_rows") else "off"
 
 

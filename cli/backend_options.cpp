@@ -52,8 +52,9 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
   auto* pdl = command->add_flag(
       "--pdl", args.pdl,
       "cuda backend: launch dice's kernels with programmatic dependent launch (each scheduled "
-      "while the previous kernel drains; same results) in every pass (default: only in passes of "
-      "at most --skinny-gemm-rows rows, where every kernel of a layer is dice's)");
+      "while the previous kernel drains; same results) in every pass (the default with "
+      "--early-start-after-cublas; without it only in passes of at most --skinny-gemm-rows "
+      "rows, where every kernel of a layer is dice's)");
   command
       ->add_flag("--no-pdl", args.no_pdl,
                  "cuda backend: no programmatic dependent launch in any pass (see --pdl)")
@@ -94,6 +95,13 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       "13-16 sequences), the pipelined attention with three K/V pages in flight per "
       "warp and one block per SM; --no-deep-attention-pipeline: one page per warp, "
       "three blocks per SM, everywhere (default: on)");
+  command->add_flag(
+      "--early-start-after-cublas,!--no-early-start-after-cublas",
+      args.cuda.early_start_after_cublas,
+      "cuda backend: dice's kernels launched with programmatic dependent launch in every pass, "
+      "and in captured passes those after a cuBLASLt GEMM scheduled once all of its blocks have "
+      "begun (a programmatic edge from its launch completion; they still wait for its results); "
+      "--no-pdl turns this off too (default: on)");
   command->add_flag("--masked-rows-only,!--no-masked-rows-only", args.cuda.masked_rows_only,
                     "cuda backend: in decoding, the final norm, lm_head and vocabulary pass run "
                     "over the block rows that hold the mask token only (a decided position's "
@@ -202,6 +210,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.gemm_autotune = !args.no_gemm_autotune;
   options.programmatic_launch = args.pdl;
   options.programmatic_launch_few_rows = !args.no_pdl;
+  if (args.no_pdl) options.early_start_after_cublas = false;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
     options.bf16_gate_up = false;
@@ -210,6 +219,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;
+    options.early_start_after_cublas = false;
     options.masked_rows_only = false;
     options.fused_norm_gemm = false;
     options.chunked_vocab_pass = false;
@@ -253,7 +263,8 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && !args.cuda.masked_rows_only ? ", logits of every block row"
                                                                    : ""),
         args.cuda.skinny_gemm_rows,
-        args.pdl      ? "on"
+        args.pdl || options.early_start_after_cublas
+            ? (options.early_start_after_cublas ? "on, early after cuBLASLt" : "on")
         : args.no_pdl ? "off"
                       : "in passes of at most the skinny GEMM rows",
         static_cast<double>(m.weights) / (1 << 30), static_cast<double>(m.kv_cache) / (1 << 30),

@@ -234,6 +234,7 @@ void run_bench(const BenchArgs& args) {
               {"attention_paired_tiles", o.attention_paired_tiles},
               {"attention_split_cost", o.attention_split_cost},
               {"attention_deep_pipeline", o.attention_deep_pipeline},
+              {"early_start_after_cublas", o.early_start_after_cublas},
               {"fast_norms", o.fast_norms},
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},
@@ -271,6 +272,7 @@ void run_bench(const BenchArgs& args) {
           record["graph_captures"] = st.graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
           record["paired_attention_passes"] = st.paired_attention_passes;
+          record["early_start_edges"] = st.early_start_edges;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)

@@ -511,7 +511,7 @@ struct CudaBackend::Impl {
     const std::int32_t grid = grid_of(kernel);
     const cudaStream_t s = stream->get();
     // Our kernels only; the skinny GEMM's too.
-    const bool pdl = options.programmatic_launch ||
+    const bool pdl = options.programmatic_launch || options.early_start_after_cublas ||
                      (options.programmatic_launch_few_rows && rows_pad <= options.skinny_gemm_rows);
     gemm->set_programmatic_launch(pdl, options.pdl_early_reads);
     stats.programmatic_passes += pdl ? 1 : 0;
@@ -655,9 +655,16 @@ struct CudaBackend::Impl {
       const GraphKey key{rows_pad, block_rows_pad, combine, kernel};
       auto it = graphs.find(key);
       if (it == graphs.end()) {
+        // (our kernel names are mangled in dice::engine::cuda; cuBLASLt's are not)
+        const auto early = [&](cudaGraph_t g) {
+          stats.early_start_edges += start_early_after_foreign_kernels(g, "dice6engine4cuda");
+        };
         it = graphs
                  .emplace(key, capture_graph(
-                                   s, [&] { enqueue(rows_pad, block_rows_pad, combine, kernel); }))
+                                   s, [&] { enqueue(rows_pad, block_rows_pad, combine, kernel); },
+                                   options.early_start_after_cublas
+                                       ? std::function<void(cudaGraph_t)>(early)
+                                       : std::function<void(cudaGraph_t)>()))
                  .first;
         ++stats.graph_captures;
       }

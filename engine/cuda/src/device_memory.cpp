@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "cuda_check.h"
 #include "dice/core/error.h"
 
@@ -92,7 +96,8 @@ GraphExec::GraphExec(cudaGraph_t graph) {
   DICE_CUDA_CHECK(status);
 }
 
-GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueue) {
+GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueue,
+                        const std::function<void(cudaGraph_t)>& edit) {
   DICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
     enqueue();
@@ -104,7 +109,69 @@ GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueu
   }
   cudaGraph_t captured = nullptr;
   DICE_CUDA_CHECK(cudaStreamEndCapture(stream, &captured));
+  if (edit) {
+    try {
+      edit(captured);
+    } catch (...) {
+      cudaGraphDestroy(captured);
+      throw;
+    }
+  }
   return GraphExec(captured);
+}
+
+namespace {
+
+/// The kernel name of kernel node `node`: "" for another node type, "?" for a kernel whose name
+/// the runtime cannot give (a library's, launched through the driver API).
+std::string kernel_name(cudaGraphNode_t node) {
+  cudaGraphNodeType type{};
+  DICE_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+  if (type != cudaGraphNodeTypeKernel) return {};
+  // A kernel launched through the driver API (cuBLASLt's) has no runtime function: the runtime
+  // reports an invalid device function (not a sticky error), and the kernel is named "?".
+  cudaKernelNodeParams params{};
+  const char* name = nullptr;
+  const cudaError_t got = cudaGraphKernelNodeGetParams(node, &params);
+  if (got == cudaErrorInvalidDeviceFunction ||
+      (got == cudaSuccess && cudaFuncGetName(&name, params.func) != cudaSuccess)) {
+    (void)cudaGetLastError();
+    return "?";
+  }
+  DICE_CUDA_CHECK(got);
+  return name != nullptr ? name : "?";
+}
+
+}  // namespace
+
+int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own) {
+  std::size_t count = 0;
+  DICE_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
+  std::vector<cudaGraphNode_t> from(count), to(count);
+  std::vector<cudaGraphEdgeData> data(count);
+  DICE_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count));
+  int changed = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    // A full dependency, or a PDL launch's programmatic one (from the port that a cuBLASLt
+    // kernel, which never triggers, activates at its end).
+    cudaGraphEdgeData pdl{};
+    pdl.from_port = cudaGraphKernelNodePortProgrammatic;
+    pdl.type = cudaGraphDependencyTypeProgrammatic;
+    const cudaGraphEdgeData plain{};
+    if (std::memcmp(&data[i], &plain, sizeof plain) != 0 &&
+        std::memcmp(&data[i], &pdl, sizeof pdl) != 0)
+      continue;
+    const std::string upstream = kernel_name(from[i]);
+    if (upstream.empty() || upstream.find(own) != std::string::npos) continue;
+    if (kernel_name(to[i]).find(own) == std::string::npos) continue;
+    DICE_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
+    cudaGraphEdgeData early{};
+    early.from_port = cudaGraphKernelNodePortLaunchCompletion;
+    early.type = cudaGraphDependencyTypeProgrammatic;
+    DICE_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &early, 1));
+    ++changed;
+  }
+  return changed;
 }
 
 void GraphExec::launch(cudaStream_t stream) const {

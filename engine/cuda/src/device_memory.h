@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <utility>
 
 #include "cuda_check.h"
@@ -116,8 +117,21 @@ class GraphExec {
 };
 
 /// What `enqueue` launches on `stream` (and on streams it forks from and joins back to it),
-/// captured in thread-local mode and instantiated. If `enqueue` throws, the capture is ended and
-/// its partial graph destroyed before the exception goes on. Throws dice::Error on CUDA failures.
-GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueue);
+/// captured in thread-local mode, changed by `edit` (if given) and instantiated. If `enqueue` or
+/// `edit` throws, the capture is ended and its graph destroyed before the exception goes on.
+/// Throws dice::Error on CUDA failures.
+GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueue,
+                        const std::function<void(cudaGraph_t)>& edit = {});
+
+/// Makes every kernel node of `graph` whose kernel's (mangled) name contains `own` and whose
+/// predecessor is a kernel without it (a library's: cuBLASLt) start early: their edge (a full
+/// dependency, or a PDL launch's programmatic one) becomes a programmatic dependency from the
+/// predecessor's launch-completion port
+/// (cudaGraphKernelNodePortLaunchCompletion: once every block of the predecessor has begun), so
+/// the kernel's blocks are scheduled while the library kernel runs its last blocks. Correct only
+/// for kernels that wait for their predecessor (griddepcontrol.wait) before they read or write
+/// anything it may touch: launch.cuh's contract for every kernel of the forward. Returns the
+/// edges changed. Throws dice::Error on CUDA failures.
+int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own);
 
 }  // namespace dice::engine::cuda

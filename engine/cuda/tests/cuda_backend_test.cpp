@@ -403,6 +403,7 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     CudaBackendOptions plain = limited(v.options);
     plain.gemm_autotune = false;
     plain.programmatic_launch_few_rows = false;
+    plain.early_start_after_cublas = false;  // (EarlyStartAfterCublasChangesNoBits)
     CudaBackendOptions pdl = plain;
     pdl.programmatic_launch = true;
     CudaBackendOptions few = plain;  // the default: PDL in passes of <= 16 rows only
@@ -420,6 +421,28 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
         << v.name << ": the prompt pass is not a few-row pass";
     EXPECT_EQ(off.stats().programmatic_passes, 0) << v.name;
     EXPECT_EQ(on.stats().graph_replays > 0, v.options.cuda_graphs) << v.name;
+  }
+}
+
+TEST_F(CudaBackendTest, EarlyStartAfterCublasChangesNoBits) {
+  // With early_start_after_cublas (the default), our kernels are PDL launches in every pass and
+  // each after a cuBLASLt GEMM in a captured pass is scheduled once the GEMM's blocks have all
+  // begun, waiting for its results (griddepcontrol.wait) before it reads them: the same bits as
+  // full dependencies and PDL in few-row passes only. skinny_gemm_rows 0 puts every GEMM, the
+  // block passes' too, on cuBLASLt, so the captured passes have such edges (counted).
+  for (const std::size_t s : {std::size_t{1}, std::size_t{2}}) {
+    const auto shape = shapes()[s];
+    const CpuWeights weights = random_weights(shape.config, shape.std, true);
+    CudaBackendOptions plain = limited();
+    plain.skinny_gemm_rows = 0;
+    plain.early_start_after_cublas = false;
+    CudaBackendOptions early = plain;  // the default: with PDL in every pass
+    early.early_start_after_cublas = true;
+    CudaBackend off(weights, plain), on(weights, early);
+    expect_same_bits(on, off, shape.config, shape.name + ", early start after cuBLASLt");
+    EXPECT_GT(on.stats().early_start_edges, 0) << shape.name;
+    EXPECT_GT(on.stats().programmatic_passes, off.stats().programmatic_passes) << shape.name;
+    EXPECT_EQ(off.stats().early_start_edges, 0) << shape.name;
   }
 }
 

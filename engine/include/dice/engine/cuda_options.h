@@ -84,6 +84,17 @@ struct CudaBackendOptions {
   /// SDAR-1.7B at 128 x 1,024 on an H100, bench/results/2026-11-24-overlap-masked-h100).
   /// false: every block row gets logits.
   bool masked_rows_only = true;
+  /// Our kernels are PDL launches in every pass (as with programmatic_launch), and in captured
+  /// passes each of them that follows a cuBLASLt kernel starts early too: its graph edge becomes
+  /// a programmatic dependency from the cuBLASLt kernel's launch completion (all its blocks
+  /// begun; our kernel still waits for its results by griddepcontrol.wait), so its blocks are
+  /// scheduled while the GEMM runs its last blocks (device_memory.h,
+  /// start_early_after_foreign_kernels). cuBLASLt's own kernels stay plain launches. The same
+  /// bits. Measured on an H100 (bench/results/2026-11-24-early-start-after-cublas-h100): +3.8%
+  /// (SDAR-1.7B) and +3.0% (SDAR-4B) tok/s at 16 sequences, 0.999-1.007 at 128, where PDL in
+  /// every pass alone gave +0.3-0.5%. false: PDL as programmatic_launch(_few_rows) say, and
+  /// full dependencies after cuBLASLt.
+  bool early_start_after_cublas = true;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;

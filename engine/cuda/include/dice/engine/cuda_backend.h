@@ -86,6 +86,9 @@ struct CudaForwardStats {
   /// Passes run (graph replays included) whose attention ran the paired kernel: plans with paired
   /// tiles (CudaBackendOptions::attention_paired_tiles).
   std::int64_t paired_attention_passes = 0;
+  /// Graph edges from a cuBLASLt kernel to one of dice's made early-start edges at capture
+  /// (CudaBackendOptions::early_start_after_cublas).
+  std::int64_t early_start_edges = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
   /// per pass, as a kernel that reads it once would): the KV bytes read are this times
   /// kv_bytes_per_position.
