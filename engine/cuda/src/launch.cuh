@@ -21,6 +21,11 @@
 // weights there, the pipelined attention reads its work item, page ids and visible lengths (the
 // pass metadata, uploaded before the pass's first kernel). Its wait still comes before anything
 // it reads from the kernels before it, and before it exits.
+// After a cuBLASLt kernel (a plain launch that never triggers), a captured pass can start our
+// kernel early too: CudaBackendOptions::early_start_after_cublas turns that graph edge into a
+// programmatic one from the GEMM's launch completion (device_memory.h,
+// start_early_after_foreign_kernels); the same contract (wait before reading or writing) keeps it
+// correct.
 // The other kernels trigger at exit: triggers in every kernel were 5-13% slower
 // (bench/results/2026-11-23-engine-pdl-trigger-h100), and in the other skinny GEMMs, whose next
 // kernel has nothing to read early, 4-5% slower (-early-start-h100, call 9).
