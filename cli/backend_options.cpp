@@ -263,10 +263,10 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && !args.cuda.masked_rows_only ? ", logits of every block row"
                                                                    : ""),
         args.cuda.skinny_gemm_rows,
-        args.pdl || options.early_start_after_cublas
-            ? (options.early_start_after_cublas ? "on, early after cuBLASLt" : "on")
-        : args.no_pdl ? "off"
-                      : "in passes of at most the skinny GEMM rows",
+        options.early_start_after_cublas ? "on, early after cuBLASLt"
+        : args.pdl                       ? "on"
+        : args.no_pdl                    ? "off"
+                                         : "in passes of at most the skinny GEMM rows",
         static_cast<double>(m.weights) / (1 << 30), static_cast<double>(m.kv_cache) / (1 << 30),
         m.pages * m.page_tokens, m.bytes_per_token / 1024);
   }

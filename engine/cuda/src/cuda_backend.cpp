@@ -655,9 +655,8 @@ struct CudaBackend::Impl {
       const GraphKey key{rows_pad, block_rows_pad, combine, kernel};
       auto it = graphs.find(key);
       if (it == graphs.end()) {
-        // (our kernel names are mangled in dice::engine::cuda; cuBLASLt's are not)
         const auto early = [&](cudaGraph_t g) {
-          stats.early_start_edges += start_early_after_foreign_kernels(g, "dice6engine4cuda");
+          stats.early_start_edges += start_early_after_foreign_kernels(g, kOwnKernelNames);
         };
         it = graphs
                  .emplace(key, capture_graph(

@@ -150,14 +150,16 @@ int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own) {
   std::vector<cudaGraphNode_t> from(count), to(count);
   std::vector<cudaGraphEdgeData> data(count);
   DICE_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count));
+  // The edges changed: a full dependency, or a PDL launch's programmatic one (from the port that
+  // a cuBLASLt kernel, which never triggers, activates at its end); and what they become.
+  const cudaGraphEdgeData plain{};
+  cudaGraphEdgeData pdl{}, early{};
+  pdl.from_port = cudaGraphKernelNodePortProgrammatic;
+  pdl.type = cudaGraphDependencyTypeProgrammatic;
+  early.from_port = cudaGraphKernelNodePortLaunchCompletion;
+  early.type = cudaGraphDependencyTypeProgrammatic;
   int changed = 0;
   for (std::size_t i = 0; i < count; ++i) {
-    // A full dependency, or a PDL launch's programmatic one (from the port that a cuBLASLt
-    // kernel, which never triggers, activates at its end).
-    cudaGraphEdgeData pdl{};
-    pdl.from_port = cudaGraphKernelNodePortProgrammatic;
-    pdl.type = cudaGraphDependencyTypeProgrammatic;
-    const cudaGraphEdgeData plain{};
     if (std::memcmp(&data[i], &plain, sizeof plain) != 0 &&
         std::memcmp(&data[i], &pdl, sizeof pdl) != 0)
       continue;
@@ -165,9 +167,6 @@ int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own) {
     if (upstream.empty() || upstream.find(own) != std::string::npos) continue;
     if (kernel_name(to[i]).find(own) == std::string::npos) continue;
     DICE_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
-    cudaGraphEdgeData early{};
-    early.from_port = cudaGraphKernelNodePortLaunchCompletion;
-    early.type = cudaGraphDependencyTypeProgrammatic;
     DICE_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &early, 1));
     ++changed;
   }

@@ -123,6 +123,10 @@ class GraphExec {
 GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueue,
                         const std::function<void(cudaGraph_t)>& edit = {});
 
+/// What the mangled names of dice's kernels (namespace dice::engine::cuda) contain, and no
+/// library's: start_early_after_foreign_kernels' `own` for the forward's kernels.
+inline constexpr std::string_view kOwnKernelNames = "4dice6engine4cuda";
+
 /// Makes every kernel node of `graph` whose kernel's (mangled) name contains `own` and whose
 /// predecessor is a kernel without it (a library's: cuBLASLt) start early: their edge (a full
 /// dependency, or a PDL launch's programmatic one) becomes a programmatic dependency from the

@@ -16,7 +16,6 @@ namespace dice::engine::cuda {
 
 namespace {
 
-/// Destroys two events when leaving scope.
 /// Events around what `enqueue` puts on `stream` (it returns nothing). Waits for the second
 /// event and returns the time between the two, in ms. Throws dice::Error on CUDA failures.
 template <typename F>
@@ -30,7 +29,7 @@ float timed_ms(cudaStream_t stream, const Event& start, const Event& stop, F&& e
 
 /// Mean time (us) of one of `launches` launches of `launch` as a forward runs them: captured in
 /// one CUDA graph on `stream` (capture_graph), replayed once to warm up, then one replay timed
-/// with `events`.
+/// between `start` and `stop`.
 /// Timed launch by launch, a GEMM carries launch overhead that the forward's graphs do not pay,
 /// and the autotune chose by it (0.8-2.3% fewer tok/s at 16 and 128 sequences on an H100,
 /// bench/results/2026-11-24-gemm-autotune-h100). Throws dice::Error on CUDA or cuBLASLt

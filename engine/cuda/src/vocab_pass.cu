@@ -194,6 +194,25 @@ __device__ void block_argmax(float& v, int& id, Scratch& s) {
   id = s.best_id[0];
 }
 
+/// This thread's share of the allowed ids i = begin + threadIdx.x + kThreads j < end (every id
+/// but `mask`): the largest non-NaN logit and its lowest id (`better`), the lowest NaN id
+/// (INT_MAX if none) and the last allowed id (-1 if none), folded into the values given. The
+/// block's come from block_argmax and block_min_max after it.
+__device__ __forceinline__ void scan_allowed(const float* logits, int begin, int end, int mask,
+                                             float& best, int& best_id, int& nan_id, int& last) {
+#pragma unroll 4
+  for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
+    if (i == mask) continue;
+    last = i;
+    const float v = logits[i];
+    if (isnan(v)) {
+      if (i < nan_id) nan_id = i;
+      continue;
+    }
+    better(best, best_id, v, i);
+  }
+}
+
 /// min (or max with `max`) over the block.
 __device__ int block_min_max(int v, bool max, Scratch& s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -678,17 +697,8 @@ __device__ void whole_row_proposal(const SampleInfo& p, const float* logits, std
     weighted = given->weighted;
   } else {
     // The maximum over allowed ids (lowest id on ties): the greedy choice and the softmax shift.
-    int nan_id = INT_MAX;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < limit; i += kThreads) {
-      if (!allowed(i)) continue;
-      const float v = logits[i];
-      if (isnan(v)) {
-        if (i < nan_id) nan_id = i;
-        continue;
-      }
-      better(best, best_id, v, i);
-    }
+    int nan_id = INT_MAX, last = -1;
+    scan_allowed(logits, 0, limit, mask, best, best_id, nan_id, last);
     block_argmax(best, best_id, s);
     nan_id = block_min_max(nan_id, false, s);
     if (nan_id != INT_MAX || best_id < 0 || isinf(best)) {
@@ -853,16 +863,7 @@ __global__ void __launch_bounds__(kThreads)
   chunk_bounds(vocab, limit, chunk, chunks, begin, end);
   float best = -INFINITY;
   int best_id = -1, nan_id = INT_MAX, last = -1;
-  for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
-    if (i == p.mask_id) continue;
-    last = i;
-    const float v = logits[i];
-    if (isnan(v)) {
-      if (i < nan_id) nan_id = i;
-      continue;
-    }
-    better(best, best_id, v, i);
-  }
+  scan_allowed(logits, begin, end, p.mask_id, best, best_id, nan_id, last);
   block_argmax(best, best_id, s);
   nan_id = block_min_max(nan_id, false, s);
   last = block_min_max(last, true, s);
