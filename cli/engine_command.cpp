@@ -191,7 +191,13 @@ void run_bench(const BenchArgs& args) {
         for (auto& r : warmup) r.options.max_new_tokens = std::min(t, args.warmup_tokens);
         engine::generate(*backend, warmup, {}, schedule);
 #ifdef DICE_HAVE_CUDA
-        if (cuda != nullptr) cuda->reset_stats();
+        // The warm-up captures the configuration's graphs, and with them makes the early-start
+        // edges (early_start_after_cublas): counted before the reset, added to the record.
+        std::int64_t warmup_early_edges = 0;
+        if (cuda != nullptr) {
+          warmup_early_edges = cuda->stats().early_start_edges;
+          cuda->reset_stats();
+        }
 #endif
         const auto start = Clock::now();
         engine::ScheduleStats schedule_stats;
@@ -272,7 +278,8 @@ void run_bench(const BenchArgs& args) {
           record["graph_captures"] = st.graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
           record["paired_attention_passes"] = st.paired_attention_passes;
-          record["early_start_edges"] = st.early_start_edges;
+          // (in the graphs captured for this configuration, by the warm-up or the timed run)
+          record["early_start_edges"] = st.early_start_edges + warmup_early_edges;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)
