@@ -49,14 +49,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "tensor-core kernel for few rows instead of cuBLASLt (0: off, at most 64)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
-  command
-      ->add_option("--cluster-gemm-rows", args.cuda.cluster_gemm_rows,
-                   "cuda backend: bf16 GEMMs of more rows than --skinny-gemm-rows and at most "
-                   "this many (padded) rows run dice's cluster kernel (weights streamed from "
-                   "before its PDL wait, k split over a thread block cluster, SwiGLU in the "
-                   "gate/up epilogue) instead of cuBLASLt (0: off, at most 128)")
-      ->check(CLI::Range(0, 128))
-      ->capture_default_str();
   auto* pdl = command->add_flag(
       "--pdl", args.pdl,
       "cuda backend: launch dice's kernels with programmatic dependent launch (each scheduled "
@@ -222,7 +214,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
     options.bf16_gate_up = false;
-    options.cluster_gemm_rows = 0;
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;
     options.attention_balanced_plan = false;
@@ -241,8 +232,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     const engine::CudaBackendOptions defaults;  // the options not changed are not listed
     const auto m = cuda->memory();
     *description = fmt::format(
-        "cuda ({}, {}{}, skinny GEMM rows {}, cluster GEMM rows {}, PDL {}, weights {:.2f} GiB, KV "
-        "cache {:.2f} GiB = "
+        "cuda ({}, {}{}, skinny GEMM rows {}, PDL {}, weights {:.2f} GiB, KV cache {:.2f} GiB = "
         "{} tokens of {} KiB)",
         m.device_name, args.dtype,
         std::string(args.baseline_kernels ? ", baseline kernels" : "") +
@@ -272,7 +262,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                                                                   : "") +
             (!args.baseline_kernels && !args.cuda.masked_rows_only ? ", logits of every block row"
                                                                    : ""),
-        args.cuda.skinny_gemm_rows, options.cluster_gemm_rows,
+        args.cuda.skinny_gemm_rows,
         options.early_start_after_cublas ? "on, early after cuBLASLt"
         : args.pdl                       ? "on"
         : args.no_pdl                    ? "off"

@@ -244,7 +244,6 @@ void run_bench(const BenchArgs& args) {
               {"fast_norms", o.fast_norms},
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},
-              {"cluster_gemm_rows", o.cluster_gemm_rows},
               {"fused_norm_gemm", o.fused_norm_gemm},
               {"fused_swiglu", o.fused_swiglu},
               {"bf16_gate_up", o.bf16_gate_up},

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -48,9 +47,8 @@ double graph_time_us(cudaStream_t stream, int launches, const Event& start, cons
 }  // namespace
 
 Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t workspace_bytes,
-           std::int32_t sm_count_target, std::int64_t cluster_max_rows)
+           std::int32_t sm_count_target)
     : skinny_max_rows_(skinny_max_rows),
-      cluster_max_rows_(cluster_max_rows),
       pdl_(programmatic_launch),
       sm_count_target_(sm_count_target),
       workspace_(workspace_bytes),
@@ -58,9 +56,6 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
   if (skinny_max_rows < 0 || skinny_max_rows > kSkinnyRowsLimit)
     throw Error(fmt::format("skinny GEMM rows {}: expected 0 (off) to {}", skinny_max_rows,
                             kSkinnyRowsLimit));
-  if (cluster_max_rows < 0 || cluster_max_rows > kClusterGemmRowsLimit)
-    throw Error(fmt::format("cluster GEMM rows {}: expected 0 (off) to {}", cluster_max_rows,
-                            kClusterGemmRowsLimit));
   int device = 0;
   DICE_CUDA_CHECK(cudaGetDevice(&device));
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
@@ -73,23 +68,6 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
 bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                   const void* x, const void* w, const void* y) const {
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
-}
-
-bool Gemm::clustered(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                     const void* x, const void* w, const void* y) const {
-  return !skinny(dtype, rows, in, out, x, w, y) &&
-         cluster_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, cluster_max_rows_, x, w, y);
-}
-
-int Gemm::cluster_splits(std::int64_t rows, std::int64_t in, std::int64_t out, bool swiglu) {
-  const auto key = std::tuple(rows <= 64 ? 64 : 128, in, out, swiglu);
-  if (const auto it = cluster_splits_.find(key); it != cluster_splits_.end()) return it->second;
-  std::array<int, kClusterGemmMaxSplits> resident{};
-  for (int s = 1; s <= kClusterGemmMaxSplits; ++s)
-    resident[static_cast<std::size_t>(s - 1)] = cluster_gemm_resident(rows, s, swiglu);
-  const int splits = cluster_gemm_splits(out / kClusterGemmColumns, in, resident);
-  cluster_splits_.emplace(key, splits);
-  return splits;
 }
 
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -255,7 +233,6 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   if (rows <= 0) return 0;
   if (!bf16_out && skinny(dtype, rows, in, out, x, w, y))
     return tune_skinny(x, w, y, rows, in, out, accumulate, stream, repeats);
-  if (!bf16_out && clustered(dtype, rows, in, out, x, w, y)) return 0;  // a fixed rule
   const auto started = std::chrono::steady_clock::now();
   plan(dtype, rows, in, out, accumulate, bf16_out);
   Plan& p = plans_.at(Key{static_cast<int>(dtype), rows, in, out, accumulate, bf16_out});
@@ -364,7 +341,7 @@ void Gemm::run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int6
 
 bool Gemm::fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                         const void* x, const void* w, const void* act) const {
-  return skinny(dtype, rows, in, out, x, w, act) || clustered(dtype, rows, in, out, x, w, act);
+  return skinny(dtype, rows, in, out, x, w, act);
 }
 
 void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
@@ -373,15 +350,10 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
   const void* input = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!fuses_swiglu(CudaDType::kBF16, rows, in, out, input, w, act) ||
       (norm != nullptr && !fuses_norm(CudaDType::kBF16, rows, in, out, *norm, w, act)))
-    throw Error(
-        fmt::format("GEMM with a SwiGLU epilogue{}: rows {} in {} out {} is not a shape "
-                    "the skinny or cluster kernel takes (rows limits {} and {})",
-                    norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_,
-                    cluster_max_rows_));
-  if (norm == nullptr && clustered(CudaDType::kBF16, rows, in, out, x, w, act))
-    return launch_cluster_gemm(x, w, nullptr, rows, in, out, false,
-                               cluster_splits(rows, in, out, true), stream, pdl_, act,
-                               early_weights_);
+    throw Error(fmt::format(
+        "GEMM with a SwiGLU epilogue{}: rows {} in {} out {} is not a shape "
+        "the skinny kernel takes (skinny rows limit {})",
+        norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
                      stream, pdl_, norm, act, early_weights_);
 }
@@ -393,10 +365,6 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
                               nullptr, early_weights_);
-  if (clustered(dtype, rows, in, out, x, w, y))
-    return launch_cluster_gemm(x, w, y, rows, in, out, accumulate,
-                               cluster_splits(rows, in, out, false), stream, pdl_, nullptr,
-                               early_weights_);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

@@ -5,8 +5,6 @@
 // a plan's algorithm by the fastest of the heuristic's candidates, timed on real buffers.
 // bf16 GEMMs of at most `skinny_max_rows` rows that skinny_gemm_fits() accepts run our own
 // kernel instead (skinny_gemm.h); tune() then times its n-tile choices (all give the same bits).
-// bf16 GEMMs of more rows, up to `cluster_max_rows`, that cluster_gemm_fits() accepts run the
-// cluster kernel (cluster_gemm.h) with the split count of its fixed rule (nothing to tune).
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -16,7 +14,6 @@
 #include <tuple>
 #include <vector>
 
-#include "cluster_gemm.h"
 #include "device_memory.h"
 #include "dice/engine/cuda_backend.h"
 #include "skinny_gemm.h"
@@ -37,12 +34,9 @@ class Gemm {
   /// with programmatic dependent launch (launch.cuh; cuBLASLt's kernels never are);
   /// `sm_count_target` (0: every SM): cuBLASLt plans for that many SMs
   /// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to a kernel on another stream.
-  /// `cluster_max_rows` (0: off, at most kClusterGemmRowsLimit): bf16 GEMMs of more rows than
-  /// the skinny kernel takes, up to that many, run the cluster kernel where it takes the shape.
   /// Throws dice::Error for a limit out of range (a target above the device's SMs included).
   explicit Gemm(std::int64_t skinny_max_rows = 0, bool programmatic_launch = false,
-                std::size_t workspace_bytes = 64ull << 20, std::int32_t sm_count_target = 0,
-                std::int64_t cluster_max_rows = 0);
+                std::size_t workspace_bytes = 64ull << 20, std::int32_t sm_count_target = 0);
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
   ~Gemm();
@@ -72,14 +66,13 @@ class Gemm {
   void run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
                   std::int64_t in, std::int64_t out, cudaStream_t stream);
 
-  /// Whether run_swiglu() takes this GEMM: bf16 and skinny() or clustered() with `act` in y's
-  /// place.
+  /// Whether run_swiglu() takes this GEMM: bf16 and skinny() with `act` in y's place.
   bool fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                     const void* x, const void* w, const void* act) const;
   /// act[rows, out / 2] (bf16) = silu(gate) * up of x w^T, whose output columns alternate gate
-  /// and up (swiglu.cuh), in one skinny or cluster launch with the SwiGLU epilogue: the same bits
-  /// as run() into an fp32 buffer then launch_swiglu. With `norm` (fuses_norm() holding for it),
-  /// x is RMSNorm(norm->residual) as in run_normed(). Throws dice::Error when fuses_swiglu() (or
+  /// and up (swiglu.cuh), in one skinny launch with the SwiGLU epilogue: the same bits as run()
+  /// into an fp32 buffer then launch_swiglu. With `norm` (fuses_norm() holding for it), x is
+  /// RMSNorm(norm->residual) as in run_normed(). Throws dice::Error when fuses_swiglu() (or
   /// fuses_norm()) does not hold or the launch fails.
   void run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
                   std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream);
@@ -95,14 +88,6 @@ class Gemm {
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
-  std::int64_t cluster_max_rows() const { return cluster_max_rows_; }
-  /// Whether run() gives this GEMM to the cluster kernel: not skinny(), and cluster_gemm_fits
-  /// with this limit (y the output, fp32 or the SwiGLU epilogue's bf16).
-  bool clustered(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                 const void* x, const void* w, const void* y) const;
-  /// The cluster kernel's split count for this shape (cluster_gemm_splits on this device's
-  /// residency; found once per shape and kept). Throws dice::Error on a CUDA failure.
-  int cluster_splits(std::int64_t rows, std::int64_t in, std::int64_t out, bool swiglu);
   /// Whether run() gives this GEMM to the skinny kernel (skinny_gemm_fits with this limit; y the
   /// output, fp32 or the SwiGLU epilogue's bf16).
   bool skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
@@ -152,9 +137,6 @@ class Gemm {
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
 
   std::int64_t skinny_max_rows_ = 0;
-  std::int64_t cluster_max_rows_ = 0;
-  /// The cluster kernel's split counts: (row tile 64 or 128, in, out, SwiGLU epilogue).
-  std::map<std::tuple<int, std::int64_t, std::int64_t, bool>, int> cluster_splits_;
   bool pdl_ = false;
   bool early_weights_ = false;
   int sms_ = 1;

@@ -87,30 +87,4 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
              __LINE__);
 }
 
-/// Launches `kernel` as launch_kernel does, in thread block clusters of `cluster` blocks along x
-/// (cudaLaunchAttributeClusterDimension; grid a multiple of it), always through
-/// cudaLaunchKernelEx, with the PDL attribute when `pdl`. Throws dice::Error naming `name` when
-/// the launch fails.
-template <typename... Params, typename... Args>
-void launch_kernel_in_clusters(const char* name, void (*kernel)(Params...), unsigned grid,
-                               unsigned block, std::size_t shared, unsigned cluster,
-                               cudaStream_t stream, bool pdl, Args&&... args) {
-  cudaLaunchAttribute attributes[2]{};
-  attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = cluster;
-  attributes[0].val.clusterDim.y = 1;
-  attributes[0].val.clusterDim.z = 1;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(block);
-  config.dynamicSmemBytes = shared;
-  config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = pdl ? 2 : 1;
-  check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name, __FILE__,
-             __LINE__);
-}
-
 }  // namespace dice::engine::cuda

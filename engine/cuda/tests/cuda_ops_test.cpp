@@ -18,7 +18,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "cluster_gemm.h"
 #include "cuda_check.h"
 #include "device_memory.h"
 #include "dice/core/error.h"
@@ -732,157 +731,6 @@ TEST_F(CudaOps, SkinnyGemmDispatchAndRefusedShapesFallBack) {
   EXPECT_THROW(Gemm(65), Error);
   EXPECT_THROW(launch_skinny_gemm(nullptr, nullptr, nullptr, 8, 48, 384, false, 1, stream()),
                Error);
-}
-
-TEST_F(CudaOps, ClusterGemmMatchesCublasLtAndIsDeterministic) {
-  // SDAR-1.7B o and down, SDAR-4B qkv and a small shape, random bf16 data made on the device: the
-  // cluster kernel against cuBLASLt (within fp32 rounding: 1e-4 of the row's largest magnitude)
-  // at 1-128 rows and several split counts (0: the rule's), accumulating or not; bit for bit the
-  // same over two runs of one split count.
-  struct Shape {
-    std::int64_t in, out;
-  };
-  const Shape shapes[] = {{256, 384}, {2048, 2048}, {6144, 2048}, {2560, 6144}};
-  constexpr std::int64_t kMaxRows = kClusterGemmRowsLimit;
-  Gemm cublas;  // skinny and cluster off
-  for (const Shape& shape : shapes) {
-    const std::int64_t in = shape.in, out = shape.out;
-    DeviceBuffer w(static_cast<std::size_t>(in * out) * 2),
-        x(static_cast<std::size_t>(kMaxRows * in) * 2);
-    DeviceBuffer y0(static_cast<std::size_t>(kMaxRows * out) * 4);
-    DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes());
-    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f,
-                       0x61u + static_cast<std::uint64_t>(out), stream());
-    launch_fill_random(CudaDType::kBF16, x.get(), kMaxRows * in, 1.0f,
-                       0x62u + static_cast<std::uint64_t>(in), stream());
-    launch_fill_random(CudaDType::kF32, y0.get(), kMaxRows * out, 1.0f, 0x63u, stream());
-    for (const std::int64_t rows : {1, 17, 64, 65, 128})
-      for (const bool accumulate : {false, true}) {
-        const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
-        const auto reset = [&](const DeviceBuffer& y) {
-          DICE_CUDA_CHECK(
-              cudaMemcpyAsync(y.get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
-        };
-        reset(y_ref);
-        cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
-                   stream());
-        synchronize();
-        const auto want = download_f32(y_ref, rows * out);
-        for (const int splits : {0, 1, 3, 8}) {
-          if (splits > in / kClusterGemmStageK) continue;
-          const std::string what = "cluster gemm rows " + std::to_string(rows) + " in " +
-                                   std::to_string(in) + " out " + std::to_string(out) +
-                                   " accumulate " + std::to_string(accumulate) + " splits " +
-                                   std::to_string(splits);
-          ASSERT_TRUE(
-              cluster_gemm_fits(true, rows, in, out, kMaxRows, x.get(), w.get(), y_a.as<float>()))
-              << what;
-          for (const DeviceBuffer* y : {&y_a, &y_b}) {
-            reset(*y);
-            launch_cluster_gemm(x.get(), w.get(), y->as<float>(), rows, in, out, accumulate, splits,
-                                stream());
-          }
-          synchronize();
-          const auto got = download_f32(y_a, rows * out);
-          const auto again = download_f32(y_b, rows * out);
-          double worst = 0;
-          for (std::int64_t r = 0; r < rows; ++r) {
-            double magnitude = 0, diff = 0;
-            for (std::int64_t o = 0; o < out; ++o) {
-              const auto i = static_cast<std::size_t>(r * out + o);
-              magnitude = std::max(magnitude, std::abs(static_cast<double>(want[i])));
-              diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
-            }
-            ASSERT_GT(magnitude, 0.0) << what << " row " << r;
-            worst = std::max(worst, diff / magnitude);
-          }
-          EXPECT_LE(worst, 1e-4) << what;
-          for (std::size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(again[i], got[i]) << what << ": a second run differs at " << i;
-        }
-      }
-  }
-}
-
-TEST_F(CudaOps, ClusterGemmSwigluEpilogueIsTheGemmThenSwiglu) {
-  // The cluster kernel's SwiGLU epilogue against its fp32 output, then the SwiGLU kernel: bit for
-  // bit on the SDAR-1.7B gate/up shape and a small one, 17-128 rows, several split counts;
-  // refused launches throw (accumulating, a shape it does not take, a split count out of range).
-  struct Shape {
-    std::int64_t in, inter;
-  };
-  const Shape shapes[] = {{2048, 6144}, {256, 512}};
-  for (const Shape& shape : shapes) {
-    const std::int64_t in = shape.in, out = 2 * shape.inter;
-    constexpr std::int64_t kRows = kClusterGemmRowsLimit;
-    DeviceBuffer x(static_cast<std::size_t>(kRows * in) * 2),
-        w(static_cast<std::size_t>(in * out) * 2), y(static_cast<std::size_t>(kRows * out) * 4),
-        act_a(static_cast<std::size_t>(kRows * shape.inter) * 2), act_b(act_a.bytes());
-    launch_fill_random(CudaDType::kBF16, x.get(), kRows * in, 1.0f, 91, stream());
-    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 92, stream());
-    for (const std::int64_t rows : {17, 64, 100, 128})
-      for (const int splits : {0, 1, 4}) {
-        const std::string what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
-                                 " out " + std::to_string(out) + " splits " +
-                                 std::to_string(splits);
-        const auto inter = static_cast<std::int32_t>(shape.inter);
-        launch_cluster_gemm(x.get(), w.get(), y.as<float>(), rows, in, out, false, splits,
-                            stream());
-        launch_swiglu(CudaDType::kBF16, y.as<float>(), inter, act_a.get(),
-                      static_cast<std::int32_t>(rows), stream());
-        launch_cluster_gemm(x.get(), w.get(), nullptr, rows, in, out, false, splits, stream(),
-                            false, act_b.get());
-        synchronize();
-        const auto want = download(act_a, rows * shape.inter, CudaDType::kBF16);
-        const auto got = download(act_b, rows * shape.inter, CudaDType::kBF16);
-        for (std::size_t i = 0; i < got.size(); ++i)
-          ASSERT_EQ(got[i], want[i]) << what << ": differs at " << i;
-      }
-    EXPECT_THROW(launch_cluster_gemm(x.get(), w.get(), nullptr, 64, in, out, true, 1, stream(),
-                                     false, act_b.get()),
-                 Error);
-    EXPECT_THROW(
-        launch_cluster_gemm(x.get(), w.get(), y.as<float>(), 64, in, out, false, 9, stream()),
-        Error);
-    EXPECT_THROW(
-        launch_cluster_gemm(x.get(), w.get(), y.as<float>(), 129, in, out, false, 1, stream()),
-        Error);
-    EXPECT_THROW(
-        launch_cluster_gemm(x.get(), w.get(), y.as<float>(), 64, in, out - 64, false, 1, stream()),
-        Error);
-  }
-}
-
-TEST_F(CudaOps, ClusterGemmDispatch) {
-  // Gemm with both few-row kernels on: up to 16 rows the skinny kernel, 17-128 rows the cluster
-  // kernel (bit for bit its launch with Gemm::cluster_splits), refused shapes cuBLASLt; nothing to
-  // tune for the cluster kernel; SwiGLU fused where either kernel runs the GEMM.
-  Gemm both(16, false, 64ull << 20, 0, 128);
-  DeviceBuffer x(128 * 2048 * 2), w(2048 * 4160 * 2), y(128 * 4160 * 4), y_direct(y.bytes()),
-      act(128 * 2048 * 2);
-  launch_fill_random(CudaDType::kBF16, x.get(), 128 * 2048, 1.0f, 71, stream());
-  launch_fill_random(CudaDType::kBF16, w.get(), 2048 * 4160, 0.05f, 72, stream());
-  const auto bf16 = CudaDType::kBF16;
-  EXPECT_FALSE(both.clustered(bf16, 16, 2048, 2048, x.get(), w.get(), y.get()));  // skinny
-  EXPECT_TRUE(both.skinny(bf16, 16, 2048, 2048, x.get(), w.get(), y.get()));
-  EXPECT_TRUE(both.clustered(bf16, 17, 2048, 2048, x.get(), w.get(), y.get()));
-  EXPECT_TRUE(both.clustered(bf16, 128, 2048, 4096, x.get(), w.get(), y.get()));
-  EXPECT_FALSE(both.clustered(bf16, 129, 2048, 2048, x.get(), w.get(), y.get()));
-  EXPECT_FALSE(both.clustered(bf16, 64, 2048, 4160, x.get(), w.get(), y.get()));
-  EXPECT_FALSE(both.clustered(CudaDType::kF32, 64, 2048, 2048, x.get(), w.get(), y.get()));
-  EXPECT_TRUE(both.fuses_swiglu(bf16, 64, 2048, 4096, x.get(), w.get(), act.get()));
-  const int splits = both.cluster_splits(100, 2048, 4096, false);
-  EXPECT_GE(splits, 1);
-  EXPECT_LE(splits, kClusterGemmMaxSplits);
-  both.run(bf16, x.get(), w.get(), y.as<float>(), 100, 2048, 4096, false, stream());
-  launch_cluster_gemm(x.get(), w.get(), y_direct.as<float>(), 100, 2048, 4096, false, splits,
-                      stream());
-  synchronize();
-  const auto got = download_f32(y, 100 * 4096), want = download_f32(y_direct, 100 * 4096);
-  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
-  EXPECT_EQ(both.tune(bf16, x.get(), w.get(), y.as<float>(), 100, 2048, 4096, false, stream()),
-            0.0);
-  EXPECT_THROW(Gemm(16, false, 64ull << 20, 0, 129), Error);
 }
 
 /// softmax(q k^T / sqrt(d)) v in double for query vector `q` (d values) of KV head `kv_head` over
@@ -1640,9 +1488,8 @@ TEST_F(CudaOps, GemmConfigSearch) {
 
 // Per-launch skinny GEMM times (not a check: skipped unless DICE_SKINNY_TIMINGS is set; run on
 // the device by bench/device_skinny_sweep.sh). SDAR-1.7B and -4B layer shapes at 4 and 16 rows
-// (1 and 4 sequences of a block of 4; DICE_SKINNY_ROWS: other counts up to 128, a comma list):
-// every n-tile choice (up to 64 rows), every split count of the cluster kernel ("*": its rule's),
-// cuBLASLt's heuristic choice and cuBLASLt's choice after Gemm::tune. The
+// (1 and 4 sequences of a block of 4; DICE_SKINNY_ROWS: other counts up to 64, a comma list):
+// every n-tile choice, cuBLASLt's heuristic choice and cuBLASLt's choice after Gemm::tune. The
 // launches of one graph rotate over as many copies of the weights as fill 512 MiB, so that weights
 // come from HBM as in a forward (L2 holds 50 MiB); the time is the graph replay's over its
 // launches, median of 7 replays. GB/s: weight bytes over that time, next to the copy bandwidth
@@ -1666,17 +1513,16 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                           {"4b qkv", 2560, 6144, false},        {"4b o", 4096, 2560, true},
                           {"4b gate_up", 2560, 19456, false},   {"4b down", 9728, 2560, true}};
   constexpr std::int64_t kPoolBytes = 512ll << 20;
-  constexpr std::int64_t kMaxRows = kClusterGemmRowsLimit;
-  Gemm cublas, tuned, cluster_gemm(0, false, 64ull << 20, 0, kClusterGemmRowsLimit);
+  Gemm cublas, tuned;
   for (const Shape& shape : shapes) {
     const std::int64_t weight_bytes = shape.in * shape.out * 2;
     const std::int64_t copies = std::max<std::int64_t>(2, kPoolBytes / weight_bytes);
     DeviceBuffer w(static_cast<std::size_t>(copies * weight_bytes)),
-        x(static_cast<std::size_t>(kMaxRows * shape.in * 2)),
-        y(static_cast<std::size_t>(kMaxRows * shape.out * 4));
+        x(static_cast<std::size_t>(64 * shape.in * 2)),
+        y(static_cast<std::size_t>(64 * shape.out * 4));
     launch_fill_random(CudaDType::kBF16, w.get(), copies * shape.in * shape.out, 0.05f, 61,
                        stream());
-    launch_fill_random(CudaDType::kBF16, x.get(), kMaxRows * shape.in, 1.0f, 62, stream());
+    launch_fill_random(CudaDType::kBF16, x.get(), 64 * shape.in, 1.0f, 62, stream());
     DICE_CUDA_CHECK(cudaMemset(y.get(), 0, y.bytes()));
     const auto weights = [&](std::int64_t i) {
       return static_cast<const char*>(w.get()) + (i % copies) * weight_bytes;
@@ -1706,20 +1552,10 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
               tuned.run(CudaDType::kBF16, x.get(), weights(i), y.as<float>(), rows, shape.in,
                         shape.out, shape.accumulate, stream());
             }));
-      if (rows <= kSkinnyRowsLimit)
-        for (const int n : skinny_n_tile_options(rows, shape.out))
-          print("skinny n" + std::to_string(n), time([&](std::int64_t i) {
-                  launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
-                                     shape.accumulate, n, stream());
-                }));
-      if (!cluster_gemm_fits(true, rows, shape.in, shape.out, kClusterGemmRowsLimit, x.get(),
-                             w.get(), y.get()))
-        continue;
-      const int rule = cluster_gemm.cluster_splits(rows, shape.in, shape.out, false);
-      for (int s = 1; s <= kClusterGemmMaxSplits && s <= shape.in / kClusterGemmStageK; ++s)
-        print("cluster s" + std::to_string(s) + (s == rule ? " *" : ""), time([&](std::int64_t i) {
-                launch_cluster_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
-                                    shape.accumulate, s, stream());
+      for (const int n : skinny_n_tile_options(rows, shape.out))
+        print("skinny n" + std::to_string(n), time([&](std::int64_t i) {
+                launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                   shape.accumulate, n, stream());
               }));
     }
   }

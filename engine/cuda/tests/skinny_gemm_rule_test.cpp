@@ -1,13 +1,10 @@
-// Which GEMMs the skinny and cluster kernels take, with which tiles and splits (host only, no GPU
-// needed).
+// Which GEMMs the skinny kernel takes and with which tiles (host only, no GPU needed).
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "cluster_gemm.h"
-#include "dice/core/error.h"
 #include "skinny_gemm.h"
 
 namespace dice::engine::cuda {
@@ -75,52 +72,6 @@ TEST(SkinnyGemmRule, TilesFollowRowsAndColumns) {
   EXPECT_EQ(skinny_default_n_tiles(8, 151936, 132), 4);   // lm_head
   EXPECT_EQ(skinny_default_n_tiles(64, 151936, 132), 2);  // four m16 tiles: at most 2
   EXPECT_EQ(skinny_default_n_tiles(8, 24, 132), 1);
-}
-
-TEST(ClusterGemmRule, TakesSdarShapesOfMoreRowsAndRefusesTheRest) {
-  const auto fits = [](std::int64_t rows, std::int64_t in, std::int64_t out,
-                       std::int64_t max_rows = 128, std::uintptr_t x = 256) {
-    return cluster_gemm_fits(true, rows, in, out, max_rows, at(x), at(512), at(1024));
-  };
-  // SDAR-1.7B and -4B layer shapes and an lm_head, 17 to 128 rows.
-  for (const std::int64_t rows : {17, 64, 65, 128}) {
-    EXPECT_TRUE(fits(rows, 2048, 4096));
-    EXPECT_TRUE(fits(rows, 6144, 2048));
-    EXPECT_TRUE(fits(rows, 2560, 19456));
-    EXPECT_TRUE(fits(rows, 9728, 2560));
-    EXPECT_TRUE(fits(rows, 2048, 151936));
-  }
-  EXPECT_FALSE(fits(129, 2048, 4096));         // over the kernel's limit
-  EXPECT_FALSE(fits(65, 2048, 4096, 64));      // over the caller's limit
-  EXPECT_FALSE(fits(64, 2048, 4096, 0));       // off
-  EXPECT_FALSE(fits(0, 2048, 4096));           // no rows
-  EXPECT_FALSE(fits(64, 2080, 4096));          // in not a multiple of 64
-  EXPECT_FALSE(fits(64, 2048, 4160));          // out not a multiple of 128
-  EXPECT_FALSE(fits(64, 2048, 4096, 128, 8));  // x not 16-byte aligned
-  EXPECT_FALSE(cluster_gemm_fits(false, 64, 2048, 4096, 128, at(256), at(512), at(1024)));
-}
-
-TEST(ClusterGemmRule, SplitsFillTheResidentClusters) {
-  // Residency of an H100 at one block per SM: 132 blocks, fewer whole clusters per GPC as they
-  // grow.
-  const std::vector<int> h100{132, 66, 44, 32, 26, 22, 18, 16};
-  // 1.7B o: 16 column tiles of 32 stages: 8 splits (one wave, 4 stages each, plus the merge).
-  EXPECT_EQ(cluster_gemm_splits(16, 2048, h100), 8);
-  // 4B qkv: 48 tiles of 40 stages. s = 2: 1 wave x 20 + 1 = 21; s = 5: 2 x 8 + 1 = 17; s = 8:
-  // 3 x 5 + 1 = 16.
-  EXPECT_EQ(cluster_gemm_splits(48, 2560, h100), 8);
-  // 1.7B gate/up: 96 tiles of 32 stages: 4 splits (3 waves x 8 + 1 = 25) over one (32) and,
-  // on the tie with 8 (6 x 4 + 1), the fewer.
-  EXPECT_EQ(cluster_gemm_splits(96, 2048, h100), 4);
-  // An lm_head's 1,187 tiles: no split (9 waves x 32 = 288 against 75 x 4 + 1 and more).
-  EXPECT_EQ(cluster_gemm_splits(1187, 2048, h100), 1);
-  // Never more splits than stages (2 here, tied with 1: the fewer); a cluster size that does
-  // not fit is skipped.
-  EXPECT_EQ(cluster_gemm_splits(1, 128, h100), 1);
-  EXPECT_EQ(cluster_gemm_splits(16, 2048, std::vector<int>{132, 66, 0, 0, 0, 0, 0, 0}), 2);
-  EXPECT_THROW(cluster_gemm_splits(0, 2048, h100), Error);
-  EXPECT_THROW(cluster_gemm_splits(16, 2080, h100), Error);
-  EXPECT_THROW(cluster_gemm_splits(16, 2048, std::vector<int>(8, 0)), Error);
 }
 
 }  // namespace

@@ -110,15 +110,6 @@ struct CudaBackendOptions {
   /// bandwidth at 8 rows (bench/results/2026-11-23-engine-profile-h100). Deterministic; its
   /// results differ from cuBLASLt's by fp32 rounding only. fp32 backends always use cuBLASLt.
   std::int64_t skinny_gemm_rows = 16;
-  /// bf16 GEMMs of more rows than skinny_gemm_rows and at most this many (padded rows of the
-  /// pass; 0 turns it off, at most 128) run the cluster kernel (cluster_gemm.h) instead of
-  /// cuBLASLt where the shape fits (in a multiple of 64, out of 128): weights streamed through a
-  /// shared-memory pipeline from before the kernel's PDL wait, k split over a thread block
-  /// cluster and merged in rank order (deterministic), and SwiGLU in the gate/up projection's
-  /// epilogue. fp32 backends always use cuBLASLt. An experiment, off (0): alone it is slower
-  /// than cuBLASLt at every SDAR shape, and in the engine's graphs it hit an illegal instruction
-  /// (bench/results/2026-11-24-cluster-gemm-h100).
-  std::int64_t cluster_gemm_rows = 0;
   /// The RMSNorms before the qkv and gate_up GEMMs fused into the skinny kernel where it runs
   /// them in one wave (bf16 with fast_norms, at most 16 rows; SkinnyNorm in skinny_gemm.h): its
   /// blocks normalise the rows themselves, with the norm kernel's arithmetic (the same bits),
