@@ -192,10 +192,11 @@ void run_bench(const BenchArgs& args) {
         engine::generate(*backend, warmup, {}, schedule);
 #ifdef DICE_HAVE_CUDA
         // The warm-up captures the configuration's graphs, and with them makes the early-start
-        // edges (early_start_after_cublas): counted before the reset, added to the record.
-        std::int64_t warmup_early_edges = 0;
+        // edges (early_start_after_cublas): counted before the reset, put in the record.
+        std::int64_t warmup_early_edges = 0, warmup_graph_captures = 0;
         if (cuda != nullptr) {
           warmup_early_edges = cuda->stats().early_start_edges;
+          warmup_graph_captures = cuda->stats().graph_captures;
           cuda->reset_stats();
         }
 #endif
@@ -275,7 +276,8 @@ void run_bench(const BenchArgs& args) {
           record["gemm_tune_seconds"] = cuda->gemm_tune_seconds();
           record["passes"] = st.passes;
           record["graph_replays"] = st.graph_replays;
-          record["graph_captures"] = st.graph_captures;
+          record["graph_captures"] = st.graph_captures;  // in the timed run (0: none new)
+          record["warmup_graph_captures"] = warmup_graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
           record["paired_attention_passes"] = st.paired_attention_passes;
           // (in the graphs captured for this configuration, by the warm-up or the timed run)
