@@ -193,10 +193,9 @@ void run_bench(const BenchArgs& args) {
 #ifdef DICE_HAVE_CUDA
         // The warm-up captures the configuration's graphs, and with them makes the early-start
         // edges (early_start_after_cublas): counted before the reset, put in the record.
-        std::int64_t warmup_early_edges = 0, warmup_graph_captures = 0;
+        engine::CudaForwardStats warmup_stats;
         if (cuda != nullptr) {
-          warmup_early_edges = cuda->stats().early_start_edges;
-          warmup_graph_captures = cuda->stats().graph_captures;
+          warmup_stats = cuda->stats();
           cuda->reset_stats();
         }
 #endif
@@ -277,11 +276,11 @@ void run_bench(const BenchArgs& args) {
           record["passes"] = st.passes;
           record["graph_replays"] = st.graph_replays;
           record["graph_captures"] = st.graph_captures;  // in the timed run (0: none new)
-          record["warmup_graph_captures"] = warmup_graph_captures;
+          record["warmup_graph_captures"] = warmup_stats.graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
           record["paired_attention_passes"] = st.paired_attention_passes;
           // (in the graphs captured for this configuration, by the warm-up or the timed run)
-          record["early_start_edges"] = st.early_start_edges + warmup_early_edges;
+          record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)

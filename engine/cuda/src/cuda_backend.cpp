@@ -655,16 +655,12 @@ struct CudaBackend::Impl {
       const GraphKey key{rows_pad, block_rows_pad, combine, kernel};
       auto it = graphs.find(key);
       if (it == graphs.end()) {
+        const auto enqueue_pass = [&] { enqueue(rows_pad, block_rows_pad, combine, kernel); };
         const auto early = [&](cudaGraph_t g) {
-          stats.early_start_edges += start_early_after_foreign_kernels(g, kOwnKernelNames);
+          if (options.early_start_after_cublas)
+            stats.early_start_edges += start_early_after_foreign_kernels(g, kOwnKernelNames);
         };
-        it = graphs
-                 .emplace(key, capture_graph(
-                                   s, [&] { enqueue(rows_pad, block_rows_pad, combine, kernel); },
-                                   options.early_start_after_cublas
-                                       ? std::function<void(cudaGraph_t)>(early)
-                                       : std::function<void(cudaGraph_t)>()))
-                 .first;
+        it = graphs.emplace(key, capture_graph(s, enqueue_pass, early)).first;
         ++stats.graph_captures;
       }
       it->second.launch(s);

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_check.h"
@@ -98,26 +100,24 @@ GraphExec::GraphExec(cudaGraph_t graph) {
 
 GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueue,
                         const std::function<void(cudaGraph_t)>& edit) {
+  // The captured graph is destroyed on every way out but the last (GraphExec takes it there).
+  using Owned = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, cudaError_t (*)(cudaGraph_t)>;
+  const auto end_capture = [&] {
+    cudaGraph_t graph = nullptr;
+    const cudaError_t status = cudaStreamEndCapture(stream, &graph);
+    return std::pair(Owned(graph, &cudaGraphDestroy), status);
+  };
   DICE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
     enqueue();
   } catch (...) {
-    cudaGraph_t broken = nullptr;
-    cudaStreamEndCapture(stream, &broken);
-    if (broken != nullptr) cudaGraphDestroy(broken);
+    end_capture();
     throw;
   }
-  cudaGraph_t captured = nullptr;
-  DICE_CUDA_CHECK(cudaStreamEndCapture(stream, &captured));
-  if (edit) {
-    try {
-      edit(captured);
-    } catch (...) {
-      cudaGraphDestroy(captured);
-      throw;
-    }
-  }
-  return GraphExec(captured);
+  auto [graph, status] = end_capture();
+  DICE_CUDA_CHECK(status);
+  if (edit) edit(graph.get());
+  return GraphExec(graph.release());
 }
 
 namespace {

@@ -2010,6 +2010,24 @@ struct VocabCase {
   int logits_kind;
 };
 
+/// The chunked vocabulary pass's scratch for `rows_pad` block rows of up to `chunks` chunks
+/// each, counters and bins zeroed (as the backend's, which every pass leaves zero).
+struct VocabScratch {
+  VocabScratch(std::int32_t rows_pad, std::int32_t chunks)
+      : partials(std::size_t{1} * rows_pad * chunks * sizeof(VocabPartial)),
+        counters(std::size_t{4} * rows_pad),
+        bin_counts(std::size_t{4} * rows_pad * kVocabBins),
+        bin_masses(std::size_t{8} * rows_pad * kVocabBins) {
+    for (const DeviceBuffer* b : {&counters, &bin_counts, &bin_masses})
+      DICE_CUDA_CHECK(cudaMemset(b->get(), 0, b->bytes()));
+  }
+  VocabWorkspace workspace() const {
+    return VocabWorkspace{partials.as<VocabPartial>(), counters.as<std::uint32_t>(),
+                          bin_counts.as<std::uint32_t>(), bin_masses.as<unsigned long long>()};
+  }
+  DeviceBuffer partials, counters, bin_counts, bin_masses;
+};
+
 TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
   const int vocab = 151936;
   std::vector<VocabCase> cases;
@@ -2100,25 +2118,16 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
     const std::string layout =
         chunks == 0 ? std::string(" whole row") : " chunks " + std::to_string(chunks);
     DeviceBuffer out(rows_pad * sizeof(ProposalOut));
-    DeviceBuffer partials(std::size_t{1} * rows_pad * kMaxVocabChunks * sizeof(VocabPartial));
-    DeviceBuffer counters(rows_pad * 4);
-    DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-    DeviceBuffer bin_counts(std::size_t{4} * rows_pad * kVocabBins),
-        bin_masses(std::size_t{8} * rows_pad * kVocabBins);
-    DICE_CUDA_CHECK(cudaMemset(bin_counts.get(), 0, bin_counts.bytes()));
-    DICE_CUDA_CHECK(cudaMemset(bin_masses.get(), 0, bin_masses.bytes()));
+    const VocabScratch scratch(rows_pad, kMaxVocabChunks);
     std::vector<ProposalOut> first;
     for (int run = 0; run < (chunks == 0 ? 1 : 2); ++run) {
       if (chunks == 0)
         launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(),
                           rows_pad, stream());
       else
-        launch_vocab_pass_chunked(
-            meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(), rows_pad,
-            chunks,
-            VocabWorkspace{partials.as<VocabPartial>(), counters.as<std::uint32_t>(),
-                           bin_counts.as<std::uint32_t>(), bin_masses.as<unsigned long long>()},
-            stream());
+        launch_vocab_pass_chunked(meta.as<PassHeader>(), d_logits.as<float>(), vocab,
+                                  out.as<ProposalOut>(), rows_pad, chunks, scratch.workspace(),
+                                  stream());
       synchronize();
       std::vector<ProposalOut> got(cases.size());
       DICE_CUDA_CHECK(cudaMemcpy(got.data(), out.get(), got.size() * sizeof(ProposalOut),
@@ -2144,15 +2153,15 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
     if (chunks > 0) {
       std::vector<std::uint32_t> left(rows_pad);
       DICE_CUDA_CHECK(
-          cudaMemcpy(left.data(), counters.get(), left.size() * 4, cudaMemcpyDeviceToHost));
+          cudaMemcpy(left.data(), scratch.counters.get(), left.size() * 4, cudaMemcpyDeviceToHost));
       for (int r = 0; r < rows_pad; ++r) EXPECT_EQ(left[r], 0u) << "counter of row " << r << layout;
       // The top-k / top-p rows' bins are left zero for the next pass (and graph replay).
       std::vector<std::uint32_t> counts(std::size_t{1} * rows_pad * kVocabBins);
       std::vector<unsigned long long> masses(counts.size());
-      DICE_CUDA_CHECK(
-          cudaMemcpy(counts.data(), bin_counts.get(), bin_counts.bytes(), cudaMemcpyDeviceToHost));
-      DICE_CUDA_CHECK(
-          cudaMemcpy(masses.data(), bin_masses.get(), bin_masses.bytes(), cudaMemcpyDeviceToHost));
+      DICE_CUDA_CHECK(cudaMemcpy(counts.data(), scratch.bin_counts.get(),
+                                 scratch.bin_counts.bytes(), cudaMemcpyDeviceToHost));
+      DICE_CUDA_CHECK(cudaMemcpy(masses.data(), scratch.bin_masses.get(),
+                                 scratch.bin_masses.bytes(), cudaMemcpyDeviceToHost));
       EXPECT_EQ(std::count(counts.begin(), counts.end(), 0u), std::ssize(counts))
           << "bin counts left" << layout;
       EXPECT_EQ(std::count(masses.begin(), masses.end(), 0ull), std::ssize(masses))
@@ -2189,21 +2198,13 @@ TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
   const auto d_logits = upload(logits, CudaDType::kF32);
   for (const std::int32_t chunks : {0, 1, 3}) {
     DeviceBuffer out(8 * sizeof(ProposalOut));
-    DeviceBuffer partials(8 * 3 * sizeof(VocabPartial)), counters(8 * 4);
-    DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-    DeviceBuffer bin_counts(std::size_t{4} * 8 * kVocabBins),
-        bin_masses(std::size_t{8} * 8 * kVocabBins);
-    DICE_CUDA_CHECK(cudaMemset(bin_counts.get(), 0, bin_counts.bytes()));
-    DICE_CUDA_CHECK(cudaMemset(bin_masses.get(), 0, bin_masses.bytes()));
+    const VocabScratch scratch(8, 3);
     if (chunks == 0)
       launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(),
                         8, stream());
     else
-      launch_vocab_pass_chunked(
-          meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(), 8, chunks,
-          VocabWorkspace{partials.as<VocabPartial>(), counters.as<std::uint32_t>(),
-                         bin_counts.as<std::uint32_t>(), bin_masses.as<unsigned long long>()},
-          stream());
+      launch_vocab_pass_chunked(meta.as<PassHeader>(), d_logits.as<float>(), vocab,
+                                out.as<ProposalOut>(), 8, chunks, scratch.workspace(), stream());
     synchronize();
     std::vector<ProposalOut> got(2);
     DICE_CUDA_CHECK(
