@@ -113,12 +113,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "few-row GEMM kernel's blocks themselves where it runs them in one wave (same "
                     "bits, a launch fewer per layer; measured 3-4% slower at 1 sequence on an "
                     "H100) (default: off)");
-  command->add_flag("--split-norm,!--no-split-norm", args.cuda.split_norm,
-                    "cuda backend: where the few-row GEMM kernel runs the GEMMs around a layer's "
-                    "RMSNorm, the norm is split over them (the first's epilogue writes the "
-                    "weighted residual and its row sums of squares, the second scales its output "
-                    "rows): two norm launches fewer per layer; --no-split-norm: the norm kernel "
-                    "(default: on)");
   command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.cuda.fused_swiglu,
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
@@ -228,7 +222,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.early_start_after_cublas = false;
     options.masked_rows_only = false;
     options.fused_norm_gemm = false;
-    options.split_norm = false;
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
     options.pipelined_attention = false;
@@ -263,7 +256,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                  ? fmt::format(", at most {} attention splits", args.cuda.attention_max_splits)
                  : "") +
             (!args.baseline_kernels && args.cuda.fused_norm_gemm ? ", norm fused into GEMMs" : "") +
-            (!args.baseline_kernels && !args.cuda.split_norm ? ", norm kernels" : "") +
             (!args.baseline_kernels && !args.cuda.fused_swiglu ? ", SwiGLU kernel" : "") +
             (!args.baseline_kernels && !args.cuda.bf16_gate_up ? ", fp32 gate/up output" : "") +
             (!args.baseline_kernels && !args.cuda.pdl_early_reads ? ", no early reads under PDL"

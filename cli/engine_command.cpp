@@ -245,7 +245,6 @@ void run_bench(const BenchArgs& args) {
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},
               {"fused_norm_gemm", o.fused_norm_gemm},
-              {"split_norm", o.split_norm},
               {"fused_swiglu", o.fused_swiglu},
               {"bf16_gate_up", o.bf16_gate_up},
               {"programmatic_launch", o.programmatic_launch},
@@ -282,7 +281,6 @@ void run_bench(const BenchArgs& args) {
           record["paired_attention_passes"] = st.paired_attention_passes;
           // (in the graphs captured for this configuration, by the warm-up or the timed run)
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;
-          record["split_norm_gemms"] = st.split_norm_gemms + warmup_stats.split_norm_gemms;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)

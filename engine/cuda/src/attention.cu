@@ -457,6 +457,28 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
 // page, see the kernel), kTensorCoresDeep keeps three pages per warp in flight (a ring of three
 // K/V areas, one block per SM) for passes with about one work item per SM.
 
+/// 16-byte asynchronous copy global -> shared (cp.async.cg: through L2 only). With `fill` false
+/// nothing is read and the 16 bytes become zeros (src-size 0), `global` must still be a valid
+/// address.
+__device__ __forceinline__ void cp_async_16(void* shared, const void* global, bool fill) {
+  const auto dst = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
+               "r"(fill ? 16 : 0)
+               : "memory");
+}
+
+/// Closes this thread's current group of cp.async copies (an empty group if it issued none).
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/// Waits until at most N of this thread's most recent cp.async groups are still pending; the
+/// copies of the older groups are then visible to this thread (other threads: after a barrier).
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /// ldmatrix.m8n8.x4.b16: lanes 8j .. 8j + 7 give the addresses of the 8 rows (16 bytes each) of
 /// matrix j; r[j] of lane (g, t) receives row g, columns 2t and 2t + 1 of matrix j, or with
 /// `kTrans` rows 2t and 2t + 1 of column g (the lower-indexed element in the low half).

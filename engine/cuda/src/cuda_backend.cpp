@@ -155,8 +155,6 @@ struct CudaBackend::Impl {
   DeviceBuffer embed, lm_head, final_norm, rope;
   std::vector<Layer> layers;
   DeviceBuffer x, h, qkv, q, attn, gate_up, act, hn, logits, partial_out, partial_lse, proposals;
-  /// A split RMSNorm's row sums of squares per n8 tile (SkinnyNormOut), [16][hidden / 8] fp32.
-  DeviceBuffer norm_sums;
   // The chunked vocabulary pass's scratch (VocabWorkspace).
   DeviceBuffer vocab_partials, vocab_counters, vocab_bin_counts, vocab_bin_masses;
   DeviceBuffer attn_counters;  // the pipelined attention's merge counters
@@ -418,7 +416,6 @@ struct CudaBackend::Impl {
     gate_up = work_buffer(r * 2 * c.intermediate_size * 4);
     act = work_buffer(r * c.intermediate_size * e);
     hn = work_buffer(br * c.hidden_size * e);
-    norm_sums = work_buffer(kSkinnyNormRowsLimit * (c.hidden_size / 8) * 4);
     logits = work_buffer(br * c.vocab_size * 4);
     proposals = work_buffer(br * static_cast<std::int64_t>(sizeof(ProposalOut)));
     // chunks x padded rows <= 4 x SMs + rows (vocab_pass_chunks), within the chunk limit.
@@ -555,40 +552,9 @@ struct CudaBackend::Impl {
     };
     const bool swiglu = options.fused_swiglu && dtype == CudaDType::kBF16;
     const bool gate_up_bf16 = gate_up_in_bf16(rows_pad);
-    // The split RMSNorm (CudaBackendOptions::split_norm): where both GEMMs around a norm are
-    // skinny launches, the first writes bf16(weight * residual) into h and the row sums of
-    // squares, the second scales its output rows. `h_split` says that h holds such rows for the
-    // next normed GEMM.
-    const SkinnyRowScale row_scale{norm_sums.as<float>(), static_cast<float>(shape.eps)};
-    const auto norm_out = [&](const DeviceBuffer& norm_weight) {
-      return SkinnyNormOut{norm_weight.as<float>(), h.get(), norm_sums.as<float>()};
-    };
-    const bool split_norm = options.split_norm && dtype == CudaDType::kBF16 && !fuse;
-    const bool split_post =
-        split_norm && !gate_up_bf16 &&
-        gemm->emits_norm(dtype, rows_pad, qd, hd, attn.get(), layers.front().o.get(), x.as<float>(),
-                         norm_out(layers.front().post_norm)) &&
-        (swiglu ? gemm->fuses_swiglu(dtype, rows_pad, hd, 2 * in, h.get(),
-                                     layers.front().gate_up.get(), act.get())
-                : true) &&
-        gemm->scales_rows(dtype, rows_pad, hd, 2 * in, h.get(), layers.front().gate_up.get(),
-                          swiglu ? static_cast<void*>(act.get()) : gate_up.get(), row_scale);
-    const bool split_input =
-        split_norm &&
-        gemm->emits_norm(dtype, rows_pad, in, hd, act.get(), layers.front().down.get(),
-                         x.as<float>(), norm_out(layers.front().input_norm)) &&
-        gemm->scales_rows(dtype, rows_pad, hd, qd + 2 * kvd, h.get(), layers.front().qkv.get(),
-                          qkv.get(), row_scale);
-    bool h_split = false;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
-      if (h_split) {
-        ++stats.split_norm_gemms;
-        gemm->run_scaled(h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd,
-                         row_scale, s);
-      } else {
-        normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
-      }
+      normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
@@ -599,41 +565,17 @@ struct CudaBackend::Impl {
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
-      if (split_post) {
-        stats.split_norm_gemms += 2;
-        gemm->run_norm_out(attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true,
-                           norm_out(l.post_norm), s);
-        if (swiglu) {
-          ++stats.fused_swiglu_gemms;
-          gemm->run_swiglu(h.get(), nullptr, l.gate_up.get(), act.get(), rows_pad, hd, 2 * in, s,
-                           &row_scale);
-        } else {
-          gemm->run_scaled(h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in,
-                           row_scale, s);
-          launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s,
-                        pdl);
-        }
-      } else {
-        gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
-        if (gate_up_bf16) {
-          norm_into_h(l.post_norm);
-          gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
-          launch_swiglu_bf16_input(gate_up.as<__nv_bfloat16>(), shape.intermediate, act.get(),
-                                   rows_pad, s, pdl);
-        } else if (!normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in,
-                                swiglu ? act.get() : nullptr)) {
-          launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s,
-                        pdl);
-        }
+      gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
+      if (gate_up_bf16) {
+        norm_into_h(l.post_norm);
+        gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
+        launch_swiglu_bf16_input(gate_up.as<__nv_bfloat16>(), shape.intermediate, act.get(),
+                                 rows_pad, s, pdl);
+      } else if (!normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in,
+                              swiglu ? act.get() : nullptr)) {
+        launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s, pdl);
       }
-      h_split = split_input && i + 1 < layers.size();
-      if (h_split) {
-        ++stats.split_norm_gemms;
-        gemm->run_norm_out(act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true,
-                           norm_out(layers[i + 1].input_norm), s);
-      } else {
-        gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
-      }
+      gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
     }
     if (block_rows_pad > 0) {
       launch_rms_norm(dtype, x.as<float>(), final_norm.as<float>(), shape.hidden, shape.eps,

@@ -1,6 +1,6 @@
 #pragma once
-// Device helpers shared by the kernels: element conversion, vector stores, asynchronous copies
-// into shared memory (PTX ISA, "cp.async"), warp and block reductions.
+// Device helpers shared by the kernels: element conversion, vector stores, warp and block
+// reductions.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -38,28 +38,6 @@ __device__ __forceinline__ void store4(__nv_bfloat16* dst, float a, float b, flo
   bits.x = *reinterpret_cast<const unsigned*>(&lo);
   bits.y = *reinterpret_cast<const unsigned*>(&hi);
   *reinterpret_cast<uint2*>(dst) = bits;
-}
-
-/// 16-byte asynchronous copy global -> shared (cp.async.cg: through L2 only). With `fill` false
-/// nothing is read and the 16 bytes become zeros (src-size 0), `global` must still be a valid
-/// address.
-__device__ __forceinline__ void cp_async_16(void* shared, const void* global, bool fill) {
-  const auto dst = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
-               "r"(fill ? 16 : 0)
-               : "memory");
-}
-
-/// Closes this thread's current group of cp.async copies (an empty group if it issued none).
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-/// Waits until at most N of this thread's most recent cp.async groups are still pending; the
-/// copies of the older groups are then visible to this thread (other threads: after a barrier).
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 template <typename T>

@@ -345,57 +345,17 @@ bool Gemm::fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std
 }
 
 void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
-                      std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream,
-                      const SkinnyRowScale* scale) {
+                      std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream) {
   if (rows <= 0) return;
   const void* input = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!fuses_swiglu(CudaDType::kBF16, rows, in, out, input, w, act) ||
-      (norm != nullptr && !fuses_norm(CudaDType::kBF16, rows, in, out, *norm, w, act)) ||
-      (scale != nullptr && !scales_rows(CudaDType::kBF16, rows, in, out, x, w, act, *scale)))
-    throw Error(
-        fmt::format("GEMM with a SwiGLU epilogue{}{}: rows {} in {} out {} is not a shape "
-                    "the skinny kernel takes (skinny rows limit {})",
-                    norm != nullptr ? " and a fused RMSNorm" : "",
-                    scale != nullptr ? " and a row scale" : "", rows, in, out, skinny_max_rows_));
+      (norm != nullptr && !fuses_norm(CudaDType::kBF16, rows, in, out, *norm, w, act)))
+    throw Error(fmt::format(
+        "GEMM with a SwiGLU epilogue{}: rows {} in {} out {} is not a shape "
+        "the skinny kernel takes (skinny rows limit {})",
+        norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
-                     stream, pdl_, norm, act, early_weights_, nullptr, scale);
-}
-
-bool Gemm::emits_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                      const void* x, const void* w, const void* y,
-                      const SkinnyNormOut& emit) const {
-  return skinny(dtype, rows, in, out, x, w, y) && skinny_norm_out_fits(rows, out, emit);
-}
-
-void Gemm::run_norm_out(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                        std::int64_t out, bool accumulate, const SkinnyNormOut& emit,
-                        cudaStream_t stream) {
-  if (rows <= 0) return;
-  if (!emits_norm(CudaDType::kBF16, rows, in, out, x, w, y, emit))
-    throw Error(fmt::format(
-        "GEMM writing a split RMSNorm's input: rows {} in {} out {} is not a shape the skinny "
-        "kernel takes (skinny rows limit {}, at most {} rows)",
-        rows, in, out, skinny_max_rows_, kSkinnyNormRowsLimit));
-  launch_skinny_gemm(x, w, y, rows, in, out, accumulate, skinny_n_tiles(rows, in, out, accumulate),
-                     stream, pdl_, nullptr, nullptr, early_weights_, &emit);
-}
-
-bool Gemm::scales_rows(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                       const void* x, const void* w, const void* y,
-                       const SkinnyRowScale& scale) const {
-  return skinny(dtype, rows, in, out, x, w, y) && skinny_row_scale_fits(rows, in, scale);
-}
-
-void Gemm::run_scaled(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                      std::int64_t out, const SkinnyRowScale& scale, cudaStream_t stream) {
-  if (rows <= 0) return;
-  if (!scales_rows(CudaDType::kBF16, rows, in, out, x, w, y, scale))
-    throw Error(fmt::format(
-        "GEMM with a split RMSNorm's row scale: rows {} in {} out {} is not a shape the skinny "
-        "kernel takes (skinny rows limit {}, at most {} rows, in a multiple of 256)",
-        rows, in, out, skinny_max_rows_, kSkinnyNormRowsLimit));
-  launch_skinny_gemm(x, w, y, rows, in, out, false, skinny_n_tiles(rows, in, out, false), stream,
-                     pdl_, nullptr, nullptr, early_weights_, nullptr, &scale);
+                     stream, pdl_, norm, act, early_weights_);
 }
 
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,

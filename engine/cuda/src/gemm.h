@@ -66,37 +66,16 @@ class Gemm {
   void run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
                   std::int64_t in, std::int64_t out, cudaStream_t stream);
 
-  /// Whether run_norm_out() takes this GEMM: bf16, skinny() and skinny_norm_out_fits().
-  bool emits_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                  const void* x, const void* w, const void* y, const SkinnyNormOut& emit) const;
-  /// y = x w^T (+ y with `accumulate`) in one skinny launch whose epilogue also writes the first
-  /// half of the next RMSNorm (SkinnyNormOut: bf16(weight * y) and the row sums of squares per n8
-  /// tile). Throws dice::Error when emits_norm() does not hold or the launch fails.
-  void run_norm_out(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                    std::int64_t out, bool accumulate, const SkinnyNormOut& emit,
-                    cudaStream_t stream);
-  /// Whether run_scaled() (and run_swiglu() with a row scale) takes this GEMM: bf16, skinny()
-  /// and skinny_row_scale_fits().
-  bool scales_rows(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                   const void* x, const void* w, const void* y, const SkinnyRowScale& scale) const;
-  /// y = (x w^T) * scale per row (SkinnyRowScale: the second half of an RMSNorm whose first half
-  /// wrote x), in one skinny launch. Throws dice::Error when scales_rows() does not hold or the
-  /// launch fails.
-  void run_scaled(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                  std::int64_t out, const SkinnyRowScale& scale, cudaStream_t stream);
-
   /// Whether run_swiglu() takes this GEMM: bf16 and skinny() with `act` in y's place.
   bool fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                     const void* x, const void* w, const void* act) const;
   /// act[rows, out / 2] (bf16) = silu(gate) * up of x w^T, whose output columns alternate gate
   /// and up (swiglu.cuh), in one skinny launch with the SwiGLU epilogue: the same bits as run()
   /// into an fp32 buffer then launch_swiglu. With `norm` (fuses_norm() holding for it), x is
-  /// RMSNorm(norm->residual) as in run_normed(); with `scale` (scales_rows() holding for it),
-  /// gate and up are scaled per row first as in run_scaled(). Throws dice::Error when
-  /// fuses_swiglu() (or fuses_norm(), scales_rows()) does not hold or the launch fails.
+  /// RMSNorm(norm->residual) as in run_normed(). Throws dice::Error when fuses_swiglu() (or
+  /// fuses_norm()) does not hold or the launch fails.
   void run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
-                  std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream,
-                  const SkinnyRowScale* scale = nullptr);
+                  std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream);
 
   /// Whether later skinny launches use programmatic dependent launch (the constructor's
   /// `programmatic_launch`, changed per pass by the backend) and, with it, load their first

@@ -31,14 +31,6 @@
 // writes bf16(silu(gate) * up) at [row, i] of the down projection's input: the sums in the same
 // warp order and swiglu.cuh's arithmetic, so the same bits as the plain epilogue then
 // launch_swiglu, one launch (and the fp32 gate/up round trip) fewer.
-//
-// With a split norm (SkinnyNormOut, SkinnyRowScale), the RMSNorm between a residual-writing GEMM
-// and the GEMM that reads the normalised rows costs no launch of its own: the first GEMM's
-// epilogue writes next = bf16(weight * y) and the squares of y summed per row and n8 tile (in
-// column order, through shared memory), the second copies those sums into shared memory by
-// cp.async right after its wait, adds them per row in a fixed order while its weights stream,
-// and multiplies its output rows by the scale. y = (bf16(weight * residual) w^T) * scale equals
-// RMSNorm(residual) w^T up to where the rounding to bf16 falls.
 
 #include <cuda_bf16.h>
 
@@ -185,60 +177,16 @@ __device__ __forceinline__ void norm_rows(const SkinnyNorm& norm, std::int32_t r
   __syncthreads();
 }
 
-/// Writes the block's sums of squares of its outputs for SkinnyNormOut: sq[r][c] holds y[r, n0 +
-/// c]^2 for the block's 8 NT columns; each (row, n8 tile) adds its 8 in column order.
-template <int NT>
-__device__ __forceinline__ void write_tile_sums(const float (&sq)[kSkinnyNormRowsLimit][NT * 8],
-                                                std::int32_t rows, std::int32_t out,
-                                                std::int64_t n0, float* sumsq) {
-  for (int e = static_cast<int>(threadIdx.x); e < rows * NT; e += kSkinnyWarps * 32) {
-    const int r = e / NT, j = e % NT;
-    float sum = sq[r][j * 8];
-#pragma unroll
-    for (int c = 1; c < 8; ++c) sum = __fadd_rn(sum, sq[r][j * 8 + c]);
-    sumsq[static_cast<std::int64_t>(r) * (out / 8) + n0 / 8 + j] = sum;
-  }
-}
-
-/// SkinnyRowScale's scale of each row into scale[r]: warp w adds rows w, w + 8 of sums [rows][in
-/// / 8] (global memory; lane l adds tiles l, l + 32, ... in turn, its loads all issued first,
-/// then warp_sum). No barrier: the caller's next one publishes scale.
-__device__ __forceinline__ void row_scales(const float* sums, std::int32_t rows, std::int32_t in,
-                                           float eps, float* scale) {
-  constexpr int kPerLane = 16;  // in <= 4,096: at most 16 tiles per lane
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  const std::int32_t tiles = in / 8;
-  for (std::int32_t r = warp; r < rows; r += kSkinnyWarps) {
-    float v[kPerLane];
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const std::int32_t t = lane + 32 * k;
-      v[k] = t < tiles ? __ldcg(sums + r * tiles + t) : 0.0f;
-    }
-    float sum = v[0];
-#pragma unroll
-    for (int k = 1; k < kPerLane; ++k)
-      if (lane + 32 * k < tiles) sum = __fadd_rn(sum, v[k]);
-    sum = warp_sum(sum);
-    if (lane == 0) scale[r] = rms_scale(sum, in, eps);
-  }
-}
-
 /// MT m16 tiles x NT n8 tiles per block; U chunks of weights loaded before the first MMA.
 /// kNorm: x is RMSNorm(norm.residual), made by the block into dynamic shared memory (MT == 1).
 /// kSwiglu: act [rows, out / 2] (bf16) = silu(gate) * up of the output pairs, y not written.
-/// kNormOut: the epilogue also writes norm_out (SkinnyNormOut; MT == 1, neither kNorm nor
-/// kSwiglu). kRowScale: the output rows are scaled by row_scale's (SkinnyRowScale; MT == 1, not
-/// kNorm), its sums staged in dynamic shared memory.
-template <int MT, int NT, int U, bool kNorm, bool kSwiglu, bool kNormOut, bool kRowScale>
+template <int MT, int NT, int U, bool kNorm, bool kSwiglu>
 __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, SkinnyNorm norm, __nv_bfloat16* __restrict__ act,
-                       bool early_weights, SkinnyNormOut norm_out, SkinnyRowScale row_scale) {
+                       bool early_weights) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
-  static_assert(!kNormOut || (MT == 1 && !kNorm && !kSwiglu), "a split norm's first half");
-  static_assert(!kRowScale || (MT == 1 && !kNorm), "a split norm's second half");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
   extern __shared__ __align__(16) unsigned char normed_raw[];
@@ -267,24 +215,9 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   };
   const bool first_loaded = begin + U <= end;
   if (early_weights && first_loaded) load_b(begin);
-  // A split norm's first half: the norm weights of this thread's epilogue outputs (read-only
-  // during a forward, like w), loaded now so that the epilogue does not wait for them.
-  constexpr int kEpilogueSteps = (kRegs * 32 + kSkinnyWarps * 32 - 1) / (kSkinnyWarps * 32);
-  float norm_weight[kNormOut ? kEpilogueSteps : 1];
-  if constexpr (kNormOut)
-#pragma unroll
-    for (int i = 0; i < kEpilogueSteps; ++i) {
-      const int e = static_cast<int>(threadIdx.x) + i * kSkinnyWarps * 32;
-      norm_weight[i] =
-          e < kRegs * 32 ? __ldg(norm_out.weight + n0 + output_of<NT>(e / 32, e % 32).y) : 0.0f;
-    }
   wait_for_prior_grid();
   if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
   if (!early_weights && first_loaded) load_b(begin);
-  // The row scales, from the sums the kernel before wrote (so after the wait), while the first
-  // weights are in flight; the epilogue's barrier publishes them.
-  __shared__ float scale[kRowScale ? kSkinnyNormRowsLimit : 1];
-  if constexpr (kRowScale) row_scales(row_scale.sumsq, rows, in, row_scale.eps, scale);
   const __nv_bfloat16* x_rows = x;
   std::int32_t x_stride = in;
   if constexpr (kNorm) {
@@ -339,14 +272,6 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 #pragma unroll
       for (int r = 0; r < 4; ++r) partial[warp][(m * NT + j) * 4 + r][lane] = acc[m][j][r];
   __syncthreads();
-  // The output of register `reg` of lane `l`, times its row's scale with kRowScale.
-  const auto total = [&](int reg, int l, int row) {
-    const float sum = warps_total(partial, reg, l);
-    if constexpr (kRowScale)
-      return __fmul_rn(sum, scale[row]);
-    else
-      return sum;
-  };
   if constexpr (kSwiglu) {
     // Pairs (reg, reg + 1), reg even: gate (even column) and up of one row, input (n0 + column)
     // / 2 of the down projection.
@@ -354,51 +279,31 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
       const int reg = 2 * (e / 32), l = e % 32;
       const int2 o = output_of<NT>(reg, l);
       if (o.x >= rows) continue;
-      const float gate = total(reg, l, o.x), up = total(reg + 1, l, o.x);
+      const float gate = warps_total(partial, reg, l), up = warps_total(partial, reg + 1, l);
       act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
           __float2bfloat16_rn(silu_times(gate, up));
     }
   } else {
-    __shared__ float sq[kNormOut ? kSkinnyNormRowsLimit : 1][kNormOut ? NT * 8 : 1];
     for (int e = static_cast<int>(threadIdx.x); e < kRegs * 32; e += kSkinnyWarps * 32) {
       const int reg = e / 32, l = e % 32;
       const int2 o = output_of<NT>(reg, l);
       if (o.x >= rows) continue;
-      const float sum = total(reg, l, o.x);
+      const float sum = warps_total(partial, reg, l);
       float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
-      const float v = accumulate ? *dst + sum : sum;
-      *dst = v;
-      if constexpr (kNormOut) {
-        static_cast<__nv_bfloat16*>(
-            norm_out.next)[static_cast<std::int64_t>(o.x) * out + n0 + o.y] =
-            __float2bfloat16_rn(__fmul_rn(norm_weight[e / (kSkinnyWarps * 32)], v));
-        sq[o.x][o.y] = __fmul_rn(v, v);
-      }
-    }
-    if constexpr (kNormOut) {
-      __syncthreads();
-      write_tile_sums<NT>(sq, rows, out, n0, norm_out.sumsq);
+      *dst = accumulate ? *dst + sum : sum;
     }
   }
 }
 
-/// What a launch passes besides the GEMM's own operands.
-struct Extras {
-  SkinnyNorm norm;
-  void* act = nullptr;
-  SkinnyNormOut norm_out;
-  SkinnyRowScale row_scale;
-};
-
-template <int MT, int NT, bool kNorm, bool kSwiglu, bool kNormOut, bool kRowScale>
+template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                  std::int64_t out, bool accumulate, const Extras& extras, cudaStream_t stream,
-                  bool pdl, bool early_weights) {
+                  std::int64_t out, bool accumulate, const SkinnyNorm& norm, void* act,
+                  cudaStream_t stream, bool pdl, bool early_weights) {
   // 8 weight loads of 16 bytes in flight per lane with one m16 tile, fewer with more (the x
   // fragments take the registers; ptxas -v shows no spills inside the loop).
   constexpr int kLoads = MT == 1 ? 8 : MT == 2 ? 4 : 2;
   constexpr int kUnroll = kLoads / NT > 0 ? kLoads / NT : 1;
-  const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu, kNormOut, kRowScale>;
+  const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
   std::size_t shared = 0;
   if constexpr (kNorm) {
     shared = skinny_norm_shared_bytes(rows, in);
@@ -406,31 +311,26 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                                          static_cast<int>(kSkinnyNormSharedLimit)));
   }
   const auto blocks = static_cast<unsigned>(out / (8 * NT));
-  const char* name = kNorm       ? (kSwiglu ? "skinny_gemm_kernel (fused RMSNorm, SwiGLU)"
-                                            : "skinny_gemm_kernel (fused RMSNorm)")
-                     : kNormOut  ? "skinny_gemm_kernel (split RMSNorm out)"
-                     : kRowScale ? (kSwiglu ? "skinny_gemm_kernel (split RMSNorm scale, SwiGLU)"
-                                            : "skinny_gemm_kernel (split RMSNorm scale)")
-                     : kSwiglu   ? "skinny_gemm_kernel (SwiGLU)"
-                                 : "skinny_gemm_kernel";
+  const char* name = kNorm ? (kSwiglu ? "skinny_gemm_kernel (fused RMSNorm, SwiGLU)"
+                                      : "skinny_gemm_kernel (fused RMSNorm)")
+                           : (kSwiglu ? "skinny_gemm_kernel (SwiGLU)" : "skinny_gemm_kernel");
   launch_kernel(name, kernel, blocks, kSkinnyWarps * 32, shared, stream, pdl,
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
-                static_cast<std::int32_t>(out), accumulate, extras.norm,
-                static_cast<__nv_bfloat16*>(extras.act), early_weights, extras.norm_out,
-                extras.row_scale);
+                static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
+                early_weights);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
-                          std::int64_t, bool, const Extras&, cudaStream_t, bool, bool);
+                          std::int64_t, bool, const SkinnyNorm&, void*, cudaStream_t, bool, bool);
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
-template <int MT, bool kNorm, bool kSwiglu, bool kNormOut = false, bool kRowScale = false>
+template <int MT, bool kNorm, bool kSwiglu>
 Launcher launcher_of_n_tiles(int n_tiles) {
-  if (n_tiles == 1) return launch_tiles<MT, 1, kNorm, kSwiglu, kNormOut, kRowScale>;
+  if (n_tiles == 1) return launch_tiles<MT, 1, kNorm, kSwiglu>;
   if constexpr (MT * 4 <= 8)
-    if (n_tiles == 4) return launch_tiles<MT, 4, kNorm, kSwiglu, kNormOut, kRowScale>;
-  return launch_tiles<MT, 2, kNorm, kSwiglu, kNormOut, kRowScale>;
+    if (n_tiles == 4) return launch_tiles<MT, 4, kNorm, kSwiglu>;
+  return launch_tiles<MT, 2, kNorm, kSwiglu>;
 }
 
 /// The launcher for m_tiles x n_tiles; kNorm takes one m16 tile (skinny_norm_fits).
@@ -480,16 +380,6 @@ std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
   return static_cast<std::size_t>(rows * (in + 8) * 2);
 }
 
-bool skinny_norm_out_fits(std::int64_t rows, std::int64_t out, const SkinnyNormOut& emit) {
-  return rows >= 1 && rows <= kSkinnyNormRowsLimit && out % 8 == 0 && emit.weight != nullptr &&
-         emit.next != nullptr && emit.sumsq != nullptr && aligned16(emit.sumsq);
-}
-
-bool skinny_row_scale_fits(std::int64_t rows, std::int64_t in, const SkinnyRowScale& scale) {
-  return rows >= 1 && rows <= kSkinnyNormRowsLimit && in % 256 == 0 && in <= 4096 &&
-         scale.eps > 0.0f && scale.sumsq != nullptr && aligned16(scale.sumsq);
-}
-
 bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
   return rows >= 1 && rows <= kSkinnyNormRowsLimit && in % 32 == 0 && in <= 4 * kNormVec * 256 &&
          skinny_norm_shared_bytes(rows, in) <= kSkinnyNormSharedLimit && norm.eps > 0.0f &&
@@ -498,8 +388,7 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm
 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
-                        bool pdl, const SkinnyNorm* norm, void* swiglu_act, bool early_weights,
-                        const SkinnyNormOut* norm_out, const SkinnyRowScale* row_scale) {
+                        bool pdl, const SkinnyNorm* norm, void* swiglu_act, bool early_weights) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
@@ -518,34 +407,14 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (swiglu_act != nullptr && accumulate)
     throw Error("skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
                 std::to_string(out) + " asks to accumulate, which the epilogue does not do");
-  const std::string shape = "skinny GEMM: rows " + std::to_string(rows) + " in " +
-                            std::to_string(in) + " out " + std::to_string(out);
-  if (norm_out != nullptr && (norm != nullptr || swiglu_act != nullptr || row_scale != nullptr ||
-                              !skinny_norm_out_fits(rows, out, *norm_out)))
-    throw Error(shape + " cannot write a split RMSNorm's input (rows 1.." +
-                std::to_string(kSkinnyNormRowsLimit) +
-                ", no fused norm, SwiGLU or row scale, its buffers set, the sums 16-byte aligned)");
-  if (row_scale != nullptr && (norm != nullptr || !skinny_row_scale_fits(rows, in, *row_scale)))
-    throw Error(shape + " cannot apply a split RMSNorm's row scale (rows 1.." +
-                std::to_string(kSkinnyNormRowsLimit) +
-                ", in a multiple of 256 up to 4,096, eps > 0, no fused norm, the sums 16-byte "
-                "aligned)");
-  Extras extras;
-  extras.norm = norm != nullptr ? *norm : SkinnyNorm{};
-  extras.act = swiglu_act;
-  extras.norm_out = norm_out != nullptr ? *norm_out : SkinnyNormOut{};
-  extras.row_scale = row_scale != nullptr ? *row_scale : SkinnyRowScale{};
+  const SkinnyNorm args = norm != nullptr ? *norm : SkinnyNorm{};
   const int m_tiles = skinny_m_tiles(rows);
   const bool swiglu = swiglu_act != nullptr;
-  const Launcher launch =
-      norm_out != nullptr    ? launcher_of_n_tiles<1, false, false, true, false>(n_tiles)
-      : row_scale != nullptr ? (swiglu ? launcher_of_n_tiles<1, false, true, false, true>(n_tiles)
-                                       : launcher_of_n_tiles<1, false, false, false, true>(n_tiles))
-      : norm != nullptr      ? (swiglu ? launcher_for<true, true>(m_tiles, n_tiles)
-                                       : launcher_for<true, false>(m_tiles, n_tiles))
-                             : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
-                                       : launcher_for<false, false>(m_tiles, n_tiles));
-  launch(x, w, y, rows, in, out, accumulate, extras, stream, pdl, early_weights);
+  const Launcher launch = norm != nullptr ? (swiglu ? launcher_for<true, true>(m_tiles, n_tiles)
+                                                    : launcher_for<true, false>(m_tiles, n_tiles))
+                                          : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
+                                                    : launcher_for<false, false>(m_tiles, n_tiles));
+  launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights);
 }
 
 }  // namespace dice::engine::cuda

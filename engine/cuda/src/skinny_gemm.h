@@ -35,39 +35,6 @@ struct SkinnyNorm {
   float eps = 0.0f;
 };
 
-/// The next RMSNorm split over two GEMMs (issue 6: a norm launch fewer per GEMM pair at few
-/// rows), part 1, in the epilogue of a GEMM that writes the residual (the o and down projections,
-/// y[rows, out] fp32): for each of its outputs the block also writes next[row, col] =
-/// bf16(weight[col] * y[row, col]) (the norm's input without its row scale) and, per row and n8
-/// tile, sumsq[row, col / 8] = the sum of the squares of y[row, 8 (col / 8) .. + 7] in column
-/// order (fp32; rows of out / 8 tiles). The values do not depend on the launch's n tiles.
-/// weight: fp32 [out]; next: bf16 [rows, out]; sumsq: fp32 [rows, out / 8], 16-byte aligned.
-struct SkinnyNormOut {
-  const float* weight = nullptr;
-  void* next = nullptr;
-  float* sumsq = nullptr;
-};
-
-/// Part 2, in the GEMM that reads `next` as its x (the qkv and gate/up projections): its output
-/// row r (or the SwiGLU epilogue's gate and up) is multiplied by rms_scale(sum, in, eps)
-/// (rms_norm.cuh), the sum over sumsq[r, 0 .. in / 8) taken in a fixed order (lane l of the
-/// row's warp adds tiles l, l + 32, ... in turn, then warp_sum). So y = RMSNorm(residual) w^T
-/// with the row scale applied after the products instead of before x's rounding to bf16: not
-/// the norm kernel's bits, the same error bound. sumsq: fp32 [rows, in / 8], 16-byte aligned.
-struct SkinnyRowScale {
-  const float* sumsq = nullptr;
-  float eps = 0.0f;
-};
-
-/// Whether a launch of `rows` x `out` can write SkinnyNormOut: 1 <= rows <= kSkinnyNormRowsLimit
-/// (one m16 tile) and its three pointers set, sumsq 16-byte aligned.
-bool skinny_norm_out_fits(std::int64_t rows, std::int64_t out, const SkinnyNormOut& emit);
-
-/// Whether a launch of `rows` x `in` can apply SkinnyRowScale: 1 <= rows <=
-/// kSkinnyNormRowsLimit, in a multiple of 256 (whole 32-tile rounds per lane) and at most 4,096,
-/// eps > 0, sumsq set and 16-byte aligned.
-bool skinny_row_scale_fits(std::int64_t rows, std::int64_t in, const SkinnyRowScale& scale);
-
 /// Dynamic shared memory (bytes) of the fused norm for `rows` x `in`: rows * (in + 8) bf16.
 std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in);
 
@@ -107,14 +74,10 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// kernel before it (with `pdl`, they come while that kernel still runs when it let this one
 /// start early: launch.cuh, "Early start"; the same bits). Throws dice::Error for a shape it does
 /// not take (skinny_gemm_fits, and skinny_norm_fits with a norm), accumulate with swiglu_act, or a
-/// failed launch. `norm_out` (SkinnyNormOut; not with norm, swiglu_act or row_scale) and
-/// `row_scale` (SkinnyRowScale; not with norm) split the next RMSNorm over this launch and the
-/// next one; Error when skinny_norm_out_fits or skinny_row_scale_fits does not hold.
+/// failed launch.
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl = false, const SkinnyNorm* norm = nullptr,
-                        void* swiglu_act = nullptr, bool early_weights = false,
-                        const SkinnyNormOut* norm_out = nullptr,
-                        const SkinnyRowScale* row_scale = nullptr);
+                        void* swiglu_act = nullptr, bool early_weights = false);
 
 }  // namespace dice::engine::cuda

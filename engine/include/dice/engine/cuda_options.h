@@ -117,14 +117,6 @@ struct CudaBackendOptions {
   /// per-block prologue costing more than the launch it saves
   /// (bench/results/2026-11-23-engine-skinny-split-h100). false: the norm kernel, then the GEMM.
   bool fused_norm_gemm = false;
-  /// The RMSNorms inside layers split over the skinny GEMMs around them (issue 6; SkinnyNormOut
-  /// and SkinnyRowScale in skinny_gemm.h): where the skinny kernel runs both (bf16, at most 16
-  /// rows), the o and down projections' epilogues write bf16(weight * residual) and the
-  /// residual's row sums of squares, and the gate/up and next qkv projections scale their output
-  /// rows by 1 / sqrt(mean + eps) from those sums: two norm launches fewer per layer. Not the norm
-  /// kernel's bits (the scale is applied after the products), the same error bound. false: the
-  /// norm kernel before each of those GEMMs.
-  bool split_norm = true;
   /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
   /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
   /// projection and the SwiGLU launch goes (the same bits: the projection's weight rows are

@@ -75,8 +75,6 @@ struct CudaForwardStats {
   /// GEMM launches enqueued (eagerly or into a captured graph, not per replay) with the RMSNorm
   /// fused in (CudaBackendOptions::fused_norm_gemm).
   std::int64_t fused_norm_gemms = 0;
-  /// GEMM launches enqueued with either half of a split RMSNorm (CudaBackendOptions::split_norm).
-  std::int64_t split_norm_gemms = 0;
   /// GEMM launches enqueued with the SwiGLU epilogue (CudaBackendOptions::fused_swiglu).
   std::int64_t fused_swiglu_gemms = 0;
   /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
