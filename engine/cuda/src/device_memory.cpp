@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "cuda_check.h"
@@ -158,14 +159,25 @@ int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own) {
   pdl.type = cudaGraphDependencyTypeProgrammatic;
   early.from_port = cudaGraphKernelNodePortLaunchCompletion;
   early.type = cudaGraphDependencyTypeProgrammatic;
+  // Each node's kind, asked once however many edges it has: a foreign kernel, one of ours, or
+  // neither (another node type).
+  enum class Kind { kNeither, kForeign, kOwn };
+  std::unordered_map<cudaGraphNode_t, Kind> kinds;
+  const auto kind_of = [&](cudaGraphNode_t node) {
+    const auto [it, added] = kinds.try_emplace(node, Kind::kNeither);
+    if (added) {
+      const std::string name = kernel_name(node);
+      if (!name.empty())
+        it->second = name.find(own) != std::string::npos ? Kind::kOwn : Kind::kForeign;
+    }
+    return it->second;
+  };
   int changed = 0;
   for (std::size_t i = 0; i < count; ++i) {
     if (std::memcmp(&data[i], &plain, sizeof plain) != 0 &&
         std::memcmp(&data[i], &pdl, sizeof pdl) != 0)
       continue;
-    const std::string upstream = kernel_name(from[i]);
-    if (upstream.empty() || upstream.find(own) != std::string::npos) continue;
-    if (kernel_name(to[i]).find(own) == std::string::npos) continue;
+    if (kind_of(from[i]) != Kind::kForeign || kind_of(to[i]) != Kind::kOwn) continue;
     DICE_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
     DICE_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &early, 1));
     ++changed;

@@ -1242,7 +1242,7 @@ double graph_replay_us(cudaStream_t stream, int launches, int warmups, int repla
 // mode for each algorithm id of the list, that list with cluster shapes 1x1x1, 2x1x1 and 1x2x1
 // (measured not to pay in decoding), and every (tile, stages, cluster shape) of the first
 // choice's algorithm id that cublasLtMatmulAlgoCheck accepts, with split-K 1 or each count of
-// DICE_GEMM_SEARCH_SPLITK (a comma list; above 1 with reduction schemes 1 and 2 as well; at most
+// DICE_GEMM_SEARCH_SPLITK (a comma list; counts above 1 with reduction schemes 1 and 2; at most
 // 3,000; DICE_GEMM_SEARCH_ENUMERATE=0 leaves these out). Each candidate: one run (its bits
 // against the reference's), then the median of 5 graph replays of 10 launches. Prints the
 // fastest with the reference's bits and the fastest of any bits per source, and the fastest of
@@ -1407,42 +1407,44 @@ TEST_F(CudaOps, GemmConfigSearch) {
                                           CUBLASLT_CLUSTER_SHAPE_2x1x1,
                                           CUBLASLT_CLUSTER_SHAPE_1x2x1};
         int checked_ok = 0, check_failed = 0;
+        // (split-K count, reduction scheme): split-K 1 takes none, more take schemes 1 and 2.
+        std::vector<std::pair<std::int32_t, std::uint32_t>> splits;
         for (const int split : env_ints("DICE_GEMM_SEARCH_SPLITK", {1}))
-          for (const std::uint32_t scheme : {0u, 1u, 2u})
-            for (const std::uint32_t tile : tiles)
-              for (const std::uint32_t stage : stages)
-                for (const std::uint16_t cluster : clusters) {
-                  if (all.algos.size() >= 3000) break;
-                  if ((split == 1) != (scheme == 0u)) continue;
-                  cublasLtMatmulAlgo_t algo = first;
-                  const std::int32_t one = split;
-                  const bool set =
-                      cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID,
-                                                           &tile,
-                                                           sizeof tile) == CUBLAS_STATUS_SUCCESS &&
-                      cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID,
-                                                           &stage,
-                                                           sizeof stage) == CUBLAS_STATUS_SUCCESS &&
-                      cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                           &one,
-                                                           sizeof one) == CUBLAS_STATUS_SUCCESS &&
-                      cublasLtMatmulAlgoConfigSetAttribute(
-                          &algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster) ==
-                          CUBLAS_STATUS_SUCCESS &&
-                      cublasLtMatmulAlgoConfigSetAttribute(
-                          &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) ==
-                          CUBLAS_STATUS_SUCCESS;
-                  cublasLtMatmulHeuristicResult_t checked{};
-                  if (set &&
-                      cublasLtMatmulAlgoCheck(handle, desc, a, b, c, c, &algo, &checked) ==
-                          CUBLAS_STATUS_SUCCESS &&
-                      checked.workspaceSize <= workspace_bytes) {
-                    all.algos.push_back(algo);
-                    ++checked_ok;
-                  } else {
-                    ++check_failed;
-                  }
+          for (const std::uint32_t scheme :
+               split == 1 ? std::vector<std::uint32_t>{0} : std::vector<std::uint32_t>{1, 2})
+            splits.emplace_back(split, scheme);
+        for (const auto& [split, scheme] : splits)
+          for (const std::uint32_t tile : tiles)
+            for (const std::uint32_t stage : stages)
+              for (const std::uint16_t cluster : clusters) {
+                if (all.algos.size() >= 3000) break;
+                cublasLtMatmulAlgo_t algo = first;
+                const bool set =
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                                         sizeof tile) == CUBLAS_STATUS_SUCCESS &&
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                                         &stage,
+                                                         sizeof stage) == CUBLAS_STATUS_SUCCESS &&
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                         &split,
+                                                         sizeof split) == CUBLAS_STATUS_SUCCESS &&
+                    cublasLtMatmulAlgoConfigSetAttribute(
+                        &algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster) ==
+                        CUBLAS_STATUS_SUCCESS &&
+                    cublasLtMatmulAlgoConfigSetAttribute(
+                        &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) ==
+                        CUBLAS_STATUS_SUCCESS;
+                cublasLtMatmulHeuristicResult_t checked{};
+                if (set &&
+                    cublasLtMatmulAlgoCheck(handle, desc, a, b, c, c, &algo, &checked) ==
+                        CUBLAS_STATUS_SUCCESS &&
+                    checked.workspaceSize <= workspace_bytes) {
+                  all.algos.push_back(algo);
+                  ++checked_ok;
+                } else {
+                  ++check_failed;
                 }
+              }
         std::printf(
             "%s rows %d: algo %d caps: %zu tiles, %zu stages; %d configs pass the check, "
             "%d do not\n",
@@ -1461,17 +1463,16 @@ TEST_F(CudaOps, GemmConfigSearch) {
         double same_us = reference_us, any_us = reference_us;
         int same = 0, ran = 0;
         cublasLtMatmulAlgo_t same_algo = best[0], any_algo = best[0];
-        std::map<int, std::pair<double, cublasLtMatmulAlgo_t>> per_split;
+        std::map<int, std::pair<double, cublasLtMatmulAlgo_t>> per_split;  // fastest per split-K
         for (const auto& algo : source.algos) {
           const auto bytes = output_of(algo);
           if (bytes.empty()) continue;
           ++ran;
           const double us = time_of(algo);
-          {
-            const int sk = algo_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
-            auto& slot = per_split[sk];
-            if (slot.first == 0.0 || us < slot.first) slot = {us, algo};
-          }
+          if (const auto [it, added] = per_split.try_emplace(
+                  algo_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), us, algo);
+              !added && us < it->second.first)
+            it->second = {us, algo};
           const bool same_bits = bytes == reference;
           same += same_bits ? 1 : 0;
           if (same_bits && us < same_us) {
