@@ -151,33 +151,28 @@ int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own) {
   std::vector<cudaGraphNode_t> from(count), to(count);
   std::vector<cudaGraphEdgeData> data(count);
   DICE_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count));
-  // The edges changed: a full dependency, or a PDL launch's programmatic one (from the port that
-  // a cuBLASLt kernel, which never triggers, activates at its end); and what they become.
-  const cudaGraphEdgeData plain{};
+  // The edges changed: a PDL launch's programmatic one (from the port that a foreign kernel,
+  // which never triggers, activates at its end). Its target was launched with the PDL attribute,
+  // which launch.cuh gives only to kernels that wait before they touch anything; a plain edge
+  // (a plain launch) is left alone, whatever its kernel's name.
   cudaGraphEdgeData pdl{}, early{};
   pdl.from_port = cudaGraphKernelNodePortProgrammatic;
   pdl.type = cudaGraphDependencyTypeProgrammatic;
   early.from_port = cudaGraphKernelNodePortLaunchCompletion;
   early.type = cudaGraphDependencyTypeProgrammatic;
-  // Each node's kind, asked once however many edges it has: a foreign kernel, one of ours, or
-  // neither (another node type).
-  enum class Kind { kNeither, kForeign, kOwn };
-  std::unordered_map<cudaGraphNode_t, Kind> kinds;
-  const auto kind_of = [&](cudaGraphNode_t node) {
-    const auto [it, added] = kinds.try_emplace(node, Kind::kNeither);
+  // Whether each source node is a foreign kernel, asked once however many edges it has.
+  std::unordered_map<cudaGraphNode_t, bool> foreign;
+  const auto is_foreign = [&](cudaGraphNode_t node) {
+    const auto [it, added] = foreign.try_emplace(node, false);
     if (added) {
       const std::string name = kernel_name(node);
-      if (!name.empty())
-        it->second = name.find(own) != std::string::npos ? Kind::kOwn : Kind::kForeign;
+      it->second = !name.empty() && name.find(own) == std::string::npos;
     }
     return it->second;
   };
   int changed = 0;
   for (std::size_t i = 0; i < count; ++i) {
-    if (std::memcmp(&data[i], &plain, sizeof plain) != 0 &&
-        std::memcmp(&data[i], &pdl, sizeof pdl) != 0)
-      continue;
-    if (kind_of(from[i]) != Kind::kForeign || kind_of(to[i]) != Kind::kOwn) continue;
+    if (std::memcmp(&data[i], &pdl, sizeof pdl) != 0 || !is_foreign(from[i])) continue;
     DICE_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
     DICE_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &early, 1));
     ++changed;

@@ -127,15 +127,18 @@ GraphExec capture_graph(cudaStream_t stream, const std::function<void()>& enqueu
 /// library's: start_early_after_foreign_kernels' `own` for the forward's kernels.
 inline constexpr std::string_view kOwnKernelNames = "4dice6engine4cuda";
 
-/// Makes every kernel node of `graph` whose kernel's (mangled) name contains `own` and whose
-/// predecessor is a kernel without it (a library's: cuBLASLt) start early: their edge (a full
-/// dependency, or a PDL launch's programmatic one) becomes a programmatic dependency from the
-/// predecessor's launch-completion port
-/// (cudaGraphKernelNodePortLaunchCompletion: once every block of the predecessor has begun), so
-/// the kernel's blocks are scheduled while the library kernel runs its last blocks. Correct only
-/// for kernels that wait for their predecessor (griddepcontrol.wait) before they read or write
-/// anything it may touch: launch.cuh's contract for every kernel of the forward. Returns the
-/// edges changed. Throws dice::Error on CUDA failures.
+/// Makes every PDL launch of `graph` that follows a foreign kernel (a kernel node whose
+/// (mangled) name lacks `own`, or that the runtime cannot name: a library's, cuBLASLt's, which
+/// never triggers its dependents) start early: its programmatic edge from the foreign kernel's
+/// programmatic port (activated only at that kernel's end) becomes a programmatic dependency from
+/// its launch-completion port (cudaGraphKernelNodePortLaunchCompletion: once every block of the
+/// foreign kernel has begun), so the PDL kernel's blocks are scheduled while the library kernel
+/// runs its last blocks. Which edges change depends on how their targets were launched, not on
+/// names: a PDL launch (launch.cuh's launch_kernel with `pdl`) is one whose kernel waits for its
+/// predecessor (griddepcontrol.wait) before it reads or writes anything, which keeps the early
+/// start correct; a plain edge (full dependency) is left as it is, and so are edges from our own
+/// kernels (they trigger where launch.cuh says). Returns the edges changed (0 on a second call).
+/// Throws dice::Error on CUDA failures.
 int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own);
 
 }  // namespace dice::engine::cuda

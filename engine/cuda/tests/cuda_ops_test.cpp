@@ -474,6 +474,80 @@ TEST_F(CudaOps, GemmWithAnSmCountTarget) {
   EXPECT_THROW(Gemm(0, false, 1 << 20, sms + 1), Error);
 }
 
+TEST_F(CudaOps, EarlyStartEdgesOnlyFromForeignKernelsIntoPdlLaunches) {
+  // A captured pass in small: cuBLASLt GEMM -> SwiGLU (PDL) -> SwiGLU (PDL) -> cuBLASLt GEMM ->
+  // RMSNorm (PDL or plain). start_early_after_foreign_kernels changes exactly the edges from a
+  // cuBLASLt kernel into a PDL launch (to the launch-completion port), leaves the edge between
+  // our two kernels on its programmatic port, the edges into cuBLASLt and into a plain launch full
+  // dependencies, and a second call changes nothing. The graph then gives the eager plain
+  // launches' bits.
+  const int rows = 64, in = 256, inter = 256, hidden = 256;
+  const auto bf16 = CudaDType::kBF16;
+  const auto d_x = upload(random_vector(rows * in, 21), bf16);
+  const auto d_w1 = upload(random_vector(2 * inter * in, 22, 0.05f), bf16);
+  const auto d_w2 = upload(random_vector(hidden * inter, 23, 0.05f), bf16);
+  const auto d_norm = upload(random_vector(hidden, 24), CudaDType::kF32);
+  Gemm gemm;  // skinny rows 0: every GEMM is cuBLASLt's
+  DeviceBuffer gate_up(rows * 2 * inter * 4), y(rows * hidden * 4);
+  const auto pass = [&](bool pdl, bool norm_pdl, DeviceBuffer& act, DeviceBuffer& act2,
+                        DeviceBuffer& normed) {
+    gemm.run(bf16, d_x.get(), d_w1.get(), gate_up.as<float>(), rows, in, 2 * inter, false,
+             stream());
+    launch_swiglu(bf16, gate_up.as<float>(), inter, act.get(), rows, stream(), pdl);
+    launch_swiglu(bf16, gate_up.as<float>(), inter, act2.get(), rows, stream(), pdl);
+    gemm.run(bf16, act.get(), d_w2.get(), y.as<float>(), rows, inter, hidden, false, stream());
+    launch_rms_norm(bf16, y.as<float>(), d_norm.as<float>(), hidden, 1e-6, normed.get(), rows,
+                    nullptr, stream(), true, norm_pdl);
+  };
+  const auto bytes = [](const DeviceBuffer& b, std::size_t n) {
+    std::vector<std::uint16_t> v(n);
+    DICE_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), n * 2, cudaMemcpyDeviceToHost));
+    return v;
+  };
+  DeviceBuffer act(rows * inter * 2), act2(rows * inter * 2), normed(rows * hidden * 2);
+  pass(false, false, act, act2, normed);
+  synchronize();
+  const auto want_act2 = bytes(act2, rows * inter), want_normed = bytes(normed, rows * hidden);
+
+  for (const bool norm_pdl : {false, true}) {
+    const std::string what = norm_pdl ? "RMSNorm a PDL launch" : "RMSNorm a plain launch";
+    int changed = -1, again = -1;
+    std::size_t completion = 0, programmatic = 0, full = 0;
+    const auto edit = [&](cudaGraph_t graph) {
+      changed = start_early_after_foreign_kernels(graph, kOwnKernelNames);
+      again = start_early_after_foreign_kernels(graph, kOwnKernelNames);
+      std::size_t count = 0;
+      DICE_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
+      std::vector<cudaGraphNode_t> from(count), to(count);
+      std::vector<cudaGraphEdgeData> data(count);
+      DICE_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count));
+      for (const auto& e : data) {
+        if (e.type == cudaGraphDependencyTypeProgrammatic &&
+            e.from_port == cudaGraphKernelNodePortLaunchCompletion)
+          ++completion;
+        else if (e.type == cudaGraphDependencyTypeProgrammatic &&
+                 e.from_port == cudaGraphKernelNodePortProgrammatic)
+          ++programmatic;
+        else if (e.type == cudaGraphDependencyTypeDefault)
+          ++full;
+      }
+    };
+    DeviceBuffer g_act(rows * inter * 2), g_act2(rows * inter * 2), g_normed(rows * hidden * 2);
+    const GraphExec graph = capture_graph(
+        stream(), [&] { pass(true, norm_pdl, g_act, g_act2, g_normed); }, edit);
+    EXPECT_EQ(changed, norm_pdl ? 2 : 1) << what;
+    EXPECT_EQ(again, 0) << what << ": a second call changed edges";
+    EXPECT_EQ(completion, static_cast<std::size_t>(changed)) << what;
+    EXPECT_EQ(programmatic, 1u) << what << ": the edge between our two PDL kernels";
+    // SwiGLU -> GEMM, and GEMM -> RMSNorm when plain (cuBLASLt may add edges of its own).
+    EXPECT_GE(full, norm_pdl ? 1u : 2u) << what;
+    for (int replay = 0; replay < 2; ++replay) graph.launch(stream());
+    synchronize();
+    EXPECT_EQ(bytes(g_act2, rows * inter), want_act2) << what;
+    EXPECT_EQ(bytes(g_normed, rows * hidden), want_normed) << what;
+  }
+}
+
 /// y (fp32, rows x out) on the host.
 std::vector<float> download_f32(const DeviceBuffer& b, std::int64_t count) {
   std::vector<float> v(static_cast<std::size_t>(count));
