@@ -24,7 +24,6 @@
 #include "cuda_check.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
-#include "kernel_trace.cuh"
 #include "launch.cuh"
 #include "ops.h"
 
@@ -718,11 +717,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     attention_mma_pipelined_kernel(AttnArgs a) {
   // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
   // before the wait, Q and the cache after it (launch.cuh, "Early start").
-  TraceScope trace(3, 0, 0);
-  if (!a.early_reads) {
-    wait_for_prior_grid();
-    trace.mark_wait();
-  }
+  if (!a.early_reads) wait_for_prior_grid();
   constexpr int kStride = mma_row_stride<D>();
   constexpr int kSteps = D / 16;                              // k-steps of Q K^T
   constexpr int kDimTiles = D / 8;                            // n-tiles of P V
@@ -796,7 +791,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     // Q and the K/V pages come from the kernels before this one (returns at once after the
     // first item).
     wait_for_prior_grid();
-    trace.mark_wait();
     allow_next_grid();
     // This lane's copies of a page's K or V rows: all of them (a warp's own page), or its half
     // from chunk round `first` on (a pair's page).
@@ -1025,7 +1019,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     __syncthreads();  // the merge area is the next item's K/V rows
   }
   wait_for_prior_grid();  // a block without work exits after its predecessor only (launch.cuh)
-  trace.mark_wait();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1224,7 +1217,5 @@ void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const flo
                                     grid, stream, pdl);
   });
 }
-
-DICE_KERNEL_TRACE_SETTER(set_kernel_trace_attention)
 
 }  // namespace dice::engine::cuda

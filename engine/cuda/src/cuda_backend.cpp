@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -24,7 +22,6 @@
 #include "dice/model/dtype.h"
 #include "forward_plan.h"
 #include "gemm.h"
-#include "kernel_trace.cuh"
 #include "ops.h"
 
 namespace dice::engine {
@@ -136,7 +133,6 @@ struct CudaBackend::Impl {
   std::int32_t deep_grid = 0;
   /// Blocks of the paired attention kernel (attention_paired_tiles), 0 when it is not used.
   std::int32_t paired_grid = 0;
-  DeviceBuffer trace_records, trace_counter;  ///< EXPERIMENT (kernel_trace.cuh)
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -667,61 +663,8 @@ struct CudaBackend::Impl {
         it = graphs.emplace(key, capture_graph(s, enqueue_pass, early)).first;
         ++stats.graph_captures;
       }
-      // EXPERIMENT: DICE_KERNEL_TRACE=first[,count] traces those graph replays into
-      // DICE_KERNEL_TRACE_OUT (kernel_trace.cuh).
-      static const long trace_first = [] {
-        const char* v = std::getenv("DICE_KERNEL_TRACE");
-        return v != nullptr ? std::atol(v) : -1L;
-      }();
-      static const long trace_count = [] {
-        const char* v = std::getenv("DICE_KERNEL_TRACE");
-        const char* c = v != nullptr ? std::strchr(v, ',') : nullptr;
-        return c != nullptr ? std::atol(c + 1) : 1L;
-      }();
-      const long replay = static_cast<long>(stats.graph_replays) + 1;
-      const bool traced =
-          trace_first > 0 && replay >= trace_first && replay < trace_first + trace_count;
-      constexpr unsigned kCap = 1u << 18;
-      if (traced) {
-        if (trace_records.bytes() == 0) {
-          trace_records = DeviceBuffer(sizeof(KernelTraceRecord) * kCap);
-          trace_counter = DeviceBuffer(256);
-        }
-        DICE_CUDA_CHECK(cudaStreamSynchronize(s));
-        DICE_CUDA_CHECK(cudaMemset(trace_counter.get(), 0, 4));
-        const KernelTraceBuffer b{trace_records.as<KernelTraceRecord>(),
-                                  trace_counter.as<unsigned>(), kCap};
-        set_kernel_trace_attention(b);
-        set_kernel_trace_rms_norm(b);
-        set_kernel_trace_qk_norm_rope(b);
-        set_kernel_trace_skinny(b);
-        set_kernel_trace_vocab(b);
-      }
       it->second.launch(s);
       ++stats.graph_replays;
-      if (traced) {
-        DICE_CUDA_CHECK(cudaStreamSynchronize(s));
-        unsigned n = 0;
-        DICE_CUDA_CHECK(cudaMemcpy(&n, trace_counter.get(), 4, cudaMemcpyDeviceToHost));
-        n = std::min(n, kCap);
-        std::vector<KernelTraceRecord> r(n);
-        DICE_CUDA_CHECK(cudaMemcpy(r.data(), trace_records.get(), n * sizeof(KernelTraceRecord),
-                                   cudaMemcpyDeviceToHost));
-        const char* path = std::getenv("DICE_KERNEL_TRACE_OUT");
-        std::FILE* f = std::fopen(path != nullptr ? path : "kernel-trace.txt", "a");
-        if (f != nullptr) {
-          for (const auto& e : r)
-            std::fprintf(f, "%ld %d %d %u %u %u %u %llu %llu %llu\n", replay, plan.rows, rows_pad,
-                         e.kind, e.a, e.b, e.smid, e.entry, e.waited, e.exit);
-          std::fclose(f);
-        }
-        const KernelTraceBuffer off{};
-        set_kernel_trace_attention(off);
-        set_kernel_trace_rms_norm(off);
-        set_kernel_trace_qk_norm_rope(off);
-        set_kernel_trace_skinny(off);
-        set_kernel_trace_vocab(off);
-      }
     } else {
       enqueue(rows_pad, block_rows_pad, combine, kernel);
     }

@@ -15,8 +15,10 @@
 // Early start (bench/results/2026-11-23-engine-early-start-h100): the norm kernels (embedding,
 // RMSNorm, q/k norm + RoPE: a few blocks at few rows), the pipelined attention (few work items
 // at few rows) and the gate/up GEMM with the SwiGLU epilogue call allow_next_grid() right after
-// their wait, so the next kernel may be scheduled once every block of theirs runs, and its
-// blocks start on the SMs left free. A kernel may, before its wait, read memory that no kernel
+// their wait (the vectorised RMSNorm once it has read its row, so that the next GEMM's early
+// weight loads do not queue ahead of it: bench/results/2026-11-25-kernel-trace-h100), so the
+// next kernel may be scheduled once every block of theirs runs, and its blocks start on the SMs
+// left free. A kernel may, before its wait, read memory that no kernel
 // of the pass writes (CudaBackendOptions::pdl_early_reads): the skinny GEMM loads its first
 // weights there, the pipelined attention reads its work item, page ids and visible lengths (the
 // pass metadata, uploaded before the pass's first kernel). Its wait still comes before anything

@@ -9,7 +9,6 @@
 
 #include "cuda_check.h"
 #include "device_utils.cuh"
-#include "kernel_trace.cuh"
 #include "launch.cuh"
 #include "ops.h"
 
@@ -99,9 +98,7 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
                                         const float* q_norm, const float* k_norm,
                                         const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
                                         __nv_bfloat16* k_cache, __nv_bfloat16* v_cache) {
-  TraceScope trace(2, 0, 0);
   wait_for_prior_grid();
-  trace.mark_wait();
   allow_next_grid();
   constexpr int kDim = 128, kHalf = 64;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -180,7 +177,5 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
                   kWarps * 32, 0, stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, fq, fk, fv);
   }
 }
-
-DICE_KERNEL_TRACE_SETTER(set_kernel_trace_qk_norm_rope)
 
 }  // namespace dice::engine::cuda

@@ -40,7 +40,6 @@
 #include "cuda_check.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
-#include "kernel_trace.cuh"
 #include "launch.cuh"
 #include "rms_norm.cuh"
 #include "skinny_gemm.h"
@@ -215,10 +214,8 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
         b[u][j] = load_streaming(w_lane + j * 8 * in + (c0 + u) * 32, policy);
   };
   const bool first_loaded = begin + U <= end;
-  TraceScope trace(4, static_cast<std::uint32_t>(out), static_cast<std::uint32_t>(in));
   if (early_weights && first_loaded) load_b(begin);
   wait_for_prior_grid();
-  trace.mark_wait();
   if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
   if (!early_weights && first_loaded) load_b(begin);
   const __nv_bfloat16* x_rows = x;
@@ -419,7 +416,5 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                                                     : launcher_for<false, false>(m_tiles, n_tiles));
   launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights);
 }
-
-DICE_KERNEL_TRACE_SETTER(set_kernel_trace_skinny)
 
 }  // namespace dice::engine::cuda

@@ -48,7 +48,6 @@
 #include "cuda_check.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
-#include "kernel_trace.cuh"
 #include "launch.cuh"
 #include "ops.h"
 
@@ -852,9 +851,7 @@ __device__ __forceinline__ void chunk_bounds(int vocab, int limit, int chunk, in
 __global__ void __launch_bounds__(kThreads)
     vocab_chunk_max_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
                            VocabPartial* partials) {
-  TraceScope trace(5, 0, 0);
   wait_for_prior_grid();
-  trace.mark_wait();
   __shared__ Scratch s;
   const int row = static_cast<int>(blockIdx.y), chunk = static_cast<int>(blockIdx.x),
             chunks = static_cast<int>(gridDim.x);
@@ -879,9 +876,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     vocab_chunk_sum_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
                            ProposalOut* out, VocabWorkspace workspace) {
-  TraceScope trace(6, 0, 0);
   wait_for_prior_grid();
-  trace.mark_wait();
   __shared__ Scratch s;
   const int row = static_cast<int>(blockIdx.y), chunk = static_cast<int>(blockIdx.x),
             chunks = static_cast<int>(gridDim.x);
@@ -1072,7 +1067,5 @@ void launch_vocab_pass(const PassHeader* meta, const float* logits, std::int32_t
   launch_kernel("vocab_pass_kernel", vocab_pass_kernel, static_cast<unsigned>(block_rows_pad),
                 kThreads, 0, stream, pdl, meta, logits, vocab, out);
 }
-
-DICE_KERNEL_TRACE_SETTER(set_kernel_trace_vocab)
 
 }  // namespace dice::engine::cuda
