@@ -139,6 +139,8 @@ class Gemm {
   std::int64_t skinny_max_rows_ = 0;
   bool pdl_ = false;
   bool early_weights_ = false;
+  std::int64_t stage_bytes_ = 0, stage_in_ = 0;  ///< EXPERIMENT (gemm.cpp)
+  int stage_which_ = 0;
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   std::map<Key, SkinnyPlan> skinny_;

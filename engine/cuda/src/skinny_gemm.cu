@@ -58,6 +58,20 @@ __device__ __forceinline__ uint4 load_streaming(const __nv_bfloat16* p, std::uin
   return v;
 }
 
+/// 16 bytes of weights copied into shared memory (cp.async, L2 evict-first), read later by the
+/// same thread after cp_async_wait_all().
+__device__ __forceinline__ void copy_streaming(void* dst, const __nv_bfloat16* src,
+                                               std::uint64_t policy) {
+  const auto d = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "l"(policy)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
 __device__ __forceinline__ std::uint64_t evict_first_policy() {
   std::uint64_t policy;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
@@ -185,7 +199,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, SkinnyNorm norm, __nv_bfloat16* __restrict__ act,
-                       bool early_weights) {
+                       bool early_weights, std::int32_t staged) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
@@ -214,6 +228,22 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
         b[u][j] = load_streaming(w_lane + j * 8 * in + (c0 + u) * 32, policy);
   };
   const bool first_loaded = begin + U <= end;
+  // Staged chunks: [begin + U, begin + U + stage) copied into this warp's shared memory area
+  // before the wait (a multiple of U; each lane reads back only its own copies).
+  std::int32_t stage = 0;
+  uint4* stage_area = nullptr;
+  if constexpr (!kNorm) {
+    if (early_weights && first_loaded && staged > 0) {
+      stage = min(staged, (end - begin - U) / U * U);
+      stage_area =
+          reinterpret_cast<uint4*>(normed_raw) + static_cast<std::size_t>(warp) * staged * NT * 32;
+      for (std::int32_t r = 0; r < stage; ++r)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+          copy_streaming(stage_area + (r * NT + j) * 32 + lane,
+                         w_lane + j * 8 * in + (begin + U + r) * 32, policy);
+    }
+  }
   if (early_weights && first_loaded) load_b(begin);
   wait_for_prior_grid();
   if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
@@ -239,7 +269,16 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 
   std::int32_t c = begin;
   for (; c + U <= end; c += U) {
-    if (c != begin) load_b(c);
+    if (c != begin && c < begin + U + stage) {
+      if (c == begin + U) cp_async_wait_all();
+      const std::int32_t r0 = c - begin - U;
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) b[u][j] = stage_area[((r0 + u) * NT + j) * 32 + lane];
+    } else if (c != begin) {
+      load_b(c);
+    }
     // The x fragments of all U chunks are loaded before the first MMA too, not one chunk at a
     // time between the MMAs (Nsight Compute, 1.7B at 1 sequence: 4.6% less time per launch;
     // tokens/s unchanged within noise: bench/results/2026-11-23-engine-pdl-h100).
@@ -298,17 +337,29 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const SkinnyNorm& norm, void* act,
-                  cudaStream_t stream, bool pdl, bool early_weights) {
+                  cudaStream_t stream, bool pdl, bool early_weights, std::int64_t stage_bytes) {
   // 8 weight loads of 16 bytes in flight per lane with one m16 tile, fewer with more (the x
   // fragments take the registers; ptxas -v shows no spills inside the loop).
   constexpr int kLoads = MT == 1 ? 8 : MT == 2 ? 4 : 2;
   constexpr int kUnroll = kLoads / NT > 0 ? kLoads / NT : 1;
   const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
   std::size_t shared = 0;
+  std::int32_t staged = 0;
   if constexpr (kNorm) {
     shared = skinny_norm_shared_bytes(rows, in);
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kSkinnyNormSharedLimit)));
+  } else if (early_weights && stage_bytes > 0) {
+    // Chunks per warp staged in shared memory: what the bytes allow, a multiple of kUnroll, no
+    // more than the longest share's chunks past the first kUnroll.
+    const std::int64_t longest = (in / 32 + kSkinnyWarps - 1) / kSkinnyWarps;
+    std::int64_t chunks = stage_bytes / (kSkinnyWarps * NT * 512);
+    chunks = std::min(chunks, std::max<std::int64_t>(0, longest - kUnroll)) / kUnroll * kUnroll;
+    staged = static_cast<std::int32_t>(chunks);
+    shared = static_cast<std::size_t>(chunks) * kSkinnyWarps * NT * 512;
+    if (shared > 0)
+      DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(shared)));
   }
   const auto blocks = static_cast<unsigned>(out / (8 * NT));
   const char* name = kNorm ? (kSwiglu ? "skinny_gemm_kernel (fused RMSNorm, SwiGLU)"
@@ -318,11 +369,12 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
-                early_weights);
+                early_weights, staged);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
-                          std::int64_t, bool, const SkinnyNorm&, void*, cudaStream_t, bool, bool);
+                          std::int64_t, bool, const SkinnyNorm&, void*, cudaStream_t, bool, bool,
+                          std::int64_t);
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
 template <int MT, bool kNorm, bool kSwiglu>
@@ -388,7 +440,8 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm
 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
-                        bool pdl, const SkinnyNorm* norm, void* swiglu_act, bool early_weights) {
+                        bool pdl, const SkinnyNorm* norm, void* swiglu_act, bool early_weights,
+                        std::int64_t stage_bytes) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
@@ -414,7 +467,8 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                                                     : launcher_for<true, false>(m_tiles, n_tiles))
                                           : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
                                                     : launcher_for<false, false>(m_tiles, n_tiles));
-  launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights);
+  launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights,
+         stage_bytes);
 }
 
 }  // namespace dice::engine::cuda

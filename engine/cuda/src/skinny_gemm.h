@@ -78,6 +78,7 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl = false, const SkinnyNorm* norm = nullptr,
-                        void* swiglu_act = nullptr, bool early_weights = false);
+                        void* swiglu_act = nullptr, bool early_weights = false,
+                        std::int64_t stage_bytes = 0);
 
 }  // namespace dice::engine::cuda
