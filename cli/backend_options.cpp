@@ -126,6 +126,10 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "few-row GEMM loads its first weights, and the attention its work items' "
                     "metadata, before it waits for the kernel before it (same results) "
                     "(default: on)");
+  command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
+                    "cuda backend: with early reads, the few-row o projection copies all its "
+                    "weights into shared memory while the attention runs (same results) "
+                    "(default: on)");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -216,6 +220,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.bf16_gate_up = false;
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;
+    options.stage_o_weights = false;
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;

@@ -565,7 +565,8 @@ struct CudaBackend::Impl {
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
-      gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s);
+      gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
+                options.stage_o_weights);
       if (gate_up_bf16) {
         norm_into_h(l.post_norm);
         gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);

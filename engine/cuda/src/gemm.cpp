@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -54,14 +53,6 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
       sm_count_target_(sm_count_target),
       workspace_(workspace_bytes),
       hash_(256) {
-  // EXPERIMENT: DICE_SKINNY_STAGE_BYTES per block staged before the wait; DICE_SKINNY_STAGE_IN:
-  // only residual GEMMs with this input width (0: o and down; the o projection's in = heads x
-  // head_dim); DICE_SKINNY_STAGE_ALL=1: the gate/up SwiGLU launch too.
-  if (const char* v = std::getenv("DICE_SKINNY_STAGE_BYTES")) stage_bytes_ = std::atoll(v);
-  if (const char* v = std::getenv("DICE_SKINNY_STAGE_IN")) stage_in_ = std::atoll(v);
-  stage_which_ = stage_in_ > 0 ? 1 : 0;
-  if (const char* v = std::getenv("DICE_SKINNY_STAGE_ALL"); v != nullptr && std::atoi(v) == 1)
-    stage_which_ = 2;
   if (skinny_max_rows < 0 || skinny_max_rows > kSkinnyRowsLimit)
     throw Error(fmt::format("skinny GEMM rows {}: expected 0 (off) to {}", skinny_max_rows,
                             kSkinnyRowsLimit));
@@ -364,17 +355,17 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
         "the skinny kernel takes (skinny rows limit {})",
         norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
-                     stream, pdl_, norm, act, early_weights_, stage_which_ == 2 ? stage_bytes_ : 0);
+                     stream, pdl_, norm, act, early_weights_);
 }
 
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
-               std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
+               std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
+               bool stage_weights) {
   if (rows <= 0) return;
   if (skinny(dtype, rows, in, out, x, w, y))
-    return launch_skinny_gemm(
-        x, w, y, rows, in, out, accumulate, skinny_n_tiles(rows, in, out, accumulate), stream, pdl_,
-        nullptr, nullptr, early_weights_,
-        accumulate && (stage_which_ != 1 || in == stage_in_) ? stage_bytes_ : 0);
+    return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
+                              skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
+                              nullptr, early_weights_, stage_weights);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

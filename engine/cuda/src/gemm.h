@@ -42,10 +42,13 @@ class Gemm {
   ~Gemm();
 
   /// y = x w^T, or y += x w^T with `accumulate` (y read and written in place). Pointers 256-byte
-  /// aligned (cudaMalloc'd buffers and row offsets of whole matrices). Throws dice::Error naming
-  /// the shape when cuBLASLt has no algorithm for it or fails.
+  /// aligned (cudaMalloc'd buffers and row offsets of whole matrices). `stage_weights`: where the
+  /// skinny kernel runs it with early weights (set_programmatic_launch), its blocks stage their
+  /// whole weight share in shared memory before they wait (launch_skinny_gemm's `stage_share`).
+  /// Throws dice::Error naming the shape when cuBLASLt has no algorithm for it or fails.
   void run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
-           std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
+           std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
+           bool stage_weights = false);
 
   /// y[rows, out] (bf16) = x w^T with x and w bf16, fp32 accumulation rounded once to bf16 in
   /// cuBLASLt's epilogue: half the bytes of run()'s fp32 output for the kernel that reads it
@@ -139,8 +142,6 @@ class Gemm {
   std::int64_t skinny_max_rows_ = 0;
   bool pdl_ = false;
   bool early_weights_ = false;
-  std::int64_t stage_bytes_ = 0, stage_in_ = 0;  ///< EXPERIMENT (gemm.cpp)
-  int stage_which_ = 0;
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   std::map<Key, SkinnyPlan> skinny_;

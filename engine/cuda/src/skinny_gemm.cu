@@ -34,6 +34,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -228,8 +229,9 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
         b[u][j] = load_streaming(w_lane + j * 8 * in + (c0 + u) * 32, policy);
   };
   const bool first_loaded = begin + U <= end;
-  // Staged chunks: [begin + U, begin + U + stage) copied into this warp's shared memory area
-  // before the wait (a multiple of U; each lane reads back only its own copies).
+  // Staged chunks (skinny_staged_chunks): [begin + U, begin + U + stage) copied into this warp's
+  // area of dynamic shared memory before the wait, with the first U in registers, so that no
+  // weight load is left after it; each lane reads back only its own 16-byte copies (no barrier).
   std::int32_t stage = 0;
   uint4* stage_area = nullptr;
   if constexpr (!kNorm) {
@@ -334,14 +336,22 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   }
 }
 
+/// Weight loads of 16 bytes in flight per lane before the first MMA: 8 with one m16 tile, fewer
+/// with more (the x fragments take the registers; ptxas -v shows no spills inside the loop).
+constexpr int loads_per_lane(int m_tiles) {
+  return m_tiles == 1 ? 8 : m_tiles == 2 ? 4 : 2;
+}
+
+/// Chunks per iteration (the kernel's U) with m_tiles x n_tiles tiles.
+constexpr int unroll_of(int m_tiles, int n_tiles) {
+  return loads_per_lane(m_tiles) / n_tiles > 0 ? loads_per_lane(m_tiles) / n_tiles : 1;
+}
+
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const SkinnyNorm& norm, void* act,
-                  cudaStream_t stream, bool pdl, bool early_weights, std::int64_t stage_bytes) {
-  // 8 weight loads of 16 bytes in flight per lane with one m16 tile, fewer with more (the x
-  // fragments take the registers; ptxas -v shows no spills inside the loop).
-  constexpr int kLoads = MT == 1 ? 8 : MT == 2 ? 4 : 2;
-  constexpr int kUnroll = kLoads / NT > 0 ? kLoads / NT : 1;
+                  cudaStream_t stream, bool pdl, bool early_weights, bool stage_share) {
+  constexpr int kUnroll = unroll_of(MT, NT);
   const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
   std::size_t shared = 0;
   std::int32_t staged = 0;
@@ -349,14 +359,9 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
     shared = skinny_norm_shared_bytes(rows, in);
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kSkinnyNormSharedLimit)));
-  } else if (early_weights && stage_bytes > 0) {
-    // Chunks per warp staged in shared memory: what the bytes allow, a multiple of kUnroll, no
-    // more than the longest share's chunks past the first kUnroll.
-    const std::int64_t longest = (in / 32 + kSkinnyWarps - 1) / kSkinnyWarps;
-    std::int64_t chunks = stage_bytes / (kSkinnyWarps * NT * 512);
-    chunks = std::min(chunks, std::max<std::int64_t>(0, longest - kUnroll)) / kUnroll * kUnroll;
-    staged = static_cast<std::int32_t>(chunks);
-    shared = static_cast<std::size_t>(chunks) * kSkinnyWarps * NT * 512;
+  } else if (early_weights && stage_share) {
+    staged = skinny_staged_chunks(rows, in, NT);
+    shared = skinny_stage_bytes(staged, NT);
     if (shared > 0)
       DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(shared)));
@@ -374,7 +379,7 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
                           std::int64_t, bool, const SkinnyNorm&, void*, cudaStream_t, bool, bool,
-                          std::int64_t);
+                          bool);
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
 template <int MT, bool kNorm, bool kSwiglu>
@@ -428,6 +433,19 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms) {
   return 1;
 }
 
+std::int32_t skinny_staged_chunks(std::int64_t rows, std::int64_t in, int n_tiles) {
+  const int unroll = unroll_of(skinny_m_tiles(rows), n_tiles);
+  const std::int64_t longest = (in / 32 + kSkinnyWarps - 1) / kSkinnyWarps;
+  const std::int64_t chunks = std::max<std::int64_t>(0, longest - unroll) / unroll * unroll;
+  return skinny_stage_bytes(static_cast<std::int32_t>(chunks), n_tiles) <= kSkinnyStageLimit
+             ? static_cast<std::int32_t>(chunks)
+             : 0;
+}
+
+std::size_t skinny_stage_bytes(std::int32_t chunks, int n_tiles) {
+  return static_cast<std::size_t>(chunks) * kSkinnyWarps * static_cast<std::size_t>(n_tiles) * 512;
+}
+
 std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
   return static_cast<std::size_t>(rows * (in + 8) * 2);
 }
@@ -441,7 +459,7 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl, const SkinnyNorm* norm, void* swiglu_act, bool early_weights,
-                        std::int64_t stage_bytes) {
+                        bool stage_share) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
@@ -468,7 +486,7 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                                           : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
                                                     : launcher_for<false, false>(m_tiles, n_tiles));
   launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights,
-         stage_bytes);
+         stage_share && norm == nullptr);
 }
 
 }  // namespace dice::engine::cuda

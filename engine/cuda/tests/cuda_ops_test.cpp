@@ -626,6 +626,52 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
   }
 }
 
+TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
+  // stage_share: each warp copies the rest of its weight share into shared memory before its
+  // wait (with early weights). The rule stages whole shares that fit in 96 KiB and nothing
+  // otherwise; the launches that stage give the plain launch's bits, accumulating or not.
+  EXPECT_EQ(skinny_staged_chunks(8, 4096, 2), 12);  // SDAR-4B o: 16 chunks a warp, 4 in registers
+  EXPECT_EQ(skinny_stage_bytes(12, 2), kSkinnyStageLimit);
+  EXPECT_EQ(skinny_staged_chunks(8, 4096, 4), 0);   // 14 chunks x 4 tiles: over the limit
+  EXPECT_EQ(skinny_staged_chunks(8, 2048, 2), 4);   // SDAR-1.7B o: 8 chunks a warp
+  EXPECT_EQ(skinny_staged_chunks(8, 2048, 1), 0);   // all 8 in registers already
+  EXPECT_EQ(skinny_staged_chunks(24, 2048, 2), 6);  // 2 m tiles: 2 chunks an iteration
+  struct Shape {
+    std::int64_t in, out;
+  };
+  int staged_launches = 0;
+  for (const Shape shape : {Shape{2048, 2048}, Shape{4096, 2560}, Shape{2048, 4096}}) {
+    const std::int64_t in = shape.in, out = shape.out, most = 32;
+    DeviceBuffer w(static_cast<std::size_t>(in * out) * 2),
+        x(static_cast<std::size_t>(most * in) * 2), y0(static_cast<std::size_t>(most * out) * 4);
+    DeviceBuffer y_plain(y0.bytes()), y_staged(y0.bytes());
+    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 0x61u, stream());
+    launch_fill_random(CudaDType::kBF16, x.get(), most * in, 1.0f, 0x62u, stream());
+    launch_fill_random(CudaDType::kF32, y0.get(), most * out, 1.0f, 0x63u, stream());
+    for (const std::int64_t rows : {1, 4, 8, 16, 24})
+      for (const bool accumulate : {false, true})
+        for (const int n : skinny_n_tile_options(rows, out)) {
+          const std::string what = fmt::format(
+              "staged skinny gemm rows {} in {} out {} n {} acc {}", rows, in, out, n, accumulate);
+          const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
+          for (const DeviceBuffer* y : {&y_plain, &y_staged})
+            DICE_CUDA_CHECK(
+                cudaMemcpyAsync(y->get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
+          launch_skinny_gemm(x.get(), w.get(), y_plain.as<float>(), rows, in, out, accumulate, n,
+                             stream());
+          launch_skinny_gemm(x.get(), w.get(), y_staged.as<float>(), rows, in, out, accumulate, n,
+                             stream(), true, nullptr, nullptr, true, true);
+          staged_launches += skinny_staged_chunks(rows, in, n) > 0 ? 1 : 0;
+          synchronize();
+          const auto want = download_f32(y_plain, rows * out);
+          const auto got = download_f32(y_staged, rows * out);
+          for (std::size_t i = 0; i < want.size(); ++i)
+            ASSERT_EQ(got[i], want[i]) << what << ": differs at " << i;
+        }
+  }
+  EXPECT_GT(staged_launches, 20);
+}
+
 TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
   // The fused RMSNorm prologue against the vectorised norm kernel into a bf16 buffer, then the
   // skinny kernel on it: bit for bit, for every n-tile choice, at widths up to 4,096 (SDAR-1.7B,
