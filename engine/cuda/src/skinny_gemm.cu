@@ -31,6 +31,12 @@
 // writes bf16(silu(gate) * up) at [row, i] of the down projection's input: the sums in the same
 // warp order and swiglu.cuh's arithmetic, so the same bits as the plain epilogue then
 // launch_swiglu, one launch (and the fp32 gate/up round trip) fewer.
+//
+// With staging (stage_share: the o projection under PDL, which starts while the attention runs),
+// each warp copies its share's chunks past the first U into its area of dynamic shared memory
+// with cp.async before the wait (the first U go to registers as early weights), and reads its own
+// copies back after it: the same values in the same order, so the same bits, and no weight load
+// left after the wait.
 
 #include <cuda_bf16.h>
 
