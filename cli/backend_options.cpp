@@ -127,8 +127,9 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "metadata, before it waits for the kernel before it (same results) "
                     "(default: on)");
   command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
-                    "cuda backend: with early reads, the few-row o projection copies all its "
-                    "weights into shared memory while the attention runs (same results) "
+                    "cuda backend: with early reads, the few-row o projection copies its "
+                    "weights into shared memory while the attention runs, where they fit "
+                    "(same results) "
                     "(default: on)");
 }
 

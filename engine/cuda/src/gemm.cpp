@@ -360,12 +360,12 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
 
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
                std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-               bool stage_weights) {
+               bool stage_share) {
   if (rows <= 0) return;
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
-                              nullptr, early_weights_, stage_weights);
+                              nullptr, early_weights_, stage_share);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

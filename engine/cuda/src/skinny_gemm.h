@@ -75,8 +75,9 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// start early: launch.cuh, "Early start"; the same bits). Throws dice::Error for a shape it does
 /// not take (skinny_gemm_fits, and skinny_norm_fits with a norm), accumulate with swiglu_act, or a
 /// failed launch. `stage_share` (with `early_weights`, without `norm`): each warp also copies the
-/// rest of its weights (skinny_staged_chunks) into shared memory before the wait, so that none is
-/// loaded after it; where they do not fit, nothing is staged. For a GEMM that follows a long,
+/// rest of its weights (skinny_staged_chunks chunks) into shared memory before the wait, so that
+/// none is loaded after it (a remainder shorter than one iteration still is); where they do not
+/// fit, nothing is staged. For a GEMM that follows a long,
 /// latency-bound kernel which lets it start early (the o projection after the attention at few
 /// rows). The same bits (the same values in the same order).
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
@@ -90,9 +91,10 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
 inline constexpr std::size_t kSkinnyStageLimit = 96 * 1024;
 
 /// The chunks of 32 k per warp that a launch with `stage_share` copies into shared memory: the
-/// longest warp share of in / 32 chunks less the first iteration's (held in registers), in whole
-/// iterations; 0 when that would take more than kSkinnyStageLimit bytes (measured: staging part of
-/// a share gains nothing, bench/results/2026-11-25-kernel-trace-h100).
+/// longest warp share of in / 32 chunks less the first iteration's (held in registers), rounded
+/// down to whole iterations (the SDAR o projections' shares divide evenly: nothing is left); 0
+/// when that would take more than kSkinnyStageLimit bytes (measured: staging part of a share
+/// gains nothing, bench/results/2026-11-25-kernel-trace-h100).
 std::int32_t skinny_staged_chunks(std::int64_t rows, std::int64_t in, int n_tiles);
 /// The dynamic shared memory of `chunks` staged chunks per warp at `n_tiles` n8 tiles: bytes.
 std::size_t skinny_stage_bytes(std::int32_t chunks, int n_tiles);

@@ -636,6 +636,36 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
   EXPECT_EQ(skinny_staged_chunks(8, 2048, 2), 4);   // SDAR-1.7B o: 8 chunks a warp
   EXPECT_EQ(skinny_staged_chunks(8, 2048, 1), 0);   // all 8 in registers already
   EXPECT_EQ(skinny_staged_chunks(24, 2048, 2), 6);  // 2 m tiles: 2 chunks an iteration
+  {
+    // The launch asks for the rule's shared memory (seen in the captured kernel node), so the
+    // bit comparisons below do run the staging path: SDAR-4B's o at 8 rows.
+    const std::int64_t in = 4096, out = 2560, rows = 8;
+    DeviceBuffer w(static_cast<std::size_t>(in * out) * 2), x(rows * in * 2), y(rows * out * 4);
+    const auto shared_of = [&](int n, bool early, bool stage) {
+      std::size_t shared = ~std::size_t{0};
+      const auto read = [&](cudaGraph_t graph) {
+        std::size_t count = 1;
+        cudaGraphNode_t node = nullptr;
+        DICE_CUDA_CHECK(cudaGraphGetNodes(graph, &node, &count));
+        ASSERT_EQ(count, 1u);
+        cudaKernelNodeParams params{};
+        DICE_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params));
+        shared = params.sharedMemBytes;
+      };
+      capture_graph(
+          stream(),
+          [&] {
+            launch_skinny_gemm(x.get(), w.get(), y.as<float>(), rows, in, out, true, n, stream(),
+                               true, nullptr, nullptr, early, stage);
+          },
+          read);
+      return shared;
+    };
+    EXPECT_EQ(shared_of(2, true, true), kSkinnyStageLimit);
+    EXPECT_EQ(shared_of(2, true, false), 0u);
+    EXPECT_EQ(shared_of(2, false, true), 0u);  // staging only with early weights
+    EXPECT_EQ(shared_of(4, true, true), 0u);   // over the limit: nothing staged
+  }
   struct Shape {
     std::int64_t in, out;
   };

@@ -152,11 +152,11 @@ struct CudaBackendOptions {
   /// (bench/results/2026-11-23-engine-early-start-h100). Same bits either way.
   bool pdl_early_reads = true;
   /// With pdl_early_reads: the o projection's skinny blocks, which start while the attention
-  /// runs, copy their whole weight share into shared memory (at most 96 KiB a block) before
-  /// they wait for it, so that no weight load is left after the attention
-  /// (launch_skinny_gemm's stage_share). Measured +1.3-1.4% tok/s on SDAR-4B at 1 sequence and
-  /// within the spread on SDAR-1.7B, whose o share mostly fits in the registers' early loads
-  /// already (bench/results/2026-11-25-kernel-trace-h100). Same bits either way.
+  /// runs, copy the rest of their weight share into shared memory (when it fits in 96 KiB a
+  /// block; skinny_staged_chunks) before they wait for it, so that no weight load is left after
+  /// the attention (launch_skinny_gemm's stage_share). Measured +1.3-1.4% tok/s on SDAR-4B at 1
+  /// sequence and within the spread on SDAR-1.7B, whose o share mostly fits in the registers' early
+  /// loads already (bench/results/2026-11-25-kernel-trace-h100). Same bits either way.
   bool stage_o_weights = true;
 };
 
