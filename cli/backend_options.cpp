@@ -117,6 +117,10 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
                     "kernel after the GEMM (default: on)");
+  command->add_flag("--fused-qk-norm,!--no-fused-qk-norm", args.cuda.fused_qk_norm,
+                    "cuda backend: the per-head q/k norm, RoPE and K/V cache write computed in "
+                    "the few-row qkv GEMM's epilogue, a launch fewer per layer with the same "
+                    "bits; --no-fused-qk-norm: the q/k norm kernel after the GEMM (default: on)");
   command->add_flag("--bf16-gate-up,!--no-bf16-gate-up", args.cuda.bf16_gate_up,
                     "cuda backend: where cuBLASLt runs the gate/up projection (more rows than "
                     "--skinny-gemm-rows), it writes bf16 and the SwiGLU kernel reads that (half "
@@ -218,6 +222,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   if (args.no_pdl) options.early_start_after_cublas = false;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
+    options.fused_qk_norm = false;
     options.bf16_gate_up = false;
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;

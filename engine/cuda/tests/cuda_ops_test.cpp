@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "boundary_probe.h"
 #include "cuda_check.h"
 #include "device_memory.h"
 #include "dice/core/error.h"
@@ -700,6 +701,121 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
         }
   }
   EXPECT_GT(staged_launches, 20);
+}
+
+TEST_F(CudaOps, SkinnyGemmQkNormEpilogueIsTheGemmThenTheQkNormKernel) {
+  // The q/k norm epilogue against the skinny kernel into fp32 then the vectorised q/k norm
+  // kernel: y, q and the whole K and V caches bit for bit, for every n-tile choice (2-16 blocks
+  // per head vector: the counters are left zero for the next launch with another count), 1-16
+  // GEMM rows, passes with fewer valid rows than GEMM rows, and positions across two pages.
+  // SDAR-1.7B's heads (16 q, 8 kv, head_dim 128) over a short k. Refused launches throw.
+  const int heads = 16, kv_heads = 8, d = 128, vectors = heads + 2 * kv_heads, pages = 4;
+  const std::int64_t in = 256, out = vectors * d;
+  const LayerShape shape{2048, heads, kv_heads, d, 6144, 1e-6};
+  DeviceBuffer w(static_cast<std::size_t>(in * out) * 2), x(16 * in * 2);
+  launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 0x71u, stream());
+  launch_fill_random(CudaDType::kBF16, x.get(), 16 * in, 1.0f, 0x72u, stream());
+  auto qn = random_vector(d, 5, 0.1f), kn = random_vector(d, 6, 0.1f);
+  for (auto& v : qn) v += 1.0f;
+  for (auto& v : kn) v += 1.0f;
+  const auto table = rope_table(64, d, 1e6);
+  const auto d_qn = upload(qn, CudaDType::kF32), d_kn = upload(kn, CudaDType::kF32);
+  DeviceBuffer rope(table.size() * sizeof(float2));
+  DICE_CUDA_CHECK(
+      cudaMemcpy(rope.get(), table.data(), table.size() * sizeof(float2), cudaMemcpyHostToDevice));
+  const std::size_t cache_bytes = static_cast<std::size_t>(pages * kv_heads * kPageTokens * d) * 2;
+  struct Out {
+    DeviceBuffer y, q, k, v;
+  };
+  const auto fresh = [&] {
+    Out o{DeviceBuffer(static_cast<std::size_t>(16 * out) * 4),
+          DeviceBuffer(static_cast<std::size_t>(16 * heads * d) * 2), DeviceBuffer(cache_bytes),
+          DeviceBuffer(cache_bytes)};
+    for (const DeviceBuffer* b : {&o.y, &o.q, &o.k, &o.v})
+      DICE_CUDA_CHECK(cudaMemset(b->get(), 0x3c, b->bytes()));
+    return o;
+  };
+  const auto bytes_of = [](const DeviceBuffer& b) {
+    std::vector<unsigned char> host(b.bytes());
+    DICE_CUDA_CHECK(cudaMemcpy(host.data(), b.get(), host.size(), cudaMemcpyDeviceToHost));
+    return host;
+  };
+  DeviceBuffer counters(vectors * 4);
+  int fused_launches = 0;
+  struct Case {
+    std::int64_t rows;   // GEMM rows (the pass's padded rows)
+    std::int32_t valid;  // the pass's rows
+  };
+  for (const Case c : {Case{1, 1}, Case{4, 4}, Case{8, 8}, Case{8, 6}, Case{13, 13}, Case{16, 16}})
+    for (const int n : skinny_n_tile_options(c.rows, out)) {
+      const std::string what =
+          fmt::format("q/k norm epilogue rows {} valid {} n {}", c.rows, c.valid, n);
+      const std::vector<std::int32_t> tokens(static_cast<std::size_t>(c.valid), 1);
+      const std::vector<std::int32_t> page_ids{3, 1};  // positions 24.. span two pages
+      PassItem item;  // block length 1: any row count
+      item.commit = tokens;
+      item.start = 24;
+      item.block_length = 1;
+      item.pages = page_ids;
+      const PassPlan plan = plan_pass(std::span(&item, 1), {heads, kv_heads, 1, 0});
+      const auto meta = upload_bytes(plan.bytes);
+      const Out want = fresh(), got = fresh();
+      launch_skinny_gemm(x.get(), w.get(), want.y.as<float>(), c.rows, in, out, false, n, stream());
+      launch_qk_norm_rope(CudaDType::kBF16, meta.as<PassHeader>(), want.y.as<float>(),
+                          d_qn.as<float>(), d_kn.as<float>(), rope.as<float2>(), shape,
+                          want.q.get(), CacheLayer{want.k.get(), want.v.get()},
+                          static_cast<std::int32_t>(c.rows), stream(), true);
+      const SkinnyQkNorm qk{meta.as<PassHeader>(),
+                            d_qn.as<float>(),
+                            d_kn.as<float>(),
+                            rope.as<float2>(),
+                            shape,
+                            got.q.as<__nv_bfloat16>(),
+                            CacheLayer{got.k.get(), got.v.get()},
+                            counters.as<std::uint32_t>()};
+      ASSERT_TRUE(skinny_qk_norm_fits(c.rows, out, qk)) << what;
+      launch_skinny_gemm(x.get(), w.get(), got.y.as<float>(), c.rows, in, out, false, n, stream(),
+                         true, nullptr, nullptr, true, false, &qk);
+      ++fused_launches;
+      synchronize();
+      EXPECT_EQ(bytes_of(got.y), bytes_of(want.y)) << what << ": y";
+      EXPECT_EQ(bytes_of(got.q), bytes_of(want.q)) << what << ": q";
+      EXPECT_EQ(bytes_of(got.k), bytes_of(want.k)) << what << ": K cache";
+      EXPECT_EQ(bytes_of(got.v), bytes_of(want.v)) << what << ": V cache";
+      const auto left = bytes_of(counters);
+      EXPECT_EQ(std::count(left.begin(), left.end(), 0), static_cast<long>(left.size()))
+          << what << ": counters left non-zero";
+    }
+  EXPECT_GE(fused_launches, 15);
+  // Refused: 17 rows, head_dim 64, accumulation, a missing buffer.
+  const PassPlan plan = commit_pass(std::vector<std::int32_t>(4, 1), 24, {3, 1}, heads, kv_heads);
+  const auto meta = upload_bytes(plan.bytes);
+  const Out o = fresh();
+  SkinnyQkNorm qk{meta.as<PassHeader>(),
+                  d_qn.as<float>(),
+                  d_kn.as<float>(),
+                  rope.as<float2>(),
+                  shape,
+                  o.q.as<__nv_bfloat16>(),
+                  CacheLayer{o.k.get(), o.v.get()},
+                  counters.as<std::uint32_t>()};
+  DeviceBuffer big_x(32 * in * 2), big_y(static_cast<std::size_t>(32 * out) * 4);
+  EXPECT_THROW(launch_skinny_gemm(big_x.get(), w.get(), big_y.as<float>(), 17, in, out, false, 1,
+                                  stream(), false, nullptr, nullptr, false, false, &qk),
+               Error);
+  EXPECT_THROW(launch_skinny_gemm(x.get(), w.get(), o.y.as<float>(), 4, in, out, true, 1, stream(),
+                                  false, nullptr, nullptr, false, false, &qk),
+               Error);
+  SkinnyQkNorm narrow = qk;
+  narrow.shape.head_dim = 64;
+  EXPECT_THROW(launch_skinny_gemm(x.get(), w.get(), o.y.as<float>(), 4, in, out, false, 1, stream(),
+                                  false, nullptr, nullptr, false, false, &narrow),
+               Error);
+  SkinnyQkNorm no_counters = qk;
+  no_counters.counters = nullptr;
+  EXPECT_THROW(launch_skinny_gemm(x.get(), w.get(), o.y.as<float>(), 4, in, out, false, 1, stream(),
+                                  false, nullptr, nullptr, false, false, &no_counters),
+               Error);
 }
 
 TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
@@ -1919,6 +2035,58 @@ TEST_F(CudaOps, AttentionTimings) {
                     errors[0], *std::max_element(errors.begin() + 1, errors.end()));
         std::fflush(stdout);
       }
+}
+
+// What ordering two kernels of a graph costs (not a check: skipped unless DICE_BOUNDARY_TIMINGS
+// is set). Chains of 224 kernels (28 layers x 8) captured as one graph, each kernel reading the
+// one before it (BoundaryProbe), under each BoundaryMode, with weights read after or before the
+// wait; us per kernel, median of 7 replays, and the last kernel's checksum against the plain
+// chain's (the orderings must not change what is computed).
+TEST_F(CudaOps, KernelBoundaryTimings) {
+  if (std::getenv("DICE_BOUNDARY_TIMINGS") == nullptr)
+    GTEST_SKIP() << "set DICE_BOUNDARY_TIMINGS=1 to time kernel orderings";
+  BoundaryProbe probe;
+  const auto uniform = [](int blocks, std::int64_t bytes) {
+    return std::vector<BoundaryLink>(224, BoundaryLink{blocks, bytes});
+  };
+  std::vector<BoundaryLink> layers;
+  for (int l = 0; l < 28; ++l) {
+    // SDAR-1.7B at 1 sequence: norm, qkv, q/k norm, attention, o, norm, gate/up, down.
+    const BoundaryLink layer[] = {{8, 0},       {128, 131072}, {32, 0},      {396, 6144},
+                                  {128, 65536}, {8, 0},        {768, 65536}, {256, 98304}};
+    layers.insert(layers.end(), std::begin(layer), std::end(layer));
+  }
+  const std::pair<const char*, std::vector<BoundaryLink>> chains[] = {
+      {"8 blocks, no weights", uniform(8, 0)},
+      {"132 blocks, no weights", uniform(132, 0)},
+      {"132 blocks x 64 KiB", uniform(132, 65536)},
+      {"SDAR-1.7B-like layers", layers}};
+  const std::pair<const char*, BoundaryMode> modes[] = {
+      {"plain", BoundaryMode::kPlain},
+      {"pdl, trigger at exit", BoundaryMode::kPdlAtExit},
+      {"pdl, trigger after wait", BoundaryMode::kPdlEarly},
+      {"flags, trigger after spin", BoundaryMode::kFlagsAfter},
+      {"flags, trigger at start", BoundaryMode::kFlagsAtStart}};
+  std::printf("%-24s %-26s %-6s %10s %10s\n", "chain", "mode", "early", "us/kernel", "vs plain");
+  for (const auto& [chain_name, chain] : chains) {
+    double plain_us = 0, plain_sum = 0;
+    for (const auto& [mode_name, mode] : modes) {
+      for (const bool early : {false, true}) {
+        if (early && mode == BoundaryMode::kPlain) continue;
+        const double us = captured_graph_us(stream(), 2, 7,
+                                            [&] { probe.enqueue(chain, mode, early, stream()); }) /
+                          static_cast<double>(chain.size());
+        const double sum = probe.checksum(chain, stream());
+        if (mode == BoundaryMode::kPlain) {
+          plain_us = us;
+          plain_sum = sum;
+        }
+        EXPECT_EQ(sum, plain_sum) << chain_name << ", " << mode_name;
+        std::printf("%-24s %-26s %-6s %10.3f %+10.3f\n", chain_name, mode_name,
+                    early ? "yes" : "no", us, us - plain_us);
+      }
+    }
+  }
 }
 
 // Whether the layer GEMMs and the attention could overlap at 128 sequences (not a check but for

@@ -123,6 +123,12 @@ struct CudaBackendOptions {
   /// interleaved gate/up so that one block owns both halves of an output pair). false: the
   /// GEMM into fp32, then the SwiGLU kernel.
   bool fused_swiglu = true;
+  /// The q/k RMSNorm, RoPE and K/V cache write fused into the qkv projection's epilogue where
+  /// the skinny kernel runs it (bf16, head_dim 128, at most 16 rows; SkinnyQkNorm in
+  /// skinny_gemm.h): the last block of each head vector normalises and rotates it with the q/k
+  /// norm kernel's arithmetic (the same bits), and that kernel's launch and its wait go.
+  /// false: the GEMM into fp32, then the q/k norm kernel.
+  bool fused_qk_norm = true;
   /// Where cuBLASLt runs the gate/up projection (more rows than skinny_gemm_rows, bf16), its
   /// output is bf16 (rounded once from the fp32 sums in cuBLASLt's epilogue) and the SwiGLU
   /// kernel reads that: half the bytes written and read between the two (the fp32 output is

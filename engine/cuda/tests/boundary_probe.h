@@ -1,0 +1,53 @@
+#pragma once
+// A probe of what a dependency between two kernels of a CUDA graph costs (issue 6; not a check:
+// run by CudaOps.KernelBoundaryTimings when DICE_BOUNDARY_TIMINGS is set). A chain of kernels,
+// each reading the output of the one before it and a share of a weight pool, is captured as one
+// graph under one of several ways of ordering the kernels.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "device_memory.h"
+
+namespace dice::engine::cuda {
+
+/// How a probe chain orders its kernels.
+enum class BoundaryMode {
+  kPlain,         ///< plain launches: each kernel starts when the one before it has finished
+  kPdlAtExit,     ///< PDL; griddepcontrol.wait first; the next kernel is scheduled at exits
+  kPdlEarly,      ///< PDL; wait, then griddepcontrol.launch_dependents at once
+  kFlagsAfter,    ///< PDL without griddepcontrol.wait: a block spins on the previous kernel's
+                  ///< finished-block counter (acquire), counts itself in at exit (release) and
+                  ///< lets the next kernel be scheduled once its spin returns
+  kFlagsAtStart,  ///< as kFlagsAfter, but the next kernel may be scheduled at once (a cascade)
+};
+
+/// One kernel of a probe chain: its blocks (256 threads each) and the weight bytes each block
+/// reads (16-byte loads, from a pool large enough that they come from HBM).
+struct BoundaryLink {
+  int blocks = 0;
+  std::int64_t weight_bytes_per_block = 0;
+};
+
+/// Buffers of a probe: a 512 MiB weight pool, two ping-pong activations and the counters.
+class BoundaryProbe {
+ public:
+  BoundaryProbe();
+
+  /// Enqueues `links` on `stream` under `mode`; `early_weights`: blocks read their weights
+  /// before they wait for the kernel before them (PDL and flag modes). Throws dice::Error when a
+  /// launch fails or a chain is longer than kMaxLinks.
+  void enqueue(const std::vector<BoundaryLink>& links, BoundaryMode mode, bool early_weights,
+               cudaStream_t stream);
+  /// The last kernel's output checksum after a run (same in every mode for the same chain).
+  double checksum(const std::vector<BoundaryLink>& links, cudaStream_t stream) const;
+
+  static constexpr int kMaxLinks = 512;
+
+ private:
+  DeviceBuffer pool_, activations_, counters_;
+};
+
+}  // namespace dice::engine::cuda
