@@ -111,16 +111,12 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
   command->add_flag("--fused-norm-gemm,!--no-fused-norm-gemm", args.cuda.fused_norm_gemm,
                     "cuda backend: the RMSNorms before the qkv and gate_up GEMMs computed by the "
                     "few-row GEMM kernel's blocks themselves where it runs them in one wave (same "
-                    "bits, a launch fewer per layer; measured 3-4% slower at 1 sequence on an "
+                    "bits, a launch fewer per layer; measured 2-6% slower at 1 sequence on an "
                     "H100) (default: off)");
   command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.cuda.fused_swiglu,
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
                     "kernel after the GEMM (default: on)");
-  command->add_flag("--fused-qk-norm,!--no-fused-qk-norm", args.cuda.fused_qk_norm,
-                    "cuda backend: the per-head q/k norm, RoPE and K/V cache write computed in "
-                    "the few-row qkv GEMM's epilogue, a launch fewer per layer with the same "
-                    "bits; --no-fused-qk-norm: the q/k norm kernel after the GEMM (default: on)");
   command->add_flag("--bf16-gate-up,!--no-bf16-gate-up", args.cuda.bf16_gate_up,
                     "cuda backend: where cuBLASLt runs the gate/up projection (more rows than "
                     "--skinny-gemm-rows), it writes bf16 and the SwiGLU kernel reads that (half "
@@ -222,7 +218,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   if (args.no_pdl) options.early_start_after_cublas = false;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
-    options.fused_qk_norm = false;
     options.bf16_gate_up = false;
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;

@@ -35,8 +35,7 @@ struct BackendArgs {
   /// cuda: the kernel switches the flags set directly (--skinny-gemm-rows,
   /// --no-pipelined-attention, --no-balanced-attention-plan, --no-paired-attention-tiles,
   /// --attention-split-cost, --attention-max-splits, --no-deep-attention-pipeline,
-  /// --fused-norm-gemm, --no-fused-swiglu, --no-fused-qk-norm, --no-bf16-gate-up,
-  /// --no-pdl-early-reads,
+  /// --fused-norm-gemm, --no-fused-swiglu, --no-bf16-gate-up, --no-pdl-early-reads,
   /// --no-masked-rows-only), with the backend's own defaults; make_backend() sets the rest
   engine::CudaBackendOptions cuda;
 };
@@ -48,8 +47,7 @@ struct BackendArgs {
 /// --attention-split-cost, --attention-max-splits, --deep-attention-pipeline /
 /// --no-deep-attention-pipeline,
 /// --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
-/// --no-fused-swiglu, --fused-qk-norm / --no-fused-qk-norm, --bf16-gate-up / --no-bf16-gate-up,
-/// --pdl-early-reads / --no-pdl-early-reads,
+/// --no-fused-swiglu, --bf16-gate-up / --no-bf16-gate-up, --pdl-early-reads / --no-pdl-early-reads,
 /// --masked-rows-only /
 /// --no-masked-rows-only.
 void add_backend_options(CLI::App* command, BackendArgs& args);

@@ -246,7 +246,6 @@ void run_bench(const BenchArgs& args) {
               {"skinny_gemm_rows", o.skinny_gemm_rows},
               {"fused_norm_gemm", o.fused_norm_gemm},
               {"fused_swiglu", o.fused_swiglu},
-              {"fused_qk_norm", o.fused_qk_norm},
               {"bf16_gate_up", o.bf16_gate_up},
               {"programmatic_launch", o.programmatic_launch},
               {"programmatic_launch_few_rows", o.programmatic_launch_few_rows},

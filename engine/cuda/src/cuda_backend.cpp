@@ -158,7 +158,6 @@ struct CudaBackend::Impl {
   // The chunked vocabulary pass's scratch (VocabWorkspace).
   DeviceBuffer vocab_partials, vocab_counters, vocab_bin_counts, vocab_bin_masses;
   DeviceBuffer attn_counters;  // the pipelined attention's merge counters
-  DeviceBuffer qk_counters;    // the q/k norm epilogue's per-vector counters (SkinnyQkNorm)
   DeviceBuffer meta;
   PinnedBuffer meta_host, proposals_host;
   DeviceBuffer k_cache, v_cache;
@@ -429,7 +428,6 @@ struct CudaBackend::Impl {
     partial_lse = work_buffer(std::int64_t{kMaxPartials} * kTileQueries * 4);
     // One per split tile (at most kMaxPartials / 2); every pass leaves them zero.
     attn_counters = zeroed_work_buffer(std::int64_t{kMaxPartials} * 4);
-    qk_counters = zeroed_work_buffer((config.num_heads + 2 * config.num_kv_heads) * 4);
     proposals_host = PinnedBuffer(static_cast<std::size_t>(br) * sizeof(ProposalOut));
     ensure_meta(1 << 20);
     memory.workspace += static_cast<std::int64_t>(gemm->workspace_bytes());
@@ -556,34 +554,11 @@ struct CudaBackend::Impl {
     const bool gate_up_bf16 = gate_up_in_bf16(rows_pad);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
+      normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
-      // The q/k norm in the qkv projection's epilogue where the skinny kernel takes it (not with
-      // the fused RMSNorm prologue), else the q/k norm kernel after the GEMM.
-      const SkinnyQkNorm qk_norm{header,
-                                 l.q_norm.as<float>(),
-                                 l.k_norm.as<float>(),
-                                 rope.as<float2>(),
-                                 shape,
-                                 static_cast<__nv_bfloat16*>(q.get()),
-                                 cache,
-                                 qk_counters.as<std::uint32_t>()};
-      const SkinnyNorm input_norm{x.as<float>(), l.input_norm.as<float>(),
-                                  static_cast<float>(shape.eps)};
-      if (options.fused_qk_norm && options.fast_norms && dtype == CudaDType::kBF16 &&
-          !(fuse && gemm->fuses_norm(dtype, rows_pad, hd, qd + 2 * kvd, input_norm, l.qkv.get(),
-                                     qkv.get())) &&
-          gemm->fuses_qk_norm(dtype, rows_pad, hd, qd + 2 * kvd, qk_norm, h.get(), l.qkv.get(),
-                              qkv.get())) {
-        norm_into_h(l.input_norm);
-        gemm->run_qk_norm(h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd,
-                          qk_norm, s);
-        ++stats.fused_qk_norm_gemms;
-      } else {
-        normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
-        launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
-                            l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache,
-                            rows_pad, s, options.fast_norms, pdl);
-      }
+      launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
+                          l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
+                          s, options.fast_norms, pdl);
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
                        attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);

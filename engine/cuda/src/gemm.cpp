@@ -358,27 +358,6 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
                      stream, pdl_, norm, act, early_weights_);
 }
 
-bool Gemm::fuses_qk_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                         const SkinnyQkNorm& qk, const void* x, const void* w,
-                         const void* y) const {
-  return skinny(dtype, rows, in, out, x, w, y) && skinny_qk_norm_fits(rows, out, qk);
-}
-
-void Gemm::run_qk_norm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                       std::int64_t out, const SkinnyQkNorm& qk, cudaStream_t stream) {
-  if (rows <= 0) return;
-  if (!fuses_qk_norm(CudaDType::kBF16, rows, in, out, qk, x, w, y))
-    throw Error(fmt::format(
-        "GEMM with the q/k norm epilogue: rows {} in {} out {} is not a qkv projection the "
-        "skinny kernel's epilogue takes (skinny rows limit {}, at most {} rows, head_dim 128)",
-        rows, in, out, skinny_max_rows_, kSkinnyQkNormRowsLimit));
-  SkinnyQkNorm args = qk;
-  if (const char* e = std::getenv("DICE_QK_TRIGGER"))
-    args.trigger_early = e[0] != '0';  // EXPERIMENT
-  launch_skinny_gemm(x, w, y, rows, in, out, false, skinny_n_tiles(rows, in, out, false), stream,
-                     pdl_, nullptr, nullptr, early_weights_, false, &args);
-}
-
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
                std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                bool stage_share) {

@@ -80,16 +80,6 @@ class Gemm {
   void run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
                   std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream);
 
-  /// Whether run_qk_norm() takes this GEMM: bf16, skinny(), and skinny_qk_norm_fits().
-  bool fuses_qk_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                     const SkinnyQkNorm& qk, const void* x, const void* w, const void* y) const;
-  /// y = x w^T (the qkv projection, fp32 [rows, (heads + 2 kv_heads) 128]) in one skinny launch
-  /// whose epilogue also runs the q/k norm, RoPE and K/V cache write (SkinnyQkNorm: the same bits
-  /// as run() then launch_qk_norm_rope). Throws dice::Error when fuses_qk_norm() does not hold
-  /// or the launch fails.
-  void run_qk_norm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                   std::int64_t out, const SkinnyQkNorm& qk, cudaStream_t stream);
-
   /// Whether later skinny launches use programmatic dependent launch (the constructor's
   /// `programmatic_launch`, changed per pass by the backend) and, with it, load their first
   /// weights before waiting for the kernel before them (launch_skinny_gemm's `early_weights`;

@@ -11,7 +11,6 @@
 #include "device_utils.cuh"
 #include "launch.cuh"
 #include "ops.h"
-#include "qk_norm_rope.cuh"
 
 namespace dice::engine::cuda {
 
@@ -19,6 +18,23 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kMaxHeadDim = 256;
+
+/// Where head vector v (q heads, then k heads, then v heads) of pass row `row` goes: q_out
+/// [rows, heads, head_dim] for a q head, else the row's cache slot (page, kv head, slot) of the
+/// K or V cache [pages, kv_heads, kPageTokens, head_dim].
+template <typename T>
+__device__ __forceinline__ T* head_destination(const LayerShape& shape, const RowInfo& info,
+                                               std::int32_t row, std::int32_t v, T* q_out,
+                                               T* k_cache, T* v_cache) {
+  if (v < shape.heads)
+    return q_out + (static_cast<std::int64_t>(row) * shape.heads + v) * shape.head_dim;
+  const bool is_k = v < shape.heads + shape.kv_heads;
+  const std::int32_t kv_head = is_k ? v - shape.heads : v - shape.heads - shape.kv_heads;
+  return (is_k ? k_cache : v_cache) +
+         ((static_cast<std::int64_t>(info.page) * shape.kv_heads + kv_head) * kPageTokens +
+          info.slot) *
+             shape.head_dim;
+}
 
 template <typename T, typename Acc, bool kWarpPerVector>
 __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, const float* q_norm,
@@ -75,16 +91,16 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
   }
 }
 
-/// bf16, head_dim 128, one warp per (row, vector): qk_norm_rope_vector128 (lane l holds
-/// dimensions 4l..4l+3; the sum of squares in float; the products round as in
-/// qk_norm_rope_kernel).
+/// bf16, head_dim 128, one warp per (row, vector): lane l holds dimensions 4l..4l+3, so the
+/// rotate-half partner of lane l (dimension d +- 64) is lane l ^ 16. The sum of squares runs
+/// in float (4 per lane, then the warp); the products round as in qk_norm_rope_kernel.
 __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv,
                                         const float* q_norm, const float* k_norm,
                                         const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
                                         __nv_bfloat16* k_cache, __nv_bfloat16* v_cache) {
   wait_for_prior_grid();
   allow_next_grid();
-  constexpr int kDim = 128;
+  constexpr int kDim = 128, kHalf = 64;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int32_t vectors = shape.heads + 2 * shape.kv_heads;
   const std::int64_t global_warp = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
@@ -94,7 +110,34 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
   const RowInfo info = pass_section<RowInfo>(meta, meta->rows_offset)[row];
   const float4 x = reinterpret_cast<const float4*>(
       qkv + (static_cast<std::int64_t>(row) * vectors + v) * kDim)[lane];
-  qk_norm_rope_vector128(x, info, row, v, q_norm, k_norm, rope, shape, q_out, k_cache, v_cache);
+  const bool is_q = v < shape.heads;
+  const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
+  __nv_bfloat16* dst = head_destination(shape, info, row, v, q_out, k_cache, v_cache);
+  dst += 4 * lane;
+  if (!is_q && !is_k) {  // V: as projected
+    store4(dst, x.x, x.y, x.z, x.w);
+    return;
+  }
+  const float sum = warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w);
+  const float scale = 1.0f / sqrtf(sum / static_cast<float>(kDim) + static_cast<float>(shape.eps));
+  const float4 w = reinterpret_cast<const float4*>(is_q ? q_norm : k_norm)[lane];
+  const float own[4] = {
+      __fmul_rn(w.x, __fmul_rn(x.x, scale)), __fmul_rn(w.y, __fmul_rn(x.y, scale)),
+      __fmul_rn(w.z, __fmul_rn(x.z, scale)), __fmul_rn(w.w, __fmul_rn(x.w, scale))};
+  float other[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) other[j] = __shfl_xor_sync(0xffffffffu, own[j], 16);
+  const bool first = lane < 16;  // dimensions below kHalf
+  const float2* cs = rope + static_cast<std::int64_t>(info.position) * kHalf + 4 * (lane & 15);
+  float out[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 c = cs[j];
+    // first half: x_i c - x_{i+half} s; second half: x_{i+half} c + x_i s (no FMA contraction).
+    out[j] = first ? __fsub_rn(__fmul_rn(own[j], c.x), __fmul_rn(other[j], c.y))
+                   : __fadd_rn(__fmul_rn(own[j], c.x), __fmul_rn(other[j], c.y));
+  }
+  store4(dst, out[0], out[1], out[2], out[3]);
 }
 
 }  // namespace

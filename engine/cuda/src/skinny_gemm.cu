@@ -39,7 +39,6 @@
 // left after the wait.
 
 #include <cuda_bf16.h>
-#include <cuda/atomic>
 
 #include <algorithm>
 #include <cstdint>
@@ -49,7 +48,6 @@
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
-#include "qk_norm_rope.cuh"
 #include "rms_norm.cuh"
 #include "skinny_gemm.h"
 #include "swiglu.cuh"
@@ -203,16 +201,13 @@ __device__ __forceinline__ void norm_rows(const SkinnyNorm& norm, std::int32_t r
 /// MT m16 tiles x NT n8 tiles per block; U chunks of weights loaded before the first MMA.
 /// kNorm: x is RMSNorm(norm.residual), made by the block into dynamic shared memory (MT == 1).
 /// kSwiglu: act [rows, out / 2] (bf16) = silu(gate) * up of the output pairs, y not written.
-/// kQk: y written, then the q/k norm epilogue (SkinnyQkNorm; MT == 1).
-template <int MT, int NT, int U, bool kNorm, bool kSwiglu, bool kQk>
+template <int MT, int NT, int U, bool kNorm, bool kSwiglu>
 __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, SkinnyNorm norm, __nv_bfloat16* __restrict__ act,
-                       bool early_weights, std::int32_t staged, SkinnyQkNorm qk) {
+                       bool early_weights, std::int32_t staged) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
-  static_assert(!kQk || (MT == 1 && !kNorm && !kSwiglu && 128 % (NT * 8) == 0),
-                "the q/k norm epilogue: at most 16 rows, a block within one head vector");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
   extern __shared__ __align__(16) unsigned char normed_raw[];
@@ -259,10 +254,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   }
   if (early_weights && first_loaded) load_b(begin);
   wait_for_prior_grid();
-  // The down projection, or the attention, may start (launch.cuh, "Early start").
-  if constexpr (kSwiglu) allow_next_grid();
-  if constexpr (kQk)
-    if (qk.trigger_early) allow_next_grid();
+  if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
   if (!early_weights && first_loaded) load_b(begin);
   const __nv_bfloat16* x_rows = x;
   std::int32_t x_stride = in;
@@ -350,32 +342,6 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
       *dst = accumulate ? *dst + sum : sum;
     }
   }
-  if constexpr (kQk) {
-    // The last of the head vector's 128 / (8 NT) blocks to count itself in sees the others' y
-    // (their stores come before their release, ordered by the barrier) and runs the vector.
-    __shared__ bool last;
-    const auto vector = static_cast<std::int32_t>(n0 / 128);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      constexpr std::uint32_t kPerVector = 128 / (NT * 8);
-      ::cuda::atomic_ref<std::uint32_t, ::cuda::thread_scope_device> count(qk.counters[vector]);
-      last = count.fetch_add(1u, ::cuda::memory_order_acq_rel) == kPerVector - 1;
-      if (last) count.store(0u, ::cuda::memory_order_relaxed);  // for the next launch
-    }
-    __syncthreads();
-    if (last) {
-      const std::int32_t valid = min(rows, qk.meta->rows);
-      const RowInfo* infos = pass_section<RowInfo>(qk.meta, qk.meta->rows_offset);
-      for (std::int32_t row = warp; row < valid; row += kSkinnyWarps) {
-        const float4 v = __ldcg(reinterpret_cast<const float4*>(
-                                    y + static_cast<std::int64_t>(row) * out + vector * 128) +
-                                lane);
-        qk_norm_rope_vector128(v, infos[row], row, vector, qk.q_norm, qk.k_norm, qk.rope, qk.shape,
-                               qk.q_out, static_cast<__nv_bfloat16*>(qk.cache.k),
-                               static_cast<__nv_bfloat16*>(qk.cache.v));
-      }
-    }
-  }
 }
 
 /// Weight loads of 16 bytes in flight per lane before the first MMA: 8 with one m16 tile, fewer
@@ -389,13 +355,12 @@ constexpr int unroll_of(int m_tiles, int n_tiles) {
   return loads_per_lane(m_tiles) / n_tiles > 0 ? loads_per_lane(m_tiles) / n_tiles : 1;
 }
 
-template <int MT, int NT, bool kNorm, bool kSwiglu, bool kQk>
+template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const SkinnyNorm& norm, void* act,
-                  cudaStream_t stream, bool pdl, bool early_weights, bool stage_share,
-                  const SkinnyQkNorm& qk) {
+                  cudaStream_t stream, bool pdl, bool early_weights, bool stage_share) {
   constexpr int kUnroll = unroll_of(MT, NT);
-  const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu, kQk>;
+  const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
   std::size_t shared = 0;
   std::int32_t staged = 0;
   if constexpr (kNorm) {
@@ -410,37 +375,34 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                                            static_cast<int>(shared)));
   }
   const auto blocks = static_cast<unsigned>(out / (8 * NT));
-  const char* name = kNorm     ? (kSwiglu ? "skinny_gemm_kernel (fused RMSNorm, SwiGLU)"
-                                          : "skinny_gemm_kernel (fused RMSNorm)")
-                     : kSwiglu ? "skinny_gemm_kernel (SwiGLU)"
-                     : kQk     ? "skinny_gemm_kernel (q/k norm)"
-                               : "skinny_gemm_kernel";
+  const char* name = kNorm ? (kSwiglu ? "skinny_gemm_kernel (fused RMSNorm, SwiGLU)"
+                                      : "skinny_gemm_kernel (fused RMSNorm)")
+                           : (kSwiglu ? "skinny_gemm_kernel (SwiGLU)" : "skinny_gemm_kernel");
   launch_kernel(name, kernel, blocks, kSkinnyWarps * 32, shared, stream, pdl,
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
-                early_weights, staged, qk);
+                early_weights, staged);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
                           std::int64_t, bool, const SkinnyNorm&, void*, cudaStream_t, bool, bool,
-                          bool, const SkinnyQkNorm&);
+                          bool);
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
-template <int MT, bool kNorm, bool kSwiglu, bool kQk = false>
+template <int MT, bool kNorm, bool kSwiglu>
 Launcher launcher_of_n_tiles(int n_tiles) {
-  if (n_tiles == 1) return launch_tiles<MT, 1, kNorm, kSwiglu, kQk>;
+  if (n_tiles == 1) return launch_tiles<MT, 1, kNorm, kSwiglu>;
   if constexpr (MT * 4 <= 8)
-    if (n_tiles == 4) return launch_tiles<MT, 4, kNorm, kSwiglu, kQk>;
-  return launch_tiles<MT, 2, kNorm, kSwiglu, kQk>;
+    if (n_tiles == 4) return launch_tiles<MT, 4, kNorm, kSwiglu>;
+  return launch_tiles<MT, 2, kNorm, kSwiglu>;
 }
 
-/// The launcher for m_tiles x n_tiles; kNorm and kQk take one m16 tile (skinny_norm_fits,
-/// skinny_qk_norm_fits).
-template <bool kNorm, bool kSwiglu, bool kQk = false>
+/// The launcher for m_tiles x n_tiles; kNorm takes one m16 tile (skinny_norm_fits).
+template <bool kNorm, bool kSwiglu>
 Launcher launcher_for(int m_tiles, int n_tiles) {
-  if constexpr (kNorm || kQk) {
-    return launcher_of_n_tiles<1, kNorm, kSwiglu, kQk>(n_tiles);
+  if constexpr (kNorm) {
+    return launcher_of_n_tiles<1, true, kSwiglu>(n_tiles);
   } else {
     if (m_tiles == 1) return launcher_of_n_tiles<1, false, kSwiglu>(n_tiles);
     if (m_tiles == 2) return launcher_of_n_tiles<2, false, kSwiglu>(n_tiles);
@@ -496,16 +458,6 @@ std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
   return static_cast<std::size_t>(rows * (in + 8) * 2);
 }
 
-bool skinny_qk_norm_fits(std::int64_t rows, std::int64_t out, const SkinnyQkNorm& qk) {
-  return rows >= 1 && rows <= kSkinnyQkNormRowsLimit && qk.shape.head_dim == 128 &&
-         qk.shape.heads > 0 && qk.shape.kv_heads > 0 &&
-         out == (static_cast<std::int64_t>(qk.shape.heads) + 2 * qk.shape.kv_heads) * 128 &&
-         qk.meta != nullptr && aligned16(qk.q_norm) && aligned16(qk.k_norm) &&
-         qk.q_norm != nullptr && qk.k_norm != nullptr && qk.rope != nullptr &&
-         qk.q_out != nullptr && qk.cache.k != nullptr && qk.cache.v != nullptr &&
-         qk.counters != nullptr;
-}
-
 bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
   return rows >= 1 && rows <= kSkinnyNormRowsLimit && in % 32 == 0 && in <= 4 * kNormVec * 256 &&
          skinny_norm_shared_bytes(rows, in) <= kSkinnyNormSharedLimit && norm.eps > 0.0f &&
@@ -515,7 +467,7 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl, const SkinnyNorm* norm, void* swiglu_act, bool early_weights,
-                        bool stage_share, const SkinnyQkNorm* qk_norm) {
+                        bool stage_share) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
@@ -534,25 +486,15 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (swiglu_act != nullptr && accumulate)
     throw Error("skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
                 std::to_string(out) + " asks to accumulate, which the epilogue does not do");
-  if (qk_norm != nullptr && (norm != nullptr || swiglu_act != nullptr || accumulate ||
-                             !skinny_qk_norm_fits(rows, out, *qk_norm)))
-    throw Error("skinny GEMM with the q/k norm epilogue: rows " + std::to_string(rows) + " out " +
-                std::to_string(out) + " is not a qkv projection it takes (rows 1.." +
-                std::to_string(kSkinnyQkNormRowsLimit) +
-                ", head_dim 128, out (heads + 2 kv_heads) x 128, every buffer set, no fused "
-                "RMSNorm, SwiGLU or accumulation)");
   const SkinnyNorm args = norm != nullptr ? *norm : SkinnyNorm{};
-  const SkinnyQkNorm qk_args = qk_norm != nullptr ? *qk_norm : SkinnyQkNorm{};
   const int m_tiles = skinny_m_tiles(rows);
   const bool swiglu = swiglu_act != nullptr;
-  const Launcher launch = qk_norm != nullptr ? launcher_for<false, false, true>(m_tiles, n_tiles)
-                          : norm != nullptr
-                              ? (swiglu ? launcher_for<true, true>(m_tiles, n_tiles)
-                                        : launcher_for<true, false>(m_tiles, n_tiles))
-                              : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
-                                        : launcher_for<false, false>(m_tiles, n_tiles));
+  const Launcher launch = norm != nullptr ? (swiglu ? launcher_for<true, true>(m_tiles, n_tiles)
+                                                    : launcher_for<true, false>(m_tiles, n_tiles))
+                                          : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
+                                                    : launcher_for<false, false>(m_tiles, n_tiles));
   launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights,
-         stage_share && norm == nullptr, qk_args);
+         stage_share && norm == nullptr);
 }
 
 }  // namespace dice::engine::cuda

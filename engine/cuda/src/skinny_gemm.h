@@ -6,14 +6,11 @@
 // read once, streamed past L1 and marked evict-first in L2; x (small, L2-resident) is re-read by
 // every block. The dispatch rule and the tile choice are host-only (tested without a device).
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
-
-#include "ops.h"
 
 namespace dice::engine::cuda {
 
@@ -45,37 +42,6 @@ std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in);
 /// kSkinnyNormRowsLimit, in <= 4,096 (a multiple of 32), its shared rows within
 /// kSkinnyNormSharedLimit, eps > 0, residual and weight 16-byte aligned.
 bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm);
-
-/// The per-head q/k RMSNorm, RoPE and K/V cache write (launch_qk_norm_rope's work, bf16 with
-/// head_dim 128) fused into the qkv projection's epilogue: the skinny blocks write y (fp32
-/// [rows, (heads + 2 kv_heads) 128]) as usual, then the last block of each head vector's blocks
-/// (a block's columns lie in one vector: 128 is a multiple of 8 n_tiles) to count itself in at
-/// counters[vector] (acquire-release, so that it sees the others' y) resets the counter and runs
-/// qk_norm_rope_vector128 for that vector of every valid row (meta->rows): the same arithmetic
-/// as qk_norm_rope_vec_kernel, so the same bits, and one launch fewer per layer. meta: the
-/// pass's metadata (RowInfo: position, page, slot); q_norm, k_norm: fp32 [128], 16-byte
-/// aligned; rope: (cos, sin) [positions, 64]; q_out: bf16 [rows, heads, 128]; cache: the
-/// layer's bf16 K and V pages; counters: uint32 [heads + 2 kv_heads], zero before the first
-/// launch (each launch leaves them zero).
-struct SkinnyQkNorm {
-  const PassHeader* meta = nullptr;
-  const float* q_norm = nullptr;
-  const float* k_norm = nullptr;
-  const float2* rope = nullptr;
-  LayerShape shape{};
-  __nv_bfloat16* q_out = nullptr;
-  CacheLayer cache{};
-  std::uint32_t* counters = nullptr;
-  bool trigger_early = true;  // EXPERIMENT
-};
-
-/// Most rows the fused q/k norm takes (one m16 tile).
-inline constexpr std::int64_t kSkinnyQkNormRowsLimit = 16;
-
-/// Whether the fused q/k norm takes a qkv projection of `rows` x `out`: 1 <= rows <=
-/// kSkinnyQkNormRowsLimit, head_dim 128, out == (heads + 2 kv_heads) * 128, and every pointer
-/// set (q_norm, k_norm 16-byte aligned).
-bool skinny_qk_norm_fits(std::int64_t rows, std::int64_t out, const SkinnyQkNorm& qk);
 
 /// Whether the skinny kernel computes this GEMM: bf16 weights and inputs, 1 <= rows <=
 /// min(max_rows, kSkinnyRowsLimit), in a positive multiple of 32 (one k chunk of a warp), out a
@@ -113,15 +79,12 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// none is loaded after it (a remainder shorter than one iteration still is); where they do not
 /// fit, nothing is staged. For a GEMM that follows a long,
 /// latency-bound kernel which lets it start early (the o projection after the attention at few
-/// rows). The same bits (the same values in the same order). `qk_norm` (not with `norm`,
-/// `swiglu_act` or `accumulate`; skinny_qk_norm_fits): y is written, then the q/k norm, RoPE and
-/// K/V write run in the epilogue (SkinnyQkNorm), and the launch lets the next kernel start once
-/// all its blocks run (the attention reads its metadata early: launch.cuh).
+/// rows). The same bits (the same values in the same order).
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl = false, const SkinnyNorm* norm = nullptr,
                         void* swiglu_act = nullptr, bool early_weights = false,
-                        bool stage_share = false, const SkinnyQkNorm* qk_norm = nullptr);
+                        bool stage_share = false);
 
 /// Shared memory a staging launch may take per block (96 KiB: the whole share of SDAR-4B's o
 /// projection at 2 n tiles; two such blocks still fit on an H100 SM).

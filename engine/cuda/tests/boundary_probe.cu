@@ -23,7 +23,8 @@ __device__ std::uint64_t now_ns() {
 }
 
 /// Thread 0 waits until `counter` reaches `target` (acquire), then the block meets: the blocks
-/// counted in wrote their outputs before they counted themselves in (release). Traps after 2 s.
+/// counted in wrote their outputs before they counted themselves in (a barrier, then a release
+/// add by their thread 0; no __threadfence, which measured slower). Traps after 2 s.
 __device__ void spin_until(int* counter, int target) {
   if (threadIdx.x == 0) {
     ::cuda::atomic_ref<int, ::cuda::thread_scope_device> ref(*counter);
@@ -64,7 +65,9 @@ __global__ void __launch_bounds__(kThreads)
     // The counter two links back is no longer read: every block of the link before this one
     // has passed its spin (it counted itself in). Links 0 and 1 reset the last two, whose
     // kernels finished in the previous replay.
-    if (blockIdx.x == 0 && threadIdx.x == 0) counters[(link + links - 2) % links] = 0;
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      ::cuda::atomic_ref<int, ::cuda::thread_scope_device>(counters[(link + links - 2) % links])
+          .store(0, ::cuda::memory_order_relaxed);
   }
   if constexpr (kMode == 2 || kMode == 3) allow_next_grid();
   if (!early_weights) acc = read_weights(weights, weight_vectors);

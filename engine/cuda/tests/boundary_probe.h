@@ -36,12 +36,15 @@ class BoundaryProbe {
  public:
   BoundaryProbe();
 
-  /// Enqueues `links` on `stream` under `mode`; `early_weights`: blocks read their weights
-  /// before they wait for the kernel before them (PDL and flag modes). Throws dice::Error when a
-  /// launch fails or a chain is longer than kMaxLinks.
+  /// Enqueues `links` on `stream` under `mode` (eagerly or into a capture); `early_weights`:
+  /// blocks read their weights before they wait for the kernel before them (PDL and flag
+  /// modes). Throws dice::Error when a launch fails, a chain has fewer than 3 or more than
+  /// kMaxLinks links, or a link has fewer than 8 or more than 4,096 blocks or weights that are
+  /// not whole 16-byte loads.
   void enqueue(const std::vector<BoundaryLink>& links, BoundaryMode mode, bool early_weights,
                cudaStream_t stream);
-  /// The last kernel's output checksum after a run (same in every mode for the same chain).
+  /// The sum of the last kernel's output after a run (waits for `stream`): the same in every
+  /// mode for the same chain. Throws dice::Error on CUDA failures.
   double checksum(const std::vector<BoundaryLink>& links, cudaStream_t stream) const;
 
   static constexpr int kMaxLinks = 512;

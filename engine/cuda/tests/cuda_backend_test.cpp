@@ -475,21 +475,6 @@ TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   }
 }
 
-TEST_F(CudaBackendTest, FusedQkNormChangesNoBits) {
-  // The q/k norm epilogue of the qkv projection runs qk_norm_rope_vec_kernel's arithmetic on the
-  // same sums, so logits and tokens are bit for bit those of the q/k norm kernel. It runs where
-  // head_dim is 128 (the SDAR-1.7B widths, in the block passes of 4-8 rows) and nowhere else.
-  for (const auto& shape : shapes()) {
-    const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    CudaBackendOptions separate = limited();
-    separate.fused_qk_norm = false;
-    CudaBackend off(weights, separate), on(weights, limited());
-    expect_same_bits(on, off, shape.config, shape.name + ", q/k norm fused");
-    EXPECT_EQ(on.stats().fused_qk_norm_gemms > 0, shape.config.head_dim == 128) << shape.name;
-    EXPECT_EQ(off.stats().fused_qk_norm_gemms, 0) << shape.name;
-  }
-}
-
 /// KV pages a request's whole cache takes on `backend` (its own page arithmetic, asked for a
 /// sequence id it never opened).
 std::int64_t cache_pages(const CudaBackend& backend, const GenerationRequest& request) {

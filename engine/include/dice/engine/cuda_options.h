@@ -115,7 +115,9 @@ struct CudaBackendOptions {
   /// blocks normalise the rows themselves, with the norm kernel's arithmetic (the same bits),
   /// and the norm launch goes. Off by default: measured 3-4% slower at 1 sequence, the
   /// per-block prologue costing more than the launch it saves
-  /// (bench/results/2026-11-23-engine-skinny-split-h100). false: the norm kernel, then the GEMM.
+  /// (bench/results/2026-11-23-engine-skinny-split-h100), and with early start 6.2% (SDAR-1.7B)
+  /// and 2.2% (SDAR-4B) slower (-2026-11-25-boundary-probe-h100). false: the norm kernel, then
+  /// the GEMM.
   bool fused_norm_gemm = false;
   /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
   /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
@@ -123,12 +125,6 @@ struct CudaBackendOptions {
   /// interleaved gate/up so that one block owns both halves of an output pair). false: the
   /// GEMM into fp32, then the SwiGLU kernel.
   bool fused_swiglu = true;
-  /// The q/k RMSNorm, RoPE and K/V cache write fused into the qkv projection's epilogue where
-  /// the skinny kernel runs it (bf16, head_dim 128, at most 16 rows; SkinnyQkNorm in
-  /// skinny_gemm.h): the last block of each head vector normalises and rotates it with the q/k
-  /// norm kernel's arithmetic (the same bits), and that kernel's launch and its wait go.
-  /// false: the GEMM into fp32, then the q/k norm kernel.
-  bool fused_qk_norm = true;
   /// Where cuBLASLt runs the gate/up projection (more rows than skinny_gemm_rows, bf16), its
   /// output is bf16 (rounded once from the fp32 sums in cuBLASLt's epilogue) and the SwiGLU
   /// kernel reads that: half the bytes written and read between the two (the fp32 output is
