@@ -268,15 +268,32 @@ inline constexpr std::int32_t kMinVocabChunk = 1024;
 /// [1, kMaxVocabChunks] and chunks of at least kMinVocabChunk ids.
 std::int32_t vocab_pass_chunks(std::int32_t vocab, std::int32_t block_rows_pad, std::int32_t sms);
 
+/// Passes of more padded block rows than this run the chunked pass's sum kernel at three blocks
+/// per SM; fewer at one (vocab_sum_blocks_per_sm).
+inline constexpr std::int32_t kVocabSumFewRows = 16;
+
+/// Blocks of 512 threads per SM the chunked pass's sum kernel is compiled for at
+/// `block_rows_pad` padded block rows: 3 above kVocabSumFewRows, else 1. At one block per SM
+/// (104 registers) its double-precision exp loop is latency-bound with many rows (Nsight
+/// Compute, SDAR-1.7B at 128 sequences: 25% occupancy, FP64 at 13% of peak, 0.5 TB/s of
+/// logits); at three (40 registers) decoding is 0.8% (16 sequences) to 2.5% (128) faster, and
+/// at 1 sequence, where each block sums ~4 ids per thread, 0.5-0.9% slower
+/// (bench/results/2026-11-25-boundary-probe-h100).
+int vocab_sum_blocks_per_sm(std::int32_t block_rows_pad);
+
 /// The same proposals as launch_vocab_pass with each row's vocabulary split over `chunks` blocks
 /// (two kernels, grid chunks x block_rows_pad; the row's last block combines, in chunk order, so
 /// results are deterministic for a given `chunks`). Rows with top-k / top-p run the
 /// whole-row top-k / top-p selection in that last block, from the chunk blocks' maximum, sums and
 /// level-0 bins.
-/// Throws dice::Error if chunks is outside [1, kMaxVocabChunks] or a launch fails.
+/// `sum_blocks_per_sm`: the sum kernel's compiled occupancy, 1 or 3 (0: vocab_sum_blocks_per_sm;
+/// the same bits either way).
+/// Throws dice::Error if chunks is outside [1, kMaxVocabChunks], sum_blocks_per_sm is not 0, 1
+/// or 3, or a launch fails.
 void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std::int32_t vocab,
                                ProposalOut* out, std::int32_t block_rows_pad, std::int32_t chunks,
-                               VocabWorkspace workspace, cudaStream_t stream, bool pdl = false);
+                               VocabWorkspace workspace, cudaStream_t stream, bool pdl = false,
+                               int sum_blocks_per_sm = 0);
 
 /// Fills `count` elements of `dtype` at `data` with normal(0, std) values from a counter-based
 /// hash of (seed, index) (benchmarks and GEMM-rate measurement: never zeros).

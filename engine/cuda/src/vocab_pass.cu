@@ -873,7 +873,11 @@ __global__ void __launch_bounds__(kThreads)
 
 /// Chunked pass, kernel 2 (grid chunks x block rows): the chunk's softmax, entropy and sampling
 /// sums at the row's maximum; the row's last block combines them and writes the proposal.
-__global__ void __launch_bounds__(kThreads)
+/// kMinBlocks: blocks of 512 threads per SM that __launch_bounds__ asks registers for (1: 104
+/// registers, one block per SM; 3: 40, its rarely run finishing code spilling to the stack;
+/// vocab_sum_blocks_per_sm). The same code, so the same bits.
+template <int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     vocab_chunk_sum_kernel(const PassHeader* meta, const float* logits_all, std::int32_t vocab,
                            ProposalOut* out, VocabWorkspace workspace) {
   wait_for_prior_grid();
@@ -1037,6 +1041,10 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+int vocab_sum_blocks_per_sm(std::int32_t block_rows_pad) {
+  return block_rows_pad > kVocabSumFewRows ? 3 : 1;
+}
+
 std::int32_t vocab_pass_chunks(std::int32_t vocab, std::int32_t block_rows_pad, std::int32_t sms) {
   if (block_rows_pad <= 0 || vocab <= 0) return 1;
   const std::int64_t wanted = (4ll * sms + block_rows_pad - 1) / block_rows_pad;
@@ -1048,16 +1056,23 @@ std::int32_t vocab_pass_chunks(std::int32_t vocab, std::int32_t block_rows_pad, 
 
 void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std::int32_t vocab,
                                ProposalOut* out, std::int32_t block_rows_pad, std::int32_t chunks,
-                               VocabWorkspace workspace, cudaStream_t stream, bool pdl) {
+                               VocabWorkspace workspace, cudaStream_t stream, bool pdl,
+                               int sum_blocks_per_sm) {
   if (block_rows_pad <= 0) return;
   if (chunks < 1 || chunks > kMaxVocabChunks)
     throw Error("vocabulary pass: " + std::to_string(chunks) + " chunks per row (1 to " +
                 std::to_string(kMaxVocabChunks) + ")");
+  const int blocks =
+      sum_blocks_per_sm != 0 ? sum_blocks_per_sm : vocab_sum_blocks_per_sm(block_rows_pad);
+  if (blocks != 1 && blocks != 3)
+    throw Error("vocabulary pass: the sum kernel runs at 1 or 3 blocks per SM, not " +
+                std::to_string(blocks));
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(block_rows_pad));
   launch_kernel("vocab_chunk_max_kernel", vocab_chunk_max_kernel, grid, kThreads, 0, stream, pdl,
                 meta, logits, vocab, workspace.partials);
-  launch_kernel("vocab_chunk_sum_kernel", vocab_chunk_sum_kernel, grid, kThreads, 0, stream, pdl,
-                meta, logits, vocab, out, workspace);
+  launch_kernel("vocab_chunk_sum_kernel",
+                blocks == 3 ? vocab_chunk_sum_kernel<3> : vocab_chunk_sum_kernel<1>, grid, kThreads,
+                0, stream, pdl, meta, logits, vocab, out, workspace);
 }
 
 void launch_vocab_pass(const PassHeader* meta, const float* logits, std::int32_t vocab,

@@ -2335,32 +2335,43 @@ TEST_F(CudaOps, VocabPassMatchesTheCpuProcedure) {
         propose(std::span<const float>(logits.data() + std::size_t{1} * r * vocab, vocab),
                 cases[r].params, items[r].start, items[r].step));
   // The whole-row pass (chunks 0 here), then the chunked pass at several chunk counts, the
-  // backend's choice for these rows included; each chunked layout runs twice (its per-row
-  // counters must be left at zero) and must give the same proposals both times.
+  // backend's choice for these rows included; each chunked layout runs three times (its per-row
+  // counters must be left at zero): its sum kernel at the rule's occupancy, then at one and at
+  // three blocks per SM, which must give the same proposals bit for bit.
   const std::int32_t auto_chunks = vocab_pass_chunks(vocab, rows_pad, 132);
+  ASSERT_GT(rows_pad, kVocabSumFewRows);
+  EXPECT_EQ(vocab_sum_blocks_per_sm(rows_pad), 3);
+  EXPECT_EQ(vocab_sum_blocks_per_sm(kVocabSumFewRows), 1);
+  EXPECT_EQ(vocab_sum_blocks_per_sm(8), 1);
   for (const std::int32_t chunks : {0, 1, 7, auto_chunks, 148, kMaxVocabChunks}) {
     const std::string layout =
         chunks == 0 ? std::string(" whole row") : " chunks " + std::to_string(chunks);
     DeviceBuffer out(rows_pad * sizeof(ProposalOut));
     const VocabScratch scratch(rows_pad, kMaxVocabChunks);
     std::vector<ProposalOut> first;
-    for (int run = 0; run < (chunks == 0 ? 1 : 2); ++run) {
+    for (int run = 0; run < (chunks == 0 ? 1 : 3); ++run) {
       if (chunks == 0)
         launch_vocab_pass(meta.as<PassHeader>(), d_logits.as<float>(), vocab, out.as<ProposalOut>(),
                           rows_pad, stream());
       else
         launch_vocab_pass_chunked(meta.as<PassHeader>(), d_logits.as<float>(), vocab,
                                   out.as<ProposalOut>(), rows_pad, chunks, scratch.workspace(),
-                                  stream());
+                                  stream(), false,
+                                  run == 0   ? 0
+                                  : run == 1 ? 1
+                                             : 3);
       synchronize();
       std::vector<ProposalOut> got(cases.size());
       DICE_CUDA_CHECK(cudaMemcpy(got.data(), out.get(), got.size() * sizeof(ProposalOut),
                                  cudaMemcpyDeviceToHost));
-      if (run == 1) {
+      if (run > 0) {
+        const std::string rerun =
+            std::string(run == 1 ? "vocab pass rerun, 1 block per SM" : "vocab pass rerun, 3") +
+            layout;
         for (int r = 0; r < rows; ++r) {
-          EXPECT_EQ(got[r].token, first[r].token) << "vocab pass rerun" << layout;
-          EXPECT_EQ(got[r].confidence, first[r].confidence) << "vocab pass rerun" << layout;
-          EXPECT_EQ(got[r].entropy, first[r].entropy) << "vocab pass rerun" << layout;
+          EXPECT_EQ(got[r].token, first[r].token) << rerun;
+          EXPECT_EQ(got[r].confidence, first[r].confidence) << rerun;
+          EXPECT_EQ(got[r].entropy, first[r].entropy) << rerun;
         }
         continue;
       }
@@ -2420,7 +2431,8 @@ TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
   const PassPlan plan = plan_pass(items, {4, 2, 1, 0});
   const auto meta = upload_bytes(plan.bytes);
   const auto d_logits = upload(logits, CudaDType::kF32);
-  for (const std::int32_t chunks : {0, 1, 3}) {
+  // The chunked pass with its sum kernel at one and at three blocks per SM (both finish rows).
+  for (const auto& [chunks, occupancy] : {std::pair{0, 0}, {1, 1}, {3, 1}, {1, 3}, {3, 3}}) {
     DeviceBuffer out(8 * sizeof(ProposalOut));
     const VocabScratch scratch(8, 3);
     if (chunks == 0)
@@ -2428,15 +2440,24 @@ TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
                         8, stream());
     else
       launch_vocab_pass_chunked(meta.as<PassHeader>(), d_logits.as<float>(), vocab,
-                                out.as<ProposalOut>(), 8, chunks, scratch.workspace(), stream());
+                                out.as<ProposalOut>(), 8, chunks, scratch.workspace(), stream(),
+                                false, occupancy);
     synchronize();
     std::vector<ProposalOut> got(2);
     DICE_CUDA_CHECK(
         cudaMemcpy(got.data(), out.get(), 2 * sizeof(ProposalOut), cudaMemcpyDeviceToHost));
-    EXPECT_EQ(got[0].status, kProposalNaN) << "chunks " << chunks;
-    EXPECT_EQ(got[0].token, 777) << "chunks " << chunks;  // the lowest NaN id, as the CPU's
-    EXPECT_EQ(got[1].status, kProposalNoAllowed) << "chunks " << chunks;
+    const std::string what =
+        "chunks " + std::to_string(chunks) + ", sum blocks per SM " + std::to_string(occupancy);
+    EXPECT_EQ(got[0].status, kProposalNaN) << what;
+    EXPECT_EQ(got[0].token, 777) << what;  // the lowest NaN id, as the CPU's
+    EXPECT_EQ(got[1].status, kProposalNoAllowed) << what;
   }
+  const VocabScratch scratch(8, 3);
+  DeviceBuffer out(8 * sizeof(ProposalOut));
+  EXPECT_THROW(launch_vocab_pass_chunked(meta.as<PassHeader>(), d_logits.as<float>(), vocab,
+                                         out.as<ProposalOut>(), 8, 3, scratch.workspace(), stream(),
+                                         false, 2),
+               Error);
 }
 
 TEST_F(CudaOps, MeasuredCeilingsArePositive) {
