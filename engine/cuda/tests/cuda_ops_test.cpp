@@ -2412,6 +2412,13 @@ TEST(VocabPassChunks, FillTheGpuAtFewRowsAndStayInRange) {
   EXPECT_EQ(vocab_pass_chunks(151936, 1024, 132), 1);
   EXPECT_EQ(vocab_pass_chunks(500, 8, 132), 1);
   EXPECT_EQ(vocab_pass_chunks(10'000'000, 1, 132), kMaxVocabChunks);
+  // The sum kernel's occupancy: the 104-register kernel at few block rows (1 sequence), the
+  // 3-blocks-per-SM one above kVocabSumFewRows.
+  EXPECT_EQ(vocab_sum_blocks_per_sm(1), 1);
+  EXPECT_EQ(vocab_sum_blocks_per_sm(8), 1);
+  EXPECT_EQ(vocab_sum_blocks_per_sm(kVocabSumFewRows), 1);
+  EXPECT_EQ(vocab_sum_blocks_per_sm(kVocabSumFewRows + 1), 3);
+  EXPECT_EQ(vocab_sum_blocks_per_sm(512), 3);
 }
 
 TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
