@@ -494,7 +494,7 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                                           : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
                                                     : launcher_for<false, false>(m_tiles, n_tiles));
   launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights,
-         stage_share && norm == nullptr);
+         stage_share);  // the fused-norm launchers ignore stage_share
 }
 
 }  // namespace dice::engine::cuda

@@ -45,15 +45,16 @@ __device__ unsigned read_weights(const uint4* w, std::int64_t vectors) {
   return acc;
 }
 
-/// One link of a probe chain (BoundaryMode as an int: 1 PDL at exit, 2 PDL early, 3 flags
-/// after the spin, 4 flags at start; 0 plain, which waits as 1 does).
-template <int kMode>
+/// One link of a probe chain, ordered after the link before it as `kMode` says (a plain launch
+/// runs the kPdlAtExit code: its wait returns at once).
+template <BoundaryMode kMode>
 __global__ void __launch_bounds__(kThreads)
     link_kernel(const float* __restrict__ in, float* __restrict__ out, const uint4* weights,
                 std::int64_t weight_vectors, bool early_weights, int* counters, int link, int links,
                 int previous_blocks) {
-  constexpr bool kFlags = kMode >= 3;
-  if constexpr (kMode == 4) allow_next_grid();
+  constexpr bool kFlags =
+      kMode == BoundaryMode::kFlagsAfter || kMode == BoundaryMode::kFlagsAtStart;
+  if constexpr (kMode == BoundaryMode::kFlagsAtStart) allow_next_grid();
   unsigned acc = 0;
   if (early_weights) acc = read_weights(weights, weight_vectors);
   if (kFlags && link > 0) {
@@ -64,12 +65,13 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kFlags) {
     // The counter two links back is no longer read: every block of the link before this one
     // has passed its spin (it counted itself in). Links 0 and 1 reset the last two, whose
-    // kernels finished in the previous replay.
+    // kernels finished in the previous run.
     if (blockIdx.x == 0 && threadIdx.x == 0)
       ::cuda::atomic_ref<int, ::cuda::thread_scope_device>(counters[(link + links - 2) % links])
           .store(0, ::cuda::memory_order_relaxed);
   }
-  if constexpr (kMode == 2 || kMode == 3) allow_next_grid();
+  if constexpr (kMode == BoundaryMode::kPdlEarly || kMode == BoundaryMode::kFlagsAfter)
+    allow_next_grid();
   if (!early_weights) acc = read_weights(weights, weight_vectors);
   float sum = 0;
   if (link > 0)
@@ -85,13 +87,22 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int kMode>
-void launch_link(const BoundaryLink& link, const float* in, float* out, const uint4* weights,
-                 bool early, int* counters, int index, int links, int previous_blocks, bool pdl,
-                 cudaStream_t stream) {
-  launch_kernel("boundary probe link", link_kernel<kMode>, dim3(link.blocks), dim3(kThreads), 0,
-                stream, pdl, in, out, weights, link.weight_bytes_per_block / 16, early, counters,
-                index, links, previous_blocks);
+using LinkKernel = void (*)(const float*, float*, const uint4*, std::int64_t, bool, int*, int, int,
+                            int);
+
+LinkKernel link_kernel_for(BoundaryMode mode) {
+  switch (mode) {
+    case BoundaryMode::kPdlEarly:
+      return link_kernel<BoundaryMode::kPdlEarly>;
+    case BoundaryMode::kFlagsAfter:
+      return link_kernel<BoundaryMode::kFlagsAfter>;
+    case BoundaryMode::kFlagsAtStart:
+      return link_kernel<BoundaryMode::kFlagsAtStart>;
+    case BoundaryMode::kPlain:
+    case BoundaryMode::kPdlAtExit:
+      break;
+  }
+  return link_kernel<BoundaryMode::kPdlAtExit>;
 }
 
 }  // namespace
@@ -118,46 +129,29 @@ void BoundaryProbe::enqueue(const std::vector<BoundaryLink>& links, BoundaryMode
     const auto* weights =
         reinterpret_cast<const uint4*>(static_cast<const char*>(pool_.get()) + offset);
     offset += bytes;
-    const float* in =
-        activations_.as<float>() + static_cast<std::int64_t>((i + 1) % 2) * kMaxBlocks * kThreads;
-    float* out =
-        activations_.as<float>() + static_cast<std::int64_t>(i % 2) * kMaxBlocks * kThreads;
-    const int previous = links[static_cast<std::size_t>((i + n - 1) % n)].blocks;
     const bool pdl = mode != BoundaryMode::kPlain;
-    int* counters = counters_.as<int>();
-    switch (mode) {
-      case BoundaryMode::kPlain:
-        launch_link<0>(link, in, out, weights, false, counters, i, n, previous, pdl, stream);
-        break;
-      case BoundaryMode::kPdlAtExit:
-        launch_link<1>(link, in, out, weights, early_weights, counters, i, n, previous, pdl,
-                       stream);
-        break;
-      case BoundaryMode::kPdlEarly:
-        launch_link<2>(link, in, out, weights, early_weights, counters, i, n, previous, pdl,
-                       stream);
-        break;
-      case BoundaryMode::kFlagsAfter:
-        launch_link<3>(link, in, out, weights, early_weights, counters, i, n, previous, pdl,
-                       stream);
-        break;
-      case BoundaryMode::kFlagsAtStart:
-        launch_link<4>(link, in, out, weights, early_weights, counters, i, n, previous, pdl,
-                       stream);
-        break;
-    }
+    launch_kernel("boundary probe link", link_kernel_for(mode), dim3(link.blocks), dim3(kThreads),
+                  0, stream, pdl, activation((i + 1) % 2), activation(i % 2), weights,
+                  link.weight_bytes_per_block / 16, early_weights && pdl, counters_.as<int>(), i, n,
+                  links[static_cast<std::size_t>((i + n - 1) % n)].blocks);
   }
 }
 
-double BoundaryProbe::checksum(const std::vector<BoundaryLink>& links, cudaStream_t stream) const {
+float* BoundaryProbe::activation(int parity) const {
+  return activations_.as<float>() + static_cast<std::int64_t>(parity) * kMaxBlocks * kThreads;
+}
+
+double BoundaryProbe::checked_run(const std::vector<BoundaryLink>& links, BoundaryMode mode,
+                                  bool early_weights, cudaStream_t stream) {
+  // NaN activations: a link that read its input before the link before it wrote it would carry
+  // a NaN (or the other buffer's older values) into the sum.
+  DICE_CUDA_CHECK(cudaMemsetAsync(activations_.get(), 0xff, activations_.bytes(), stream));
+  DICE_CUDA_CHECK(cudaMemsetAsync(counters_.get(), 0, counters_.bytes(), stream));
+  enqueue(links, mode, early_weights, stream);
   DICE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const auto n = static_cast<int>(links.size());
-  const int blocks = links.back().blocks;
-  std::vector<float> host(static_cast<std::size_t>(blocks) * kThreads);
-  const float* out =
-      activations_.as<float>() + static_cast<std::int64_t>((n - 1) % 2) * kMaxBlocks * kThreads;
-  DICE_CUDA_CHECK(
-      cudaMemcpy(host.data(), out, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  std::vector<float> host(static_cast<std::size_t>(links.back().blocks) * kThreads);
+  DICE_CUDA_CHECK(cudaMemcpy(host.data(), activation(static_cast<int>(links.size() - 1) % 2),
+                             host.size() * sizeof(float), cudaMemcpyDeviceToHost));
   double sum = 0;
   for (const float v : host) sum += v;
   return sum;

@@ -38,18 +38,25 @@ class BoundaryProbe {
 
   /// Enqueues `links` on `stream` under `mode` (eagerly or into a capture); `early_weights`:
   /// blocks read their weights before they wait for the kernel before them (PDL and flag
-  /// modes). Throws dice::Error when a launch fails, a chain has fewer than 3 or more than
-  /// kMaxLinks links, or a link has fewer than 8 or more than 4,096 blocks or weights that are
-  /// not whole 16-byte loads.
+  /// modes). The flag modes expect the counters zero, or as a run of a chain of the same length
+  /// left them (links 0 and 1 reset the last two). Throws dice::Error when a launch fails, a chain
+  /// has fewer than 3 or more than kMaxLinks links, or a link has fewer than 8 or more than 4,096
+  /// blocks or weights that are not whole 16-byte loads.
   void enqueue(const std::vector<BoundaryLink>& links, BoundaryMode mode, bool early_weights,
                cudaStream_t stream);
-  /// The sum of the last kernel's output after a run (waits for `stream`): the same in every
-  /// mode for the same chain. Throws dice::Error on CUDA failures.
-  double checksum(const std::vector<BoundaryLink>& links, cudaStream_t stream) const;
+  /// Runs `links` once eagerly from NaN activations and returns the sum of the last kernel's
+  /// output: the same in every mode for the same chain, and NaN (or another value) if a link
+  /// read its input before the link before it had written it. Waits for `stream`. Throws
+  /// dice::Error as enqueue() does and on CUDA failures.
+  double checked_run(const std::vector<BoundaryLink>& links, BoundaryMode mode, bool early_weights,
+                     cudaStream_t stream);
 
   static constexpr int kMaxLinks = 512;
 
  private:
+  /// Activation buffer 0 or 1 (link i writes i % 2 and reads the other).
+  float* activation(int parity) const;
+
   DeviceBuffer pool_, activations_, counters_;
 };
 

@@ -1925,8 +1925,8 @@ TEST_F(CudaOps, AttentionTimings) {
 // What ordering two kernels of a graph costs (not a check: skipped unless DICE_BOUNDARY_TIMINGS
 // is set). Chains of 224 kernels (28 layers x 8) captured as one graph, each kernel reading the
 // one before it (BoundaryProbe), under each BoundaryMode, with weights read after or before the
-// wait; us per kernel, median of 7 replays, and the last kernel's checksum against the plain
-// chain's (the orderings must not change what is computed).
+// wait; us per kernel, median of 7 replays; then one eager run from NaN activations whose last
+// output must sum to the plain chain's (an ordering that let a kernel read early would not).
 TEST_F(CudaOps, KernelBoundaryTimings) {
   if (std::getenv("DICE_BOUNDARY_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_BOUNDARY_TIMINGS=1 to time kernel orderings";
@@ -1961,7 +1961,7 @@ TEST_F(CudaOps, KernelBoundaryTimings) {
         const double us = captured_graph_us(stream(), 2, 7,
                                             [&] { probe.enqueue(chain, mode, early, stream()); }) /
                           static_cast<double>(chain.size());
-        const double sum = probe.checksum(chain, stream());
+        const double sum = probe.checked_run(chain, mode, early, stream());
         if (mode == BoundaryMode::kPlain) {
           plain_us = us;
           plain_sum = sum;
