@@ -131,6 +131,10 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "weights into shared memory while the attention runs, where they fit "
                     "(same results) "
                     "(default: on)");
+  command->add_flag("--wgmma-gemm,!--no-wgmma-gemm", args.cuda.wgmma_gemm,
+                    "cuda backend: GEMMs of 17-64 rows (about 16 sequences) run dice's TMA + "
+                    "wgmma kernel instead of cuBLASLt on Hopper GPUs (deterministic; other "
+                    "rounding than cuBLASLt's) (default: off)");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -222,6 +226,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;
     options.stage_o_weights = false;
+    options.wgmma_gemm = false;
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;

@@ -251,6 +251,7 @@ void run_bench(const BenchArgs& args) {
               {"programmatic_launch_few_rows", o.programmatic_launch_few_rows},
               {"pdl_early_reads", o.pdl_early_reads},
               {"stage_o_weights", o.stage_o_weights},
+              {"wgmma_gemm", o.wgmma_gemm},
               {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())

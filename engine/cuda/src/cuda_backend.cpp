@@ -223,6 +223,7 @@ struct CudaBackend::Impl {
     pass_start = std::make_unique<Event>();
     pass_end = std::make_unique<Event>();
     gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
+    gemm->set_wgmma(options.wgmma_gemm);
     upload_weights(source);
     build_rope();
     allocate_workspace();
@@ -494,11 +495,13 @@ struct CudaBackend::Impl {
 
   /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
   /// kernel (CudaBackendOptions::bf16_gate_up): bf16, and a GEMM that cuBLASLt runs (the
-  /// skinny kernel's rows have the SwiGLU in its epilogue or an fp32 output).
+  /// skinny and the wgmma kernel's rows have the SwiGLU in their epilogue or an fp32 output).
   bool gate_up_in_bf16(std::int32_t rows_pad) const {
+    const std::int64_t hd = config.hidden_size, out = 2 * config.intermediate_size;
+    const void* w = layers.front().gate_up.get();
     return options.bf16_gate_up && dtype == CudaDType::kBF16 &&
-           !gemm->skinny(dtype, rows_pad, config.hidden_size, 2 * config.intermediate_size, h.get(),
-                         layers.front().gate_up.get(), gate_up.get());
+           !gemm->skinny(dtype, rows_pad, hd, out, h.get(), w, gate_up.get()) &&
+           !gemm->wgmma(dtype, rows_pad, hd, out, h.get(), w, gate_up.get());
   }
 
   /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows, its

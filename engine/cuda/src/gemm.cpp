@@ -11,6 +11,7 @@
 #include "dice/core/error.h"
 #include "ops.h"
 #include "skinny_gemm.h"
+#include "wgmma_gemm.h"
 
 namespace dice::engine::cuda {
 
@@ -59,6 +60,9 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
   int device = 0;
   DICE_CUDA_CHECK(cudaGetDevice(&device));
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  int major = 0;
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  hopper_ = major == 9;
   if (sm_count_target < 0 || sm_count_target > sms_)
     throw Error(
         fmt::format("GEMM SM count target {}: expected 0 (every SM) to {}", sm_count_target, sms_));
@@ -68,6 +72,12 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
 bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                   const void* x, const void* w, const void* y) const {
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
+}
+
+bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                 const void* x, const void* w, const void* y) const {
+  return wgmma_ && hopper_ && dtype == CudaDType::kBF16 && !skinny(dtype, rows, in, out, x, w, y) &&
+         wgmma_gemm_fits(rows, in, out, kWgmmaTileN, x, w, y);
 }
 
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -233,6 +243,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   if (rows <= 0) return 0;
   if (!bf16_out && skinny(dtype, rows, in, out, x, w, y))
     return tune_skinny(x, w, y, rows, in, out, accumulate, stream, repeats);
+  if (!bf16_out && wgmma(dtype, rows, in, out, x, w, y)) return 0;  // a fixed rule, no timing
   const auto started = std::chrono::steady_clock::now();
   plan(dtype, rows, in, out, accumulate, bf16_out);
   Plan& p = plans_.at(Key{static_cast<int>(dtype), rows, in, out, accumulate, bf16_out});
@@ -341,7 +352,7 @@ void Gemm::run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int6
 
 bool Gemm::fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                         const void* x, const void* w, const void* act) const {
-  return skinny(dtype, rows, in, out, x, w, act);
+  return skinny(dtype, rows, in, out, x, w, act) || wgmma(dtype, rows, in, out, x, w, act);
 }
 
 void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
@@ -352,8 +363,12 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
       (norm != nullptr && !fuses_norm(CudaDType::kBF16, rows, in, out, *norm, w, act)))
     throw Error(fmt::format(
         "GEMM with a SwiGLU epilogue{}: rows {} in {} out {} is not a shape "
-        "the skinny kernel takes (skinny rows limit {})",
+        "the skinny or the wgmma kernel takes (skinny rows limit {})",
         norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
+  if (!skinny(CudaDType::kBF16, rows, in, out, input, w, act))
+    return launch_wgmma_gemm(x, w, nullptr, rows, in, out, false, kWgmmaTileN,
+                             wgmma_default_splits(in, out, kWgmmaTileN, sms_), stream, pdl_,
+                             early_weights_, act);
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
                      stream, pdl_, norm, act, early_weights_);
 }
@@ -366,6 +381,10 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
                               nullptr, early_weights_, stage_share);
+  if (wgmma(dtype, rows, in, out, x, w, y))
+    return launch_wgmma_gemm(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
+                             wgmma_default_splits(in, out, kWgmmaTileN, sms_), stream, pdl_,
+                             early_weights_);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

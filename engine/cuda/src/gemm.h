@@ -69,7 +69,7 @@ class Gemm {
   void run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
                   std::int64_t in, std::int64_t out, cudaStream_t stream);
 
-  /// Whether run_swiglu() takes this GEMM: bf16 and skinny() with `act` in y's place.
+  /// Whether run_swiglu() takes this GEMM: bf16 and skinny() or wgmma() with `act` in y's place.
   bool fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                     const void* x, const void* w, const void* act) const;
   /// act[rows, out / 2] (bf16) = silu(gate) * up of x w^T, whose output columns alternate gate
@@ -91,6 +91,14 @@ class Gemm {
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
+  /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
+  /// skinny kernel does not take to the wgmma kernel (wgmma_gemm.h; tile_n kWgmmaTileN, the
+  /// split count of wgmma_default_splits) on an sm_90 device. Off by default.
+  void set_wgmma(bool on) { wgmma_ = on; }
+  /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma, an sm_90 device, bf16, not
+  /// skinny(), wgmma_gemm_fits).
+  bool wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
+             const void* w, const void* y) const;
   /// Whether run() gives this GEMM to the skinny kernel (skinny_gemm_fits with this limit; y the
   /// output, fp32 or the SwiGLU epilogue's bf16).
   bool skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
@@ -142,6 +150,8 @@ class Gemm {
   std::int64_t skinny_max_rows_ = 0;
   bool pdl_ = false;
   bool early_weights_ = false;
+  bool wgmma_ = false;
+  bool hopper_ = false;
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   std::map<Key, SkinnyPlan> skinny_;

@@ -171,6 +171,29 @@ TEST_F(CudaBackendTest, LogitsMatchTheCpuReference) {
     }
 }
 
+TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
+  // With wgmma_gemm, passes of 17-64 rows (a 40-token prompt's prefill) run their GEMMs, the
+  // gate/up projection with the SwiGLU epilogue, on the wgmma kernel where the shape fits (the
+  // 1,000-token vocabulary's lm_head does not: cuBLASLt): bf16 logits against the CPU reference.
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+      major != 9)
+    GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  for (const auto& shape : shapes()) {
+    const CpuWeights weights = random_weights(shape.config, shape.std, true);
+    CpuBackend cpu(weights);
+    CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
+    options.wgmma_gemm = true;
+    CudaBackend gpu(weights, options);
+    const auto ids = random_ids(60, shape.config.vocab_size, 5);
+    for (const bool fused : {true, false}) {
+      const auto want = score_blocks(cpu, ids, 40, 4, fused);
+      const auto got = score_blocks(gpu, ids, 40, 4, fused);
+      EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << shape.name << (fused ? ", fused" : ", unfused");
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, CudaCoreAndTensorCoreAttentionAgree) {
   // The tensor-core kernels against the CUDA-core one: the pipelined kernel (default), with
   // short splits that it merges itself (tiles of 128+ positions split), and the first one.

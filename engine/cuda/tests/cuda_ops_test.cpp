@@ -31,6 +31,7 @@
 #include "ops.h"
 #include "skinny_gemm.h"
 #include "sm_partition.h"
+#include "wgmma_gemm.h"
 
 namespace dice::engine::cuda {
 namespace {
@@ -556,6 +557,41 @@ std::vector<float> download_f32(const DeviceBuffer& b, std::int64_t count) {
   return v;
 }
 
+/// Random GEMM operands made on the device: w [out, in] bf16 (std 0.05), x [rows, in] bf16 and
+/// y0 [rows, out] fp32 (std 1), seeded from `seed` and the shape.
+struct GemmCase {
+  GemmCase(std::int64_t in, std::int64_t out, std::int64_t rows, std::uint64_t seed,
+           cudaStream_t stream)
+      : w(static_cast<std::size_t>(in * out) * 2),
+        x(static_cast<std::size_t>(rows * in) * 2),
+        y0(static_cast<std::size_t>(rows * out) * 4) {
+    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f,
+                       seed + 1 + static_cast<std::uint64_t>(out), stream);
+    launch_fill_random(CudaDType::kBF16, x.get(), rows * in, 1.0f,
+                       seed + 2 + static_cast<std::uint64_t>(in), stream);
+    launch_fill_random(CudaDType::kF32, y0.get(), rows * out, 1.0f, seed + 3, stream);
+  }
+  DeviceBuffer w, x, y0;
+};
+
+/// The largest per-row max |got - want| over the row's largest |want| of the first `rows` rows of
+/// [rows, out] outputs; infinity for a row whose reference is all zeros (a broken fill).
+double worst_row_error(const std::vector<float>& got, const std::vector<float>& want,
+                       std::int64_t rows, std::int64_t out) {
+  double worst = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double magnitude = 0, diff = 0;
+    for (std::int64_t o = 0; o < out; ++o) {
+      const auto i = static_cast<std::size_t>(r * out + o);
+      magnitude = std::max(magnitude, std::abs(static_cast<double>(want[i])));
+      diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    }
+    if (magnitude == 0.0) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, diff / magnitude);
+  }
+  return worst;
+}
+
 TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
   // Every SDAR-1.7B and -4B layer shape and one lm_head (in, out), random bf16 data made on the
   // device: the skinny kernel against cuBLASLt (within fp32 rounding: 1e-4 of the row's largest
@@ -569,15 +605,9 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
   Gemm cublas;  // skinny off
   for (const Shape& shape : shapes) {
     const std::int64_t in = shape.in, out = shape.out;
-    DeviceBuffer w(static_cast<std::size_t>(in * out) * 2),
-        x(static_cast<std::size_t>(kMaxRows * in) * 2);
-    DeviceBuffer y0(static_cast<std::size_t>(kMaxRows * out) * 4);
+    const GemmCase data(in, out, kMaxRows, 0x50u, stream());
+    const DeviceBuffer &w = data.w, &x = data.x, &y0 = data.y0;
     DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes());
-    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f,
-                       0x51u + static_cast<std::uint64_t>(out), stream());
-    launch_fill_random(CudaDType::kBF16, x.get(), kMaxRows * in, 1.0f,
-                       0x52u + static_cast<std::uint64_t>(in), stream());
-    launch_fill_random(CudaDType::kF32, y0.get(), kMaxRows * out, 1.0f, 0x53u, stream());
     for (const std::int64_t rows : {1, 3, 4, 8, 13, 16, 17, 33, 64})
       for (const bool accumulate : {false, true}) {
         const std::string what = "skinny gemm rows " + std::to_string(rows) + " in " +
@@ -602,18 +632,7 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
         synchronize();
         const auto want = download_f32(y_ref, rows * out);
         const auto got = download_f32(y_a, rows * out);
-        double worst = 0;
-        for (std::int64_t r = 0; r < rows; ++r) {
-          double magnitude = 0, diff = 0;
-          for (std::int64_t o = 0; o < out; ++o) {
-            const auto i = static_cast<std::size_t>(r * out + o);
-            magnitude = std::max(magnitude, std::abs(static_cast<double>(want[i])));
-            diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
-          }
-          ASSERT_GT(magnitude, 0.0) << what << " row " << r;
-          worst = std::max(worst, diff / magnitude);
-        }
-        EXPECT_LE(worst, 1e-4) << what;
+        EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
         for (const int n : options) {
           reset(y_b);
           launch_skinny_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, n,
@@ -625,6 +644,110 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
         }
       }
   }
+}
+
+bool hopper() {
+  int major = 0;
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  return major == 9;
+}
+
+TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
+  // SDAR layer shapes and a small odd one, random bf16 data made on the device: the wgmma kernel
+  // at every tile width and split count against cuBLASLt (within fp32 rounding: 1e-4 of the row's
+  // largest magnitude), bit for bit the same over two runs, rows past `rows` left untouched.
+  if (!hopper()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  struct Shape {
+    std::int64_t in, out;
+  };
+  const Shape shapes[] = {{640, 384}, {2048, 2048}, {2048, 4096}, {6144, 2048}};
+  constexpr std::int64_t kMaxRows = kWgmmaRowsLimit;
+  Gemm cublas;
+  for (const Shape& shape : shapes) {
+    const std::int64_t in = shape.in, out = shape.out;
+    const GemmCase data(in, out, kMaxRows, 0x60u, stream());
+    const DeviceBuffer &w = data.w, &x = data.x, &y0 = data.y0;
+    DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes());
+    const auto reset = [&](const DeviceBuffer& y) {
+      DICE_CUDA_CHECK(
+          cudaMemcpyAsync(y.get(), y0.get(), y0.bytes(), cudaMemcpyDeviceToDevice, stream()));
+    };
+    synchronize();  // the fills ran on stream(), which cudaMemcpy does not wait for
+    const auto all = download_f32(y0, kMaxRows * out);
+    for (const std::int64_t rows : {1, 16, 17, 40, 64})
+      for (const bool accumulate : {false, true}) {
+        reset(y_ref);
+        cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
+                   stream());
+        synchronize();
+        const auto want = download_f32(y_ref, rows * out);
+        for (const int tile_n : {64, 128})
+          for (const int splits : wgmma_split_options(in)) {
+            const std::string what = "wgmma gemm rows " + std::to_string(rows) + " in " +
+                                     std::to_string(in) + " out " + std::to_string(out) +
+                                     " accumulate " + std::to_string(accumulate) + " tile_n " +
+                                     std::to_string(tile_n) + " splits " + std::to_string(splits);
+            ASSERT_TRUE(wgmma_gemm_fits(rows, in, out, tile_n, x.get(), w.get(), y_a.get()))
+                << what;
+            reset(y_a);
+            launch_wgmma_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, tile_n,
+                              splits, stream());
+            reset(y_b);
+            launch_wgmma_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, tile_n,
+                              splits, stream());
+            synchronize();
+            const auto got = download_f32(y_a, kMaxRows * out);
+            const auto again = download_f32(y_b, kMaxRows * out);
+            EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
+            for (std::size_t i = 0; i < got.size(); ++i) {
+              ASSERT_EQ(again[i], got[i]) << what << ": second run differs at " << i;
+              if (static_cast<std::int64_t>(i) >= rows * out) {
+                ASSERT_EQ(got[i], all[i]) << what << ": wrote past its rows at " << i;
+              }
+            }
+          }
+      }
+  }
+  EXPECT_THROW(launch_wgmma_gemm(nullptr, nullptr, nullptr, 65, 640, 384, false, 128, 1, stream()),
+               Error);
+  EXPECT_THROW(launch_wgmma_gemm(nullptr, nullptr, nullptr, 16, 96, 384, false, 128, 1, stream()),
+               Error);
+}
+
+TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
+  // The wgmma kernel's SwiGLU epilogue against its fp32 output then the SwiGLU kernel: the same
+  // sums and swiglu.cuh's arithmetic, so bit for bit, at every tile width and split count; with
+  // PDL and early weights too (the same bits); accumulate with the epilogue throws.
+  if (!hopper()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  const std::int64_t in = 2048, out = 4096;
+  constexpr std::int64_t kRows = kWgmmaRowsLimit;
+  DeviceBuffer x(static_cast<std::size_t>(kRows * in) * 2),
+      w(static_cast<std::size_t>(in * out) * 2), y(static_cast<std::size_t>(kRows * out) * 4),
+      act_ref(static_cast<std::size_t>(kRows * out / 2) * 2), act(act_ref.bytes());
+  launch_fill_random(CudaDType::kBF16, x.get(), kRows * in, 1.0f, 81, stream());
+  launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 82, stream());
+  for (const std::int64_t rows : {17, 40, 64})
+    for (const int tile_n : {64, 128})
+      for (const int splits : {1, 3, 8})
+        for (const bool pdl : {false, true}) {
+          const std::string what = "rows " + std::to_string(rows) + " tile_n " +
+                                   std::to_string(tile_n) + " splits " + std::to_string(splits) +
+                                   " pdl " + std::to_string(pdl);
+          launch_wgmma_gemm(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n, splits,
+                            stream());
+          launch_swiglu(CudaDType::kBF16, y.as<float>(), static_cast<std::int32_t>(out / 2),
+                        act_ref.get(), static_cast<std::int32_t>(rows), stream());
+          DICE_CUDA_CHECK(cudaMemsetAsync(act.get(), 0xFF, act.bytes(), stream()));
+          launch_wgmma_gemm(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits,
+                            stream(), pdl, pdl, act.get());
+          synchronize();
+          const auto want = download_bytes(act_ref, static_cast<std::size_t>(rows * out / 2) * 2);
+          const auto got = download_bytes(act, static_cast<std::size_t>(rows * out / 2) * 2);
+          ASSERT_EQ(got, want) << what;
+        }
+  EXPECT_THROW(launch_wgmma_gemm(x.get(), w.get(), nullptr, 40, in, out, true, 64, 1, stream(),
+                                 false, false, act.get()),
+               Error);
 }
 
 TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
@@ -1729,6 +1852,17 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                 launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                    shape.accumulate, n, stream());
               }));
+      if (hopper() && rows > 16)
+        for (const int tile_n : {64, 128}) {
+          const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms);
+          for (const int splits : wgmma_split_options(shape.in))
+            print("wgmma t" + std::to_string(tile_n) + " s" + std::to_string(splits) +
+                      (splits == rule ? "*" : ""),
+                  time([&](std::int64_t i) {
+                    launch_wgmma_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                      shape.accumulate, tile_n, splits, stream());
+                  }));
+        }
     }
   }
 }

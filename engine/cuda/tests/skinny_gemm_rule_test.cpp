@@ -1,4 +1,5 @@
-// Which GEMMs the skinny kernel takes and with which tiles (host only, no GPU needed).
+// Which GEMMs the skinny and the wgmma kernel take and with which tiles, splits and stages (host
+// only, no GPU needed).
 
 #include <gtest/gtest.h>
 
@@ -6,6 +7,7 @@
 #include <vector>
 
 #include "skinny_gemm.h"
+#include "wgmma_gemm.h"
 
 namespace dice::engine::cuda {
 namespace {
@@ -72,6 +74,33 @@ TEST(SkinnyGemmRule, TilesFollowRowsAndColumns) {
   EXPECT_EQ(skinny_default_n_tiles(8, 151936, 132), 4);   // lm_head
   EXPECT_EQ(skinny_default_n_tiles(64, 151936, 132), 2);  // four m16 tiles: at most 2
   EXPECT_EQ(skinny_default_n_tiles(8, 24, 132), 1);
+}
+
+TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
+  // The measured choices at 64 rows on an H100 (132 SMs, 228 KiB of shared memory a SM):
+  // bench/results/2026-11-25-wgmma-gemm-h100.
+  constexpr int kSms = 132, kShared = 233472;
+  EXPECT_EQ(wgmma_default_splits(2048, 4096, 64, kSms), 2);   // 1.7B qkv: 128 blocks
+  EXPECT_EQ(wgmma_default_splits(2048, 2048, 64, kSms), 4);   // 1.7B o
+  EXPECT_EQ(wgmma_default_splits(2048, 12288, 64, kSms), 1);  // 1.7B gate/up: 192 tiles
+  EXPECT_EQ(wgmma_default_splits(6144, 2048, 64, kSms), 4);   // 1.7B down
+  EXPECT_EQ(wgmma_default_splits(4096, 2560, 64, kSms), 4);   // 4B o: 40 tiles, 160 blocks
+  EXPECT_EQ(wgmma_default_splits(128, 64, 64, kSms), 2);      // at most in / 64 splits
+  EXPECT_EQ(wgmma_split_options(640), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(wgmma_split_options(192), (std::vector<int>{1, 2, 3}));
+  EXPECT_TRUE(wgmma_split_options(32).empty());
+  // Two blocks a SM up to 2 x SMs blocks (6 stages of 16 KiB), three above (4 stages).
+  EXPECT_EQ(wgmma_stages(64, 128, kSms, kShared), 6);
+  EXPECT_EQ(wgmma_stages(64, 264, kSms, kShared), 6);
+  EXPECT_EQ(wgmma_stages(64, 304, kSms, kShared), 4);  // 4B gate/up: one wave of 3 a SM
+  EXPECT_EQ(wgmma_stages(128, 128, kSms, kShared), 4);
+  EXPECT_EQ(wgmma_stages(128, 1000, kSms, kShared), 3);
+  EXPECT_TRUE(wgmma_gemm_fits(64, 2048, 4096, 64, at(256), at(512), at(1024)));
+  EXPECT_FALSE(wgmma_gemm_fits(65, 2048, 4096, 64, at(256), at(512), at(1024)));
+  EXPECT_FALSE(wgmma_gemm_fits(64, 2016, 4096, 64, at(256), at(512), at(1024)));   // in % 64
+  EXPECT_FALSE(wgmma_gemm_fits(64, 2048, 4160, 128, at(256), at(512), at(1024)));  // out % 128
+  EXPECT_FALSE(wgmma_gemm_fits(64, 2048, 4096, 96, at(256), at(512), at(1024)));   // tile_n
+  EXPECT_FALSE(wgmma_gemm_fits(64, 2048, 4096, 64, at(258), at(512), at(1024)));   // alignment
 }
 
 }  // namespace

@@ -160,6 +160,12 @@ struct CudaBackendOptions {
   /// sequence and within the spread on SDAR-1.7B, whose o share mostly fits in the registers' early
   /// loads already (bench/results/2026-11-25-kernel-trace-h100). Same bits either way.
   bool stage_o_weights = true;
+  /// bf16 GEMMs of 17-64 rows (16 sequences) run our TMA + wgmma weight-streaming kernel
+  /// (engine/cuda/src/wgmma_gemm.h; split-K over a thread block cluster, deterministic; the gate/up
+  /// projection with the SwiGLU epilogue) instead of cuBLASLt, on sm_90 devices. Other bits than
+  /// cuBLASLt's (a different summation order), the same run to run. Off: about even with cuBLASLt
+  /// at 16 x 1,024 (0.988 SDAR-1.7B, 1.019 SDAR-4B; bench/results/2026-11-25-wgmma-gemm-h100).
+  bool wgmma_gemm = false;
 };
 
 }  // namespace dice::engine

@@ -1,0 +1,437 @@
+// The weight-streaming wgmma GEMM (wgmma_gemm.h): y[rows, out] = x[rows, in] w[out, in]^T for
+// 17-64 rows, compiled for sm_90a only (wgmma and the TMA are Hopper's).
+//
+// Shared memory (dynamic, 1,024-byte aligned for the 128-byte swizzle): `stages` stages
+// (wgmma_stages), each an x tile (64 rows x 64 k bf16, 8 KiB) and a w tile (tile_n rows x 64 k, 128
+// bytes a row), as the TMA writes them with CU_TENSOR_MAP_SWIZZLE_128B: row r's 16-byte chunk c at
+// chunk c ^ (r % 8). A wgmma shared-memory descriptor (PTX ISA, "Matrix Descriptor Format") of such
+// a K-major tile has the tile's address, stride byte offset 1,024 (8 rows of 128 bytes) and swizzle
+// mode 128B; the k16 steps inside the 128-byte row advance its address by 32 bytes.
+//
+// One warpgroup (128 threads) runs the block. Thread 0 issues the TMA copies: for the first
+// stages, the weights before griddepcontrol.wait with early weights (weights do not depend on
+// the kernel before), x after it; every stage's mbarrier expects both tiles' bytes. Per stage the
+// warpgroup waits on the stage's mbarrier, runs 4 wgmma k16 steps into fp32 registers (D
+// fragment of m64nNk16: thread t of warp w holds rows 16 w + t / 4 (+ 8) and columns
+// 8 c + 2 (t % 4) (+ 1) of n8 chunk c, registers 4 c + {0, 1} and 4 c + {2, 3}), waits for them,
+// and the block syncs; thread 0 then refills the stage with the copies `stages` stages ahead.
+//
+// Split-K: the splits of one column tile are one cluster (dims 1 x splits). Each block writes its
+// partial 64 x tile_n sums into shared memory (rows padded by 8 floats: the float2 stores of a
+// half warp hit 32 distinct banks), the cluster syncs, and block r adds rows
+// [r rows / splits, (r + 1) rows / splits) of every block's partial in rank (split) order through
+// distributed shared memory, then y (y + sum with accumulate); a second cluster sync keeps every
+// block's shared memory alive until all have read it.
+
+#include <cooperative_groups.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "cuda_check.h"
+#include "dice/core/error.h"
+#include "launch.cuh"
+#include "swiglu.cuh"
+#include "wgmma_gemm.h"
+
+namespace dice::engine::cuda {
+
+namespace {
+
+constexpr int kMaxStages = 8;
+constexpr int kMinStages = 2;
+constexpr int kThreads = 128;
+constexpr std::uint32_t kXStageBytes = 64 * 128;
+
+constexpr std::uint32_t stage_bytes(int tile_n) {
+  return kXStageBytes + static_cast<std::uint32_t>(tile_n) * 128;
+}
+constexpr int reduce_stride(int tile_n) {
+  return tile_n + 8;
+}
+constexpr std::size_t dynamic_shared_bytes(int tile_n, int stages) {
+  return static_cast<std::size_t>(stages) * stage_bytes(tile_n) + 1024;
+}
+static_assert(64 * reduce_stride(128) * 4 <= kMinStages * stage_bytes(128));
+static_assert(64 * reduce_stride(64) * 4 <= kMinStages * stage_bytes(64));
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ std::uint32_t shared_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void barrier_init(std::uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
+}
+
+/// The stage's one arrival, announcing `bytes` of TMA copies to come.
+__device__ __forceinline__ void barrier_expect(std::uint64_t* bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void barrier_wait(std::uint64_t* bar, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(shared_address(bar)), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+/// A 2-D TMA copy of the box at (c0 = k, c1 = row) of `map` into `dst`, completing on `bar`.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, std::uint64_t* bar,
+                                         int c0, int c1, std::uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(shared_address(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(shared_address(bar)), "r"(c0), "r"(c1),
+      "l"(policy)
+      : "memory");
+}
+
+/// The descriptor of a K-major tile with 128-byte swizzle at shared address `address`.
+__device__ __forceinline__ std::uint64_t tile_descriptor(std::uint32_t address) {
+  return static_cast<std::uint64_t>((address & 0x3FFFF) >> 4) | (std::uint64_t{1} << 16) |
+         (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
+}
+
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/// wgmma.mma_async m64n64k16, f32 += bf16 x bf16, A and B from shared memory (descriptors),
+/// both K-major; d: this thread's 32 accumulators (PTX ISA, "Register fragments, m64nNk16").
+__device__ __forceinline__ void wgmma_n64(float (&d)[32], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b));
+}
+
+/// wgmma.mma_async m64n128k16, f32 += bf16 x bf16, A and B from shared memory (descriptors),
+/// both K-major; d: this thread's 64 accumulators (PTX ISA, "Register fragments, m64nNk16").
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "l"(a), "l"(b));
+}
+
+template <int kTileN>
+__device__ __forceinline__ void wgmma_tile(float (&d)[kTileN / 2], std::uint64_t a,
+                                           std::uint64_t b) {
+  if constexpr (kTileN == 128)
+    wgmma_n128(d, a, b);
+  else
+    wgmma_n64(d, a, b);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+template <int kTileN, bool kSwiglu>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap x_map,
+                      const __grid_constant__ CUtensorMap w_map, float* __restrict__ y,
+                      __nv_bfloat16* __restrict__ act, std::int32_t rows, std::int32_t in,
+                      std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char shared_raw[];
+  __shared__ alignas(8) std::uint64_t full[kMaxStages];
+  unsigned char* const base = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
+  constexpr std::uint32_t kStageBytes = stage_bytes(kTileN);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int n0 = static_cast<int>(blockIdx.x) * kTileN;
+  const int split = static_cast<int>(blockIdx.y), splits = static_cast<int>(gridDim.y);
+  const int k_blocks = in / 64;
+  const int kb_begin = split * k_blocks / splits;
+  const int count = (split + 1) * k_blocks / splits - kb_begin;
+  const auto x_tile = [&](int s) { return base + s * kStageBytes; };
+  const auto w_tile = [&](int s) { return base + s * kStageBytes + kXStageBytes; };
+
+  std::uint64_t w_policy = 0, x_policy = 0;
+  if (tid == 0) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(w_policy));
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(x_policy));
+    for (int s = 0; s < stages; ++s) barrier_init(&full[s]);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int first = count < stages ? count : stages;
+  if (tid == 0) {
+    for (int s = 0; s < first; ++s) {
+      barrier_expect(&full[s], kStageBytes);
+      if (early_weights) tma_load(w_tile(s), &w_map, &full[s], (kb_begin + s) * 64, n0, w_policy);
+    }
+  }
+  wait_for_prior_grid();
+  // The next kernel may start (its blocks wait for this grid's end before reading it): the next
+  // GEMM brings its first weights while this one streams (+1.5-2.3% tok/s at 16 sequences
+  // against no trigger, bench/results/2026-11-25-wgmma-gemm-h100).
+  allow_next_grid();
+  if (tid == 0) {
+    for (int s = 0; s < first; ++s) {
+      if (!early_weights) tma_load(w_tile(s), &w_map, &full[s], (kb_begin + s) * 64, n0, w_policy);
+      tma_load(x_tile(s), &x_map, &full[s], (kb_begin + s) * 64, 0, x_policy);
+    }
+  }
+
+  float acc[kTileN / 2];
+#pragma unroll
+  for (int i = 0; i < kTileN / 2; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < count; ++i) {
+    const int s = i % stages;
+    barrier_wait(&full[s], static_cast<std::uint32_t>((i / stages) & 1));
+    fence_registers(acc);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    const std::uint64_t a = tile_descriptor(shared_address(x_tile(s)));
+    const std::uint64_t b = tile_descriptor(shared_address(w_tile(s)));
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_tile<kTileN>(acc, a + 2 * kk, b + 2 * kk);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    fence_registers(acc);
+    __syncthreads();  // every warp's MMAs on stage s are done: it may be refilled
+    if (tid == 0 && i + stages < count) {
+      const int kb = kb_begin + i + stages;
+      barrier_expect(&full[s], kStageBytes);
+      tma_load(w_tile(s), &w_map, &full[s], kb * 64, n0, w_policy);
+      tma_load(x_tile(s), &x_map, &full[s], kb * 64, 0, x_policy);
+    }
+  }
+
+  // Partial sums into shared memory (the stages are free: every copy was consumed).
+  constexpr int kStride = reduce_stride(kTileN);
+  float* const partial = reinterpret_cast<float*>(base);
+  const int warp = tid / 32, lane = tid % 32;
+  const int row0 = warp * 16 + lane / 4;
+#pragma unroll
+  for (int c = 0; c < kTileN / 8; ++c)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = 8 * c + 2 * (lane % 4);
+      *reinterpret_cast<float2*>(&partial[(row0 + 8 * h) * kStride + col]) =
+          make_float2(acc[4 * c + 2 * h], acc[4 * c + 2 * h + 1]);
+    }
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int row_begin = split * rows / splits, row_end = (split + 1) * rows / splits;
+  constexpr int kVectors = kTileN / 4;
+  for (int idx = tid; idx < (row_end - row_begin) * kVectors; idx += kThreads) {
+    const int row = row_begin + idx / kVectors, c4 = idx % kVectors;
+    const int offset = row * kStride + 4 * c4;
+    float4 sum = *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, 0) + offset);
+    for (int q = 1; q < splits; ++q) {
+      const float4 p =
+          *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, q) + offset);
+      sum.x += p.x;
+      sum.y += p.y;
+      sum.z += p.z;
+      sum.w += p.w;
+    }
+    if constexpr (kSwiglu) {
+      // Columns (gate, up) pairs: act[row, (n0 + 4 c4) / 2 + {0, 1}].
+      __nv_bfloat162 pair;
+      pair.x = __float2bfloat16_rn(silu_times(sum.x, sum.y));
+      pair.y = __float2bfloat16_rn(silu_times(sum.z, sum.w));
+      *reinterpret_cast<__nv_bfloat162*>(act + static_cast<std::int64_t>(row) * (out / 2) +
+                                         (n0 + 4 * c4) / 2) = pair;
+    } else {
+      float4* const dst =
+          reinterpret_cast<float4*>(y + static_cast<std::int64_t>(row) * out + n0) + c4;
+      if (accumulate) {
+        const float4 old = *dst;
+        sum = make_float4(old.x + sum.x, old.y + sum.y, old.z + sum.z, old.w + sum.w);
+      }
+      *dst = sum;
+    }
+  }
+  cluster.sync();
+#else
+  __trap();
+#endif
+}
+
+bool aligned(const void* p, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+/// cuTensorMapEncodeTiled from the driver the runtime uses (no link against libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  DICE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                   cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || fn == nullptr)
+    throw Error("wgmma GEMM: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later needed)");
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+}
+
+/// The tensor map of a row-major bf16 [rows, in] matrix read in boxes of 64 k x box_rows rows
+/// with the 128-byte swizzle (rows past `rows` read as zeros).
+CUtensorMap bf16_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const void* base, std::int64_t rows,
+                     std::int64_t in, int box_rows, const char* what) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(in), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(in) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult status =
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (status != CUDA_SUCCESS)
+    throw Error(std::string("wgmma GEMM: cuTensorMapEncodeTiled failed for ") + what + " [" +
+                std::to_string(rows) + ", " + std::to_string(in) + "] (CUresult " +
+                std::to_string(static_cast<int>(status)) + ")");
+  return map;
+}
+
+template <int kTileN, bool kSwiglu>
+void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, void* act,
+                 std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate, int splits,
+                 cudaStream_t stream, bool pdl, bool early_weights) {
+  const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu>;
+  int device = 0, sms = 0, per_sm = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  DICE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  const int stages = wgmma_stages(kTileN, (out / kTileN) * splits, sms, per_sm);
+  const std::size_t shared = dynamic_shared_bytes(kTileN, stages);
+  DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(shared)));
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = 1;
+  attributes[0].val.clusterDim.y = static_cast<unsigned>(splits);
+  attributes[0].val.clusterDim.z = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(out / kTileN), static_cast<unsigned>(splits));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = pdl ? 2 : 1;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
+                                static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
+                                static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
+                                accumulate, pdl && early_weights),
+             "wgmma_gemm_kernel", __FILE__, __LINE__);
+}
+
+}  // namespace
+
+bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int tile_n,
+                     const void* x, const void* w, const void* y) {
+  return (tile_n == 64 || tile_n == 128) && rows >= 1 && rows <= kWgmmaRowsLimit && in > 0 &&
+         in % kWgmmaTileK == 0 && in <= (std::int64_t{1} << 24) && out > 0 && out % tile_n == 0 &&
+         out / tile_n <= std::int64_t{1} << 30 && aligned(x, 16) && aligned(w, 16) &&
+         aligned(y, 16);
+}
+
+int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm) {
+  // At least two blocks per SM: a cluster's blocks must find room on SMs of one GPC (at one block
+  // per SM, 8 stages, clusters of 4 ran in two waves: 14.3 against 8.6 us at SDAR-1.7B's o).
+  const std::int64_t per_sm = std::clamp<std::int64_t>((blocks + sms - 1) / std::max(sms, 1), 2, 3);
+  // Each block also has 1 KiB reserved by the system, 1 KiB of alignment slack and its static
+  // barriers; 7 stages of 16 KiB at two blocks per SM did not fit (31.4 against 22.2 us).
+  const std::int64_t room = shared_per_sm / per_sm - 4096;
+  return static_cast<int>(
+      std::clamp<std::int64_t>(room / stage_bytes(tile_n), kMinStages, kMaxStages));
+}
+
+std::vector<int> wgmma_split_options(std::int64_t in) {
+  std::vector<int> options;
+  for (int s = 1; s <= kWgmmaMaxSplits && s <= in / kWgmmaTileK; ++s) options.push_back(s);
+  return options;
+}
+
+int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms) {
+  const std::int64_t tiles = out / tile_n;
+  const std::vector<int> options = wgmma_split_options(in);
+  for (const int s : options)
+    if (16 * tiles * s >= 15 * static_cast<std::int64_t>(sms)) return s;
+  return options.empty() ? 1 : options.back();
+}
+
+void launch_wgmma_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+                       std::int64_t out, bool accumulate, int tile_n, int splits,
+                       cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act) {
+  const std::vector<int> options = wgmma_split_options(in);
+  const bool known_split = splits >= 1 && !options.empty() && splits <= options.back();
+  const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
+  if (!wgmma_gemm_fits(rows, in, out, tile_n, x, w, y_or_act) || !known_split)
+    throw Error("wgmma GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) + " out " +
+                std::to_string(out) + " with tile_n " + std::to_string(tile_n) + " and " +
+                std::to_string(splits) +
+                " splits is not a shape it takes (rows 1..64, in a multiple of 64, out a "
+                "multiple of tile_n 64 or 128, 1..min(8, in / 64) splits, 16-byte aligned)");
+  if (swiglu_act != nullptr && accumulate)
+    throw Error("wgmma GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
+                std::to_string(out) + " asks to accumulate, which the epilogue does not do");
+  const auto encode = tensor_map_encoder();
+  const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
+  const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
+  const bool swiglu = swiglu_act != nullptr;
+  const auto launch = tile_n == 128 ? (swiglu ? launch_tile<128, true> : launch_tile<128, false>)
+                                    : (swiglu ? launch_tile<64, true> : launch_tile<64, false>);
+  launch(x_map, w_map, y, swiglu_act, rows, in, out, accumulate, splits, stream, pdl,
+         early_weights);
+}
+
+}  // namespace dice::engine::cuda

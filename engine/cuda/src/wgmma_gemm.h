@@ -1,0 +1,72 @@
+#pragma once
+// A weight-streaming bf16 GEMM for 17-64 rows on Hopper (issue 6: at 16 sequences, 64 padded
+// rows, cuBLASLt streams the SDAR layer weights at 1.3-2.4 TB/s of ~3.0 TB/s,
+// bench/results/2026-11-24-panel-gemm-h100): y[rows, out] (fp32) = x[rows, in] (bf16)
+// w[out, in]^T (bf16), fp32 accumulation, optionally adding into y. Each block owns `tile_n`
+// output columns and one contiguous split of k; the Tensor Memory Accelerator brings x (64 x 64,
+// rows past `rows` zero-filled) and w (tile_n x 64) per stage into a ring of shared-memory
+// stages (128-byte swizzle, one mbarrier per stage), and one warpgroup multiplies them with
+// wgmma.mma_async m64n{tile_n}k16 (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply").
+// The splits of one column tile form a thread block cluster; their partial sums meet in
+// distributed shared memory and block r of the cluster adds rows r of every partial in split
+// order: deterministic, no workspace, no counters. Built for sm_90a only (CMake: the
+// dice_engine_cuda_sm90a objects), so on other devices its launch fails with no kernel image;
+// Gemm takes it only on sm_90 (Gemm::set_wgmma). About even with cuBLASLt at 64 rows
+// (bench/results/2026-11-25-wgmma-gemm-h100), hence opt-in.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace dice::engine::cuda {
+
+/// Rows of the wgmma M dimension: the kernel takes 1..64 rows (zero-filled past `rows`).
+inline constexpr std::int64_t kWgmmaRowsLimit = 64;
+/// k per stage: 64 bf16 = one 128-byte swizzle row.
+inline constexpr std::int64_t kWgmmaTileK = 64;
+/// Most splits of k (one cluster; 8 is the portable cluster size).
+inline constexpr int kWgmmaMaxSplits = 8;
+/// Output columns per block of the engine's launches (Gemm::set_wgmma): at 32 and 64 rows 64
+/// was as fast as or faster than 128 on every SDAR layer shape (bench/results/
+/// 2026-11-25-wgmma-gemm-h100).
+inline constexpr int kWgmmaTileN = 64;
+
+/// Whether the kernel computes this GEMM with `tile_n` columns per block (64 or 128): 1 <= rows
+/// <= kWgmmaRowsLimit, in a positive multiple of 64, out a positive multiple of tile_n, x and w
+/// 16-byte aligned (the tensor maps' rule), y (fp32, or the SwiGLU epilogue's bf16) 16-byte
+/// aligned.
+bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int tile_n,
+                     const void* x, const void* w, const void* y);
+
+/// The split counts that may run `in` (1..kWgmmaMaxSplits, at most in / 64 so every split has a
+/// stage). Each split count gives its own (deterministic) bits.
+std::vector<int> wgmma_split_options(std::int64_t in);
+
+/// The split count of the rule: the fewest splits whose blocks (out / tile_n column tiles x
+/// splits) number at least 15/16 of `sms`, else the most (at most min(8, in / 64)). A fixed rule,
+/// not a timing, since the split count changes the bits. Measured at 32 and 64 rows on the SDAR
+/// layer shapes (bench/results/2026-11-25-wgmma-gemm-h100).
+int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms);
+
+/// The shared-memory stages of a launch of `blocks` blocks: as many (2..8) as fit when the
+/// blocks spread over `sms` SMs of `shared_per_sm` bytes (at most 3 a SM): a launch of at most one
+/// block per SM keeps 8 stages of weights in flight, one of three per SM 4 (6 stages put SDAR-4B's
+/// gate/up projection at 64 rows, 304 blocks, into two waves: 45.3 against 40.0 us).
+int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm);
+
+/// Launches y = x w^T (+ y with `accumulate`) as (out / tile_n) x splits blocks of 128 threads,
+/// clusters of `splits` along k. Capture-safe (tensor maps are encoded on the host per launch and
+/// passed by value). `pdl`: programmatic dependent launch (launch.cuh); with `early_weights` the
+/// blocks request their first stages' weights before they wait for the kernel before them.
+/// `swiglu_act`: y is not written; w's rows alternate gate and up (swiglu.cuh) and the blocks
+/// write swiglu_act [rows, out / 2] (bf16) = silu(gate) * up of each summed output pair (not
+/// with `accumulate`). Throws dice::Error for a shape it does not take (wgmma_gemm_fits), a split
+/// count outside wgmma_split_options, accumulate with swiglu_act, or a failed encode or launch
+/// (on a device other than sm_90 the launch fails: there is no kernel image for it).
+void launch_wgmma_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+                       std::int64_t out, bool accumulate, int tile_n, int splits,
+                       cudaStream_t stream, bool pdl = false, bool early_weights = false,
+                       void* swiglu_act = nullptr);
+
+}  // namespace dice::engine::cuda
