@@ -497,11 +497,9 @@ struct CudaBackend::Impl {
   /// kernel (CudaBackendOptions::bf16_gate_up): bf16, and a GEMM that cuBLASLt runs (the
   /// skinny and the wgmma kernel's rows have the SwiGLU in their epilogue or an fp32 output).
   bool gate_up_in_bf16(std::int32_t rows_pad) const {
-    const std::int64_t hd = config.hidden_size, out = 2 * config.intermediate_size;
-    const void* w = layers.front().gate_up.get();
     return options.bf16_gate_up && dtype == CudaDType::kBF16 &&
-           !gemm->skinny(dtype, rows_pad, hd, out, h.get(), w, gate_up.get()) &&
-           !gemm->wgmma(dtype, rows_pad, hd, out, h.get(), w, gate_up.get());
+           !gemm->own_kernel(dtype, rows_pad, config.hidden_size, 2 * config.intermediate_size,
+                             h.get(), layers.front().gate_up.get(), gate_up.get());
   }
 
   /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows, its
@@ -518,6 +516,7 @@ struct CudaBackend::Impl {
                      (options.programmatic_launch_few_rows && rows_pad <= options.skinny_gemm_rows);
     gemm->set_programmatic_launch(pdl, options.pdl_early_reads);
     stats.programmatic_passes += pdl ? 1 : 0;
+    const std::int64_t wgmma_before = gemm->wgmma_launches();
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
@@ -599,6 +598,7 @@ struct CudaBackend::Impl {
         launch_vocab_pass(header, logits.as<float>(), vocab, proposals.as<ProposalOut>(),
                           block_rows_pad, s, pdl);
     }
+    stats.wgmma_gemms += gemm->wgmma_launches() - wgmma_before;
   }
 
   /// The GEMM autotune for a pass of rows_pad rows and block_rows_pad block rows (before its

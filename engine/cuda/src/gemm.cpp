@@ -11,7 +11,6 @@
 #include "dice/core/error.h"
 #include "ops.h"
 #include "skinny_gemm.h"
-#include "wgmma_gemm.h"
 
 namespace dice::engine::cuda {
 
@@ -60,9 +59,6 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
   int device = 0;
   DICE_CUDA_CHECK(cudaGetDevice(&device));
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
-  int major = 0;
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  hopper_ = major == 9;
   if (sm_count_target < 0 || sm_count_target > sms_)
     throw Error(
         fmt::format("GEMM SM count target {}: expected 0 (every SM) to {}", sm_count_target, sms_));
@@ -74,10 +70,30 @@ bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int6
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
 }
 
+void Gemm::set_wgmma(bool on) {
+  int device = 0, major = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (on && major == 9) {
+    if (!wgmma_) wgmma_.emplace();
+  } else {
+    wgmma_.reset();
+  }
+}
+
 bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                  const void* x, const void* w, const void* y) const {
-  return wgmma_ && hopper_ && dtype == CudaDType::kBF16 && !skinny(dtype, rows, in, out, x, w, y) &&
+  return wgmma_.has_value() && dtype == CudaDType::kBF16 &&
+         !skinny(dtype, rows, in, out, x, w, y) &&
          wgmma_gemm_fits(rows, in, out, kWgmmaTileN, x, w, y);
+}
+
+void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
+                     std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
+  wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
+                 wgmma_default_splits(in, out, kWgmmaTileN, sms_), stream, pdl_, early_weights_,
+                 act);
+  ++wgmma_launches_;
 }
 
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -352,7 +368,7 @@ void Gemm::run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int6
 
 bool Gemm::fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                         const void* x, const void* w, const void* act) const {
-  return skinny(dtype, rows, in, out, x, w, act) || wgmma(dtype, rows, in, out, x, w, act);
+  return own_kernel(dtype, rows, in, out, x, w, act);
 }
 
 void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
@@ -366,9 +382,7 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
         "the skinny or the wgmma kernel takes (skinny rows limit {})",
         norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
   if (!skinny(CudaDType::kBF16, rows, in, out, input, w, act))
-    return launch_wgmma_gemm(x, w, nullptr, rows, in, out, false, kWgmmaTileN,
-                             wgmma_default_splits(in, out, kWgmmaTileN, sms_), stream, pdl_,
-                             early_weights_, act);
+    return run_wgmma(x, w, nullptr, act, rows, in, out, false, stream);
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
                      stream, pdl_, norm, act, early_weights_);
 }
@@ -382,9 +396,7 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
                               nullptr, early_weights_, stage_share);
   if (wgmma(dtype, rows, in, out, x, w, y))
-    return launch_wgmma_gemm(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
-                             wgmma_default_splits(in, out, kWgmmaTileN, sms_), stream, pdl_,
-                             early_weights_);
+    return run_wgmma(x, w, y, nullptr, rows, in, out, accumulate, stream);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

@@ -11,12 +11,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
 #include "device_memory.h"
 #include "dice/engine/cuda_backend.h"
 #include "skinny_gemm.h"
+#include "wgmma_gemm.h"
 
 namespace dice::engine::cuda {
 
@@ -93,12 +95,22 @@ class Gemm {
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
   /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
   /// skinny kernel does not take to the wgmma kernel (wgmma_gemm.h; tile_n kWgmmaTileN, the
-  /// split count of wgmma_default_splits) on an sm_90 device. Off by default.
-  void set_wgmma(bool on) { wgmma_ = on; }
-  /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma, an sm_90 device, bf16, not
+  /// split count of wgmma_default_splits). Off by default; on a device other than sm_90 it stays
+  /// off. Throws dice::Error when the wgmma launcher cannot be made (WgmmaGemm).
+  void set_wgmma(bool on);
+  /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
   /// skinny(), wgmma_gemm_fits).
   bool wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
              const void* w, const void* y) const;
+  /// Whether run() gives this GEMM to one of dice's kernels (skinny() or wgmma()), which write
+  /// fp32 or the SwiGLU epilogue's bf16, never cuBLASLt's bf16 output.
+  bool own_kernel(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                  const void* x, const void* w, const void* y) const {
+    return skinny(dtype, rows, in, out, x, w, y) || wgmma(dtype, rows, in, out, x, w, y);
+  }
+  /// GEMMs given to the wgmma kernel so far (launched eagerly or into a captured graph; replays
+  /// not counted).
+  std::int64_t wgmma_launches() const { return wgmma_launches_; }
   /// Whether run() gives this GEMM to the skinny kernel (skinny_gemm_fits with this limit; y the
   /// output, fp32 or the SwiGLU epilogue's bf16).
   bool skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
@@ -144,14 +156,18 @@ class Gemm {
   };
   double tune_skinny(void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                      std::int64_t out, bool accumulate, cudaStream_t stream, int repeats);
+  /// The wgmma kernel's launch of wgmma() shapes (tile_n kWgmmaTileN, the rule's split count;
+  /// `act`: the SwiGLU epilogue's output instead of y), counted in wgmma_launches_.
+  void run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
+                 std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
   /// The n8 tiles the skinny kernel runs this shape with (tuned, else the default).
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
 
   std::int64_t skinny_max_rows_ = 0;
   bool pdl_ = false;
   bool early_weights_ = false;
-  bool wgmma_ = false;
-  bool hopper_ = false;
+  std::optional<WgmmaGemm> wgmma_;  ///< made by set_wgmma(true) on an sm_90 device
+  std::int64_t wgmma_launches_ = 0;
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   std::map<Key, SkinnyPlan> skinny_;

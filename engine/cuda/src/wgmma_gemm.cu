@@ -309,14 +309,14 @@ bool aligned(const void* p, std::uintptr_t bytes) {
 }
 
 /// cuTensorMapEncodeTiled from the driver the runtime uses (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+void* tensor_map_encoder() {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
   DICE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
                                                    cudaEnableDefault, &found));
   if (found != cudaDriverEntryPointSuccess || fn == nullptr)
     throw Error("wgmma GEMM: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later needed)");
-  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  return fn;
 }
 
 /// The tensor map of a row-major bf16 [rows, in] matrix read in boxes of 64 k x box_rows rows
@@ -339,20 +339,20 @@ CUtensorMap bf16_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const void* base,
   return map;
 }
 
+/// Raises the kernel's dynamic shared-memory limit to its largest launch (kMaxStages stages).
+template <int kTileN, bool kSwiglu>
+void allow_shared_memory() {
+  DICE_CUDA_CHECK(cudaFuncSetAttribute(wgmma_gemm_kernel<kTileN, kSwiglu>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(dynamic_shared_bytes(kTileN, kMaxStages))));
+}
+
 template <int kTileN, bool kSwiglu>
 void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, void* act,
                  std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate, int splits,
-                 cudaStream_t stream, bool pdl, bool early_weights) {
+                 int stages, cudaStream_t stream, bool pdl, bool early_weights) {
   const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu>;
-  int device = 0, sms = 0, per_sm = 0;
-  DICE_CUDA_CHECK(cudaGetDevice(&device));
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  DICE_CUDA_CHECK(
-      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  const int stages = wgmma_stages(kTileN, (out / kTileN) * splits, sms, per_sm);
   const std::size_t shared = dynamic_shared_bytes(kTileN, stages);
-  DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(shared)));
   cudaLaunchAttribute attributes[2]{};
   attributes[0].id = cudaLaunchAttributeClusterDimension;
   attributes[0].val.clusterDim.x = 1;
@@ -386,10 +386,11 @@ bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int t
 
 int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm) {
   // At least two blocks per SM: a cluster's blocks must find room on SMs of one GPC (at one block
-  // per SM, 8 stages, clusters of 4 ran in two waves: 14.3 against 8.6 us at SDAR-1.7B's o).
+  // per SM with 8 stages, SDAR-1.7B's o in clusters of 4 took 14.3 against 8.6 us at 6 stages).
   const std::int64_t per_sm = std::clamp<std::int64_t>((blocks + sms - 1) / std::max(sms, 1), 2, 3);
   // Each block also has 1 KiB reserved by the system, 1 KiB of alignment slack and its static
-  // barriers; 7 stages of 16 KiB at two blocks per SM did not fit (31.4 against 22.2 us).
+  // barriers: 7 stages of 16 KiB leave no room for a second block (SDAR-1.7B's gate/up, 192
+  // blocks, took 31.4 us at 7 stages against 22.2 us at 4).
   const std::int64_t room = shared_per_sm / per_sm - 4096;
   return static_cast<int>(
       std::clamp<std::int64_t>(room / stage_bytes(tile_n), kMinStages, kMaxStages));
@@ -409,9 +410,26 @@ int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms)
   return options.empty() ? 1 : options.back();
 }
 
-void launch_wgmma_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+WgmmaGemm::WgmmaGemm() {
+  int device = 0, major = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major != 9)
+    throw Error("wgmma GEMM: device " + std::to_string(device) + " has compute capability " +
+                std::to_string(major) + ".x; the kernels are built for sm_90a only");
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  DICE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&shared_per_sm_, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  encode_ = tensor_map_encoder();
+  allow_shared_memory<64, false>();
+  allow_shared_memory<64, true>();
+  allow_shared_memory<128, false>();
+  allow_shared_memory<128, true>();
+}
+
+void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                        std::int64_t out, bool accumulate, int tile_n, int splits,
-                       cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act) {
+                       cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act) const {
   const std::vector<int> options = wgmma_split_options(in);
   const bool known_split = splits >= 1 && !options.empty() && splits <= options.back();
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
@@ -424,13 +442,14 @@ void launch_wgmma_gemm(const void* x, const void* w, float* y, std::int64_t rows
   if (swiglu_act != nullptr && accumulate)
     throw Error("wgmma GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
                 std::to_string(out) + " asks to accumulate, which the epilogue does not do");
-  const auto encode = tensor_map_encoder();
+  const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);
   const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
   const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
+  const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_);
   const bool swiglu = swiglu_act != nullptr;
   const auto launch = tile_n == 128 ? (swiglu ? launch_tile<128, true> : launch_tile<128, false>)
                                     : (swiglu ? launch_tile<64, true> : launch_tile<64, false>);
-  launch(x_map, w_map, y, swiglu_act, rows, in, out, accumulate, splits, stream, pdl,
+  launch(x_map, w_map, y, swiglu_act, rows, in, out, accumulate, splits, stages, stream, pdl,
          early_weights);
 }
 

@@ -27,9 +27,9 @@ inline constexpr std::int64_t kWgmmaRowsLimit = 64;
 inline constexpr std::int64_t kWgmmaTileK = 64;
 /// Most splits of k (one cluster; 8 is the portable cluster size).
 inline constexpr int kWgmmaMaxSplits = 8;
-/// Output columns per block of the engine's launches (Gemm::set_wgmma): at 32 and 64 rows 64
-/// was as fast as or faster than 128 on every SDAR layer shape (bench/results/
-/// 2026-11-25-wgmma-gemm-h100).
+/// Output columns per block of the engine's launches (Gemm::set_wgmma): at 64 rows 64 was as fast
+/// as or faster than 128 on every SDAR-1.7B and -4B layer shape (at 32 rows 128 won SDAR-4B's o,
+/// 12.5 against 13.6 us; bench/results/2026-11-25-wgmma-gemm-h100, sweep-4-stages-call2.txt).
 inline constexpr int kWgmmaTileN = 64;
 
 /// Whether the kernel computes this GEMM with `tile_n` columns per block (64 or 128): 1 <= rows
@@ -49,24 +49,41 @@ std::vector<int> wgmma_split_options(std::int64_t in);
 /// layer shapes (bench/results/2026-11-25-wgmma-gemm-h100).
 int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms);
 
-/// The shared-memory stages of a launch of `blocks` blocks: as many (2..8) as fit when the
-/// blocks spread over `sms` SMs of `shared_per_sm` bytes (at most 3 a SM): a launch of at most one
-/// block per SM keeps 8 stages of weights in flight, one of three per SM 4 (6 stages put SDAR-4B's
-/// gate/up projection at 64 rows, 304 blocks, into two waves: 45.3 against 40.0 us).
+/// The shared-memory stages of a launch of `blocks` blocks over `sms` SMs of `shared_per_sm`
+/// bytes: as many (2..8) as fit two blocks a SM up to 2 x sms blocks, three above (H100, tile_n
+/// 64: 6 or 4 stages of 16 KiB). Two at least, since a cluster's blocks need room on SMs of one
+/// GPC; three for large grids, so that they run in one wave (SDAR-4B's gate/up projection at 64
+/// rows, 304 blocks, took 45.3 us at 6 stages, two blocks a SM, against 40.0 at 4).
 int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm);
 
-/// Launches y = x w^T (+ y with `accumulate`) as (out / tile_n) x splits blocks of 128 threads,
-/// clusters of `splits` along k. Capture-safe (tensor maps are encoded on the host per launch and
-/// passed by value). `pdl`: programmatic dependent launch (launch.cuh); with `early_weights` the
-/// blocks request their first stages' weights before they wait for the kernel before them.
-/// `swiglu_act`: y is not written; w's rows alternate gate and up (swiglu.cuh) and the blocks
-/// write swiglu_act [rows, out / 2] (bf16) = silu(gate) * up of each summed output pair (not
-/// with `accumulate`). Throws dice::Error for a shape it does not take (wgmma_gemm_fits), a split
-/// count outside wgmma_split_options, accumulate with swiglu_act, or a failed encode or launch
-/// (on a device other than sm_90 the launch fails: there is no kernel image for it).
-void launch_wgmma_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                       std::int64_t out, bool accumulate, int tile_n, int splits,
-                       cudaStream_t stream, bool pdl = false, bool early_weights = false,
-                       void* swiglu_act = nullptr);
+/// The wgmma GEMM's launcher on the current device. Made once (Gemm owns one): it looks up
+/// cuTensorMapEncodeTiled, reads the SM count and shared memory per SM, and raises the kernels'
+/// dynamic shared-memory limit to the most any stage count takes, so that a launch only encodes
+/// its two tensor maps and launches. Throws dice::Error when the device is not sm_90 (the kernels
+/// exist for sm_90a only) or the driver has no cuTensorMapEncodeTiled.
+class WgmmaGemm {
+ public:
+  WgmmaGemm();
+
+  /// Launches y = x w^T (+ y with `accumulate`) as (out / tile_n) x splits blocks of 128 threads,
+  /// clusters of `splits` along k, wgmma_stages stages. Capture-safe (tensor maps are encoded on
+  /// the host per launch and passed by value). `pdl`: programmatic dependent launch
+  /// (launch.cuh); with `early_weights` the blocks request their first stages' weights before they
+  /// wait for the kernel before them. `swiglu_act`: y is not written; w's rows alternate gate and
+  /// up (swiglu.cuh) and the blocks write swiglu_act [rows, out / 2] (bf16) = silu(gate) * up of
+  /// each summed output pair (not with `accumulate`). Throws dice::Error for a shape it does not
+  /// take (wgmma_gemm_fits), a split count outside wgmma_split_options, accumulate with
+  /// swiglu_act, or a failed encode or launch.
+  void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
+              std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
+              bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr) const;
+
+  int sms() const { return sms_; }
+
+ private:
+  void* encode_ = nullptr;  ///< PFN_cuTensorMapEncodeTiled_v12000 (cudaTypedefs.h)
+  int sms_ = 0;
+  int shared_per_sm_ = 0;  ///< bytes
+};
 
 }  // namespace dice::engine::cuda

@@ -191,6 +191,9 @@ TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
       const auto got = score_blocks(gpu, ids, 40, 4, fused);
       EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << shape.name << (fused ? ", fused" : ", unfused");
     }
+    // At least the first prefill's four layer GEMMs per layer ran on the wgmma kernel (launches
+    // into a graph count once).
+    EXPECT_GE(gpu.stats().wgmma_gemms, 4 * shape.config.num_layers) << shape.name;
   }
 }
 

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -657,6 +658,7 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
   // at every tile width and split count against cuBLASLt (within fp32 rounding: 1e-4 of the row's
   // largest magnitude), bit for bit the same over two runs, rows past `rows` left untouched.
   if (!hopper()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  const WgmmaGemm wgmma;
   struct Shape {
     std::int64_t in, out;
   };
@@ -690,11 +692,11 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
             ASSERT_TRUE(wgmma_gemm_fits(rows, in, out, tile_n, x.get(), w.get(), y_a.get()))
                 << what;
             reset(y_a);
-            launch_wgmma_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, tile_n,
-                              splits, stream());
+            wgmma.launch(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, tile_n,
+                         splits, stream());
             reset(y_b);
-            launch_wgmma_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, tile_n,
-                              splits, stream());
+            wgmma.launch(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, tile_n,
+                         splits, stream());
             synchronize();
             const auto got = download_f32(y_a, kMaxRows * out);
             const auto again = download_f32(y_b, kMaxRows * out);
@@ -708,9 +710,9 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
           }
       }
   }
-  EXPECT_THROW(launch_wgmma_gemm(nullptr, nullptr, nullptr, 65, 640, 384, false, 128, 1, stream()),
+  EXPECT_THROW(wgmma.launch(nullptr, nullptr, nullptr, 65, 640, 384, false, 128, 1, stream()),
                Error);
-  EXPECT_THROW(launch_wgmma_gemm(nullptr, nullptr, nullptr, 16, 96, 384, false, 128, 1, stream()),
+  EXPECT_THROW(wgmma.launch(nullptr, nullptr, nullptr, 16, 96, 384, false, 128, 1, stream()),
                Error);
 }
 
@@ -719,6 +721,7 @@ TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
   // sums and swiglu.cuh's arithmetic, so bit for bit, at every tile width and split count; with
   // PDL and early weights too (the same bits); accumulate with the epilogue throws.
   if (!hopper()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  const WgmmaGemm wgmma;
   const std::int64_t in = 2048, out = 4096;
   constexpr std::int64_t kRows = kWgmmaRowsLimit;
   DeviceBuffer x(static_cast<std::size_t>(kRows * in) * 2),
@@ -733,20 +736,20 @@ TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
           const std::string what = "rows " + std::to_string(rows) + " tile_n " +
                                    std::to_string(tile_n) + " splits " + std::to_string(splits) +
                                    " pdl " + std::to_string(pdl);
-          launch_wgmma_gemm(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n, splits,
-                            stream());
+          wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n, splits,
+                       stream());
           launch_swiglu(CudaDType::kBF16, y.as<float>(), static_cast<std::int32_t>(out / 2),
                         act_ref.get(), static_cast<std::int32_t>(rows), stream());
           DICE_CUDA_CHECK(cudaMemsetAsync(act.get(), 0xFF, act.bytes(), stream()));
-          launch_wgmma_gemm(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits,
-                            stream(), pdl, pdl, act.get());
+          wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits, stream(),
+                       pdl, pdl, act.get());
           synchronize();
           const auto want = download_bytes(act_ref, static_cast<std::size_t>(rows * out / 2) * 2);
           const auto got = download_bytes(act, static_cast<std::size_t>(rows * out / 2) * 2);
           ASSERT_EQ(got, want) << what;
         }
-  EXPECT_THROW(launch_wgmma_gemm(x.get(), w.get(), nullptr, 40, in, out, true, 64, 1, stream(),
-                                 false, false, act.get()),
+  EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, 40, in, out, true, 64, 1, stream(), false,
+                            false, act.get()),
                Error);
 }
 
@@ -1809,6 +1812,8 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                           {"4b gate_up", 2560, 19456, false},   {"4b down", 9728, 2560, true}};
   constexpr std::int64_t kPoolBytes = 512ll << 20;
   Gemm cublas, tuned;
+  std::optional<WgmmaGemm> wgmma;  // sm_90 only
+  if (hopper()) wgmma.emplace();
   for (const Shape& shape : shapes) {
     const std::int64_t weight_bytes = shape.in * shape.out * 2;
     const std::int64_t copies = std::max<std::int64_t>(2, kPoolBytes / weight_bytes);
@@ -1852,15 +1857,15 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                 launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                    shape.accumulate, n, stream());
               }));
-      if (hopper() && rows > 16)
+      if (wgmma && rows > 16)
         for (const int tile_n : {64, 128}) {
           const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms);
           for (const int splits : wgmma_split_options(shape.in))
             print("wgmma t" + std::to_string(tile_n) + " s" + std::to_string(splits) +
                       (splits == rule ? "*" : ""),
                   time([&](std::int64_t i) {
-                    launch_wgmma_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
-                                      shape.accumulate, tile_n, splits, stream());
+                    wgmma->launch(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                  shape.accumulate, tile_n, splits, stream());
                   }));
         }
     }
