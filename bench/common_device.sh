@@ -42,7 +42,11 @@ machine_header() {
   $DICE_PYTHON -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
   nvcc --version | tail -1 || echo "nvcc: none"
   c++ --version | head -1
-  echo "bubblewrap: ${DICE_BWRAP:-bwrap} ($("${DICE_BWRAP:-bwrap}" --version 2>&1 | head -1))"
+  if command -v "${DICE_BWRAP:-bwrap}" >/dev/null; then
+    echo "bubblewrap: ${DICE_BWRAP:-bwrap} ($("${DICE_BWRAP:-bwrap}" --version 2>&1 | head -1))"
+  else
+    echo "bubblewrap: none (not staged: STAGE=engine, or no bwrap where device_prepare.sh ran)"
+  fi
 }
 # pack_step STEP: $WORK/STEP (records, summaries, logs) -> $OUT/STEP.tar.gz
 pack_step() {

@@ -58,7 +58,7 @@ exec > >(tee "$OUT/engine-bench.log") 2>&1
     "skinny GEMM rows $skinny; pdl $pdl; torch $torch_on" \
     "(${torch_limit} s per configuration); limit ${limit} s"
 } | tee "$bench/machine.txt"
-missing=$(missing_libraries)
+missing=$(missing_libraries "$DICE")  # the benchmark runs dice only (STAGE=engine stages no tests)
 if [ -n "$missing" ]; then
   echo "FAIL: the staged binaries cannot resolve: $missing" | tee -a "$bench/machine.txt"
   exit 1

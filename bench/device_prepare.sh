@@ -13,18 +13,38 @@
 #   the programs it sandboxes).
 # Usage (here): scripts/build.sh && bench/device_prepare.sh; then carry ".device" in the call.
 # KERNELBENCH_MIRROR: a git dir of ScalingIntelligence/KernelBench (default: the fetch tool's).
+# STAGE=engine: dice, its libraries and the SDAR configs only (what device_engine_bench.sh,
+#   device_engine_variants.sh and device_engine_profile.sh read; ~30 MiB instead of ~51), so that
+#   a second binary fits the call's 64 MiB; whatever else an earlier staging left is removed.
+# BASE=PATH: also stages the dice binary PATH (a build of another commit), stripped, as
+#   .device/dice_base, for device_engine_variants.sh's VARIANTS=';bin=.device/dice_base'.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dev="$root/.device"
-rm -rf "$dev/lib"
-mkdir -p "$dev/shared/configs" "$dev/shared/tokenizer" "$dev/bin"
+stage=${STAGE:-all}
+case $stage in
+  all | engine) ;;
+  *) echo "device_prepare.sh: STAGE=$stage: expected all or engine" >&2; exit 2 ;;
+esac
+rm -rf "$dev/lib" "$dev/dice_engine_cuda_tests" "$dev/dice_base"
+if [ "$stage" = engine ]; then
+  rm -rf "$dev/shared" "$dev/kernelbench" "$dev/bin" "$dev/bwrap" "$dev/bwrap-lib"
+fi
+mkdir -p "$dev/shared/configs"
 strip -o "$dev/dice" "$root/build/dice"
 binaries=("$root/build/dice")
+staged=(dice)
 tests="$root/build/engine/cuda/dice_engine_cuda_tests"
-rm -f "$dev/dice_engine_cuda_tests"
-if [ -x "$tests" ]; then
+if [ "$stage" = all ] && [ -x "$tests" ]; then
   strip -o "$dev/dice_engine_cuda_tests" "$tests"
   binaries+=("$tests")
+  staged+=(dice_engine_cuda_tests)
+fi
+if [ -n "${BASE:-}" ]; then
+  [ -x "$BASE" ] || { echo "device_prepare.sh: BASE=$BASE is not an executable dice binary" >&2; exit 2; }
+  strip -o "$dev/dice_base" "$BASE"
+  binaries+=("$BASE")
+  staged+=(dice_base)
 fi
 libs=$(mktemp -d)
 trap 'rm -rf "$libs"' EXIT
@@ -36,36 +56,39 @@ for lib in $(ldd "${binaries[@]}" | awk '/=> \//{print $3}' | sort -u); do
   cp -L "$lib" "$libs/"
 done
 tar -C "$libs" -czf "$dev/lib.tar.gz" .
-cp "$(command -v ninja)" "$dev/bin/ninja"
 cp "$root"/../shared/models/sdar/configs/*.json "$dev/shared/configs/"
-cp "$root"/../shared/models/sdar/tokenizer/* "$dev/shared/tokenizer/"
-cp "$root/../shared/data/kernelbench/problems.jsonl" "$dev/shared/kernelbench.jsonl"
-cp "$root/../shared/data/dice/infilling_eval_99.jsonl" "$dev/shared/infilling_eval_99.jsonl"
-mirror=${KERNELBENCH_MIRROR:-/work/.mirror/ScalingIntelligence+KernelBench/repo}
-if [ -d "$mirror" ]; then
-  rm -rf "$dev/kernelbench"
-  mkdir -p "$dev/kernelbench"
-  git --git-dir="$mirror" archive 423217d src/kernelbench | tar -x -C "$dev/kernelbench"
-else
-  echo "device_prepare.sh: no KernelBench mirror at $mirror (fetch github:ScalingIntelligence/KernelBench); bench/kernelbench_vs_dice.sh kernelbench will not run" >&2
-fi
-if bw=$(command -v bwrap); then
-  rm -rf "$root/.device/bwrap-lib" && mkdir -p "$root/.device/bwrap-lib"
-  cp "$bw" "$root/.device/bwrap-lib/bwrap.bin"
-  ldd "$bw" | awk '/=>/ {print $3} /ld-linux/ && !/=>/ {print $1}' | while read -r lib; do
-    cp -L "$lib" "$root/.device/bwrap-lib/"
-  done
-  loader=$(basename "$(ldd "$bw" | awk '/ld-linux/ {print $1}')")
-  cat >"$root/.device/bwrap" <<WRAPPER
+if [ "$stage" = all ]; then
+  mkdir -p "$dev/shared/tokenizer" "$dev/bin"
+  cp "$(command -v ninja)" "$dev/bin/ninja"
+  cp "$root"/../shared/models/sdar/tokenizer/* "$dev/shared/tokenizer/"
+  cp "$root/../shared/data/kernelbench/problems.jsonl" "$dev/shared/kernelbench.jsonl"
+  cp "$root/../shared/data/dice/infilling_eval_99.jsonl" "$dev/shared/infilling_eval_99.jsonl"
+  mirror=${KERNELBENCH_MIRROR:-/work/.mirror/ScalingIntelligence+KernelBench/repo}
+  if [ -d "$mirror" ]; then
+    rm -rf "$dev/kernelbench"
+    mkdir -p "$dev/kernelbench"
+    git --git-dir="$mirror" archive 423217d src/kernelbench | tar -x -C "$dev/kernelbench"
+  else
+    echo "device_prepare.sh: no KernelBench mirror at $mirror (fetch github:ScalingIntelligence/KernelBench); bench/kernelbench_vs_dice.sh kernelbench will not run" >&2
+  fi
+  if bw=$(command -v bwrap); then
+    rm -rf "$root/.device/bwrap-lib" && mkdir -p "$root/.device/bwrap-lib"
+    cp "$bw" "$root/.device/bwrap-lib/bwrap.bin"
+    ldd "$bw" | awk '/=>/ {print $3} /ld-linux/ && !/=>/ {print $1}' | while read -r lib; do
+      cp -L "$lib" "$root/.device/bwrap-lib/"
+    done
+    loader=$(basename "$(ldd "$bw" | awk '/ld-linux/ {print $1}')")
+    cat >"$root/.device/bwrap" <<WRAPPER
 #!/bin/sh
 # bubblewrap staged by bench/device_prepare.sh, run by its own loader and libraries.
 here=\$(dirname "\$(readlink -f "\$0")")/bwrap-lib
 exec "\$here/$loader" --library-path "\$here" "\$here/bwrap.bin" "\$@"
 WRAPPER
-  chmod +x "$root/.device/bwrap"
-  "$root/.device/bwrap" --ro-bind / / --dev /dev --unshare-net true && echo "staged bubblewrap: $("$root/.device/bwrap" --version)"
-else
-  echo "warning: no bwrap here; device runs will say isolation: none" >&2
+    chmod +x "$root/.device/bwrap"
+    "$root/.device/bwrap" --ro-bind / / --dev /dev --unshare-net true && echo "staged bubblewrap: $("$root/.device/bwrap" --version)"
+  else
+    echo "warning: no bwrap here; device runs will say isolation: none" >&2
+  fi
 fi
-echo "device_prepare.sh: staged $(basename -a "${binaries[@]}" | tr '\n' ' ')and $(tar -tzf "$dev/lib.tar.gz" | grep -c '\.so') libraries"
+echo "device_prepare.sh: staged (STAGE=$stage) ${staged[*]} and $(tar -tzf "$dev/lib.tar.gz" | grep -c '\.so') libraries"
 du -sh "$dev"

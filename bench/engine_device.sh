@@ -4,10 +4,12 @@
 TESTS="$root/.device/dice_engine_cuda_tests"
 dice_cmd() { "$DICE" "$@"; }
 tests_cmd() { "$TESTS" "$@"; }
-# Prints what the staged binaries cannot resolve (empty when all is well).
+# Prints what the staged binaries cannot resolve (empty when all is well): the binaries given,
+# else dice and the CUDA test binary.
 missing_libraries() {
-  local b
-  for b in "$DICE" "$TESTS"; do
+  local b binaries=("$@")
+  [ $# -gt 0 ] || binaries=("$DICE" "$TESTS")
+  for b in "${binaries[@]}"; do
     [ -e "$b" ] || { echo "$b: not staged (bench/device_prepare.sh after a build with nvcc)"; continue; }
     ldd "$b" 2>&1 | grep -i "not found" | sed "s|^|$(basename "$b"): |" || true
   done | sort -u
