@@ -72,20 +72,20 @@ if [ "$stage" = all ]; then
     echo "device_prepare.sh: no KernelBench mirror at $mirror (fetch github:ScalingIntelligence/KernelBench); bench/kernelbench_vs_dice.sh kernelbench will not run" >&2
   fi
   if bw=$(command -v bwrap); then
-    rm -rf "$root/.device/bwrap-lib" && mkdir -p "$root/.device/bwrap-lib"
-    cp "$bw" "$root/.device/bwrap-lib/bwrap.bin"
+    rm -rf "$dev/bwrap-lib" && mkdir -p "$dev/bwrap-lib"
+    cp "$bw" "$dev/bwrap-lib/bwrap.bin"
     ldd "$bw" | awk '/=>/ {print $3} /ld-linux/ && !/=>/ {print $1}' | while read -r lib; do
-      cp -L "$lib" "$root/.device/bwrap-lib/"
+      cp -L "$lib" "$dev/bwrap-lib/"
     done
     loader=$(basename "$(ldd "$bw" | awk '/ld-linux/ {print $1}')")
-    cat >"$root/.device/bwrap" <<WRAPPER
+    cat >"$dev/bwrap" <<WRAPPER
 #!/bin/sh
 # bubblewrap staged by bench/device_prepare.sh, run by its own loader and libraries.
 here=\$(dirname "\$(readlink -f "\$0")")/bwrap-lib
 exec "\$here/$loader" --library-path "\$here" "\$here/bwrap.bin" "\$@"
 WRAPPER
-    chmod +x "$root/.device/bwrap"
-    "$root/.device/bwrap" --ro-bind / / --dev /dev --unshare-net true && echo "staged bubblewrap: $("$root/.device/bwrap" --version)"
+    chmod +x "$dev/bwrap"
+    "$dev/bwrap" --ro-bind / / --dev /dev --unshare-net true && echo "staged bubblewrap: $("$dev/bwrap" --version)"
   else
     echo "warning: no bwrap here; device runs will say isolation: none" >&2
   fi

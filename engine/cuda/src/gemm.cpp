@@ -71,10 +71,7 @@ bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int6
 }
 
 void Gemm::set_wgmma(bool on) {
-  int device = 0, major = 0;
-  DICE_CUDA_CHECK(cudaGetDevice(&device));
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (on && major == 9) {
+  if (on && wgmma_gemm_supported()) {
     if (!wgmma_) wgmma_.emplace();
   } else {
     wgmma_.reset();

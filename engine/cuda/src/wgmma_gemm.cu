@@ -57,6 +57,9 @@ constexpr std::size_t dynamic_shared_bytes(int tile_n, int stages) {
   return static_cast<std::size_t>(stages) * stage_bytes(tile_n) + 1024;
 }
 static_assert(64 * reduce_stride(128) * 4 <= kMinStages * stage_bytes(128));
+// WgmmaGemm raises every kernel's limit to kMaxStages stages once: that must stay within the
+// 227 KiB a Hopper block may opt in to.
+static_assert(dynamic_shared_bytes(128, kMaxStages) <= 227 * 1024);
 static_assert(64 * reduce_stride(64) * 4 <= kMinStages * stage_bytes(64));
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -410,13 +413,19 @@ int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms)
   return options.empty() ? 1 : options.back();
 }
 
-WgmmaGemm::WgmmaGemm() {
+bool wgmma_gemm_supported() {
   int device = 0, major = 0;
   DICE_CUDA_CHECK(cudaGetDevice(&device));
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major != 9)
-    throw Error("wgmma GEMM: device " + std::to_string(device) + " has compute capability " +
-                std::to_string(major) + ".x; the kernels are built for sm_90a only");
+  return major == 9;
+}
+
+WgmmaGemm::WgmmaGemm() {
+  int device = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  if (!wgmma_gemm_supported())
+    throw Error("wgmma GEMM: device " + std::to_string(device) +
+                " is not compute capability 9.x; the kernels are built for sm_90a only");
   DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
   DICE_CUDA_CHECK(
       cudaDeviceGetAttribute(&shared_per_sm_, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));

@@ -56,11 +56,15 @@ int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms)
 /// rows, 304 blocks, took 45.3 us at 6 stages, two blocks a SM, against 40.0 at 4).
 int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm);
 
+/// Whether the current device runs the wgmma kernels: compute capability 9.x (they are built
+/// for sm_90a only). Throws dice::Error when the device cannot be queried.
+bool wgmma_gemm_supported();
+
 /// The wgmma GEMM's launcher on the current device. Made once (Gemm owns one): it looks up
 /// cuTensorMapEncodeTiled, reads the SM count and shared memory per SM, and raises the kernels'
 /// dynamic shared-memory limit to the most any stage count takes, so that a launch only encodes
 /// its two tensor maps and launches. Throws dice::Error when the device is not sm_90 (the kernels
-/// exist for sm_90a only) or the driver has no cuTensorMapEncodeTiled.
+/// exist for sm_90a only, wgmma_gemm_supported) or the driver has no cuTensorMapEncodeTiled.
 class WgmmaGemm {
  public:
   WgmmaGemm();
@@ -77,8 +81,6 @@ class WgmmaGemm {
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr) const;
-
-  int sms() const { return sms_; }
 
  private:
   void* encode_ = nullptr;  ///< PFN_cuTensorMapEncodeTiled_v12000 (cudaTypedefs.h)

@@ -647,17 +647,11 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
   }
 }
 
-bool hopper() {
-  int major = 0;
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-  return major == 9;
-}
-
 TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
   // SDAR layer shapes and a small odd one, random bf16 data made on the device: the wgmma kernel
   // at every tile width and split count against cuBLASLt (within fp32 rounding: 1e-4 of the row's
   // largest magnitude), bit for bit the same over two runs, rows past `rows` left untouched.
-  if (!hopper()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
   const WgmmaGemm wgmma;
   struct Shape {
     std::int64_t in, out;
@@ -720,7 +714,7 @@ TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
   // The wgmma kernel's SwiGLU epilogue against its fp32 output then the SwiGLU kernel: the same
   // sums and swiglu.cuh's arithmetic, so bit for bit, at every tile width and split count; with
   // PDL and early weights too (the same bits); accumulate with the epilogue throws.
-  if (!hopper()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
   const WgmmaGemm wgmma;
   const std::int64_t in = 2048, out = 4096;
   constexpr std::int64_t kRows = kWgmmaRowsLimit;
@@ -1813,7 +1807,7 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
   constexpr std::int64_t kPoolBytes = 512ll << 20;
   Gemm cublas, tuned;
   std::optional<WgmmaGemm> wgmma;  // sm_90 only
-  if (hopper()) wgmma.emplace();
+  if (wgmma_gemm_supported()) wgmma.emplace();
   for (const Shape& shape : shapes) {
     const std::int64_t weight_bytes = shape.in * shape.out * 2;
     const std::int64_t copies = std::max<std::int64_t>(2, kPoolBytes / weight_bytes);
