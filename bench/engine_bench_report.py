@@ -5,8 +5,10 @@ decoding's (bench/engine_torch_decode.py), joined on model, sequences, new token
 
 Per configuration: dice's committed tokens/s and forwards/s, its floor (the larger of the bytes a
 forward must move over the measured copy bandwidth and its FLOPs over the measured bf16 GEMM rate,
-summed over the run's forwards) and time over floor (target <= 1.5), PyTorch's tokens/s and the
-ratio dice / PyTorch (target >= 10 at 1 sequence).
+summed over the run's forwards) and time over floor (target <= 1.5), its serial bound over the
+floor (GEMMs and attention one after the other, each at its ceiling: where this is above 1.5, no
+forward that runs them in turn meets the target) and time over that bound, PyTorch's tokens/s and
+the ratio dice / PyTorch (target >= 10 at 1 sequence).
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ def pdl(r: dict) -> str:
     return "on" if value else "few" if kernels.get("programmatic_launch_few_rows") else "off"
 
 
+def serial_over_floor(r: dict) -> float | None:
+    """The record's serial bound over its floor (None for records from before the bound)."""
+    serial, floor = r.get("serial_bound_seconds"), r.get("floor_seconds")
+    return serial / floor if serial and floor else None
+
+
 def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -71,6 +79,8 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
         "dice fwd/s",
         "floor s",
         "x floor",
+        "serial/floor",
+        "x serial",
         "torch tok/s",
         "dice/torch",
         "concurrent",
@@ -94,6 +104,8 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
                 fmt(r.get("forwards_per_second"), ".1f"),
                 fmt(r.get("floor_seconds"), ".3f"),
                 fmt(r.get("time_over_floor"), ".2f"),
+                fmt(serial_over_floor(r), ".2f"),
+                fmt(r.get("time_over_serial_bound"), ".2f"),
                 ("oom" if t is not None and "error" in t else fmt(torch_rate, ".1f")) + torch_note,
                 fmt(r["tokens_per_second"] / torch_rate if torch_rate else None, ".1f"),
                 str(r.get("concurrent_sequences", "-")),
@@ -103,7 +115,7 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
         if k in joined:
             continue
         rate = None if "error" in t else t["tokens_per_second"]
-        rows.append([k[0], str(k[1]), str(k[2]), "fused" if k[3] else "unfused"] + ["-"] * 6)
+        rows.append([k[0], str(k[1]), str(k[2]), "fused" if k[3] else "unfused"] + ["-"] * 8)
         rows[-1] += ["oom" if rate is None else f"{rate:.1f}", "-", "-"]
     lines = []
     if markdown:

@@ -53,3 +53,28 @@ def test_bad_sampling_options_are_refused(model, bad, message):
     done = bench(model, *bad)
     assert done.returncode != 0
     assert message in done.stderr
+
+
+def test_report_gives_the_serial_bound_beside_the_floor(tmp_path):
+    """bench/engine_bench_report.py: serial bound over floor and time over the serial bound from
+    the records' seconds, '-' for records from before the bound, joined with PyTorch's rate."""
+    base = {"model": "/m/4b", "sequences": 128, "new_tokens": 1024, "fused_store": True,
+            "tokens_per_second": 9000.0, "forwards_per_second": 70.0}  # fmt: skip
+    new = dict(base, floor_seconds=2.0, time_over_floor=2.2, serial_bound_seconds=3.1,
+               time_over_serial_bound=1.42)  # fmt: skip
+    old = dict(base, sequences=16, floor_seconds=2.0, time_over_floor=1.5)
+    dice_path, torch_path = tmp_path / "dice.jsonl", tmp_path / "torch.jsonl"
+    dice_path.write_text(json.dumps(new) + "\n" + json.dumps(old) + "\n")
+    torch_path.write_text(json.dumps(dict(base, tokens_per_second=900.0)) + "\n")
+    script = ROOT / "bench" / "engine_bench_report.py"
+    done = subprocess.run(["python3", str(script), str(dice_path), str(torch_path), "--markdown"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:4]]
+    row = {h: c for h, c in zip(head, cells[0], strict=True)}
+    assert (row["x floor"], row["serial/floor"], row["x serial"]) == ("2.20", "1.55", "1.42")
+    assert row["dice/torch"] == "10.0"
+    before = {h: c for h, c in zip(head, cells[1], strict=True)}
+    assert (before["serial/floor"], before["x serial"]) == ("-", "-")

@@ -142,8 +142,6 @@ struct CudaBackend::Impl {
   PassPlanner planner;
   CudaForwardStats stats;
   std::int64_t weight_bytes_per_pass = 0;
-  std::int64_t lm_head_bytes = 0;
-  std::int64_t layer_params = 0;  ///< parameters of one layer's matrices
   std::int64_t kv_bytes_per_position = 0;
   double copy_bandwidth = 0;
   double gemm_rate = 0;
@@ -663,7 +661,13 @@ struct CudaBackend::Impl {
         const auto early = [&](cudaGraph_t g) {
           if (options.early_start_after_cublas)
             stats.early_start_edges += start_early_after_foreign_kernels(g, kOwnKernelNames);
+          if (options.early_cublas_launch) {
+            // Only into the GEMMs whose algorithm the autotune saw wait (GemmChoice::waits).
+            const auto into = gemm->take_waiting_nodes();
+            stats.early_cublas_edges += start_foreign_kernels_early(g, kOwnKernelNames, &into);
+          }
         };
+        (void)gemm->take_waiting_nodes();  // nodes of an earlier capture (or a failed one)
         it = graphs.emplace(key, capture_graph(s, enqueue_pass, early)).first;
         ++stats.graph_captures;
       }
@@ -694,19 +698,15 @@ struct CudaBackend::Impl {
     stats.block_rows += plan.block_rows;
     stats.kv_positions_read += plan.kv_positions_read;
     stats.attention_scores += plan.attention_scores;
-    const auto& c = config;
-    const double bytes =
-        static_cast<double>(weight_bytes_per_pass - (plan.block_rows > 0 ? 0 : lm_head_bytes)) +
-        static_cast<double>(plan.rows) * static_cast<double>(c.hidden_size * elem) +
-        static_cast<double>(plan.kv_positions_read) * static_cast<double>(kv_bytes_per_position);
-    const double flops = 2.0 * plan.rows * static_cast<double>(c.num_layers * layer_params) +
-                         2.0 * plan.block_rows * static_cast<double>(c.vocab_size * c.hidden_size) +
-                         4.0 * static_cast<double>(plan.attention_scores) *
-                             static_cast<double>(c.num_heads * c.head_dim * c.num_layers);
-    stats.bytes += bytes;
-    stats.flops += flops;
-    if (copy_bandwidth > 0 && gemm_rate > 0)
-      stats.floor_seconds += std::max(bytes / copy_bandwidth, flops / gemm_rate);
+    const PassWork work = pass_work(config, static_cast<std::int64_t>(elem), plan.rows,
+                                    plan.block_rows, plan.kv_positions_read, plan.attention_scores);
+    stats.bytes += work.gemm_bytes + work.kv_bytes;
+    stats.flops += work.gemm_flops + work.attention_flops;
+    if (copy_bandwidth > 0 && gemm_rate > 0) {
+      const PassFloors floors = pass_floors(work, copy_bandwidth, gemm_rate);
+      stats.floor_seconds += floors.floor;
+      stats.serial_bound_seconds += floors.serial;
+    }
     if (proposals_out == nullptr) return;
     const auto* got = proposals_host.as<const ProposalOut>();
     const auto* samples =
@@ -925,6 +925,61 @@ const CudaForwardStats& CudaBackend::stats() const {
 void CudaBackend::reset_stats() {
   impl_->stats = CudaForwardStats{};
 }
+PassWork pass_work(const model::ModelConfig& c, std::int64_t elem_bytes, std::int64_t rows,
+                   std::int64_t block_rows, std::int64_t kv_positions_read,
+                   std::int64_t attention_scores) {
+  if (elem_bytes != 2 && elem_bytes != 4)
+    throw Error(fmt::format("pass work: {} bytes per weight value, expected 2 or 4", elem_bytes));
+  if (rows < 0 || block_rows < 0 || block_rows > rows || kv_positions_read < 0 ||
+      attention_scores < 0)
+    throw Error(
+        fmt::format("pass work: counts must be >= 0 with block rows <= rows (rows {}, "
+                    "block rows {}, KV positions {}, scores {})",
+                    rows, block_rows, kv_positions_read, attention_scores));
+  const auto hd = static_cast<double>(c.hidden_size),
+             qd = static_cast<double>(c.num_heads) * static_cast<double>(c.head_dim);
+  const double kvd = static_cast<double>(c.num_kv_heads) * static_cast<double>(c.head_dim);
+  const auto in = static_cast<double>(c.intermediate_size),
+             layers = static_cast<double>(c.num_layers);
+  // q/k/v, o, gate/up, down: the matrices every row goes through in every layer.
+  const double layer_params = (qd + 2 * kvd) * hd + hd * qd + 2 * in * hd + hd * in;
+  const double lm_head_params = static_cast<double>(c.vocab_size) * hd;
+  const auto e = static_cast<double>(elem_bytes);
+  PassWork w;
+  w.gemm_bytes = (layers * layer_params + (block_rows > 0 ? lm_head_params : 0.0)) * e +
+                 static_cast<double>(rows) * hd * e;  // the embedding rows
+  w.gemm_flops = 2.0 * static_cast<double>(rows) * layers * layer_params +
+                 2.0 * static_cast<double>(block_rows) * lm_head_params;
+  w.kv_bytes = static_cast<double>(kv_positions_read) * layers * 2 * kvd * e;
+  w.attention_flops = 4.0 * static_cast<double>(attention_scores) * qd * layers;
+  return w;
+}
+
+PassFloors pass_floors(const PassWork& work, double copy_bytes_per_second,
+                       double gemm_flops_per_second) {
+  if (!(copy_bytes_per_second > 0) || !(gemm_flops_per_second > 0) ||
+      !std::isfinite(copy_bytes_per_second) || !std::isfinite(gemm_flops_per_second))
+    throw Error(
+        fmt::format("pass floors: ceilings must be positive and finite (copy {} B/s, "
+                    "GEMM {} FLOP/s)",
+                    copy_bytes_per_second, gemm_flops_per_second));
+  const auto check = [](double value, const char* name) {
+    if (!(value >= 0) || !std::isfinite(value))
+      throw Error(fmt::format("pass floors: {} is {}, not a finite count >= 0", name, value));
+  };
+  check(work.gemm_bytes, "gemm_bytes");
+  check(work.gemm_flops, "gemm_flops");
+  check(work.kv_bytes, "kv_bytes");
+  check(work.attention_flops, "attention_flops");
+  const double bw = copy_bytes_per_second, rate = gemm_flops_per_second;
+  PassFloors out;
+  out.floor = std::max((work.gemm_bytes + work.kv_bytes) / bw,
+                       (work.gemm_flops + work.attention_flops) / rate);
+  out.serial = std::max(work.gemm_bytes / bw, work.gemm_flops / rate) +
+               std::max(work.kv_bytes / bw, work.attention_flops / rate);
+  return out;
+}
+
 std::int64_t CudaBackend::weight_bytes_per_pass() const {
   return impl_->weight_bytes_per_pass;
 }

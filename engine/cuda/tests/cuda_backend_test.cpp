@@ -316,6 +316,44 @@ TEST_F(CudaBackendTest, Fp32DecodingGivesTheCpuReferenceTokens) {
   EXPECT_GT(gpu.stats().block_rows, 0);
 }
 
+TEST_F(CudaBackendTest, FloorsAreSummedOverPassesWithTheCeilings) {
+  // The floor and the serial bound of issue 6's benchmark: zero until set_ceilings(), then summed
+  // per pass, floor <= serial <= 2 x floor, and the bytes count every layer weight once a pass.
+  const auto shape = shapes()[2];
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackend gpu(weights, limited());
+  const auto requests = requests_for(shape.config, 0.0);
+  (void)generate(gpu, requests);
+  EXPECT_EQ(gpu.stats().floor_seconds, 0);
+  EXPECT_EQ(gpu.stats().serial_bound_seconds, 0);
+  gpu.reset_stats();
+  gpu.set_ceilings(3.0e12, 750e12);
+  (void)generate(gpu, requests);
+  const CudaForwardStats& st = gpu.stats();
+  ASSERT_GT(st.passes, 0);
+  EXPECT_GT(st.floor_seconds, 0);
+  EXPECT_GE(st.serial_bound_seconds, st.floor_seconds);
+  EXPECT_LE(st.serial_bound_seconds, 2 * st.floor_seconds);
+  const auto& c = shape.config;
+  const double layer_weights = static_cast<double>(
+      gpu.weight_bytes_per_pass() - c.vocab_size * c.hidden_size * 2);  // lm_head not tied
+  EXPECT_GE(st.bytes, static_cast<double>(st.passes) * layer_weights);
+  // Every row through every layer matrix, every block row through lm_head, and the attention:
+  // the FLOPs exactly (they are additive over passes).
+  const double hd = static_cast<double>(c.hidden_size),
+               qd = static_cast<double>(c.num_heads * c.head_dim),
+               kvd = static_cast<double>(c.num_kv_heads * c.head_dim),
+               in = static_cast<double>(c.intermediate_size);
+  const double layer_params = (qd + 2 * kvd) * hd + hd * qd + 3 * in * hd;
+  const double flops =
+      2.0 * static_cast<double>(st.rows * c.num_layers) * layer_params +
+      2.0 * static_cast<double>(st.block_rows * c.vocab_size) * hd +
+      4.0 * static_cast<double>(st.attention_scores) * qd * static_cast<double>(c.num_layers);
+  EXPECT_NEAR(st.flops, flops, 1e-9 * flops);
+  EXPECT_GE(st.floor_seconds, st.bytes / 3.0e12 * (1 - 1e-9));  // each pass: >= bytes / copy
+  EXPECT_GE(st.floor_seconds, st.flops / 750e12 * (1 - 1e-9));  // each pass: >= FLOPs / rate
+}
+
 TEST_F(CudaBackendTest, BaselineAndDefaultKernelsGiveTheSameBf16Logits) {
   const auto shape = shapes()[1];
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
@@ -469,6 +507,13 @@ TEST_F(CudaBackendTest, EarlyStartAfterCublasChangesNoBits) {
     EXPECT_GT(on.stats().early_start_edges, 0) << shape.name;
     EXPECT_GT(on.stats().programmatic_passes, off.stats().programmatic_passes) << shape.name;
     EXPECT_EQ(off.stats().early_start_edges, 0) << shape.name;
+    // early_cublas_launch: the GEMMs after our kernels start early too (their edges counted).
+    CudaBackendOptions both = early;
+    both.early_cublas_launch = true;
+    CudaBackend into(weights, both);
+    expect_same_bits(into, off, shape.config, shape.name + ", early cuBLASLt launch");
+    EXPECT_GT(into.stats().early_cublas_edges, 0) << shape.name;
+    EXPECT_EQ(on.stats().early_cublas_edges, 0) << shape.name;
   }
 }
 

@@ -47,7 +47,51 @@ struct CudaGemmChoice {
   /// block).
   bool skinny = false;
   int skinny_n_tiles = 0;  ///< n8 tiles per block kept
+  /// The kept algorithm waited for a programmatic predecessor in the autotune's check (a kernel
+  /// that triggers at once and writes x ~0.2 ms later, the GEMM behind a programmatic edge gave
+  /// the eager bits), so CudaBackendOptions::early_cublas_launch may start it early.
+  bool waits = false;
 };
+
+/// One pass's work split by what bounds it, for the floors of issue 6's benchmark.
+struct PassWork {
+  /// Bytes the GEMM side must move: every layer's weight matrices once, lm_head when the pass has
+  /// block rows, the embedding rows.
+  double gemm_bytes = 0;
+  /// FLOPs of the GEMMs: 2 x rows x layer parameters x layers + 2 x block rows x vocab x hidden.
+  double gemm_flops = 0;
+  /// Bytes of KV cache the attention must read (each sequence's cached positions once per layer).
+  double kv_bytes = 0;
+  /// FLOPs of the attention: 4 x score entries x heads x head_dim x layers (Q K^T and P V).
+  double attention_flops = 0;
+};
+
+/// What one pass of `config`'s model must do (the counts of a PassPlan): `rows` token rows through
+/// the layers (commit and block rows), `block_rows` of them through the final norm, lm_head and the
+/// vocabulary pass, `kv_positions_read` cached positions read (each sequence's once per layer),
+/// `attention_scores` score entries (query rows x visible positions); weights and KV cache hold
+/// `elem_bytes` per value (2: bf16, 4: fp32). lm_head's bytes count only when block_rows > 0.
+/// Throws dice::Error when a count is negative or elem_bytes is not 2 or 4.
+PassWork pass_work(const model::ModelConfig& config, std::int64_t elem_bytes, std::int64_t rows,
+                   std::int64_t block_rows, std::int64_t kv_positions_read,
+                   std::int64_t attention_scores);
+
+/// The two lower bounds of a pass's time, seconds, from ceilings measured on the device.
+struct PassFloors {
+  /// Issue 6's floor: max(all bytes / copy bandwidth, all FLOPs / GEMM rate). Reaching it needs
+  /// the memory-bound attention and the compute-bound GEMMs to overlap perfectly.
+  double floor = 0;
+  /// The serial bound: max(GEMM bytes / copy, GEMM FLOPs / rate) + max(KV bytes / copy,
+  /// attention FLOPs / rate), the time of a pass whose GEMMs and attention run one after the
+  /// other, each at its ceiling (everything else free). floor <= serial <= 2 x floor.
+  double serial = 0;
+};
+
+/// The floors of `work` with `copy_bytes_per_second` (> 0, bytes read plus written, as
+/// measure_copy_bandwidth returns it) and `gemm_flops_per_second` (> 0). Throws dice::Error when
+/// a ceiling is not positive or a part of `work` is negative or not finite.
+PassFloors pass_floors(const PassWork& work, double copy_bytes_per_second,
+                       double gemm_flops_per_second);
 
 /// Where the device memory went (bytes), and the KV cache's size.
 struct CudaMemoryReport {
@@ -91,6 +135,9 @@ struct CudaForwardStats {
   /// Graph edges from a cuBLASLt kernel to one of dice's made early-start edges at capture
   /// (CudaBackendOptions::early_start_after_cublas).
   std::int64_t early_start_edges = 0;
+  /// Graph edges from one of dice's kernels into a cuBLASLt kernel made programmatic at capture
+  /// (CudaBackendOptions::early_cublas_launch).
+  std::int64_t early_cublas_edges = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
   /// per pass, as a kernel that reads it once would): the KV bytes read are this times
   /// kv_bytes_per_position.
@@ -106,6 +153,10 @@ struct CudaForwardStats {
   double bytes = 0;
   double flops = 0;
   double floor_seconds = 0;
+  /// The serial bound of the same work, per pass, summed (PassFloors::serial): its GEMMs and its
+  /// attention one after the other, each at its own ceiling. Never below floor_seconds; where it
+  /// is above 1.5 x floor_seconds, no forward that runs the two in turn meets issue 6's target.
+  double serial_bound_seconds = 0;
   /// GPU time of the passes (CUDA events around each pass on the stream: the metadata upload,
   /// the kernels and the proposals' download), seconds. A forward's wall time minus this is
   /// the time the GPU waited for the host (decoding logic, planning, launch).
