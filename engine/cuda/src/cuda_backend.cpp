@@ -661,13 +661,7 @@ struct CudaBackend::Impl {
         const auto early = [&](cudaGraph_t g) {
           if (options.early_start_after_cublas)
             stats.early_start_edges += start_early_after_foreign_kernels(g, kOwnKernelNames);
-          if (options.early_cublas_launch) {
-            // Only into the GEMMs whose algorithm the autotune saw wait (GemmChoice::waits).
-            const auto into = gemm->take_waiting_nodes();
-            stats.early_cublas_edges += start_foreign_kernels_early(g, kOwnKernelNames, &into);
-          }
         };
-        (void)gemm->take_waiting_nodes();  // nodes of an earlier capture (or a failed one)
         it = graphs.emplace(key, capture_graph(s, enqueue_pass, early)).first;
         ++stats.graph_captures;
       }

@@ -300,15 +300,6 @@ void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std:
 void launch_fill_random(CudaDType dtype, void* data, std::int64_t count, float std,
                         std::uint64_t seed, cudaStream_t stream);
 
-/// Launches 264 blocks that let the next kernel be scheduled at once
-/// (griddepcontrol.launch_dependents), spin `delay_ns` on the global timer, then write `count`
-/// bf16 values (a hash of `seed` and the index, in [-1, 1)) into `x`: a predecessor whose output
-/// a kernel started early by a programmatic edge sees only if it waits (griddepcontrol.wait) for
-/// it (Gemm::tune's check of cuBLASLt's kernels). Throws dice::Error for count <= 0 or a negative
-/// delay, and on a launch failure.
-void launch_delayed_fill(void* x, std::int64_t count, std::uint32_t seed, std::int64_t delay_ns,
-                         cudaStream_t stream);
-
 /// *out = a hash of the bits of data[0, count) and their indices (a sum of mixed 64-bit values:
 /// independent of the order threads add them). Two arrays with the same hash are, but for a
 /// 2^-64 chance, bit for bit equal. Throws dice::Error if a launch fails.

@@ -575,47 +575,6 @@ struct GemmCase {
   DeviceBuffer w, x, y0;
 };
 
-TEST_F(CudaOps, CublasKernelsWaitForAProgrammaticPredecessor) {
-  // Gemm::tune checks whether the algorithm it keeps waits (griddepcontrol.wait) before it reads
-  // x: behind a predecessor that lets it start at once and writes x only ~0.2 ms later (longer
-  // than any of these GEMMs runs), a GEMM that does not wait reads the zeros left in x and misses
-  // the eager run's bits. CudaBackendOptions::early_cublas_launch starts only those GEMMs early.
-  // Every SDAR-1.7B and SDAR-4B layer shape the backend gives cuBLASLt (fp32 out, += into the
-  // residual, bf16 out for gate/up) at 64, 128 and 512 rows (16 and 128 sequences) waits with
-  // this cuBLASLt; 1,024 rows are reported.
-  struct Shape {
-    std::int64_t in, out;
-    bool accumulate, bf16_out;
-  };
-  const std::vector<Shape> shapes{{2048, 4096, false, false}, {2048, 2048, true, false},
-                                  {2048, 12288, false, true}, {6144, 2048, true, false},
-                                  {2560, 6144, false, false}, {4096, 2560, true, false},
-                                  {2560, 19456, false, true}, {9728, 2560, true, false}};
-  Gemm gemm;  // skinny rows 0: every GEMM is cuBLASLt's
-  for (const std::int64_t rows : {64, 128, 512, 1024})
-    for (const Shape& shape : shapes) {
-      GemmCase c(shape.in, shape.out, rows, 900 + static_cast<std::uint64_t>(rows), stream());
-      DeviceBuffer y(static_cast<std::size_t>(rows * shape.out) * 4);
-      gemm.tune(CudaDType::kBF16, c.x.get(), c.w.get(), y.as<float>(), rows, shape.in, shape.out,
-                shape.accumulate, stream(), 16, 3, shape.bf16_out);
-    }
-  synchronize();
-  int waiting = 0;
-  for (const GemmChoice& choice : gemm.choices()) {
-    const std::string what = fmt::format(
-        "{} x {} -> {}{}{}, algorithm {} (tile {}, split-K {})", choice.rows, choice.in, choice.out,
-        choice.accumulate ? " (+=)" : "", choice.bf16_out ? " (bf16 out)" : "", choice.algo_id,
-        choice.tile_id, choice.splitk);
-    std::printf("%s: %s\n", what.c_str(), choice.waits ? "waits" : "does not wait");
-    if (choice.rows <= 512) {
-      EXPECT_TRUE(choice.waits) << what;
-    }
-    waiting += choice.waits ? 1 : 0;
-  }
-  EXPECT_EQ(gemm.choices().size(), 32u);
-  EXPECT_GE(waiting, 24);
-}
-
 /// The largest per-row max |got - want| over the row's largest |want| of the first `rows` rows of
 /// [rows, out] outputs; infinity for a row whose reference is all zeros (a broken fill).
 double worst_row_error(const std::vector<float>& got, const std::vector<float>& want,

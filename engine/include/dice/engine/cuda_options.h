@@ -95,14 +95,6 @@ struct CudaBackendOptions {
   /// every pass alone gave +0.3-0.5%. false: PDL as programmatic_launch(_few_rows) say, and
   /// full dependencies after cuBLASLt.
   bool early_start_after_cublas = true;
-  /// In captured passes, a cuBLASLt GEMM after one of our kernels starts early too: the plain
-  /// edge into it becomes a programmatic edge from our kernel's programmatic port
-  /// (device_memory.h, start_foreign_kernels_early), so the GEMM's blocks are scheduled while
-  /// ours finish. Only GEMMs whose algorithm the autotune saw wait (griddepcontrol.wait) for
-  /// such a predecessor (Gemm::tune's check; GemmChoice::waits): not every cuBLASLt kernel
-  /// does. Needs gemm_autotune. Off by default (the record's `early_cublas_edges` counts the
-  /// edges changed).
-  bool early_cublas_launch = false;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;
