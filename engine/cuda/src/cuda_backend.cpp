@@ -106,6 +106,18 @@ WeightSource cpu_source(const CpuWeights& w) {
           }};
 }
 
+/// Parameters of one layer's weight matrices: q/k/v, o, gate/up and down.
+std::int64_t layer_matrix_params(const model::ModelConfig& c) {
+  const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
+                     kvd = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
+  return (qd + 2 * kvd) * hd + hd * qd + 2 * in * hd + hd * in;
+}
+
+/// Bytes of KV cache one cached position takes: K and V of every layer, `elem` bytes a value.
+std::int64_t kv_position_bytes(const model::ModelConfig& c, std::int64_t elem) {
+  return c.num_layers * 2 * c.num_kv_heads * c.head_dim * elem;
+}
+
 }  // namespace
 
 struct CudaBackend::Impl {
@@ -355,9 +367,8 @@ struct CudaBackend::Impl {
       l.k_norm = upload_f32(source, p + "self_attn.k_norm.weight", c.head_dim);
       layers.push_back(std::move(l));
     }
-    weight_bytes_per_pass = c.num_layers * ((qd + 2 * kvd) * hd + hd * qd + 2 * in * hd + hd * in) *
-                                static_cast<std::int64_t>(elem) +
-                            c.vocab_size * hd * static_cast<std::int64_t>(elem);
+    weight_bytes_per_pass = (c.num_layers * layer_matrix_params(c) + c.vocab_size * hd) *
+                            static_cast<std::int64_t>(elem);
   }
 
   /// cos/sin of position * inv_freq_i, computed exactly as the CPU reference (fp32 angle, double
@@ -448,8 +459,7 @@ struct CudaBackend::Impl {
 
   void allocate_cache() {
     const auto& c = config;
-    kv_bytes_per_position =
-        c.num_layers * 2 * c.num_kv_heads * c.head_dim * static_cast<std::int64_t>(elem);
+    kv_bytes_per_position = kv_position_bytes(c, static_cast<std::int64_t>(elem));
     const std::int64_t page_bytes = kv_bytes_per_position * kPageTokens;
     const std::int64_t used = memory.weights + memory.workspace;
     const std::int64_t room = memory.budget - used;
@@ -930,13 +940,9 @@ PassWork pass_work(const model::ModelConfig& c, std::int64_t elem_bytes, std::in
         fmt::format("pass work: counts must be >= 0 with block rows <= rows (rows {}, "
                     "block rows {}, KV positions {}, scores {})",
                     rows, block_rows, kv_positions_read, attention_scores));
-  const auto hd = static_cast<double>(c.hidden_size),
-             qd = static_cast<double>(c.num_heads) * static_cast<double>(c.head_dim);
-  const double kvd = static_cast<double>(c.num_kv_heads) * static_cast<double>(c.head_dim);
-  const auto in = static_cast<double>(c.intermediate_size),
-             layers = static_cast<double>(c.num_layers);
-  // q/k/v, o, gate/up, down: the matrices every row goes through in every layer.
-  const double layer_params = (qd + 2 * kvd) * hd + hd * qd + 2 * in * hd + hd * in;
+  const auto hd = static_cast<double>(c.hidden_size), layers = static_cast<double>(c.num_layers);
+  // The matrices every row goes through in every layer, and lm_head for the block rows.
+  const auto layer_params = static_cast<double>(layer_matrix_params(c));
   const double lm_head_params = static_cast<double>(c.vocab_size) * hd;
   const auto e = static_cast<double>(elem_bytes);
   PassWork w;
@@ -944,8 +950,10 @@ PassWork pass_work(const model::ModelConfig& c, std::int64_t elem_bytes, std::in
                  static_cast<double>(rows) * hd * e;  // the embedding rows
   w.gemm_flops = 2.0 * static_cast<double>(rows) * layers * layer_params +
                  2.0 * static_cast<double>(block_rows) * lm_head_params;
-  w.kv_bytes = static_cast<double>(kv_positions_read) * layers * 2 * kvd * e;
-  w.attention_flops = 4.0 * static_cast<double>(attention_scores) * qd * layers;
+  w.kv_bytes = static_cast<double>(kv_positions_read) *
+               static_cast<double>(kv_position_bytes(c, elem_bytes));
+  w.attention_flops = 4.0 * static_cast<double>(attention_scores) *
+                      static_cast<double>(c.num_heads * c.head_dim) * layers;
   return w;
 }
 
