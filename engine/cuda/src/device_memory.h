@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 
 #include "cuda_check.h"
@@ -140,5 +141,16 @@ inline constexpr std::string_view kOwnKernelNames = "4dice6engine4cuda";
 /// kernels (they trigger where launch.cuh says). Returns the edges changed (0 on a second call).
 /// Throws dice::Error on CUDA failures.
 int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own);
+
+/// Makes each plain edge of `graph` from one of our kernels (a kernel node whose mangled name
+/// contains `own`) into a foreign kernel (cuBLASLt's) a programmatic edge from our kernel's
+/// programmatic port: the foreign kernel's blocks are scheduled once every block of ours has
+/// triggered (griddepcontrol.launch_dependents) or exited, instead of after our kernel has
+/// finished. Correct only for foreign kernels that wait (griddepcontrol.wait) before they read or
+/// write memory, which not every cuBLASLt kernel does: with `into`, only edges into those nodes
+/// change (Gemm::waiting_nodes: kernels whose plan Gemm::tune saw wait). Returns the edges
+/// changed (0 on a second call). Throws dice::Error on CUDA failures.
+int start_foreign_kernels_early(cudaGraph_t graph, std::string_view own,
+                                const std::unordered_set<cudaGraphNode_t>* into = nullptr);
 
 }  // namespace dice::engine::cuda
