@@ -102,23 +102,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       "and in captured passes those after a cuBLASLt GEMM scheduled once all of its blocks have "
       "begun (a programmatic edge from its launch completion; they still wait for its results); "
       "--no-pdl turns this off too (default: on)");
-  command->add_flag("--early-cublas-launch,!--no-early-cublas-launch",
-                    args.cuda.early_cublas_launch,
-                    "cuda backend: in captured passes of more than --skinny-gemm-rows and at most "
-                    "--early-cublas-max-rows rows, cuBLASLt's GEMMs after one of dice's kernels "
-                    "scheduled once its blocks have triggered (a programmatic edge), where the "
-                    "autotune saw the GEMM's algorithm wait for its inputs; the residual adds of "
-                    "those passes move into the norms (--residual-add-in-norm); default: off");
-  command
-      ->add_option("--early-cublas-max-rows", args.cuda.early_cublas_max_rows,
-                   "cuda backend: the largest pass (padded rows) of --early-cublas-launch and "
-                   "--residual-add-in-norm (default: 128)")
-      ->check(CLI::Range(1, 1 << 20));
-  command->add_flag("--residual-add-in-norm", args.cuda.residual_add_in_norm,
-                    "cuda backend: in those passes (with or without --early-cublas-launch) the o "
-                    "and down projections write their product into a buffer of their own and the "
-                    "next RMSNorm adds it to the residual stream (implied by "
-                    "--early-cublas-launch); default: off");
   command->add_flag("--masked-rows-only,!--no-masked-rows-only", args.cuda.masked_rows_only,
                     "cuda backend: in decoding, the final norm, lm_head and vocabulary pass run "
                     "over the block rows that hold the mask token only (a decided position's "
@@ -236,10 +219,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.gemm_autotune = !args.no_gemm_autotune;
   options.programmatic_launch = args.pdl;
   options.programmatic_launch_few_rows = !args.no_pdl;
-  if (args.no_pdl) {
-    options.early_start_after_cublas = false;
-    options.early_cublas_launch = false;
-  }
+  if (args.no_pdl) options.early_start_after_cublas = false;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
     options.bf16_gate_up = false;
@@ -251,8 +231,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;
     options.early_start_after_cublas = false;
-    options.early_cublas_launch = false;
-    options.residual_add_in_norm = false;
     options.masked_rows_only = false;
     options.fused_norm_gemm = false;
     options.chunked_vocab_pass = false;

@@ -241,7 +241,6 @@ void run_bench(const BenchArgs& args) {
               {"attention_split_cost", o.attention_split_cost},
               {"attention_deep_pipeline", o.attention_deep_pipeline},
               {"early_start_after_cublas", o.early_start_after_cublas},
-              {"early_cublas_launch", o.early_cublas_launch},
               {"fast_norms", o.fast_norms},
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},
@@ -273,8 +272,7 @@ void run_bench(const BenchArgs& args) {
                              {"chosen_us", g.chosen_us},
                              {"fastest_us", g.fastest_us},
                              {"skinny", g.skinny},
-                             {"skinny_n_tiles", g.skinny_n_tiles},
-                             {"waits", g.waits}});
+                             {"skinny_n_tiles", g.skinny_n_tiles}});
           record["gemm_choices"] = gemms;
           record["gemm_tune_seconds"] = cuda->gemm_tune_seconds();
           record["passes"] = st.passes;
@@ -285,7 +283,6 @@ void run_bench(const BenchArgs& args) {
           record["paired_attention_passes"] = st.paired_attention_passes;
           // (in the graphs captured for this configuration, by the warm-up or the timed run)
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;
-          record["early_cublas_edges"] = st.early_cublas_edges + warmup_stats.early_cublas_edges;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)

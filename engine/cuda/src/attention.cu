@@ -17,8 +17,6 @@
 
 #include <cuda_bf16.h>
 
-#include <cstdlib>
-
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -47,7 +45,6 @@ struct AttnArgs {
   float* partial_lse;
   std::uint32_t* counters;  ///< attention_mma_pipelined: one per AttnCombine, zero between passes
   bool early_reads;         ///< attention_mma_pipelined: metadata before wait_for_prior_grid()
-  bool diag_no_trigger;  // DIAG
   std::int32_t heads;
   std::int32_t kv_heads;
   std::int32_t group;
@@ -794,7 +791,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     // Q and the K/V pages come from the kernels before this one (returns at once after the
     // first item).
     wait_for_prior_grid();
-    if (!a.diag_no_trigger) allow_next_grid();
+    allow_next_grid();
     // This lane's copies of a page's K or V rows: all of them (a warp's own page), or its half
     // from chunk round `first` on (a pair's page).
     const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
@@ -1206,7 +1203,6 @@ void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader*
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
   AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   args.early_reads = pdl && early_reads;
-  args.diag_no_trigger = std::getenv("DIAG_ATTN_NO_TRIGGER") != nullptr;  // DIAG
   with_head_dim(shape.head_dim, [&](auto d) {
     run_attention<decltype(d)::value>(dtype, kernel, args, grid, stream, pdl);
   });

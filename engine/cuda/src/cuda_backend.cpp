@@ -168,8 +168,6 @@ struct CudaBackend::Impl {
   // The chunked vocabulary pass's scratch (VocabWorkspace).
   DeviceBuffer vocab_partials, vocab_counters, vocab_bin_counts, vocab_bin_masses;
   DeviceBuffer attn_counters;  // the pipelined attention's merge counters
-  /// The o and down projections' product in passes that add it in the norm (adds_in_norm).
-  DeviceBuffer delta;
   DeviceBuffer meta;
   PinnedBuffer meta_host, proposals_host;
   DeviceBuffer k_cache, v_cache;
@@ -426,9 +424,6 @@ struct CudaBackend::Impl {
     q = work_buffer(r * qd * e);
     attn = work_buffer(r * qd * e);
     gate_up = work_buffer(r * 2 * c.intermediate_size * 4);
-    if (options.residual_add_in_norm || options.early_cublas_launch)
-      delta =
-          work_buffer(std::min<std::int64_t>(r, options.early_cublas_max_rows) * c.hidden_size * 4);
     act = work_buffer(r * c.intermediate_size * e);
     hn = work_buffer(br * c.hidden_size * e);
     logits = work_buffer(br * c.vocab_size * 4);
@@ -515,22 +510,6 @@ struct CudaBackend::Impl {
                              h.get(), layers.front().gate_up.get(), gate_up.get());
   }
 
-  /// Whether a pass of rows_pad padded rows writes the o and down projections into `delta` and
-  /// adds them in the norm after them (CudaBackendOptions::residual_add_in_norm, implied by
-  /// early_cublas_launch): more than skinny_gemm_rows, at most early_cublas_max_rows.
-  bool adds_in_norm(std::int32_t rows_pad) const {
-    return (options.residual_add_in_norm || options.early_cublas_launch) &&
-           rows_pad > options.skinny_gemm_rows && rows_pad <= options.early_cublas_max_rows;
-  }
-
-  /// Whether a captured pass of rows_pad padded rows starts its cuBLASLt GEMMs early where their
-  /// algorithm waits (CudaBackendOptions::early_cublas_launch; bf16 with the autotune, whose
-  /// check decides it).
-  bool starts_cublas_early(std::int32_t rows_pad) const {
-    return options.early_cublas_launch && options.gemm_autotune && dtype == CudaDType::kBF16 &&
-           adds_in_norm(rows_pad);
-  }
-
   /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows, its
   /// attention by `kernel` on grid_of(kernel) blocks. With options.programmatic_launch, or
   /// programmatic_launch_few_rows and rows_pad <= skinny_gemm_rows, our kernels are PDL launches
@@ -544,13 +523,7 @@ struct CudaBackend::Impl {
     const bool pdl = options.programmatic_launch || options.early_start_after_cublas ||
                      (options.programmatic_launch_few_rows && rows_pad <= options.skinny_gemm_rows);
     gemm->set_programmatic_launch(pdl, options.pdl_early_reads);
-    gemm->set_early_launch(starts_cublas_early(rows_pad));
     stats.programmatic_passes += pdl ? 1 : 0;
-    // With add_in_norm the o and down projections write `delta`, and the next norm adds it to x
-    // (x is then one residual add behind until that norm).
-    const bool add_in_norm = adds_in_norm(rows_pad);
-    float* const product = add_in_norm ? delta.as<float>() : x.as<float>();
-    const float* pending = nullptr;
     const std::int64_t wgmma_before = gemm->wgmma_launches();
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
@@ -560,16 +533,10 @@ struct CudaBackend::Impl {
     // RMSNorm(x) w^T: fused into the skinny GEMM where it takes it, else the norm kernel into h.
     // With `swiglu_act`, SwiGLU is fused into the GEMM's epilogue where the skinny kernel takes
     // it (returns true; y is then not written), else the caller launches it (returns false).
-    const bool fuse =
-        options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16 && !add_in_norm;
+    const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
     const auto norm_into_h = [&](const DeviceBuffer& norm_weight) {
-      if (pending != nullptr)
-        launch_add_rms_norm(dtype, x.as<float>(), pending, norm_weight.as<float>(), shape.hidden,
-                            shape.eps, h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
-      else
-        launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
-                        h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
-      pending = nullptr;
+      launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
+                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
     };
     const auto normed_gemm = [&](const DeviceBuffer& norm_weight, const DeviceBuffer& w, float* y,
                                  std::int64_t out, void* swiglu_act = nullptr) {
@@ -608,9 +575,8 @@ struct CudaBackend::Impl {
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
-      gemm->run(dtype, attn.get(), l.o.get(), product, rows_pad, qd, hd, !add_in_norm, s,
+      gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
                 options.stage_o_weights);
-      if (add_in_norm) pending = product;
       if (gate_up_bf16) {
         norm_into_h(l.post_norm);
         gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
@@ -620,17 +586,11 @@ struct CudaBackend::Impl {
                               swiglu ? act.get() : nullptr)) {
         launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s, pdl);
       }
-      gemm->run(dtype, act.get(), l.down.get(), product, rows_pad, in, hd, !add_in_norm, s);
-      if (add_in_norm) pending = product;
+      gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
     }
     if (block_rows_pad > 0) {
-      if (pending != nullptr)
-        launch_add_rms_norm(dtype, x.as<float>(), pending, final_norm.as<float>(), shape.hidden,
-                            shape.eps, hn.get(), block_rows_pad, header, s, options.fast_norms,
-                            pdl);
-      else
-        launch_rms_norm(dtype, x.as<float>(), final_norm.as<float>(), shape.hidden, shape.eps,
-                        hn.get(), block_rows_pad, header, s, options.fast_norms, pdl);
+      launch_rms_norm(dtype, x.as<float>(), final_norm.as<float>(), shape.hidden, shape.eps,
+                      hn.get(), block_rows_pad, header, s, options.fast_norms, pdl);
       gemm->run(dtype, hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(),
                 logits.as<float>(), block_rows_pad, hd, c.vocab_size, false, s);
       const auto vocab = static_cast<std::int32_t>(c.vocab_size);
@@ -661,9 +621,6 @@ struct CudaBackend::Impl {
                        kvd = c.num_kv_heads * c.head_dim, in = c.intermediate_size;
     const cudaStream_t s = stream->get();
     const Layer& l = layers.front();
-    gemm->set_early_launch(starts_cublas_early(rows_pad));
-    const bool add_in_norm = adds_in_norm(rows_pad);
-    float* const product = add_in_norm ? delta.as<float>() : x.as<float>();
     struct Shape {
       void* x;
       const void* w;
@@ -674,10 +631,10 @@ struct CudaBackend::Impl {
     };
     const Shape shapes[] = {
         {h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false},
-        {attn.get(), l.o.get(), product, rows_pad, qd, hd, !add_in_norm},
+        {attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true},
         {h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in, false,
          gate_up_in_bf16(rows_pad)},
-        {act.get(), l.down.get(), product, rows_pad, in, hd, !add_in_norm},
+        {act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true},
         {hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(), logits.as<float>(),
          block_rows_pad, hd, c.vocab_size, false}};
     for (const Shape& g : shapes) {
@@ -714,13 +671,7 @@ struct CudaBackend::Impl {
         const auto early = [&](cudaGraph_t g) {
           if (options.early_start_after_cublas)
             stats.early_start_edges += start_early_after_foreign_kernels(g, kOwnKernelNames);
-          if (options.early_cublas_launch) {
-            // Only into the GEMMs whose algorithm the autotune saw wait (GemmChoice::waits).
-            const auto into = gemm->take_waiting_nodes();
-            stats.early_cublas_edges += start_foreign_kernels_early(g, kOwnKernelNames, &into);
-          }
         };
-        (void)gemm->take_waiting_nodes();  // nodes of an earlier capture (or a failed one)
         it = graphs.emplace(key, capture_graph(s, enqueue_pass, early)).first;
         ++stats.graph_captures;
       }

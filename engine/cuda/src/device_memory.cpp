@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -177,46 +175,6 @@ int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own) {
     if (std::memcmp(&data[i], &pdl, sizeof pdl) != 0 || !is_foreign(from[i])) continue;
     DICE_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
     DICE_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &early, 1));
-    ++changed;
-  }
-  return changed;
-}
-
-int start_foreign_kernels_early(cudaGraph_t graph, std::string_view own,
-                                const std::unordered_set<cudaGraphNode_t>* into) {
-  std::size_t count = 0;
-  DICE_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
-  std::vector<cudaGraphNode_t> from(count), to(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  DICE_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &count));
-  cudaGraphEdgeData plain{}, early{};
-  early.from_port = cudaGraphKernelNodePortProgrammatic;
-  early.type = cudaGraphDependencyTypeProgrammatic;
-  // Each node's kind, asked once: 1 ours, 2 foreign, 0 not a kernel.
-  std::unordered_map<cudaGraphNode_t, int> kind;
-  const auto kind_of = [&](cudaGraphNode_t node) {
-    const auto [it, added] = kind.try_emplace(node, 0);
-    if (added) {
-      const std::string name = kernel_name(node);
-      it->second = name.empty() ? 0 : name.find(own) != std::string::npos ? 1 : 2;
-    }
-    return it->second;
-  };
-  int changed = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (std::memcmp(&data[i], &plain, sizeof plain) != 0 || kind_of(from[i]) != 1 ||
-        kind_of(to[i]) != 2 || (into != nullptr && !into->contains(to[i])))
-      continue;
-    DICE_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
-    DICE_CUDA_CHECK(cudaGraphAddDependencies(graph, &from[i], &to[i], &early, 1));
-    if (std::getenv("DIAG_NODE_ATTR") != nullptr) {  // DIAG
-      cudaKernelNodeAttrValue v{};
-      v.programmaticStreamSerializationAllowed = 1;
-      const cudaError_t e = cudaGraphKernelNodeSetAttribute(
-          to[i], cudaLaunchAttributeProgrammaticStreamSerialization, &v);
-      std::fprintf(stderr, "DIAG node attribute: %s\n", cudaGetErrorString(e));
-      (void)cudaGetLastError();
-    }
     ++changed;
   }
   return changed;

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 
 #include "cuda_check.h"
@@ -138,19 +137,10 @@ inline constexpr std::string_view kOwnKernelNames = "4dice6engine4cuda";
 /// names: a PDL launch (launch.cuh's launch_kernel with `pdl`) is one whose kernel waits for its
 /// predecessor (griddepcontrol.wait) before it reads or writes anything, which keeps the early
 /// start correct; a plain edge (full dependency) is left as it is, and so are edges from our own
-/// kernels (they trigger where launch.cuh says). Returns the edges changed (0 on a second call).
-/// Throws dice::Error on CUDA failures.
-int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own);
-
-/// Makes each plain edge of `graph` from one of our kernels (a kernel node whose mangled name
-/// contains `own`) into a foreign kernel (cuBLASLt's) a programmatic edge from our kernel's
-/// programmatic port: the foreign kernel's blocks are scheduled once every block of ours has
-/// triggered (griddepcontrol.launch_dependents) or exited, instead of after our kernel has
-/// finished. Correct only for foreign kernels that wait (griddepcontrol.wait) before they read or
-/// write memory, which not every cuBLASLt kernel does: with `into`, only edges into those nodes
-/// change (Gemm::waiting_nodes: kernels whose plan Gemm::tune saw wait). Returns the edges
+/// kernels (they trigger where launch.cuh says). Edges *into* a foreign kernel stay full
+/// dependencies: cuBLASLt's kernels (CUDA 13.0) read their inputs without waiting for a
+/// programmatic predecessor (bench/results/2026-11-27-cublas-no-wait-h100). Returns the edges
 /// changed (0 on a second call). Throws dice::Error on CUDA failures.
-int start_foreign_kernels_early(cudaGraph_t graph, std::string_view own,
-                                const std::unordered_set<cudaGraphNode_t>* into = nullptr);
+int start_early_after_foreign_kernels(cudaGraph_t graph, std::string_view own);
 
 }  // namespace dice::engine::cuda

@@ -4,14 +4,9 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstdint>
-#include <string>
 
 #include "cuda_check.h"
 #include "device_utils.cuh"
-#include "dice/core/error.h"
-#include "launch.cuh"
 #include "ops.h"
 
 namespace dice::engine::cuda {
@@ -46,40 +41,7 @@ __global__ void hash_kernel(const float* data, std::int64_t count, unsigned long
   if ((threadIdx.x & 31) == 0) atomicAdd(out, static_cast<unsigned long long>(h));
 }
 
-/// launch_delayed_fill's kernel: lets the next kernel be scheduled, waits, then fills.
-__global__ void delayed_fill_kernel(std::uint16_t* x, std::int64_t count, std::uint32_t seed,
-                                    std::int64_t delay_ns) {
-  allow_next_grid();
-  std::uint64_t start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < static_cast<std::uint64_t>(delay_ns));
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    // A bf16 in [-1, 1): 2 f - 3 for f in [1, 2) with 7 random mantissa bits (exact in bf16).
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed * 40503u;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    const float f = __uint_as_float((0x3F80u | (h & 0x7Fu)) << 16);
-    x[i] = static_cast<std::uint16_t>(__float_as_uint(2.0f * f - 3.0f) >> 16);
-  }
-}
-
 }  // namespace
-
-void launch_delayed_fill(void* x, std::int64_t count, std::uint32_t seed, std::int64_t delay_ns,
-                         cudaStream_t stream) {
-  if (count <= 0 || delay_ns < 0)
-    throw Error("launch_delayed_fill: count " + std::to_string(count) + " must be > 0 and delay " +
-                std::to_string(delay_ns) + " ns >= 0");
-  const char* b = std::getenv("DIAG_FILL_BLOCKS");  // DIAG
-  const int blocks = b != nullptr ? std::atoi(b) : 264;
-  delayed_fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<std::uint16_t*>(x), count, seed,
-                                                  delay_ns);
-  DICE_CUDA_CHECK_LAUNCH("delayed_fill_kernel");
-}
 
 void launch_hash(const float* data, std::int64_t count, unsigned long long* out,
                  cudaStream_t stream) {

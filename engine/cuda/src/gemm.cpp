@@ -3,12 +3,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <string>
-#include <utility>
 
 #include "cuda_check.h"
 #include "dice/core/error.h"
@@ -337,74 +334,12 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     p.choice.chosen_us = best_us;
     p.choice.fastest_us = fastest_us;
   }
-  if (early_launch_ && dtype == CudaDType::kBF16 && !accumulate)
-    p.waits = waits_for_predecessor(p, x, w, y, rows, in, y_words, stream);
-  p.choice.waits = p.waits;
   p.choice.algo_id = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_ID);
   p.choice.tile_id = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
   p.choice.splitk = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
   p.choice.stages_id = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
   p.choice.cluster_shape_id = algo_config(p.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-}
-
-bool Gemm::waits_for_predecessor(const Plan& p, void* x, const void* w, float* y, std::int64_t rows,
-                                 std::int64_t in, std::int64_t y_words, cudaStream_t stream) {
-  const float alpha = 1.0f, beta = 0.0f;
-  const std::size_t y_bytes = static_cast<std::size_t>(y_words) * sizeof(float);
-  const std::uint32_t seed = 0xD1CEu + static_cast<std::uint32_t>(rows);
-  const auto matmul = [&] {
-    DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
-                                     &p.algo, workspace_.get(), workspace_.bytes(), stream));
-  };
-  auto* hash = hash_.as<unsigned long long>();
-  const auto hashed = [&] {
-    launch_hash(y, y_words, hash, stream);
-    unsigned long long bits = 0;
-    DICE_CUDA_CHECK(cudaMemcpyAsync(&bits, hash, sizeof bits, cudaMemcpyDeviceToHost, stream));
-    DICE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return bits;
-  };
-  launch_delayed_fill(x, rows * in, seed, 0, stream);
-  DICE_CUDA_CHECK(cudaMemsetAsync(y, 0, y_bytes, stream));
-  matmul();
-  const unsigned long long want = hashed();
-  int changed = 0;
-  const GraphExec graph = capture_graph(
-      stream,
-      [&] {
-        launch_delayed_fill(x, rows * in, seed, 200'000, stream);
-        matmul();
-      },
-      [&](cudaGraph_t g) { changed = start_foreign_kernels_early(g, kOwnKernelNames); });
-  if (changed == 0) return false;
-  DICE_CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<std::size_t>(rows * in) * 2, stream));
-  DICE_CUDA_CHECK(cudaMemsetAsync(y, 0, y_bytes, stream));
-  graph.launch(stream);
-  return hashed() == want;
-}
-
-void Gemm::note_waiting_node(const Plan& p, cudaStream_t stream) {
-  // An accumulating GEMM reads C = D, the residual stream, and is never started early (its
-  // plan never waits; bench/results/2026-11-27-early-cublas-launch-h100).
-  if (!early_launch_ || !p.waits || p.choice.accumulate) return;
-  if (const char* only = std::getenv("DICE_EARLY_CUBLAS_ONLY_IN"); only != nullptr) {  // DIAG
-    const std::string o = std::string(",") + only + ",";
-    if (o.find("," + std::to_string(p.choice.in) + "-" + std::to_string(p.choice.out) + ",") ==
-        std::string::npos)
-      return;
-  }
-  cudaStreamCaptureStatus status{};
-  const cudaGraphNode_t* leaves = nullptr;
-  std::size_t count = 0;
-  DICE_CUDA_CHECK(
-      cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &leaves, nullptr, &count));
-  if (status != cudaStreamCaptureStatusActive) return;
-  for (std::size_t i = 0; i < count; ++i) waiting_nodes_.insert(leaves[i]);
-}
-
-std::unordered_set<cudaGraphNode_t> Gemm::take_waiting_nodes() {
-  return std::exchange(waiting_nodes_, {});
 }
 
 bool Gemm::fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -463,7 +398,6 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
                                    &p.algo, workspace_.get(), workspace_.bytes(), stream));
-  note_waiting_node(p, stream);
 }
 
 void Gemm::run_bf16_out(const void* x, const void* w, void* y, std::int64_t rows, std::int64_t in,
@@ -473,7 +407,6 @@ void Gemm::run_bf16_out(const void* x, const void* w, void* y, std::int64_t rows
   const float alpha = 1.0f, beta = 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
                                    &p.algo, workspace_.get(), workspace_.bytes(), stream));
-  note_waiting_node(p, stream);
 }
 
 }  // namespace dice::engine::cuda

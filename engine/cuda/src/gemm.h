@@ -13,7 +13,6 @@
 #include <map>
 #include <optional>
 #include <tuple>
-#include <unordered_set>
 #include <vector>
 
 #include "device_memory.h"
@@ -92,13 +91,6 @@ class Gemm {
     early_weights_ = on && early_weights;
   }
 
-  /// Whether later tune() calls check whether the kept algorithm waits for a programmatic
-  /// predecessor (GemmChoice::waits; bf16 GEMMs that do not accumulate only) and later run() /
-  /// run_bf16_out() calls in a stream capture note their kernel nodes when it does
-  /// (take_waiting_nodes). Changed per pass by the backend (CudaBackendOptions::
-  /// early_cublas_launch); off by default.
-  void set_early_launch(bool on) { early_launch_ = on; }
-
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
   /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
@@ -138,10 +130,6 @@ class Gemm {
   double tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, cudaStream_t stream, int candidates = 16,
               int repeats = 3, bool bf16_out = false);
-  /// The kernel nodes that run() and run_bf16_out() added to stream captures since the last
-  /// call, for shapes whose kept algorithm waited for a programmatic predecessor in tune()'s
-  /// check (GemmChoice::waits): start_foreign_kernels_early's `into`. Empties the set.
-  std::unordered_set<cudaGraphNode_t> take_waiting_nodes();
   /// Whether tune() ran for this shape.
   bool tuned(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate,
              bool bf16_out = false) const;
@@ -154,7 +142,6 @@ class Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool tuned = false;
-    bool waits = false;  ///< choice.waits
     GemmChoice choice;
   };
   /// (dtype, rows, in, out, accumulate, bf16 output)
@@ -167,16 +154,6 @@ class Gemm {
     bool tuned = false;
     GemmChoice choice;
   };
-  /// tune()'s check of plan `p` (bf16, not accumulating; x and y dead): y = x w^T computed
-  /// eagerly from launch_delayed_fill's x, then captured behind the delayed fill (x written
-  /// ~0.2 ms after the fill lets the GEMM start) with the edge made programmatic, from x = 0.
-  /// Whether the captured run gave the eager bits (false where no edge could be made
-  /// programmatic).
-  bool waits_for_predecessor(const Plan& p, void* x, const void* w, float* y, std::int64_t rows,
-                             std::int64_t in, std::int64_t y_words, cudaStream_t stream);
-  /// Adds the capture's current leaf nodes (the GEMM just enqueued) to waiting_nodes_ when `p`
-  /// waits and `stream` is capturing.
-  void note_waiting_node(const Plan& p, cudaStream_t stream);
   double tune_skinny(void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                      std::int64_t out, bool accumulate, cudaStream_t stream, int repeats);
   /// The wgmma kernel's launch of wgmma() shapes (tile_n kWgmmaTileN, the rule's split count;
@@ -198,8 +175,6 @@ class Gemm {
   DeviceBuffer workspace_;
   DeviceBuffer hash_;  ///< the autotune's output hash
   std::map<Key, Plan> plans_;
-  std::unordered_set<cudaGraphNode_t> waiting_nodes_;
-  bool early_launch_ = false;  ///< set_early_launch
 };
 
 }  // namespace dice::engine::cuda

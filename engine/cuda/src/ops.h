@@ -142,16 +142,6 @@ void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
                      cudaStream_t stream, bool vectorised = true, bool pdl = false);
 
-/// launch_rms_norm of x + delta (x, delta [rows, hidden] fp32; one fp32 addition per element,
-/// the bits a GEMM epilogue with beta = 1 gives): the residual add of a projection that wrote its
-/// product into `delta` instead of accumulating into x (CudaBackendOptions::residual_add_in_norm).
-/// Without `gather` the sums are also written back into x's rows; with it only the gathered rows
-/// are read and x is left as it was. Throws dice::Error for a null `delta` and on launch failure.
-void launch_add_rms_norm(CudaDType dtype, float* x, const float* delta, const float* weight,
-                         std::int32_t hidden, double eps, void* out, std::int32_t rows,
-                         const PassHeader* gather, cudaStream_t stream, bool vectorised = true,
-                         bool pdl = false);
-
 /// From the fused projection output qkv [rows_pad, (heads + 2 kv_heads) head_dim] fp32: per-head
 /// RMSNorm of q and k with q_norm / k_norm [head_dim], NeoX rotate-half RoPE at the row's
 /// position from `rope` (cos, sin) [max_position, head_dim / 2], q written to q_out
@@ -309,15 +299,6 @@ void launch_vocab_pass_chunked(const PassHeader* meta, const float* logits, std:
 /// hash of (seed, index) (benchmarks and GEMM-rate measurement: never zeros).
 void launch_fill_random(CudaDType dtype, void* data, std::int64_t count, float std,
                         std::uint64_t seed, cudaStream_t stream);
-
-/// Launches 264 blocks that let the next kernel be scheduled at once
-/// (griddepcontrol.launch_dependents), spin `delay_ns` on the global timer, then write `count`
-/// bf16 values (a hash of `seed` and the index, in [-1, 1)) into `x`: a predecessor whose output
-/// a kernel started early by a programmatic edge sees only if it waits (griddepcontrol.wait) for
-/// it (Gemm::tune's check of cuBLASLt's kernels). Throws dice::Error for count <= 0 or a negative
-/// delay, and on a launch failure.
-void launch_delayed_fill(void* x, std::int64_t count, std::uint32_t seed, std::int64_t delay_ns,
-                         cudaStream_t stream);
 
 /// *out = a hash of the bits of data[0, count) and their indices (a sum of mixed 64-bit values:
 /// independent of the order threads add them). Two arrays with the same hash are, but for a

@@ -507,78 +507,7 @@ TEST_F(CudaBackendTest, EarlyStartAfterCublasChangesNoBits) {
     EXPECT_GT(on.stats().early_start_edges, 0) << shape.name;
     EXPECT_GT(on.stats().programmatic_passes, off.stats().programmatic_passes) << shape.name;
     EXPECT_EQ(off.stats().early_start_edges, 0) << shape.name;
-    // early_cublas_launch: the GEMMs after our kernels start early too where their algorithm
-    // waits (edges counted), in the passes of at most early_cublas_max_rows rows (here the
-    // block passes of 4-8 rows), whose residual adds move into the norms: the bits of the same
-    // passes without the early launch.
-    CudaBackendOptions added = early;
-    added.residual_add_in_norm = true;
-    CudaBackendOptions both = early;
-    both.early_cublas_launch = true;
-    CudaBackend in_norm(weights, added), into(weights, both);
-    expect_same_bits(into, in_norm, shape.config, shape.name + ", early cuBLASLt launch");
-    EXPECT_GT(into.stats().early_cublas_edges, 0) << shape.name;
-    EXPECT_EQ(in_norm.stats().early_cublas_edges, 0) << shape.name;
-    EXPECT_EQ(on.stats().early_cublas_edges, 0) << shape.name;
   }
-}
-
-TEST_F(CudaBackendTest, DiagEarlyCublas) {
-  const auto shape = shapes()[static_cast<std::size_t>(std::atoi(std::getenv("DIAG_SHAPE")))];
-  const CpuWeights weights = random_weights(shape.config, shape.std, true);
-  CudaBackendOptions base = limited();
-  base.skinny_gemm_rows = 0;
-  base.early_start_after_cublas = std::getenv("DIAG_NO_EARLY_START") == nullptr;
-  if (std::getenv("DIAG_SIMPLE_ATTENTION") != nullptr) base.pipelined_attention = false;
-  if (std::getenv("DIAG_NO_EARLY_READS") != nullptr) base.pdl_early_reads = false;
-  if (std::getenv("DIAG_NO_DEEP") != nullptr) base.attention_deep_pipeline = false;
-  if (std::getenv("DIAG_NO_PAIRED") != nullptr) base.attention_paired_tiles = false;
-  if (const char* k = std::getenv("DIAG_SPLIT_KEYS"); k != nullptr)
-    base.attention_min_split_keys = std::atoi(k);
-  base.residual_add_in_norm = true;
-  CudaBackendOptions both = base;
-  both.early_cublas_launch = true;
-  CudaBackend in_norm(weights, base), into(weights, both);
-  const auto ids = random_ids(300, shape.config.vocab_size, 6);
-  for (const bool fused : {true, false}) {
-    const auto x = score_blocks(into, ids, 250, 4, fused);
-    const auto y = score_blocks(in_norm, ids, 250, 4, fused);
-    std::printf("DIAG %s fused %d: same %d rel %g edges %ld\n", shape.name.c_str(), fused,
-                same_bits(x, y), max_row_rel_l2(x, y), (long)into.stats().early_cublas_edges);
-  }
-  for (const auto& c : into.gemm_choices())
-    std::printf("DIAG gemm %ld x %ld -> %ld acc %d bf16 %d waits %d algo %d tile %d splitk %d\n",
-                (long)c.rows, (long)c.in, (long)c.out, c.accumulate, c.bf16_out, c.waits,
-                c.algo_id, c.tile_id, c.splitk);
-}
-
-TEST_F(CudaBackendTest, ResidualAddInNormLogitsMatchTheCpuReference) {
-  // residual_add_in_norm: in passes of more than skinny_gemm_rows (0 here: every pass) and at
-  // most early_cublas_max_rows rows, o and down write their product into a buffer and the next
-  // norm (or the final, gathered norm) adds it to the residual stream. Logits against the CPU
-  // reference, bf16 and fp32, with a 12/13-token prompt (16-row passes) and 4-8-row block
-  // passes; a cap of 8 rows leaves the prompt pass on the += GEMMs, mixing both kinds of pass.
-  for (const auto& shape : shapes())
-    for (const auto dtype : {CudaDType::kBF16, CudaDType::kF32})
-      for (const std::int64_t cap : {128, 8}) {
-        const bool bf16 = dtype == CudaDType::kBF16;
-        const CpuWeights weights = random_weights(shape.config, shape.std, bf16);
-        CpuBackend cpu(weights);
-        CudaBackendOptions options = limited({.dtype = dtype});
-        options.skinny_gemm_rows = 0;
-        options.residual_add_in_norm = true;
-        options.early_cublas_max_rows = cap;
-        CudaBackend gpu(weights, options);
-        const auto ids = random_ids(41, shape.config.vocab_size, 3);
-        for (const std::int64_t prompt : {13, 12})
-          for (const bool fused : {true, false}) {
-            const auto want = score_blocks(cpu, ids, prompt, 4, fused);
-            const auto got = score_blocks(gpu, ids, prompt, 4, fused);
-            EXPECT_LT(max_row_rel_l2(got, want), bf16 ? 1e-2 : 1e-4)
-                << shape.name << (bf16 ? ", bf16" : ", fp32") << ", cap " << cap << ", prompt "
-                << prompt << (fused ? ", fused" : ", unfused");
-          }
-      }
 }
 
 TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {

@@ -210,62 +210,6 @@ TEST_F(CudaOps, RmsNormPlainAndGathered) {
     }
 }
 
-TEST_F(CudaOps, AddRmsNormGivesTheBitsOfTheNormOfTheSum) {
-  // launch_add_rms_norm(x, delta) is the residual add of a projection that wrote its product
-  // into delta (CudaBackendOptions::residual_add_in_norm): x becomes x + delta (fp32, bit for bit
-  // the host's addition) and the output is launch_rms_norm of that sum, bit for bit. Gathered
-  // (the final norm over a pass's block rows), x stays as it was. A null delta is an error.
-  for (const bool vectorised : {false, true})
-    for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16}) {
-      const std::string what = std::string(name(dtype)) + (vectorised ? " vectorised" : " first");
-      const int rows = 9, hidden = 2560;
-      const auto x = random_vector(rows * hidden, 12, 3.0f);
-      const auto delta = random_vector(rows * hidden, 13, 1.0f);
-      std::vector<float> sum(x.size());
-      for (std::size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + delta[i];
-      auto w = random_vector(hidden, 14, 0.1f);
-      for (auto& v : w) v += 1.0f;
-      const auto d_x = upload(x, CudaDType::kF32), d_delta = upload(delta, CudaDType::kF32);
-      const auto d_sum = upload(sum, CudaDType::kF32), d_w = upload(w, CudaDType::kF32);
-      DeviceBuffer want(rows * hidden * 4), got(rows * hidden * 4);
-      launch_rms_norm(dtype, d_sum.as<float>(), d_w.as<float>(), hidden, 1e-6, want.get(), rows,
-                      nullptr, stream(), vectorised);
-      launch_add_rms_norm(dtype, d_x.as<float>(), d_delta.as<float>(), d_w.as<float>(), hidden,
-                          1e-6, got.get(), rows, nullptr, stream(), vectorised);
-      synchronize();
-      const auto elem = dtype == CudaDType::kBF16 ? 2 : 4;
-      EXPECT_EQ(download_bytes(got, rows * hidden * elem),
-                download_bytes(want, rows * hidden * elem))
-          << what;
-      EXPECT_EQ(download(d_x, rows * hidden, CudaDType::kF32), sum) << what << ": x written back";
-
-      // Gathered: rows 5..8 (a fused-store pass's block rows), padded to 8; x untouched.
-      PassItem item;
-      const std::vector<std::int32_t> commit{1, 2, 3, 4}, block{5, 6, 7, 8};
-      const std::vector<std::int32_t> pages{1};
-      item.commit = commit;
-      item.block = block;
-      item.block_length = 4;
-      item.pages = pages;
-      const PassPlan plan = plan_pass(std::span(&item, 1), {4, 2, 1, 0});
-      const auto meta = upload_bytes(plan.bytes);
-      const auto d_x2 = upload(x, CudaDType::kF32);
-      DeviceBuffer want_g(8 * hidden * 4), got_g(8 * hidden * 4);
-      launch_rms_norm(dtype, d_sum.as<float>(), d_w.as<float>(), hidden, 1e-6, want_g.get(), 8,
-                      meta.as<PassHeader>(), stream(), vectorised);
-      launch_add_rms_norm(dtype, d_x2.as<float>(), d_delta.as<float>(), d_w.as<float>(), hidden,
-                          1e-6, got_g.get(), 8, meta.as<PassHeader>(), stream(), vectorised);
-      synchronize();
-      EXPECT_EQ(download_bytes(got_g, 8 * hidden * elem), download_bytes(want_g, 8 * hidden * elem))
-          << what << ", gathered";
-      EXPECT_EQ(download(d_x2, rows * hidden, CudaDType::kF32), x) << what << ": gathered x kept";
-    }
-  DeviceBuffer x(4 * 256 * 4), out(4 * 256 * 4);
-  EXPECT_THROW(launch_add_rms_norm(CudaDType::kF32, x.as<float>(), nullptr, x.as<float>(), 256,
-                                   1e-6, out.get(), 4, nullptr, stream()),
-               Error);
-}
-
 /// cos/sin table as the backend builds it.
 std::vector<float2> rope_table(int positions, int d, double theta) {
   std::vector<float> inv_freq;
@@ -630,63 +574,6 @@ struct GemmCase {
   }
   DeviceBuffer w, x, y0;
 };
-
-TEST_F(CudaOps, CublasKernelsWaitForAProgrammaticPredecessor) {
-  // With set_early_launch, Gemm::tune checks whether the algorithm it keeps waits
-  // (griddepcontrol.wait) before it reads x: behind a predecessor that lets it start at once and
-  // writes x only ~0.2 ms later (longer than any of these GEMMs runs), a GEMM that does not wait
-  // reads the zeros left in x and misses the eager run's bits. CudaBackendOptions::
-  // early_cublas_launch starts only those GEMMs early, and never one that accumulates (+=, C = D:
-  // not checked). Every SDAR-1.7B and SDAR-4B layer shape the backend gives cuBLASLt in the
-  // passes that start GEMMs early (64 and 128 rows: fp32 out, bf16 out for gate/up, o and down
-  // into a buffer of their own) waits with the device's cuBLASLt (CUDA 13.0); at 1,024 rows
-  // some algorithms do not (bench/results/2026-11-27-early-cublas-launch-h100), which shows the
-  // check can tell.
-  struct Shape {
-    std::int64_t in, out;
-    bool accumulate, bf16_out;
-  };
-  const std::vector<Shape> shapes{{2048, 4096, false, false}, {2048, 2048, false, false},
-                                  {2048, 12288, false, true}, {6144, 2048, false, false},
-                                  {2560, 6144, false, false}, {4096, 2560, false, false},
-                                  {2560, 19456, false, true}, {9728, 2560, false, false},
-                                  {2048, 2048, true, false},  {9728, 2560, true, false}};
-  Gemm gemm;  // skinny rows 0: every GEMM is cuBLASLt's
-  gemm.set_early_launch(true);
-  for (const std::int64_t rows : {64, 128, 1024})
-    for (const Shape& shape : shapes) {
-      GemmCase c(shape.in, shape.out, rows, 900 + static_cast<std::uint64_t>(rows), stream());
-      DeviceBuffer y(static_cast<std::size_t>(rows * shape.out) * 4);
-      gemm.tune(CudaDType::kBF16, c.x.get(), c.w.get(), y.as<float>(), rows, shape.in, shape.out,
-                shape.accumulate, stream(), 16, 3, shape.bf16_out);
-    }
-  synchronize();
-  int large_not_waiting = 0;
-  for (const GemmChoice& choice : gemm.choices()) {
-    const std::string what = fmt::format(
-        "{} x {} -> {}{}{}, algorithm {} (tile {}, split-K {})", choice.rows, choice.in, choice.out,
-        choice.accumulate ? " (+=)" : "", choice.bf16_out ? " (bf16 out)" : "", choice.algo_id,
-        choice.tile_id, choice.splitk);
-    std::printf("%s: %s\n", what.c_str(), choice.waits ? "waits" : "does not wait");
-    if (choice.accumulate) {
-      EXPECT_FALSE(choice.waits) << what << ": += GEMMs are not checked";
-    } else if (choice.rows <= 128) {
-      EXPECT_TRUE(choice.waits) << what;
-    } else {
-      large_not_waiting += choice.waits ? 0 : 1;
-    }
-  }
-  EXPECT_EQ(gemm.choices().size(), 30u);
-  EXPECT_GT(large_not_waiting, 0) << "no 1,024-row algorithm failed the check: can it fail?";
-  // Without set_early_launch nothing is checked.
-  Gemm plain;
-  GemmCase c(2048, 4096, 64, 7, stream());
-  DeviceBuffer y(64 * 4096 * 4);
-  plain.tune(CudaDType::kBF16, c.x.get(), c.w.get(), y.as<float>(), 64, 2048, 4096, false,
-             stream());
-  synchronize();
-  EXPECT_FALSE(plain.choices().front().waits);
-}
 
 /// The largest per-row max |got - want| over the row's largest |want| of the first `rows` rows of
 /// [rows, out] outputs; infinity for a row whose reference is all zeros (a broken fill).

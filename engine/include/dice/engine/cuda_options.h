@@ -95,26 +95,6 @@ struct CudaBackendOptions {
   /// every pass alone gave +0.3-0.5%. false: PDL as programmatic_launch(_few_rows) say, and
   /// full dependencies after cuBLASLt.
   bool early_start_after_cublas = true;
-  /// In the captured passes of more than skinny_gemm_rows and at most early_cublas_max_rows
-  /// padded rows, a cuBLASLt GEMM after one of our kernels starts early too: the plain edge into
-  /// it becomes a programmatic edge from our kernel's programmatic port (device_memory.h,
-  /// start_foreign_kernels_early), so the GEMM's blocks are scheduled while ours finish. Only
-  /// GEMMs whose algorithm the autotune saw wait (griddepcontrol.wait) for such a predecessor
-  /// (Gemm::tune's check; GemmChoice::waits; not every cuBLASLt kernel does), and none that
-  /// accumulates into the residual stream: those passes add the o and down projections in the
-  /// norm after them (residual_add_in_norm turns on with this). Needs gemm_autotune. Off by
-  /// default (the record's `early_cublas_edges` counts the edges changed).
-  bool early_cublas_launch = false;
-  /// The largest pass (padded rows) of early_cublas_launch and residual_add_in_norm.
-  std::int64_t early_cublas_max_rows = 128;
-  /// In the passes of more than skinny_gemm_rows and at most early_cublas_max_rows padded rows,
-  /// the o and down projections write their product into a buffer of their own (beta = 0)
-  /// instead of adding it to the residual stream (beta = 1, C = D = x), and the RMSNorm after
-  /// each adds it (launch_add_rms_norm; the norm is then never fused into a GEMM). The kernel
-  /// started early after the one before it then reads nothing an older kernel wrote (see
-  /// bench/results/2026-11-27-early-cublas-launch-h100). The same math; other GEMM algorithms
-  /// for o and down, so other bits. Implied by early_cublas_launch.
-  bool residual_add_in_norm = false;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;

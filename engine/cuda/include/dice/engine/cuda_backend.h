@@ -47,10 +47,6 @@ struct CudaGemmChoice {
   /// block).
   bool skinny = false;
   int skinny_n_tiles = 0;  ///< n8 tiles per block kept
-  /// The kept algorithm waited for a programmatic predecessor in the autotune's check (a kernel
-  /// that triggers at once and writes x ~0.2 ms later, the GEMM behind a programmatic edge gave
-  /// the eager bits), so CudaBackendOptions::early_cublas_launch may start it early.
-  bool waits = false;
 };
 
 /// One pass's work split by what bounds it, for the floors of issue 6's benchmark.
@@ -135,9 +131,6 @@ struct CudaForwardStats {
   /// Graph edges from a cuBLASLt kernel to one of dice's made early-start edges at capture
   /// (CudaBackendOptions::early_start_after_cublas).
   std::int64_t early_start_edges = 0;
-  /// Graph edges from one of dice's kernels into a cuBLASLt kernel made programmatic at capture
-  /// (CudaBackendOptions::early_cublas_launch).
-  std::int64_t early_cublas_edges = 0;
   /// Cache positions attended, summed over sequences and passes (each sequence's KV counted once
   /// per pass, as a kernel that reads it once would): the KV bytes read are this times
   /// kv_bytes_per_position.
