@@ -102,10 +102,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       "and in captured passes those after a cuBLASLt GEMM scheduled once all of its blocks have "
       "begun (a programmatic edge from its launch completion; they still wait for its results); "
       "--no-pdl turns this off too (default: on)");
-  command->add_flag("--gemm-split-k", args.cuda.gemm_split_k,
-                    "cuda backend: the GEMM autotune also times split-K variants of cuBLASLt's "
-                    "algorithms for passes of at most 128 rows and keeps the fastest whatever its "
-                    "output bits (results then depend on the timing); default: off");
   command->add_flag("--masked-rows-only,!--no-masked-rows-only", args.cuda.masked_rows_only,
                     "cuda backend: in decoding, the final norm, lm_head and vocabulary pass run "
                     "over the block rows that hold the mask token only (a decided position's "

@@ -241,7 +241,6 @@ void run_bench(const BenchArgs& args) {
               {"attention_split_cost", o.attention_split_cost},
               {"attention_deep_pipeline", o.attention_deep_pipeline},
               {"early_start_after_cublas", o.early_start_after_cublas},
-              {"gemm_split_k", o.gemm_split_k},
               {"fast_norms", o.fast_norms},
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},

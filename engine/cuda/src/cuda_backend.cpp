@@ -234,7 +234,6 @@ struct CudaBackend::Impl {
     pass_end = std::make_unique<Event>();
     gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
     gemm->set_wgmma(options.wgmma_gemm);
-    gemm->set_split_k(options.gemm_split_k);
     upload_weights(source);
     build_rope();
     allocate_workspace();

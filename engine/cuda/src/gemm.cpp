@@ -250,36 +250,6 @@ std::vector<GemmChoice> Gemm::choices() const {
   return all;
 }
 
-void Gemm::add_split_k(const Plan& p, std::vector<cublasLtMatmulAlgo_t>& algos, std::int64_t in,
-                       std::uint64_t workspace) const {
-  // Split-K variants of the heuristic's first algorithms that do not split: each split count
-  // whose slices keep at least kSplitKMinSlice of k, with an in-place (ordered, deterministic)
-  // reduction and with one through the workspace in the compute type.
-  const std::size_t bases = std::min<std::size_t>(algos.size(), 3);
-  for (std::size_t b = 0; b < bases; ++b) {
-    if (algo_config(algos[b], CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1) continue;
-    for (const std::int32_t splits : {2, 3, 4, 6, 8, 12, 16}) {
-      if (in / splits < kSplitKMinSlice) break;
-      for (const std::uint32_t scheme :
-           {static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE),
-            static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)}) {
-        cublasLtMatmulAlgo_t a = algos[b];
-        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
-                                                 sizeof splits) != CUBLAS_STATUS_SUCCESS ||
-            cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                                 sizeof scheme) != CUBLAS_STATUS_SUCCESS)
-          continue;
-        cublasLtMatmulHeuristicResult_t r{};
-        if (cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &a, &r) !=
-                CUBLAS_STATUS_SUCCESS ||
-            r.workspaceSize > workspace)
-          continue;
-        algos.push_back(a);
-      }
-    }
-  }
-}
-
 double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                   int candidates, int repeats, bool bf16_out) {
@@ -324,7 +294,6 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     if (std::memcmp(&r.algo, &p.algo, sizeof r.algo) == 0) continue;
     algos.push_back(r.algo);
   }
-  if (split_k_ && rows <= kSplitKMaxRows) add_split_k(p, algos, in, bytes);
   for (std::size_t i = 0; i < algos.size(); ++i) {
     const auto launch = [&] {
       return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
@@ -344,8 +313,8 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
       p.choice.heuristic_us = us;
     }
     if (us < fastest_us) fastest_us = us;
-    if (bits != reference && !split_k_) continue;
-    same_bits += bits == reference ? 1 : 0;
+    if (bits != reference) continue;
+    ++same_bits;
     if (us < best_us) {
       best_us = us;
       best = static_cast<int>(i);

@@ -91,14 +91,6 @@ class Gemm {
     early_weights_ = on && early_weights;
   }
 
-  /// Whether later tune() calls of at most kSplitKMaxRows rows also time split-K variants of the
-  /// heuristic's algorithms (add_split_k) and keep the fastest candidate whatever its output bits
-  /// (CudaBackendOptions::gemm_split_k; off: only algorithms with the heuristic's first choice's
-  /// bits, so results never depend on the timing). Off by default.
-  void set_split_k(bool on) { split_k_ = on; }
-  static constexpr std::int64_t kSplitKMaxRows = 128;
-  static constexpr std::int64_t kSplitKMinSlice = 256;  ///< k per split, at least
-
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
   /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
@@ -162,11 +154,6 @@ class Gemm {
     bool tuned = false;
     GemmChoice choice;
   };
-  /// Appends to `algos` the split-K variants (2-16 splits of at least kSplitKMinSlice of `in`,
-  /// in-place or compute-type reduction) of its first three algorithms that cublasLtMatmulAlgoCheck
-  /// accepts for plan `p` within `workspace` bytes.
-  void add_split_k(const Plan& p, std::vector<cublasLtMatmulAlgo_t>& algos, std::int64_t in,
-                   std::uint64_t workspace) const;
   double tune_skinny(void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                      std::int64_t out, bool accumulate, cudaStream_t stream, int repeats);
   /// The wgmma kernel's launch of wgmma() shapes (tile_n kWgmmaTileN, the rule's split count;
@@ -183,7 +170,6 @@ class Gemm {
   std::int64_t wgmma_launches_ = 0;
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
-  bool split_k_ = false;  ///< set_split_k
   std::map<Key, SkinnyPlan> skinny_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

@@ -95,12 +95,6 @@ struct CudaBackendOptions {
   /// every pass alone gave +0.3-0.5%. false: PDL as programmatic_launch(_few_rows) say, and
   /// full dependencies after cuBLASLt.
   bool early_start_after_cublas = true;
-  /// The GEMM autotune (gemm_autotune) also times split-K variants of cuBLASLt's algorithms for
-  /// passes of at most 128 rows, whose few output tiles leave most SMs idle, and keeps the
-  /// fastest candidate whatever its output bits. Results then depend on which candidate the
-  /// timing picked (the same within a backend; between runs only as far as the pick repeats).
-  /// Off by default.
-  bool gemm_split_k = false;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;
