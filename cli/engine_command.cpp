@@ -241,6 +241,7 @@ void run_bench(const BenchArgs& args) {
               {"attention_split_cost", o.attention_split_cost},
               {"attention_deep_pipeline", o.attention_deep_pipeline},
               {"early_start_after_cublas", o.early_start_after_cublas},
+              {"gemm_tune_cold", o.gemm_tune_cold},
               {"fast_norms", o.fast_norms},
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},

@@ -234,6 +234,7 @@ struct CudaBackend::Impl {
     pass_end = std::make_unique<Event>();
     gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
     gemm->set_wgmma(options.wgmma_gemm);
+    gemm->set_cold_tune(options.gemm_tune_cold);
     upload_weights(source);
     build_rope();
     allocate_workspace();

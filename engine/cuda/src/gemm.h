@@ -91,6 +91,12 @@ class Gemm {
     early_weights_ = on && early_weights;
   }
 
+  /// Whether later tune() calls time cuBLASLt's candidates with the L2 cache flushed before each
+  /// launch (a memset of twice the L2 in the timed graph, its own time subtracted; at least 8
+  /// launches), as the forward runs them, instead of replaying them on warm weights.
+  /// CudaBackendOptions::gemm_tune_cold; off by default.
+  void set_cold_tune(bool on) { cold_tune_ = on; }
+
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
   /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
@@ -170,6 +176,8 @@ class Gemm {
   std::int64_t wgmma_launches_ = 0;
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
+  bool cold_tune_ = false;  ///< set_cold_tune
+  DeviceBuffer l2_flush_;   ///< cold_tune's flush target, allocated on first use
   std::map<Key, SkinnyPlan> skinny_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

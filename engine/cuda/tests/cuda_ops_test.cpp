@@ -359,11 +359,14 @@ std::vector<double> reference_gemm(const std::vector<float>& x, const std::vecto
 }
 
 TEST_F(CudaOps, GemmThroughCublasLt) {
-  // Heuristic plans, then (a second Gemm) the plans the autotune chose, on the same shapes: the
-  // tuned ones must give the heuristic's results bit for bit.
+  // Heuristic plans, then (a second Gemm) the plans the autotune chose, on warm weights and with
+  // the L2 flushed before each timed launch (set_cold_tune), on the same shapes: the tuned ones
+  // must give the heuristic's results bit for bit.
   Gemm plain;
-  for (const bool tune : {false, true}) {
+  for (const int mode : {0, 1, 2}) {
+    const bool tune = mode > 0;
     Gemm gemm;
+    gemm.set_cold_tune(mode == 2);
     for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
       for (const int rows : {1, 7, 64})
         for (const bool accumulate : {false, true}) {
@@ -373,9 +376,9 @@ TEST_F(CudaOps, GemmThroughCublasLt) {
           const auto y0 = random_vector(rows * out, 10);
           const auto d_x = upload(x, dtype), d_w = upload(w, dtype);
           const auto d_y = upload(y0, CudaDType::kF32);
-          const std::string what = std::string("gemm ") + name(dtype) + " rows " +
-                                   std::to_string(rows) + " accumulate " +
-                                   std::to_string(accumulate) + " tuned " + std::to_string(tune);
+          const std::string what =
+              std::string("gemm ") + name(dtype) + " rows " + std::to_string(rows) +
+              " accumulate " + std::to_string(accumulate) + " tune mode " + std::to_string(mode);
           if (tune) {
             DeviceBuffer x_scratch(rows * in * 4), y_scratch(rows * out * 4);
             EXPECT_GT(gemm.tune(dtype, x_scratch.get(), d_w.get(), y_scratch.as<float>(), rows, in,

@@ -95,6 +95,13 @@ struct CudaBackendOptions {
   /// every pass alone gave +0.3-0.5%. false: PDL as programmatic_launch(_few_rows) say, and
   /// full dependencies after cuBLASLt.
   bool early_start_after_cublas = true;
+  /// The GEMM autotune times cuBLASLt's candidates with the L2 cache flushed before each launch
+  /// (as in the forward, where the layers before stream other weights through it) instead of
+  /// replaying each on warm weights, which favoured algorithms that are slower from HBM. The same
+  /// candidates, so the same bits. Measured on an H100 (bench/results/2026-11-27-gemm-tune-cold-
+  /// h100): +1.4% tok/s for SDAR-1.7B and +0.3% for SDAR-4B at 16 x 1,024 (every round), within
+  /// the noise at 128 x 1,024; the autotune takes 0.1-0.4 s longer. false: warm replays.
+  bool gemm_tune_cold = true;
   /// RMSNorm and q/k-norm kernels with fp32 sums for bf16 and warp-per-row layouts (false: one
   /// block per row with double sums). fp32 backends keep double sums either way.
   bool fast_norms = true;
