@@ -234,7 +234,8 @@ struct CudaBackend::Impl {
     pass_end = std::make_unique<Event>();
     gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
     gemm->set_wgmma(options.wgmma_gemm);
-    gemm->set_cold_tune(options.gemm_tune_cold);
+    gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
+                        dtype == CudaDType::kBF16);
     upload_weights(source);
     build_rope();
     allocate_workspace();
@@ -441,7 +442,7 @@ struct CudaBackend::Impl {
     attn_counters = zeroed_work_buffer(std::int64_t{kMaxPartials} * 4);
     proposals_host = PinnedBuffer(static_cast<std::size_t>(br) * sizeof(ProposalOut));
     ensure_meta(1 << 20);
-    memory.workspace += static_cast<std::int64_t>(gemm->workspace_bytes());
+    memory.workspace += static_cast<std::int64_t>(gemm->workspace_bytes() + gemm->scratch_bytes());
   }
 
   void ensure_meta(std::size_t bytes) {

@@ -131,6 +131,15 @@ int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
   return it != skinny_.end() ? it->second.n_tiles : skinny_default_n_tiles(rows, out, sms_);
 }
 
+void Gemm::set_cold_tune(bool on) {
+  cold_tune_ = on;
+  if (!on || l2_flush_.bytes() > 0) return;
+  int device = 0, l2 = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  l2_flush_ = DeviceBuffer(2 * static_cast<std::size_t>(std::max(l2, 1 << 20)));
+}
+
 double Gemm::tune_skinny(void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                          std::int64_t out, bool accumulate, cudaStream_t stream, int repeats) {
   const Key key{static_cast<int>(CudaDType::kBF16), rows, in, out, accumulate, false};
@@ -329,15 +338,8 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   // before have streamed other weights through it).
   const int timed = cold_tune_ ? std::max(repeats, 8) : repeats;
   double flush_us = 0;
-  if (cold_tune_) {
-    if (l2_flush_.bytes() == 0) {
-      int device = 0, l2 = 0;
-      DICE_CUDA_CHECK(cudaGetDevice(&device));
-      DICE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-      l2_flush_ = DeviceBuffer(2 * static_cast<std::size_t>(std::max(l2, 1 << 20)));
-    }
+  if (cold_tune_)
     flush_us = flush_time_us(stream, timed, start, stop, l2_flush_.get(), l2_flush_.bytes());
-  }
   for (std::size_t i = 0; i < algos.size(); ++i) {
     const auto launch = [&] {
       return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

@@ -94,8 +94,13 @@ class Gemm {
   /// Whether later tune() calls time cuBLASLt's candidates with the L2 cache flushed before each
   /// launch (a memset of twice the L2 in the timed graph, its own time subtracted; at least 8
   /// launches), as the forward runs them, instead of replaying them on warm weights.
-  /// CudaBackendOptions::gemm_tune_cold; off by default.
-  void set_cold_tune(bool on) { cold_tune_ = on; }
+  /// CudaBackendOptions::gemm_tune_cold; off by default. Turning it on allocates the flush
+  /// target (twice the device's L2; scratch_bytes()) at once. Throws dice::Error when that
+  /// allocation fails.
+  void set_cold_tune(bool on);
+  /// Device memory this Gemm holds besides the cuBLASLt workspace: cold tuning's flush target
+  /// (0 while it is off), bytes.
+  std::size_t scratch_bytes() const { return l2_flush_.bytes(); }
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
@@ -177,7 +182,7 @@ class Gemm {
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   bool cold_tune_ = false;  ///< set_cold_tune
-  DeviceBuffer l2_flush_;   ///< cold_tune's flush target, allocated on first use
+  DeviceBuffer l2_flush_;   ///< cold_tune's flush target (set_cold_tune)
   std::map<Key, SkinnyPlan> skinny_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
