@@ -28,51 +28,27 @@ float timed_ms(cudaStream_t stream, const Event& start, const Event& stop, F&& e
   return stop.since(start);
 }
 
-/// Mean time (us) of one of `launches` launches of `launch` as a forward runs them: captured in
-/// one CUDA graph on `stream` (capture_graph), replayed once to warm up, then one replay timed
-/// between `start` and `stop`.
+/// Mean time (us) of one of `steps` calls of `step(k)` (k = 0 .. steps - 1, each enqueuing work on
+/// `stream`) as a forward runs them: captured in one CUDA graph on `stream` (capture_graph),
+/// replayed once to warm up, then one replay timed between `start` and `stop`.
 /// Timed launch by launch, a GEMM carries launch overhead that the forward's graphs do not pay,
 /// and the autotune chose by it (0.8-2.3% fewer tok/s at 16 and 128 sequences on an H100,
 /// bench/results/2026-11-24-gemm-autotune-h100). Throws dice::Error on CUDA or cuBLASLt
 /// failures.
-double graph_time_us(cudaStream_t stream, int launches, const Event& start, const Event& stop,
-                     const std::function<cublasStatus_t()>& launch) {
+double graph_time_us(cudaStream_t stream, int steps, const Event& start, const Event& stop,
+                     const std::function<void(int)>& step) {
   const GraphExec graph = capture_graph(stream, [&] {
-    for (int k = 0; k < launches; ++k) DICE_CUBLAS_CHECK(launch());
+    for (int k = 0; k < steps; ++k) step(k);
   });
   graph.launch(stream);
   const float ms = timed_ms(stream, start, stop, [&] { graph.launch(stream); });
-  return 1e3 * static_cast<double>(ms) / launches;
+  return 1e3 * static_cast<double>(ms) / steps;
 }
 
-/// graph_time_us with the L2 cache cold before each launch: a memset of `flush` (`flush_bytes`,
-/// twice the L2) before each launch in the graph; the us per launch of that graph minus the same
-/// graph's memsets alone (`flush_us`, per memset).
-double cold_graph_time_us(cudaStream_t stream, int launches, const Event& start, const Event& stop,
-                          void* flush, std::size_t flush_bytes, double flush_us,
-                          const std::function<cublasStatus_t()>& launch) {
-  const GraphExec graph = capture_graph(stream, [&] {
-    for (int k = 0; k < launches; ++k) {
-      DICE_CUDA_CHECK(cudaMemsetAsync(flush, k & 0xFF, flush_bytes, stream));
-      DICE_CUBLAS_CHECK(launch());
-    }
-  });
-  graph.launch(stream);
-  const float ms = timed_ms(stream, start, stop, [&] { graph.launch(stream); });
-  // At least 1 ns: a launch that the memsets' jitter hides still has a positive time.
-  return std::max(1e3 * static_cast<double>(ms) / launches - flush_us, 1e-3);
-}
-
-/// us per memset of `flush_bytes` in a graph of `launches` of them.
-double flush_time_us(cudaStream_t stream, int launches, const Event& start, const Event& stop,
-                     void* flush, std::size_t flush_bytes) {
-  const GraphExec graph = capture_graph(stream, [&] {
-    for (int k = 0; k < launches; ++k)
-      DICE_CUDA_CHECK(cudaMemsetAsync(flush, k & 0xFF, flush_bytes, stream));
-  });
-  graph.launch(stream);
-  const float ms = timed_ms(stream, start, stop, [&] { graph.launch(stream); });
-  return 1e3 * static_cast<double>(ms) / launches;
+/// Enqueues a memset of `flush` (`bytes`, twice the L2: Gemm::set_cold_tune) that leaves the L2
+/// holding none of a GEMM's operands; `k` varies the value written. Throws dice::Error on failure.
+void flush_l2(void* flush, std::size_t bytes, int k, cudaStream_t stream) {
+  DICE_CUDA_CHECK(cudaMemsetAsync(flush, k & 0xFF, bytes, stream));
 }
 
 }  // namespace
@@ -336,10 +312,14 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   }
   // With cold_tune, each timed launch finds the L2 cold, as the forward's GEMMs do (the layers
   // before have streamed other weights through it).
+  // The flushes' own time (per flush) is measured once per shape and subtracted.
   const int timed = cold_tune_ ? std::max(repeats, 8) : repeats;
-  double flush_us = 0;
-  if (cold_tune_)
-    flush_us = flush_time_us(stream, timed, start, stop, l2_flush_.get(), l2_flush_.bytes());
+  void* const flush = l2_flush_.get();
+  const std::size_t flush_bytes = l2_flush_.bytes();
+  const double flush_us =
+      cold_tune_ ? graph_time_us(stream, timed, start, stop,
+                                 [&](int k) { flush_l2(flush, flush_bytes, k, stream); })
+                 : 0.0;
   for (std::size_t i = 0; i < algos.size(); ++i) {
     const auto launch = [&] {
       return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
@@ -353,9 +333,15 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     launch_hash(y, y_words, hash, stream);
     unsigned long long bits = 0;
     DICE_CUDA_CHECK(cudaMemcpyAsync(&bits, hash, sizeof bits, cudaMemcpyDeviceToHost, stream));
-    const double us = cold_tune_ ? cold_graph_time_us(stream, timed, start, stop, l2_flush_.get(),
-                                                      l2_flush_.bytes(), flush_us, launch)
-                                 : graph_time_us(stream, repeats, start, stop, launch);
+    // At least 1 ns: a launch that the flushes' jitter hides still has a positive time.
+    const double us = std::max(graph_time_us(stream, timed, start, stop,
+                                             [&](int k) {
+                                               if (cold_tune_)
+                                                 flush_l2(flush, flush_bytes, k, stream);
+                                               DICE_CUBLAS_CHECK(launch());
+                                             }) -
+                                   flush_us,
+                               1e-3);
     if (i == 0) {
       reference = bits;
       p.choice.heuristic_us = us;

@@ -354,6 +354,27 @@ TEST_F(CudaBackendTest, FloorsAreSummedOverPassesWithTheCeilings) {
   EXPECT_GE(st.floor_seconds, st.flops / 750e12 * (1 - 1e-9));  // each pass: >= FLOPs / rate
 }
 
+TEST_F(CudaBackendTest, ColdGemmTuningIsCountedInTheWorkspace) {
+  // gemm_tune_cold's flush target (twice the L2) is allocated with a bf16 backend that tunes, and
+  // the memory report's workspace counts it, so the KV cache is sized without it; an fp32
+  // backend (no autotune) holds none.
+  int device = 0, l2 = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), cudaSuccess);
+  const auto shape = shapes()[0];
+  for (const auto dtype : {CudaDType::kBF16, CudaDType::kF32}) {
+    const CpuWeights weights = random_weights(shape.config, shape.std, dtype == CudaDType::kBF16);
+    CudaBackendOptions warm = limited({.dtype = dtype});
+    warm.gemm_tune_cold = false;
+    CudaBackendOptions cold = warm;
+    cold.gemm_tune_cold = true;
+    CudaBackend a(weights, warm), b(weights, cold);
+    EXPECT_EQ(b.memory().workspace - a.memory().workspace,
+              dtype == CudaDType::kBF16 ? 2 * static_cast<std::int64_t>(l2) : 0)
+        << (dtype == CudaDType::kBF16 ? "bf16" : "fp32");
+  }
+}
+
 TEST_F(CudaBackendTest, BaselineAndDefaultKernelsGiveTheSameBf16Logits) {
   const auto shape = shapes()[1];
   const CpuWeights weights = random_weights(shape.config, shape.std, true);

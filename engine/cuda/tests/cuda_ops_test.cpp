@@ -358,6 +358,14 @@ std::vector<double> reference_gemm(const std::vector<float>& x, const std::vecto
   return y;
 }
 
+/// The device's L2 cache, bytes.
+std::size_t l2_bytes() {
+  int device = 0, l2 = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  return static_cast<std::size_t>(l2);
+}
+
 TEST_F(CudaOps, GemmThroughCublasLt) {
   // Heuristic plans, then (a second Gemm) the plans the autotune chose, on warm weights and with
   // the L2 flushed before each timed launch (set_cold_tune), on the same shapes: the tuned ones
@@ -367,6 +375,8 @@ TEST_F(CudaOps, GemmThroughCublasLt) {
     const bool tune = mode > 0;
     Gemm gemm;
     gemm.set_cold_tune(mode == 2);
+    EXPECT_EQ(gemm.scratch_bytes(), mode == 2 ? 2 * l2_bytes() : 0u)
+        << "the flush target is twice the L2, held only while cold tuning is on";
     for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
       for (const int rows : {1, 7, 64})
         for (const bool accumulate : {false, true}) {

@@ -92,11 +92,13 @@ PassFloors pass_floors(const PassWork& work, double copy_bytes_per_second,
 /// Where the device memory went (bytes), and the KV cache's size.
 struct CudaMemoryReport {
   std::string device_name;
-  std::int64_t device_total = 0;     ///< the card's memory
-  std::int64_t free_at_start = 0;    ///< free when the backend was made
-  std::int64_t budget = 0;           ///< what the backend allowed itself
-  std::int64_t weights = 0;          ///< weights on the GPU
-  std::int64_t workspace = 0;        ///< activations, logits, metadata, cuBLASLt workspace, RoPE
+  std::int64_t device_total = 0;   ///< the card's memory
+  std::int64_t free_at_start = 0;  ///< free when the backend was made
+  std::int64_t budget = 0;         ///< what the backend allowed itself
+  std::int64_t weights = 0;        ///< weights on the GPU
+  /// activations, logits, metadata, cuBLASLt workspace, the GEMM autotune's L2 flush target
+  /// (CudaBackendOptions::gemm_tune_cold), RoPE
+  std::int64_t workspace = 0;
   std::int64_t kv_cache = 0;         ///< the paged KV cache
   std::int64_t page_tokens = 0;      ///< tokens per KV page
   std::int64_t pages = 0;            ///< KV pages for sequences (one more is scratch)
