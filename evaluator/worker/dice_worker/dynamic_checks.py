@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,16 +276,30 @@ def _thread_name(tid: int) -> str | None:
         return None
 
 
-def threads_problem(before: ThreadSnapshot, after: ThreadSnapshot) -> str | None:
+def _live_native(tids: frozenset[int], grace_s: float) -> list[str]:
+    """Names of the threads in `tids` still alive after up to `grace_s` seconds (the CUDA
+    driver's, named cuda*, left out). A joined thread's OS thread ends a moment after
+    ``Thread.join`` returns, so a thread is counted only if it outlives the grace."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        names = [_thread_name(t) for t in tids]
+        live = [n for n in names if n is not None and not n.startswith("cuda")]
+        if not live or time.monotonic() >= deadline:
+            return live
+        time.sleep(0.005)
+
+
+def threads_problem(
+    before: ThreadSnapshot, after: ThreadSnapshot, grace_s: float = 0.5
+) -> str | None:
     """What the candidate left running: Python threads, native threads (other than the CUDA
-    driver's, named cuda*), child processes; None when nothing. A native thread that has exited
-    since `after` was taken (a joined thread's OS thread ends a moment after join returns) is
-    not counted."""
+    driver's, named cuda*), child processes; None when nothing. A new native thread that exits
+    within `grace_s` seconds (s) of the call is not counted: a joined thread's OS thread ends a
+    moment after join returns."""
     parts = []
     if after.python - before.python:
         parts.append(f"{len(after.python - before.python)} Python thread(s)")
-    names = [_thread_name(t) for t in after.native - before.native]
-    native = [n for n in names if n is not None and not n.startswith("cuda")]
+    native = _live_native(after.native - before.native, grace_s)
     if native:
         parts.append(f"{len(native)} native thread(s) ({', '.join(sorted(set(native)))[:80]})")
     if after.children - before.children:
