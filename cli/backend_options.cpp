@@ -140,6 +140,13 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "cuda backend: GEMMs of 17-64 rows (about 16 sequences) run dice's TMA + "
                     "wgmma kernel instead of cuBLASLt on Hopper GPUs (deterministic; other "
                     "rounding than cuBLASLt's) (default: off)");
+  command
+      ->add_option("--wgmma-min-block-k", args.cuda.wgmma_min_block_k,
+                   "cuda backend, with --wgmma-gemm: only GEMMs whose blocks stream at least "
+                   "this many elements of k (in / split count) run the wgmma kernel, the "
+                   "others cuBLASLt; 1536 keeps the SDAR MLP projections (default: 0, every "
+                   "shape)")
+      ->check(CLI::Range(0, 1 << 20));
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {

@@ -233,7 +233,7 @@ struct CudaBackend::Impl {
     pass_start = std::make_unique<Event>();
     pass_end = std::make_unique<Event>();
     gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
-    gemm->set_wgmma(options.wgmma_gemm);
+    gemm->set_wgmma(options.wgmma_gemm, options.wgmma_min_block_k);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);

@@ -77,7 +77,10 @@ bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int6
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
 }
 
-void Gemm::set_wgmma(bool on) {
+void Gemm::set_wgmma(bool on, std::int64_t min_block_k) {
+  if (min_block_k < 0)
+    throw Error(fmt::format("wgmma GEMM minimum k per block {}: expected 0 or more", min_block_k));
+  wgmma_min_block_k_ = min_block_k;
   if (on && wgmma_gemm_supported()) {
     if (!wgmma_) wgmma_.emplace();
   } else {
@@ -89,7 +92,8 @@ bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64
                  const void* x, const void* w, const void* y) const {
   return wgmma_.has_value() && dtype == CudaDType::kBF16 &&
          !skinny(dtype, rows, in, out, x, w, y) &&
-         wgmma_gemm_fits(rows, in, out, kWgmmaTileN, x, w, y);
+         wgmma_gemm_fits(rows, in, out, kWgmmaTileN, x, w, y) &&
+         wgmma_block_k(in, out, kWgmmaTileN, sms_) >= wgmma_min_block_k_;
 }
 
 void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,

@@ -107,10 +107,12 @@ class Gemm {
   /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
   /// skinny kernel does not take to the wgmma kernel (wgmma_gemm.h; tile_n kWgmmaTileN, the
   /// split count of wgmma_default_splits). Off by default; on a device other than sm_90 it stays
-  /// off. Throws dice::Error when the wgmma launcher cannot be made (WgmmaGemm).
-  void set_wgmma(bool on);
+  /// off. `min_block_k` (0: every shape): only shapes whose blocks stream at least this much k
+  /// (wgmma_block_k, elements) go to it. Throws dice::Error when the wgmma launcher cannot be
+  /// made (WgmmaGemm) or `min_block_k` is negative.
+  void set_wgmma(bool on, std::int64_t min_block_k = 0);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
-  /// skinny(), wgmma_gemm_fits).
+  /// skinny(), wgmma_gemm_fits, wgmma_block_k at least set_wgmma's `min_block_k`).
   bool wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
              const void* w, const void* y) const;
   /// Whether run() gives this GEMM to one of dice's kernels (skinny() or wgmma()), which write
@@ -179,6 +181,7 @@ class Gemm {
   bool early_weights_ = false;
   std::optional<WgmmaGemm> wgmma_;  ///< made by set_wgmma(true) on an sm_90 device
   std::int64_t wgmma_launches_ = 0;
+  std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   bool cold_tune_ = false;  ///< set_cold_tune

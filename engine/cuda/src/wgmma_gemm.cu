@@ -413,6 +413,10 @@ int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms)
   return options.empty() ? 1 : options.back();
 }
 
+std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms) {
+  return in / wgmma_default_splits(in, out, tile_n, sms);
+}
+
 bool wgmma_gemm_supported() {
   int device = 0, major = 0;
   DICE_CUDA_CHECK(cudaGetDevice(&device));

@@ -49,6 +49,11 @@ std::vector<int> wgmma_split_options(std::int64_t in);
 /// layer shapes (bench/results/2026-11-25-wgmma-gemm-h100).
 int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms);
 
+/// The k (elements of `in`) each block streams under the split rule: in / wgmma_default_splits.
+/// A block's fixed cost (first copies, cluster barriers, epilogue) is paid once per this much k,
+/// so short blocks lose to cuBLASLt (Gemm::set_wgmma's `min_block_k`).
+std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms);
+
 /// The shared-memory stages of a launch of `blocks` blocks over `sms` SMs of `shared_per_sm`
 /// bytes: as many (2..8) as fit two blocks a SM up to 2 x sms blocks, three above (H100, tile_n
 /// 64: 6 or 4 stages of 16 KiB). Two at least, since a cluster's blocks need room on SMs of one

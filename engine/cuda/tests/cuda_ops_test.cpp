@@ -723,6 +723,48 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
                Error);
 }
 
+TEST_F(CudaOps, WgmmaMinBlockKLeavesShortBlocksToCublasLt) {
+  // set_wgmma's min_block_k: shapes whose blocks stream less k (wgmma_block_k) run cuBLASLt, bit
+  // for bit as a Gemm without the wgmma kernel; the others still run it. A negative limit throws.
+  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  constexpr std::int64_t kRows = 64, kOut = 512;
+  const std::int64_t short_in = 1024, long_in = 4096;
+  const std::int64_t limit = wgmma_block_k(long_in, kOut, kWgmmaTileN, sms);
+  ASSERT_LT(wgmma_block_k(short_in, kOut, kWgmmaTileN, sms), limit);
+  Gemm off, on;
+  on.set_wgmma(true, limit);
+  EXPECT_THROW(off.set_wgmma(true, -1), Error);
+  for (const std::int64_t in : {short_in, long_in}) {
+    const auto x =
+        as_dtype(random_vector(static_cast<std::size_t>(kRows * in), 31), CudaDType::kBF16);
+    const auto w =
+        as_dtype(random_vector(static_cast<std::size_t>(kOut * in), 32, 0.05f), CudaDType::kBF16);
+    const auto d_x = upload(x, CudaDType::kBF16), d_w = upload(w, CudaDType::kBF16);
+    DeviceBuffer y_on(static_cast<std::size_t>(kRows * kOut) * 4), y_off(y_on.bytes());
+    const bool taken =
+        on.wgmma(CudaDType::kBF16, kRows, in, kOut, d_x.get(), d_w.get(), y_on.get());
+    EXPECT_EQ(taken, in == long_in) << "in " << in;
+    const std::int64_t before = on.wgmma_launches();
+    on.run(CudaDType::kBF16, d_x.get(), d_w.get(), y_on.as<float>(), kRows, in, kOut, false,
+           stream());
+    off.run(CudaDType::kBF16, d_x.get(), d_w.get(), y_off.as<float>(), kRows, in, kOut, false,
+            stream());
+    synchronize();
+    EXPECT_EQ(on.wgmma_launches() - before, taken ? 1 : 0) << "in " << in;
+    const auto got = download_f32(y_on, kRows * kOut);
+    const auto cublas = download_f32(y_off, kRows * kOut);
+    if (!taken) {
+      for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], cublas[i]) << "at " << i;
+    } else {
+      const auto want = reference_gemm(x, w, {}, static_cast<int>(kRows), static_cast<int>(in),
+                                       static_cast<int>(kOut), false);
+      EXPECT_LT(rel_l2(got, want), 1e-4) << "in " << in;
+    }
+  }
+}
+
 TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
   // The wgmma kernel's SwiGLU epilogue against its fp32 output then the SwiGLU kernel: the same
   // sums and swiglu.cuh's arithmetic, so bit for bit, at every tile width and split count; with

@@ -86,6 +86,15 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_EQ(wgmma_default_splits(6144, 2048, 64, kSms), 4);   // 1.7B down
   EXPECT_EQ(wgmma_default_splits(4096, 2560, 64, kSms), 4);   // 4B o: 40 tiles, 160 blocks
   EXPECT_EQ(wgmma_default_splits(128, 64, 64, kSms), 2);      // at most in / 64 splits
+  // k per block (wgmma_min_block_k's measure): the qkv and o projections stream 512-1,280, the
+  // MLP ones 1,536-2,560.
+  EXPECT_EQ(wgmma_block_k(2048, 2048, 64, kSms), 512);    // 1.7B o: 4 splits
+  EXPECT_EQ(wgmma_block_k(2048, 4096, 64, kSms), 1024);   // 1.7B qkv: 2
+  EXPECT_EQ(wgmma_block_k(2560, 6144, 64, kSms), 1280);   // 4B qkv: 96 tiles, 2 splits
+  EXPECT_EQ(wgmma_block_k(6144, 2048, 64, kSms), 1536);   // 1.7B down: 4
+  EXPECT_EQ(wgmma_block_k(2048, 12288, 64, kSms), 2048);  // 1.7B gate/up: 1
+  EXPECT_EQ(wgmma_block_k(9728, 2560, 64, kSms), 2432);   // 4B down: 4
+  EXPECT_EQ(wgmma_block_k(2560, 19456, 64, kSms), 2560);  // 4B gate/up: 1
   EXPECT_EQ(wgmma_split_options(640), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(wgmma_split_options(192), (std::vector<int>{1, 2, 3}));
   EXPECT_TRUE(wgmma_split_options(32).empty());

@@ -173,6 +173,14 @@ struct CudaBackendOptions {
   /// cuBLASLt's (a different summation order), the same run to run. Off: about even with cuBLASLt
   /// at 16 x 1,024 (0.988 SDAR-1.7B, 1.019 SDAR-4B; bench/results/2026-11-25-wgmma-gemm-h100).
   bool wgmma_gemm = false;
+  /// With wgmma_gemm: only GEMMs whose blocks stream at least this much k under the split rule
+  /// (in / splits, elements; wgmma_block_k) run the wgmma kernel, the others cuBLASLt. 0: every
+  /// shape. Per launch the kernel pays 2-3 us more fixed cost than cuBLASLt on blocks of 512-1,280
+  /// k (the qkv and o projections) and is about even from 2,432 (bench/results/
+  /// 2026-11-25-wgmma-gemm-h100); 1,536 keeps the MLP projections of SDAR-1.7B and -4B on it.
+  /// Measured on an H200 at 16 x 1,024: 1.001 SDAR-4B, 0.975 SDAR-1.7B against cuBLASLt (every
+  /// shape on the kernel: 0.972 / 0.953; bench/results/2026-11-27-wgmma-min-block-k-h200).
+  std::int64_t wgmma_min_block_k = 0;
 };
 
 }  // namespace dice::engine
