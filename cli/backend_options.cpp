@@ -136,17 +136,19 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "weights into shared memory while the attention runs, where they fit "
                     "(same results) "
                     "(default: on)");
-  command->add_flag("--wgmma-gemm,!--no-wgmma-gemm", args.cuda.wgmma_gemm,
-                    "cuda backend: GEMMs of 17-64 rows (about 16 sequences) run dice's TMA + "
-                    "wgmma kernel instead of cuBLASLt on Hopper GPUs (deterministic; other "
-                    "rounding than cuBLASLt's) (default: off)");
+  CLI::Option* const wgmma =
+      command->add_flag("--wgmma-gemm,!--no-wgmma-gemm", args.cuda.wgmma_gemm,
+                        "cuda backend: GEMMs of 17-64 rows (about 16 sequences) run dice's TMA + "
+                        "wgmma kernel instead of cuBLASLt on Hopper GPUs (deterministic; other "
+                        "rounding than cuBLASLt's) (default: off)");
   command
       ->add_option("--wgmma-min-block-k", args.cuda.wgmma_min_block_k,
                    "cuda backend, with --wgmma-gemm: only GEMMs whose blocks stream at least "
                    "this many elements of k (in / split count) run the wgmma kernel, the "
                    "others cuBLASLt; 1536 keeps the SDAR MLP projections (default: 0, every "
                    "shape)")
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(CLI::Range(0, 1 << 20))
+      ->needs(wgmma);
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {

@@ -93,3 +93,17 @@ def test_bad_input_is_a_clear_error(model, args, message):
     done = run("generate", "--model", str(model), *args)
     assert done.returncode == 2
     assert message in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--wgmma-min-block-k", "1536"], "requires --wgmma-gemm"),
+        (["--wgmma-gemm", "--wgmma-min-block-k", "-1"], "not in range"),
+    ],
+)
+def test_bad_options_are_refused_before_any_work(model, args, message):
+    # The command line's own checks (CLI11: an exit code of its own, not 0 or 2).
+    done = run("generate", "--model", str(model), "--prompt", "hi", *args)
+    assert done.returncode not in (0, 2)
+    assert message in done.stderr
