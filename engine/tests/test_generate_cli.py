@@ -102,8 +102,8 @@ def test_bad_input_is_a_clear_error(model, args, message):
         (["--wgmma-gemm", "--wgmma-min-block-k", "-1"], "not in range"),
     ],
 )
-def test_bad_options_are_refused_before_any_work(model, args, message):
-    # The command line's own checks (CLI11: an exit code of its own, not 0 or 2).
+def test_bad_options_are_refused_by_the_command_line_parser(model, args, message):
+    # CLI11's own checks: an exit code of its own, neither 0 nor dice's 2.
     done = run("generate", "--model", str(model), "--prompt", "hi", *args)
     assert done.returncode not in (0, 2)
     assert message in done.stderr

@@ -28,6 +28,13 @@ void check_cublas(cublasStatus_t status, const char* call, const char* file, int
                           cublasLtGetStatusName(status), cublasLtGetStatusString(status)));
 }
 
+int device_attribute(cudaDeviceAttr what) {
+  int device = 0, value = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&value, what, device));
+  return value;
+}
+
 template <MemoryKind Kind>
 CudaBuffer<Kind>::CudaBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;

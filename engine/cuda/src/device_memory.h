@@ -54,6 +54,10 @@ class CudaBuffer {
   std::size_t bytes_ = 0;
 };
 
+/// An attribute of the current device (cudaDeviceGetAttribute), e.g. cudaDevAttrL2CacheSize
+/// (bytes) or cudaDevAttrMultiProcessorCount. Throws dice::Error on CUDA failures.
+int device_attribute(cudaDeviceAttr what);
+
 /// Device memory (cudaMalloc, zero-filled).
 using DeviceBuffer = CudaBuffer<MemoryKind::kDevice>;
 /// Page-locked host memory (cudaMallocHost).

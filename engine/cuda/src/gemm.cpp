@@ -45,10 +45,10 @@ double graph_time_us(cudaStream_t stream, int steps, const Event& start, const E
   return 1e3 * static_cast<double>(ms) / steps;
 }
 
-/// Enqueues a memset of `flush` (`bytes`, twice the L2: Gemm::set_cold_tune) that leaves the L2
-/// holding none of a GEMM's operands; `k` varies the value written. Throws dice::Error on failure.
-void flush_l2(void* flush, std::size_t bytes, int k, cudaStream_t stream) {
-  DICE_CUDA_CHECK(cudaMemsetAsync(flush, k & 0xFF, bytes, stream));
+/// Enqueues a memset of `flush` (twice the L2: Gemm::set_cold_tune) that leaves the L2 holding
+/// none of a GEMM's operands; `k` varies the value written. Throws dice::Error on failure.
+void flush_l2(const DeviceBuffer& flush, int k, cudaStream_t stream) {
+  DICE_CUDA_CHECK(cudaMemsetAsync(flush.get(), k & 0xFF, flush.bytes(), stream));
 }
 
 }  // namespace
@@ -63,9 +63,7 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
   if (skinny_max_rows < 0 || skinny_max_rows > kSkinnyRowsLimit)
     throw Error(fmt::format("skinny GEMM rows {}: expected 0 (off) to {}", skinny_max_rows,
                             kSkinnyRowsLimit));
-  int device = 0;
-  DICE_CUDA_CHECK(cudaGetDevice(&device));
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  sms_ = device_attribute(cudaDevAttrMultiProcessorCount);
   if (sm_count_target < 0 || sm_count_target > sms_)
     throw Error(
         fmt::format("GEMM SM count target {}: expected 0 (every SM) to {}", sm_count_target, sms_));
@@ -112,12 +110,11 @@ int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
 }
 
 void Gemm::set_cold_tune(bool on) {
-  cold_tune_ = on;
-  if (!on || l2_flush_.bytes() > 0) return;
-  int device = 0, l2 = 0;
-  DICE_CUDA_CHECK(cudaGetDevice(&device));
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-  l2_flush_ = DeviceBuffer(2 * static_cast<std::size_t>(std::max(l2, 1 << 20)));
+  if (!on)
+    l2_flush_ = DeviceBuffer();
+  else if (!cold_tune())
+    l2_flush_ = DeviceBuffer(
+        2 * static_cast<std::size_t>(std::max(device_attribute(cudaDevAttrL2CacheSize), 1 << 20)));
 }
 
 double Gemm::tune_skinny(void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
@@ -317,13 +314,11 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
   // With cold_tune, each timed launch finds the L2 cold, as the forward's GEMMs do (the layers
   // before have streamed other weights through it).
   // The flushes' own time (per flush) is measured once per shape and subtracted.
-  const int timed = cold_tune_ ? std::max(repeats, 8) : repeats;
-  void* const flush = l2_flush_.get();
-  const std::size_t flush_bytes = l2_flush_.bytes();
-  const double flush_us =
-      cold_tune_ ? graph_time_us(stream, timed, start, stop,
-                                 [&](int k) { flush_l2(flush, flush_bytes, k, stream); })
-                 : 0.0;
+  const bool cold = cold_tune();
+  const int timed = cold ? std::max(repeats, 8) : repeats;
+  const double flush_us = cold ? graph_time_us(stream, timed, start, stop,
+                                               [&](int k) { flush_l2(l2_flush_, k, stream); })
+                               : 0.0;
   for (std::size_t i = 0; i < algos.size(); ++i) {
     const auto launch = [&] {
       return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,
@@ -340,8 +335,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
     // At least 1 ns: a launch that the flushes' jitter hides still has a positive time.
     const double us = std::max(graph_time_us(stream, timed, start, stop,
                                              [&](int k) {
-                                               if (cold_tune_)
-                                                 flush_l2(flush, flush_bytes, k, stream);
+                                               if (cold) flush_l2(l2_flush_, k, stream);
                                                DICE_CUBLAS_CHECK(launch());
                                              }) -
                                    flush_us,

@@ -95,9 +95,11 @@ class Gemm {
   /// launch (a memset of twice the L2 in the timed graph, its own time subtracted; at least 8
   /// launches), as the forward runs them, instead of replaying them on warm weights.
   /// CudaBackendOptions::gemm_tune_cold; off by default. Turning it on allocates the flush
-  /// target (twice the device's L2; scratch_bytes()) at once. Throws dice::Error when that
-  /// allocation fails.
+  /// target (twice the device's L2, at least 2 MiB; scratch_bytes()) at once, turning it off
+  /// frees it. Throws dice::Error when that allocation fails.
   void set_cold_tune(bool on);
+  /// Whether tune() times on a cold L2 (set_cold_tune).
+  bool cold_tune() const { return l2_flush_.bytes() > 0; }
   /// Device memory this Gemm holds besides the cuBLASLt workspace: cold tuning's flush target
   /// (0 while it is off), bytes.
   std::size_t scratch_bytes() const { return l2_flush_.bytes(); }
@@ -184,8 +186,7 @@ class Gemm {
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
-  bool cold_tune_ = false;  ///< set_cold_tune
-  DeviceBuffer l2_flush_;   ///< cold_tune's flush target (set_cold_tune)
+  DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)
   std::map<Key, SkinnyPlan> skinny_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "device_memory.h"
 #include "dice/core/error.h"
 #include "dice/engine/block_decoder.h"
 #include "dice/engine/cpu_backend.h"
@@ -358,9 +359,7 @@ TEST_F(CudaBackendTest, ColdGemmTuningIsCountedInTheWorkspace) {
   // gemm_tune_cold's flush target (twice the L2) is allocated with a bf16 backend that tunes, and
   // the memory report's workspace counts it, so the KV cache is sized without it; an fp32
   // backend (no autotune) holds none.
-  int device = 0, l2 = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), cudaSuccess);
+  const int l2 = cuda::device_attribute(cudaDevAttrL2CacheSize);
   const auto shape = shapes()[0];
   for (const auto dtype : {CudaDType::kBF16, CudaDType::kF32}) {
     const CpuWeights weights = random_weights(shape.config, shape.std, dtype == CudaDType::kBF16);

@@ -358,25 +358,20 @@ std::vector<double> reference_gemm(const std::vector<float>& x, const std::vecto
   return y;
 }
 
-/// The device's L2 cache, bytes.
-std::size_t l2_bytes() {
-  int device = 0, l2 = 0;
-  DICE_CUDA_CHECK(cudaGetDevice(&device));
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-  return static_cast<std::size_t>(l2);
-}
-
 TEST_F(CudaOps, GemmThroughCublasLt) {
   // Heuristic plans, then (a second Gemm) the plans the autotune chose, on warm weights and with
   // the L2 flushed before each timed launch (set_cold_tune), on the same shapes: the tuned ones
   // must give the heuristic's results bit for bit.
+  enum class Plans { kHeuristic, kTunedWarm, kTunedCold };
+  const std::size_t l2 = static_cast<std::size_t>(device_attribute(cudaDevAttrL2CacheSize));
   Gemm plain;
-  for (const int mode : {0, 1, 2}) {
-    const bool tune = mode > 0;
+  for (const Plans plans : {Plans::kHeuristic, Plans::kTunedWarm, Plans::kTunedCold}) {
+    const bool tune = plans != Plans::kHeuristic, cold = plans == Plans::kTunedCold;
     Gemm gemm;
-    gemm.set_cold_tune(mode == 2);
-    EXPECT_EQ(gemm.scratch_bytes(), mode == 2 ? 2 * l2_bytes() : 0u)
+    gemm.set_cold_tune(cold);
+    EXPECT_EQ(gemm.scratch_bytes(), cold ? 2 * l2 : 0u)
         << "the flush target is twice the L2, held only while cold tuning is on";
+    EXPECT_EQ(gemm.cold_tune(), cold);
     for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
       for (const int rows : {1, 7, 64})
         for (const bool accumulate : {false, true}) {
@@ -386,9 +381,10 @@ TEST_F(CudaOps, GemmThroughCublasLt) {
           const auto y0 = random_vector(rows * out, 10);
           const auto d_x = upload(x, dtype), d_w = upload(w, dtype);
           const auto d_y = upload(y0, CudaDType::kF32);
-          const std::string what =
-              std::string("gemm ") + name(dtype) + " rows " + std::to_string(rows) +
-              " accumulate " + std::to_string(accumulate) + " tune mode " + std::to_string(mode);
+          const std::string what = std::string("gemm ") + name(dtype) + " rows " +
+                                   std::to_string(rows) + " accumulate " +
+                                   std::to_string(accumulate) + " plans " +
+                                   std::to_string(static_cast<int>(plans));
           if (tune) {
             DeviceBuffer x_scratch(rows * in * 4), y_scratch(rows * out * 4);
             EXPECT_GT(gemm.tune(dtype, x_scratch.get(), d_w.get(), y_scratch.as<float>(), rows, in,
@@ -430,6 +426,9 @@ TEST_F(CudaOps, GemmThroughCublasLt) {
         EXPECT_LE(c.fastest_us, c.chosen_us);
       }
     }
+    gemm.set_cold_tune(false);
+    EXPECT_EQ(gemm.scratch_bytes(), 0u) << "turning cold tuning off frees the flush target";
+    EXPECT_FALSE(gemm.cold_tune());
   }
 }
 
@@ -727,8 +726,7 @@ TEST_F(CudaOps, WgmmaMinBlockKLeavesShortBlocksToCublasLt) {
   // set_wgmma's min_block_k: shapes whose blocks stream less k (wgmma_block_k) run cuBLASLt, bit
   // for bit as a Gemm without the wgmma kernel; the others still run it. A negative limit throws.
   if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   constexpr std::int64_t kRows = 64, kOut = 512;
   const std::int64_t short_in = 1024, long_in = 4096;
   const std::int64_t limit = wgmma_block_k(long_in, kOut, kWgmmaTileN, sms);
