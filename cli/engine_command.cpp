@@ -253,7 +253,7 @@ void run_bench(const BenchArgs& args) {
               {"pdl_early_reads", o.pdl_early_reads},
               {"stage_o_weights", o.stage_o_weights},
               {"wgmma_gemm", o.wgmma_gemm},
-              {"wgmma_min_block_k", o.wgmma_min_block_k},
+              {"wgmma_min_block_k", o.wgmma_min_block_k.value_or(-1)},  // (the backend sets it)
               {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())

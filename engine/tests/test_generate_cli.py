@@ -87,6 +87,10 @@ def test_problem_set_comes_from_dice_kernelbench(model, tmp_path):
         (["--prompt-ids", "1,2,151669"], "mask id"),
         (["--prompt-ids", "1,two"], "not a token id"),
         (["--prompt", "hi", "--temperature", "-1"], "temperature"),
+        (
+            ["--prompt", "hi", "--backend", "cpu", "--no-wgmma-gemm", "--wgmma-min-block-k", "0"],
+            "the wgmma kernel is off",
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error(model, args, message):
@@ -98,8 +102,8 @@ def test_bad_input_is_a_clear_error(model, args, message):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--wgmma-min-block-k", "1536"], "requires --wgmma-gemm"),
-        (["--wgmma-gemm", "--wgmma-min-block-k", "-1"], "not in range"),
+        (["--wgmma-min-block-k", "-1"], "not in range"),
+        (["--wgmma-min-block-k", "1536", "--wgmma-min-block-k", "64"], "1 required"),
     ],
 )
 def test_bad_options_are_refused_by_the_command_line_parser(model, args, message):

@@ -233,7 +233,10 @@ struct CudaBackend::Impl {
     pass_start = std::make_unique<Event>();
     pass_end = std::make_unique<Event>();
     gemm = std::make_unique<Gemm>(options.skinny_gemm_rows, options.programmatic_launch);
-    gemm->set_wgmma(options.wgmma_gemm, options.wgmma_min_block_k);
+    // Unset: the device's rule; options() then report the limit taken.
+    if (!options.wgmma_min_block_k)
+      options.wgmma_min_block_k = wgmma_auto_min_block_k(device_peak_bandwidth(), sms);
+    gemm->set_wgmma(options.wgmma_gemm, *options.wgmma_min_block_k);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);

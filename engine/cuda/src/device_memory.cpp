@@ -35,6 +35,12 @@ int device_attribute(cudaDeviceAttr what) {
   return value;
 }
 
+double device_peak_bandwidth() {
+  const double clock_hz = 1e3 * device_attribute(cudaDevAttrMemoryClockRate);
+  const double bus_bytes = device_attribute(cudaDevAttrGlobalMemoryBusWidth) / 8.0;
+  return 2.0 * clock_hz * bus_bytes;
+}
+
 template <MemoryKind Kind>
 CudaBuffer<Kind>::CudaBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;

@@ -58,6 +58,12 @@ class CudaBuffer {
 /// (bytes) or cudaDevAttrMultiProcessorCount. Throws dice::Error on CUDA failures.
 int device_attribute(cudaDeviceAttr what);
 
+/// The current device's peak memory bandwidth, bytes per second: 2 x the memory clock
+/// (cudaDevAttrMemoryClockRate, kHz; double data rate) x the bus width
+/// (cudaDevAttrGlobalMemoryBusWidth, bits) / 8. H100 SXM (HBM3, 2,619 MHz, 5,120 bits): 3.35e12.
+/// 0 when the device reports neither. Throws dice::Error on CUDA failures.
+double device_peak_bandwidth();
+
 /// Device memory (cudaMalloc, zero-filled).
 using DeviceBuffer = CudaBuffer<MemoryKind::kDevice>;
 /// Page-locked host memory (cudaMallocHost).

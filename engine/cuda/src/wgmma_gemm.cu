@@ -29,7 +29,9 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "cuda_check.h"
@@ -415,6 +417,14 @@ int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms)
 
 std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms) {
   return in / wgmma_default_splits(in, out, tile_n, sms);
+}
+
+std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms) {
+  if (!(peak_bytes_per_s > 0.0) || sms <= 0) return std::numeric_limits<std::int64_t>::max();
+  const double k = kWgmmaMinBlockSeconds * peak_bytes_per_s /
+                   (static_cast<double>(kWgmmaTileN) * 2.0 * static_cast<double>(sms));
+  if (!(k < 1e15)) return std::numeric_limits<std::int64_t>::max();  // (no SDAR block is near)
+  return static_cast<std::int64_t>(std::ceil(k / static_cast<double>(kWgmmaTileK))) * kWgmmaTileK;
 }
 
 bool wgmma_gemm_supported() {

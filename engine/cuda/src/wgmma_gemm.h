@@ -11,8 +11,10 @@
 // distributed shared memory and block r of the cluster adds rows r of every partial in split
 // order: deterministic, no workspace, no counters. Built for sm_90a only (CMake: the
 // dice_engine_cuda_sm90a objects), so on other devices its launch fails with no kernel image;
-// Gemm takes it only on sm_90 (Gemm::set_wgmma). About even with cuBLASLt at 64 rows
-// (bench/results/2026-11-25-wgmma-gemm-h100), hence opt-in.
+// Gemm takes it only on sm_90 (Gemm::set_wgmma). Per launch about even with cuBLASLt at 64 rows
+// where its blocks stream much k, 2-3 us slower where they stream little
+// (bench/results/2026-11-25-wgmma-gemm-h100); what it gains is its programmatic early start, so
+// the backend gives it the long-block shapes only (wgmma_auto_min_block_k).
 
 #include <cuda_runtime.h>
 
@@ -53,6 +55,23 @@ int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms)
 /// A block's fixed cost (first copies, cluster barriers, epilogue) is paid once per this much k,
 /// so short blocks lose to cuBLASLt (Gemm::set_wgmma's `min_block_k`).
 std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms);
+
+/// Seconds of weight streaming a block must have for the wgmma kernel to be worth its fixed cost
+/// (wgmma_auto_min_block_k): 7.5 us, which on an H100 is a block of 1,536 k (below).
+inline constexpr double kWgmmaMinBlockSeconds = 7.5e-6;
+
+/// The device's default of CudaBackendOptions::wgmma_min_block_k: the least multiple of
+/// kWgmmaTileK whose block of kWgmmaTileN bf16 columns streams for kWgmmaMinBlockSeconds at one
+/// SM's share of the peak bandwidth (block_k x kWgmmaTileN x 2 bytes x `sms` / `peak_bytes_per_s`
+/// >= kWgmmaMinBlockSeconds). The fixed cost of a launch is time, and a faster memory streams a
+/// block sooner, so the limit in k grows with the bandwidth per SM.
+/// - H100 (132 SMs, 3.35e12 bytes/s): 1,536, the SDAR MLP projections and the 64-row lm_head;
+///   +1.4-2.9% (SDAR-4B) and 0-2.7% (SDAR-1.7B) at 16 x 1,024 against cuBLASLt
+///   (bench/results/2026-11-27-wgmma-min-block-k-h100).
+/// - H200 (132 SMs, 4.9e12): 2,240, SDAR-4B's MLP projections and lm_head (at 1,536: 1.001),
+///   none of SDAR-1.7B's (at 1,536: 0.975; bench/results/2026-11-27-wgmma-min-block-k-h200).
+/// INT64_MAX (no shape) when `peak_bytes_per_s` or `sms` is not positive.
+std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms);
 
 /// The shared-memory stages of a launch of `blocks` blocks over `sms` SMs of `shared_per_sm`
 /// bytes: as many (2..8) as fit two blocks a SM up to 2 x sms blocks, three above (H100, tile_n

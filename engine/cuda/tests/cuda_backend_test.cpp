@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -19,6 +20,7 @@
 #include "dice/engine/cpu_backend.h"
 #include "dice/engine/scoring.h"
 #include "dice/model/dtype.h"
+#include "wgmma_gemm.h"
 
 namespace dice::engine {
 namespace {
@@ -173,9 +175,10 @@ TEST_F(CudaBackendTest, LogitsMatchTheCpuReference) {
 }
 
 TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
-  // With wgmma_gemm, passes of 17-64 rows (a 40-token prompt's prefill) run their GEMMs, the
-  // gate/up projection with the SwiGLU epilogue, on the wgmma kernel where the shape fits (the
-  // 1,000-token vocabulary's lm_head does not: cuBLASLt): bf16 logits against the CPU reference.
+  // With wgmma_gemm and no limit, passes of 17-64 rows (a 40-token prompt's prefill) run their
+  // GEMMs, the gate/up projection with the SwiGLU epilogue, on the wgmma kernel where the shape
+  // fits (the 1,000-token vocabulary's lm_head does not: cuBLASLt): bf16 logits against the CPU
+  // reference.
   int major = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
       major != 9)
@@ -185,6 +188,7 @@ TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
     CpuBackend cpu(weights);
     CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
     options.wgmma_gemm = true;
+    options.wgmma_min_block_k = 0;  // every shape (the test model's blocks are short)
     CudaBackend gpu(weights, options);
     const auto ids = random_ids(60, shape.config.vocab_size, 5);
     for (const bool fused : {true, false}) {
@@ -372,6 +376,23 @@ TEST_F(CudaBackendTest, ColdGemmTuningIsCountedInTheWorkspace) {
               dtype == CudaDType::kBF16 ? 2 * static_cast<std::int64_t>(l2) : 0)
         << (dtype == CudaDType::kBF16 ? "bf16" : "fp32");
   }
+}
+
+TEST_F(CudaBackendTest, WgmmaLimitIsTheDeviceRuleUnlessGiven) {
+  // Unset, wgmma_min_block_k becomes the device's rule (reported by options()); given, it stays.
+  const double peak = cuda::device_peak_bandwidth();
+  const int sms = cuda::device_attribute(cudaDevAttrMultiProcessorCount);
+  std::printf("peak bandwidth %.3g bytes/s, %d SMs: wgmma_min_block_k %lld\n", peak, sms,
+              static_cast<long long>(cuda::wgmma_auto_min_block_k(peak, sms)));
+  EXPECT_GT(peak, 1e11);  // every CUDA device of this decade
+  const auto shape = shapes()[0];
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackend automatic(weights, limited({.dtype = CudaDType::kBF16}));
+  ASSERT_TRUE(automatic.options().wgmma_min_block_k.has_value());
+  EXPECT_EQ(*automatic.options().wgmma_min_block_k, cuda::wgmma_auto_min_block_k(peak, sms));
+  CudaBackendOptions given = limited({.dtype = CudaDType::kBF16});
+  given.wgmma_min_block_k = 64;
+  EXPECT_EQ(CudaBackend(weights, given).options().wgmma_min_block_k, 64);
 }
 
 TEST_F(CudaBackendTest, BaselineAndDefaultKernelsGiveTheSameBf16Logits) {

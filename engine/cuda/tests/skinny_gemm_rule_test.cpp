@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "skinny_gemm.h"
@@ -110,6 +111,28 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_FALSE(wgmma_gemm_fits(64, 2048, 4160, 128, at(256), at(512), at(1024)));  // out % 128
   EXPECT_FALSE(wgmma_gemm_fits(64, 2048, 4096, 96, at(256), at(512), at(1024)));   // tile_n
   EXPECT_FALSE(wgmma_gemm_fits(64, 2048, 4096, 64, at(258), at(512), at(1024)));   // alignment
+}
+
+TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
+  // Peak bandwidths as device_peak_bandwidth() computes them: 2 x memory clock x bus bytes.
+  const double h100 = 2.0 * 2619e6 * (5120 / 8);  // H100 SXM, HBM3: 3.35e12 bytes/s
+  const double h200 = 2.0 * 3201e6 * (6144 / 8);  // H200, HBM3e: 4.92e12
+  constexpr int kSms = 132;
+  const std::int64_t on_h100 = wgmma_auto_min_block_k(h100, kSms);
+  const std::int64_t on_h200 = wgmma_auto_min_block_k(h200, kSms);
+  EXPECT_EQ(on_h100, 1536);
+  EXPECT_EQ(on_h200, 2240);
+  // H100: the MLP projections of both models on the kernel, qkv and o not.
+  EXPECT_GE(wgmma_block_k(6144, 2048, kWgmmaTileN, kSms), on_h100);  // 1.7B down
+  EXPECT_LT(wgmma_block_k(2560, 6144, kWgmmaTileN, kSms), on_h100);  // 4B qkv
+  // H200: SDAR-4B's MLP projections only (1.7B's gate/up streams 2,048 a block).
+  EXPECT_LT(wgmma_block_k(2048, 12288, kWgmmaTileN, kSms), on_h200);
+  EXPECT_GE(wgmma_block_k(9728, 2560, kWgmmaTileN, kSms), on_h200);  // 4B down
+  // Half the SMs for the same bandwidth: twice the k a block (rounded up to kWgmmaTileK).
+  EXPECT_EQ(wgmma_auto_min_block_k(h100, kSms / 2), 3008);
+  // A device that reports no bandwidth (or no SMs) gives no shape to the kernel.
+  EXPECT_EQ(wgmma_auto_min_block_k(0.0, kSms), std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(wgmma_auto_min_block_k(h100, 0), std::numeric_limits<std::int64_t>::max());
 }
 
 }  // namespace

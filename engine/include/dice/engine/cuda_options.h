@@ -3,6 +3,7 @@
 // can hold and parse them in every build, with or without nvcc.
 
 #include <cstdint>
+#include <optional>
 
 namespace dice::engine {
 
@@ -169,18 +170,24 @@ struct CudaBackendOptions {
   bool stage_o_weights = true;
   /// bf16 GEMMs of 17-64 rows (16 sequences) run our TMA + wgmma weight-streaming kernel
   /// (engine/cuda/src/wgmma_gemm.h; split-K over a thread block cluster, deterministic; the gate/up
-  /// projection with the SwiGLU epilogue) instead of cuBLASLt, on sm_90 devices. Other bits than
-  /// cuBLASLt's (a different summation order), the same run to run. Off: about even with cuBLASLt
-  /// at 16 x 1,024 (0.988 SDAR-1.7B, 1.019 SDAR-4B; bench/results/2026-11-25-wgmma-gemm-h100).
-  bool wgmma_gemm = false;
+  /// projection with the SwiGLU epilogue) instead of cuBLASLt, on sm_90 devices, where
+  /// wgmma_min_block_k allows. Other bits than cuBLASLt's (a different summation order), the same
+  /// run to run. Its gain is its programmatic early start after dice's kernels, which cuBLASLt's
+  /// kernels never have. On: with the default limit +1.4-2.9% (SDAR-4B) and 0-2.7% (SDAR-1.7B) at
+  /// 16 x 1,024 on an H100, four side-by-side runs on two machines
+  /// (bench/results/2026-11-27-wgmma-min-block-k-h100); on every shape it was about even (0.988 /
+  /// 1.019, bench/results/2026-11-25-wgmma-gemm-h100).
+  bool wgmma_gemm = true;
   /// With wgmma_gemm: only GEMMs whose blocks stream at least this much k under the split rule
   /// (in / splits, elements; wgmma_block_k) run the wgmma kernel, the others cuBLASLt. 0: every
-  /// shape. Per launch the kernel pays 2-3 us more fixed cost than cuBLASLt on blocks of 512-1,280
-  /// k (the qkv and o projections) and is about even from 2,432 (bench/results/
-  /// 2026-11-25-wgmma-gemm-h100); 1,536 keeps the MLP projections of SDAR-1.7B and -4B on it.
-  /// Measured on an H200 at 16 x 1,024: 1.001 SDAR-4B, 0.975 SDAR-1.7B against cuBLASLt (every
-  /// shape on the kernel: 0.972 / 0.953; bench/results/2026-11-27-wgmma-min-block-k-h200).
-  std::int64_t wgmma_min_block_k = 0;
+  /// shape. Unset: the device's rule (wgmma_auto_min_block_k: a block must stream for 7.5 us at
+  /// its SM's share of the peak bandwidth; 1,536 on an H100, 2,240 on an H200); the backend's
+  /// options() report the limit it took. Per launch the kernel pays 2-3 us more fixed cost than
+  /// cuBLASLt on blocks of 512-1,280 k (the qkv and o projections) and is about even from 2,432
+  /// (bench/results/2026-11-25-wgmma-gemm-h100); 1,536 keeps the MLP projections of SDAR-1.7B and
+  /// -4B and the 64-row lm_head on it. At 1,536 on an H200: 1.001 SDAR-4B, 0.975 SDAR-1.7B against
+  /// cuBLASLt (bench/results/2026-11-27-wgmma-min-block-k-h200), hence the larger limit there.
+  std::optional<std::int64_t> wgmma_min_block_k;
 };
 
 }  // namespace dice::engine
