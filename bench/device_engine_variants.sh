@@ -60,7 +60,7 @@ with open(out, "a") as f:
         r.update(model=shape, variant=int(index), options=options)
         f.write(json.dumps(r) + "\n")
         print(f"SDAR-{shape} [{index}] {options}: {r['sequences']} x {r['new_tokens']}: "
-              f"{r['tokens_per_second']:.1f} tok/s, {r.get('time_over_floor', 0):.2f}x floor")
+              f"{r['tokens_per_second']:.1f} tok/s, {r.get('time_over_floor', 0):.3f}x floor")
 open(path, "w").close()
 PY
     done

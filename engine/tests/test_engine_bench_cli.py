@@ -74,7 +74,7 @@ def test_report_gives_the_serial_bound_beside_the_floor(tmp_path):
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:4]]
     row = {h: c for h, c in zip(head, cells[0], strict=True)}
-    assert (row["x floor"], row["serial/floor"], row["x serial"]) == ("2.20", "1.55", "1.42")
+    assert (row["x floor"], row["serial/floor"], row["x serial"]) == ("2.200", "1.55", "1.420")
     assert row["dice/torch"] == "10.0"
     before = {h: c for h, c in zip(head, cells[1], strict=True)}
     assert (before["serial/floor"], before["x serial"]) == ("-", "-")

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "cuda_check.h"
+#include "device_memory.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
@@ -1119,9 +1120,8 @@ void run_combine(CudaDType dtype, const PassHeader* meta, const float* partial_o
 /// `bytes` exceed what one block of this device may opt in to (the kernel cannot run here).
 template <typename... Params>
 int blocks_per_sm(void (*kernel)(Params...), std::size_t bytes) {
-  int device = 0, optin = 0, blocks = 0;
-  DICE_CUDA_CHECK(cudaGetDevice(&device));
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int optin = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+  int blocks = 0;
   if (bytes > static_cast<std::size_t>(optin)) return 0;
   if (bytes > 0)
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1132,9 +1132,7 @@ int blocks_per_sm(void (*kernel)(Params...), std::size_t bytes) {
 
 template <int D>
 std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
-  int device = 0, sms = 0;
-  DICE_CUDA_CHECK(cudaGetDevice(&device));
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   const AttentionLaunch l = attention_launch<D>(dtype, kernel);
   return sms * blocks_per_sm(l.kernel, l.shared);
 }

@@ -35,6 +35,7 @@
 #include <string>
 
 #include "cuda_check.h"
+#include "device_memory.h"
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "swiglu.cuh"
@@ -428,10 +429,7 @@ std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms) {
 }
 
 bool wgmma_gemm_supported() {
-  int device = 0, major = 0;
-  DICE_CUDA_CHECK(cudaGetDevice(&device));
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major == 9;
+  return device_attribute(cudaDevAttrComputeCapabilityMajor) == 9;
 }
 
 WgmmaGemm::WgmmaGemm() {
@@ -440,9 +438,8 @@ WgmmaGemm::WgmmaGemm() {
   if (!wgmma_gemm_supported())
     throw Error("wgmma GEMM: device " + std::to_string(device) +
                 " is not compute capability 9.x; the kernels are built for sm_90a only");
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
-  DICE_CUDA_CHECK(
-      cudaDeviceGetAttribute(&shared_per_sm_, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  sms_ = device_attribute(cudaDevAttrMultiProcessorCount);
+  shared_per_sm_ = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
   encode_ = tensor_map_encoder();
   allow_shared_memory<64, false>();
   allow_shared_memory<64, true>();

@@ -179,10 +179,7 @@ TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
   // GEMMs, the gate/up projection with the SwiGLU epilogue, on the wgmma kernel where the shape
   // fits (the 1,000-token vocabulary's lm_head does not: cuBLASLt): bf16 logits against the CPU
   // reference.
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
-      major != 9)
-    GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  if (!cuda::wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
   for (const auto& shape : shapes()) {
     const CpuWeights weights = random_weights(shape.config, shape.std, true);
     CpuBackend cpu(weights);
@@ -229,8 +226,7 @@ TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
   // prefill whose tiles fill 3/4 to all of the SMs (the deep kernel), one of ~13 x SMs rows
   // pairs its tiles (the paired kernel); the blocks after them run the pipelined kernel.
   const auto shape = shapes()[1];
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int sms = cuda::device_attribute(cudaDevAttrMultiProcessorCount);
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
   CudaBackend simple(weights, limited({.attention = CudaAttention::kCudaCores}));
   CudaBackend chosen(weights, limited());

@@ -472,8 +472,7 @@ TEST_F(CudaOps, GemmWithABf16Output) {
 
 TEST_F(CudaOps, GemmWithAnSmCountTarget) {
   // cuBLASLt planned for half the SMs (for a kernel on another stream) still computes x w^T.
-  int sms = 0;
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   Gemm half(0, false, 64ull << 20, std::max(1, sms / 2));
   const int rows = 64, in = 256, out = 384;
   const auto x = as_dtype(random_vector(rows * in, 18), CudaDType::kBF16);
@@ -1842,8 +1841,7 @@ TEST_F(CudaOps, GemmConfigSearch) {
 TEST_F(CudaOps, SkinnyGemmTimings) {
   if (std::getenv("DICE_SKINNY_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_SKINNY_TIMINGS=1 to time the skinny GEMM's tile and split choices";
-  int sms = 0;
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   const double copy = measure_copy_bandwidth(0, 1ll << 30, 5);
   std::printf("copy bandwidth %.0f GB/s, %d SMs\n", copy / 1e9, sms);
   std::printf("%-12s %4s %6s %6s %-16s %9s %8s %7s\n", "shape", "rows", "in", "out", "kernel", "us",
@@ -2180,8 +2178,7 @@ TEST_F(CudaOps, KernelBoundaryTimings) {
 TEST_F(CudaOps, OverlapTimings) {
   if (std::getenv("DICE_OVERLAP_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_OVERLAP_TIMINGS=1 to time GEMMs and attention side by side";
-  int sms = 0;
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   constexpr int kD = 128, kHeads = 32, kKvHeads = 8, kSequences = 128, kRows = 4 * kSequences;
   constexpr int kLayers = 12, kWeightCopies = 2, kCacheLayers = 3;
   struct Shape {
