@@ -61,7 +61,7 @@ int device_attribute(cudaDeviceAttr what);
 /// The current device's peak memory bandwidth, bytes per second: 2 x the memory clock
 /// (cudaDevAttrMemoryClockRate, kHz; double data rate) x the bus width
 /// (cudaDevAttrGlobalMemoryBusWidth, bits) / 8. H100 SXM (HBM3, 2,619 MHz, 5,120 bits): 3.35e12.
-/// 0 when the device reports neither. Throws dice::Error on CUDA failures.
+/// 0 when the device reports either as 0. Throws dice::Error on CUDA failures.
 double device_peak_bandwidth();
 
 /// Device memory (cudaMalloc, zero-filled).
