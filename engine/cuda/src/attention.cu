@@ -22,7 +22,7 @@
 #include <type_traits>
 
 #include "cuda_check.h"
-#include "device_memory.h"
+#include "device_query.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"

@@ -16,6 +16,7 @@
 
 #include "cuda_check.h"
 #include "device_memory.h"
+#include "device_query.h"
 #include "dice/core/error.h"
 #include "dice/engine/cpu_backend.h"
 #include "dice/model/checkpoint.h"

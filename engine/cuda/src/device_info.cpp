@@ -7,6 +7,7 @@
 
 #include "cuda_check.h"
 #include "device_memory.h"
+#include "device_query.h"
 #include "dice/core/error.h"
 #include "dice/engine/cuda_backend.h"
 #include "gemm.h"
@@ -82,3 +83,20 @@ double measure_gemm_rate(int device, std::int64_t m, std::int64_t n, std::int64_
 }
 
 }  // namespace dice::engine
+
+namespace dice::engine::cuda {
+
+int device_attribute(cudaDeviceAttr what) {
+  int device = 0, value = 0;
+  DICE_CUDA_CHECK(cudaGetDevice(&device));
+  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&value, what, device));
+  return value;
+}
+
+double device_peak_bandwidth() {
+  const double clock_hz = 1e3 * device_attribute(cudaDevAttrMemoryClockRate);
+  const double bus_bytes = device_attribute(cudaDevAttrGlobalMemoryBusWidth) / 8.0;
+  return 2.0 * clock_hz * bus_bytes;
+}
+
+}  // namespace dice::engine::cuda

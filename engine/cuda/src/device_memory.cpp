@@ -28,19 +28,6 @@ void check_cublas(cublasStatus_t status, const char* call, const char* file, int
                           cublasLtGetStatusName(status), cublasLtGetStatusString(status)));
 }
 
-int device_attribute(cudaDeviceAttr what) {
-  int device = 0, value = 0;
-  DICE_CUDA_CHECK(cudaGetDevice(&device));
-  DICE_CUDA_CHECK(cudaDeviceGetAttribute(&value, what, device));
-  return value;
-}
-
-double device_peak_bandwidth() {
-  const double clock_hz = 1e3 * device_attribute(cudaDevAttrMemoryClockRate);
-  const double bus_bytes = device_attribute(cudaDevAttrGlobalMemoryBusWidth) / 8.0;
-  return 2.0 * clock_hz * bus_bytes;
-}
-
 template <MemoryKind Kind>
 CudaBuffer<Kind>::CudaBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "cuda_check.h"
+#include "device_query.h"
 #include "dice/core/error.h"
 #include "ops.h"
 #include "skinny_gemm.h"

@@ -35,7 +35,7 @@
 #include <string>
 
 #include "cuda_check.h"
-#include "device_memory.h"
+#include "device_query.h"
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "swiglu.cuh"
@@ -421,10 +421,11 @@ std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sm
 }
 
 std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms) {
-  if (!(peak_bytes_per_s > 0.0) || sms <= 0) return std::numeric_limits<std::int64_t>::max();
+  if (!(peak_bytes_per_s > 0.0) || !std::isfinite(peak_bytes_per_s) || sms <= 0)
+    return std::numeric_limits<std::int64_t>::max();
+  // (finite: at most ~1e21 bytes/s from int attributes, so k stays far below INT64_MAX)
   const double k = kWgmmaMinBlockSeconds * peak_bytes_per_s /
                    (static_cast<double>(kWgmmaTileN) * 2.0 * static_cast<double>(sms));
-  if (!(k < 1e15)) return std::numeric_limits<std::int64_t>::max();  // (no SDAR block is near)
   return static_cast<std::int64_t>(std::ceil(k / static_cast<double>(kWgmmaTileK))) * kWgmmaTileK;
 }
 

@@ -57,7 +57,7 @@ int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms)
 std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms);
 
 /// Seconds of weight streaming a block must have for the wgmma kernel to be worth its fixed cost
-/// (wgmma_auto_min_block_k): 7.5 us, which on an H100 is a block of 1,536 k (below).
+/// (wgmma_auto_min_block_k): 7.5 us, which on an H100 rounds up to blocks of 1,536 k (below).
 inline constexpr double kWgmmaMinBlockSeconds = 7.5e-6;
 
 /// The device's default of CudaBackendOptions::wgmma_min_block_k: the least multiple of
@@ -66,11 +66,12 @@ inline constexpr double kWgmmaMinBlockSeconds = 7.5e-6;
 /// >= kWgmmaMinBlockSeconds). The fixed cost of a launch is time, and a faster memory streams a
 /// block sooner, so the limit in k grows with the bandwidth per SM.
 /// - H100 (132 SMs, 3.35e12 bytes/s): 1,536, the SDAR MLP projections and the 64-row lm_head;
-///   +1.4-2.9% (SDAR-4B) and 0-2.7% (SDAR-1.7B) at 16 x 1,024 against cuBLASLt
+///   +1.4-2.9% (SDAR-4B) and -0.1 to +2.7% (SDAR-1.7B) at 16 x 1,024 against cuBLASLt
 ///   (bench/results/2026-11-27-wgmma-min-block-k-h100).
 /// - H200 (132 SMs, 4.9e12): 2,240, SDAR-4B's MLP projections and lm_head (at 1,536: 1.001),
 ///   none of SDAR-1.7B's (at 1,536: 0.975; bench/results/2026-11-27-wgmma-min-block-k-h200).
-/// INT64_MAX (no shape) when `peak_bytes_per_s` or `sms` is not positive.
+/// INT64_MAX (no shape) when `peak_bytes_per_s` is not a positive finite number or `sms` is not
+/// positive.
 std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms);
 
 /// The shared-memory stages of a launch of `blocks` blocks over `sms` SMs of `shared_per_sm`

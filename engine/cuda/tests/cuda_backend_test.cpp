@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "device_memory.h"
+#include "device_query.h"
 #include "dice/core/error.h"
 #include "dice/engine/block_decoder.h"
 #include "dice/engine/cpu_backend.h"

@@ -23,6 +23,7 @@
 #include "boundary_probe.h"
 #include "cuda_check.h"
 #include "device_memory.h"
+#include "device_query.h"
 #include "dice/core/error.h"
 #include "dice/engine/cuda_backend.h"
 #include "dice/engine/sampling.h"

@@ -173,10 +173,10 @@ struct CudaBackendOptions {
   /// projection with the SwiGLU epilogue) instead of cuBLASLt, on sm_90 devices, where
   /// wgmma_min_block_k allows. Other bits than cuBLASLt's (a different summation order), the same
   /// run to run. Its gain is its programmatic early start after dice's kernels, which cuBLASLt's
-  /// kernels never have. On: with the default limit +1.4-2.9% (SDAR-4B) and 0-2.7% (SDAR-1.7B) at
-  /// 16 x 1,024 on an H100, four side-by-side runs on two machines
-  /// (bench/results/2026-11-27-wgmma-min-block-k-h100); on every shape it was about even (0.988 /
-  /// 1.019, bench/results/2026-11-25-wgmma-gemm-h100).
+  /// kernels never have. On: with the default limit +1.4-2.9% (SDAR-4B) and -0.1 to +2.7%
+  /// (SDAR-1.7B) at 16 x 1,024 on an H100, three side-by-side runs on two machines (+1.6% / +0.1%
+  /// at 16 x 4,096; bench/results/2026-11-27-wgmma-min-block-k-h100); on every shape it was about
+  /// even (0.988 / 1.019, bench/results/2026-11-25-wgmma-gemm-h100).
   bool wgmma_gemm = true;
   /// With wgmma_gemm: only GEMMs whose blocks stream at least this much k under the split rule
   /// (in / splits, elements; wgmma_block_k) run the wgmma kernel, the others cuBLASLt. 0: every
