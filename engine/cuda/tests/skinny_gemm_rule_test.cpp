@@ -133,6 +133,8 @@ TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
   // A device that reports no bandwidth (or no SMs) gives no shape to the kernel.
   EXPECT_EQ(wgmma_auto_min_block_k(0.0, kSms), std::numeric_limits<std::int64_t>::max());
   EXPECT_EQ(wgmma_auto_min_block_k(h100, 0), std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(wgmma_auto_min_block_k(std::numeric_limits<double>::infinity(), kSms),
+            std::numeric_limits<std::int64_t>::max());
 }
 
 }  // namespace
