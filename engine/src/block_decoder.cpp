@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -95,14 +96,19 @@ std::int64_t SequenceDecoder::next_cache_end() const {
 void SequenceDecoder::denoise(std::span<const Proposal> proposals) {
   const std::int32_t mask = options_.sampling.mask_id;
   const std::size_t b = static_cast<std::size_t>(options_.block_length);
-  const auto flags = std::make_unique<bool[]>(b);
+  // The mask flags on the stack for blocks of up to 64 (SDAR's 4 among them), else on the heap.
+  constexpr std::size_t kStackFlags = 64;
+  std::array<bool, kStackFlags> stack_flags{};
+  std::unique_ptr<bool[]> heap_flags;
+  bool* const flags =
+      b <= kStackFlags ? stack_flags.data() : (heap_flags = std::make_unique<bool[]>(b)).get();
   for (std::size_t i = 0; i < b; ++i)
     flags[i] = tokens_[static_cast<std::size_t>(block_start_) + i] == mask;
-  const std::span<const bool> masked(flags.get(), b);
+  const std::span<const bool> masked(flags, b);
   const bool last = step_ + 1 >= options_.steps;
-  const auto chosen = select_unmask(options_.remasking, masked, proposals,
-                                    schedule_[static_cast<std::size_t>(step_)], last);
-  for (const std::int32_t i : chosen) {
+  select_unmask(options_.remasking, masked, proposals, schedule_[static_cast<std::size_t>(step_)],
+                last, chosen_, order_);
+  for (const std::int32_t i : chosen_) {
     const std::int64_t position = block_start_ + i;
     tokens_[static_cast<std::size_t>(position)] = proposals[static_cast<std::size_t>(i)].token;
     trace_[static_cast<std::size_t>(position - prompt_length_)] =
@@ -284,6 +290,7 @@ class Batch {
   /// and its rejoining prefill needs more pages than its preemption freed, so nothing joins
   /// until a finished sequence frees room (no admission flag is needed for that).
   void admit() {
+    if (waiting_.empty()) return;  // (the common case: nothing to count pages for)
     std::int64_t pending = grow_ ? pages_for_active(true) : 0;
     while (!waiting_.empty() &&
            (schedule_.max_active == 0 || active_.size() < schedule_.max_active)) {

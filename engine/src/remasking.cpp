@@ -19,15 +19,17 @@ constexpr std::array<std::pair<RemaskingStrategy, std::string_view>, 4> kNames{{
     {RemaskingStrategy::kEntropyBounded, "entropy_bounded"},
 }};
 
-/// Masked positions ordered by `key` ascending, ties by position.
+/// Fills `order` with the masked positions ordered by `key` ascending, ties by position (a sort
+/// on (key, position): the stable order, with no merge buffer to allocate).
 template <typename Key>
-std::vector<std::int32_t> masked_by(std::span<const bool> masked, Key key) {
-  std::vector<std::int32_t> order;
+void masked_by(std::span<const bool> masked, Key key, std::vector<std::int32_t>& order) {
+  order.clear();
   for (std::size_t i = 0; i < masked.size(); ++i)
     if (masked[i]) order.push_back(static_cast<std::int32_t>(i));
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::int32_t a, std::int32_t b) { return key(a) < key(b); });
-  return order;
+  std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+    const auto ka = key(a), kb = key(b);
+    return ka < kb || (!(kb < ka) && a < b);
+  });
 }
 
 }  // namespace
@@ -57,12 +59,20 @@ std::vector<std::int32_t> select_unmask(const RemaskingOptions& options,
                                         std::span<const bool> masked,
                                         std::span<const Proposal> proposals, std::int32_t k,
                                         bool last_step) {
+  std::vector<std::int32_t> chosen, order;
+  select_unmask(options, masked, proposals, k, last_step, chosen, order);
+  return chosen;
+}
+
+void select_unmask(const RemaskingOptions& options, std::span<const bool> masked,
+                   std::span<const Proposal> proposals, std::int32_t k, bool last_step,
+                   std::vector<std::int32_t>& chosen, std::vector<std::int32_t>& order) {
   if (masked.size() != proposals.size())
     throw Error(fmt::format("select_unmask: {} mask flags but {} proposals", masked.size(),
                             proposals.size()));
+  chosen.clear();
   const auto remaining = static_cast<std::int32_t>(std::count(masked.begin(), masked.end(), true));
-  std::vector<std::int32_t> chosen;
-  if (remaining == 0) return chosen;
+  if (remaining == 0) return;
   if (last_step) k = remaining;
   k = std::clamp(k, 1, remaining);
   const auto conf = [&](std::int32_t i) {
@@ -75,7 +85,8 @@ std::vector<std::int32_t> select_unmask(const RemaskingOptions& options,
       break;
     }
     case RemaskingStrategy::kLowConfidenceStatic: {
-      auto order = masked_by(masked, [&](std::int32_t i) { return -conf(i); });
+      masked_by(
+          masked, [&](std::int32_t i) { return -conf(i); }, order);
       chosen.assign(order.begin(), order.begin() + k);
       break;
     }
@@ -84,26 +95,27 @@ std::vector<std::int32_t> select_unmask(const RemaskingOptions& options,
         if (masked[i] && proposals[i].confidence > options.threshold)
           chosen.push_back(static_cast<std::int32_t>(i));
       if (std::ssize(chosen) < k) {
-        auto order = masked_by(masked, [&](std::int32_t i) { return -conf(i); });
+        masked_by(
+            masked, [&](std::int32_t i) { return -conf(i); }, order);
         chosen.assign(order.begin(), order.begin() + k);
       }
       break;
     }
     case RemaskingStrategy::kEntropyBounded: {
-      auto order = masked_by(
-          masked, [&](std::int32_t i) { return proposals[static_cast<std::size_t>(i)].entropy; });
+      masked_by(
+          masked, [&](std::int32_t i) { return proposals[static_cast<std::size_t>(i)].entropy; },
+          order);
       double running = 0;
       for (std::size_t j = 0; j < order.size(); ++j) {
         running += proposals[static_cast<std::size_t>(order[j])].entropy;
         if (j > 0 && running >= options.entropy_bound) break;
         chosen.push_back(order[j]);
       }
-      if (last_step) chosen = order;
+      if (last_step) chosen.assign(order.begin(), order.end());
       break;
     }
   }
   std::sort(chosen.begin(), chosen.end());
-  return chosen;
 }
 
 }  // namespace dice::engine

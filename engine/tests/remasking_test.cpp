@@ -94,6 +94,37 @@ TEST(SelectUnmask, NothingMaskedNothingChosenAndSizesMustMatch) {
   EXPECT_THROW(select_unmask(strategy(RemaskingStrategy::kSequential), three, p, 1, false), Error);
 }
 
+TEST(SelectUnmask, TheReusingFormGivesTheSameChoicesWithStaleBuffers) {
+  // The decoding loop's form keeps its two vectors between calls: whatever they hold (a longer
+  // earlier choice, leftovers of the scratch order) must not leak into the next choice. Ties
+  // (equal confidence or entropy) go to the lower position, as in the returning form.
+  const std::array<bool, 8> masked{true, false, true, true, true, false, true, true};
+  const auto conf = with_confidence({0.5f, 0.9f, 0.7f, 0.7f, 0.1f, 0.2f, 0.7f, 0.3f});
+  const auto entropy = with_entropy({0.3f, 0.1f, 0.2f, 0.2f, 0.9f, 0.1f, 0.2f, 0.4f});
+  std::vector<std::int32_t> chosen{5, 5, 5, 5, 5, 5, 5, 5, 5}, order{1, 1, 1};
+  for (const auto s :
+       {RemaskingStrategy::kSequential, RemaskingStrategy::kLowConfidenceStatic,
+        RemaskingStrategy::kLowConfidenceDynamic, RemaskingStrategy::kEntropyBounded}) {
+    RemaskingOptions o = strategy(s);
+    o.threshold = 0.6;
+    o.entropy_bound = 0.5;
+    const auto& proposals = s == RemaskingStrategy::kEntropyBounded ? entropy : conf;
+    for (const std::int32_t k : {1, 2, 3})
+      for (const bool last : {false, true}) {
+        const Positions expected = select_unmask(o, masked, proposals, k, last);
+        select_unmask(o, masked, proposals, k, last, chosen, order);
+        EXPECT_EQ(chosen, expected) << strategy_name(s) << " k " << k << " last " << last;
+      }
+  }
+  // The ties: confidence 0.7 at positions 2, 3 and 6, two of them taken: the lower ones.
+  EXPECT_EQ(
+      select_unmask(strategy(RemaskingStrategy::kLowConfidenceStatic), masked, conf, 2, false),
+      (Positions{2, 3}));
+  EXPECT_THROW(select_unmask(strategy(RemaskingStrategy::kSequential), masked,
+                             std::span(conf).first(4), 1, false, chosen, order),
+               Error);
+}
+
 TEST(Strategy, NamesRoundTrip) {
   for (const auto s :
        {RemaskingStrategy::kSequential, RemaskingStrategy::kLowConfidenceStatic,

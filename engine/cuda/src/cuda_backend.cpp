@@ -6,11 +6,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <tuple>
 
@@ -130,6 +130,7 @@ struct CudaBackend::Impl {
     std::int32_t block_length = 1;
     std::int64_t length = 0;
     std::vector<std::int32_t> pages;
+    std::int64_t last_forward = 0;  ///< the forward_serial of the last forward naming it
   };
   /// Padded rows, padded block rows, a combine launch, the pass's attention kernel.
   using GraphKey = std::tuple<std::int32_t, std::int32_t, bool, AttentionKernel>;
@@ -159,6 +160,15 @@ struct CudaBackend::Impl {
   double copy_bandwidth = 0;
   double gemm_rate = 0;
   double gemm_tune_seconds = 0;  ///< spent by the GEMM autotune so far
+  /// The host clock's last lap mark (the host_*_seconds of CudaForwardStats).
+  std::chrono::steady_clock::time_point host_mark;
+
+  /// Adds the host time since the last mark to `part` (a host_*_seconds of stats); marks now.
+  void host_lap(double& part) {
+    const auto now = std::chrono::steady_clock::now();
+    part += std::chrono::duration<double>(now - host_mark).count();
+    host_mark = now;
+  }
 
   std::unique_ptr<Stream> stream;
   std::unique_ptr<Event> pass_start, pass_end;  ///< around each pass (stats.device_seconds)
@@ -175,6 +185,10 @@ struct CudaBackend::Impl {
   std::int64_t pages = 0;
   std::vector<std::int32_t> free_pages;
   std::map<SequenceId, Sequence> sequences;
+  /// Counts forward() calls (check()'s duplicate test: Sequence::last_forward).
+  std::int64_t forward_serial = 0;
+  /// forward()'s sequence of each item, looked up once by check() (kept for its capacity).
+  std::vector<Sequence*> item_sequences;
   std::map<GraphKey, GraphExec> graphs;
 
   Impl(const WeightSource& source, CudaBackendOptions opts) : options(opts), config(source.config) {
@@ -698,7 +712,9 @@ struct CudaBackend::Impl {
                                         cudaMemcpyDeviceToHost, s));
     }
     pass_end->record(s);
+    host_lap(stats.host_enqueue_seconds);
     stream->synchronize();
+    host_lap(stats.host_wait_seconds);
     stats.device_seconds += static_cast<double>(pass_end->since(*pass_start)) / 1000.0;
     ++stats.passes;
     stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
@@ -770,16 +786,22 @@ struct CudaBackend::Impl {
     }
   }
 
-  void check(std::span<const ForwardItem> items) const {
-    std::set<SequenceId> seen;
+  /// Checks `items` (open sequences, each once, whole-block commits, blocks of at most B, ids in
+  /// the vocabulary, positions within the model's); throws dice::Error / InputError naming the
+  /// sequence. Leaves each item's sequence in item_sequences.
+  void check(std::span<const ForwardItem> items) {
+    ++forward_serial;
+    item_sequences.clear();
     for (const auto& item : items) {
       const auto it = sequences.find(item.sequence);
       if (it == sequences.end())
         throw Error(
             fmt::format("CUDA backend: forward of sequence {}, which is not open", item.sequence));
-      if (!seen.insert(item.sequence).second)
+      if (it->second.last_forward == forward_serial)
         throw Error(
             fmt::format("CUDA backend: sequence {} appears twice in one forward", item.sequence));
+      it->second.last_forward = forward_serial;
+      item_sequences.push_back(&it->second);
       const std::int32_t b = it->second.block_length;
       if (std::ssize(item.commit) % b != 0)
         throw Error(fmt::format(
@@ -809,28 +831,26 @@ struct CudaBackend::Impl {
 
   void forward(std::span<const ForwardItem> items, const ForwardRequest& request,
                ForwardOutput& out) {
+    host_mark = std::chrono::steady_clock::now();
     check(items);
+    const auto seq_of = [&](std::size_t i) -> Sequence& { return *item_sequences[i]; };
     // Pages for every row this forward writes (block rows included), all or nothing.
     std::int64_t need = 0;
-    for (const auto& item : items) {
-      const Sequence& seq = sequences.at(item.sequence);
-      need += pages_missing(seq, end_after(seq, item));
-    }
+    for (std::size_t i = 0; i < items.size(); ++i)
+      need += pages_missing(seq_of(i), end_after(seq_of(i), items[i]));
     if (need > std::ssize(free_pages)) {
-      for (const auto& item : items) {  // throws naming the first sequence that cannot grow
-        Sequence& seq = sequences.at(item.sequence);
-        const std::int64_t end = end_after(seq, item);
-        if (pages_missing(seq, end) > std::ssize(free_pages)) grow(item.sequence, seq, end);
+      for (std::size_t i = 0; i < items.size(); ++i) {  // throws naming the first that cannot grow
+        const std::int64_t end = end_after(seq_of(i), items[i]);
+        if (pages_missing(seq_of(i), end) > std::ssize(free_pages))
+          grow(items[i].sequence, seq_of(i), end);
       }
       throw Error(fmt::format(
           "CUDA backend: the KV cache is full: this forward needs {} more pages, {} of {} are "
           "free; run fewer sequences at once or raise --gpu-memory",
           need, free_pages.size(), pages - 1));
     }
-    for (const auto& item : items) {
-      Sequence& seq = sequences.at(item.sequence);
-      grow(item.sequence, seq, end_after(seq, item));
-    }
+    for (std::size_t i = 0; i < items.size(); ++i)
+      grow(items[i].sequence, seq_of(i), end_after(seq_of(i), items[i]));
 
     out.row_offsets.assign(1, 0);
     for (const auto& item : items)
@@ -847,9 +867,9 @@ struct CudaBackend::Impl {
 
     std::vector<ItemSize> sizes;
     sizes.reserve(items.size());
-    for (const auto& item : items)
-      sizes.push_back({std::ssize(item.commit), std::ssize(item.block),
-                       sequences.at(item.sequence).block_length});
+    for (std::size_t i = 0; i < items.size(); ++i)
+      sizes.push_back(
+          {std::ssize(items[i].commit), std::ssize(items[i].block), seq_of(i).block_length});
     const auto passes = split_forward(sizes, options.max_rows, options.max_block_rows);
     PlanShape base_shape{shape.heads,
                          shape.kv_heads,
@@ -869,7 +889,7 @@ struct CudaBackend::Impl {
       pass_items.clear();
       for (const PassPiece& piece : pieces) {
         const ForwardItem& item = items[piece.item];
-        const Sequence& seq = sequences.at(item.sequence);
+        const Sequence& seq = seq_of(piece.item);
         PassItem p;
         p.commit =
             item.commit.subspan(static_cast<std::size_t>(piece.commit_begin),
@@ -901,14 +921,17 @@ struct CudaBackend::Impl {
       const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;
+      host_lap(stats.host_prepare_seconds);
       run_pass(plan, kernel, request.proposals ? out.proposals.data() + out_row : nullptr,
                request.logits
                    ? out.logits.data() + out_row * static_cast<std::size_t>(config.vocab_size)
                    : nullptr);
       out_row += static_cast<std::size_t>(plan.pass_block_rows);
+      host_lap(stats.host_finish_seconds);
     }
-    for (const auto& item : items) sequences.at(item.sequence).length += std::ssize(item.commit);
+    for (std::size_t i = 0; i < items.size(); ++i) seq_of(i).length += std::ssize(items[i].commit);
     ++stats.forwards;
+    host_lap(stats.host_finish_seconds);
   }
 };
 

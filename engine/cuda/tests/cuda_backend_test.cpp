@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -354,6 +355,32 @@ TEST_F(CudaBackendTest, FloorsAreSummedOverPassesWithTheCeilings) {
   EXPECT_NEAR(st.flops, flops, 1e-9 * flops);
   EXPECT_GE(st.floor_seconds, st.bytes / 3.0e12 * (1 - 1e-9));  // each pass: >= bytes / copy
   EXPECT_GE(st.floor_seconds, st.flops / 750e12 * (1 - 1e-9));  // each pass: >= FLOPs / rate
+}
+
+TEST_F(CudaBackendTest, HostTimesAreThePartsOfTheWallTime) {
+  // The host's four parts of the forwards (prepare, enqueue, wait, finish) are each taken on
+  // every pass, so each is positive after a generation; together they are at most its wall time,
+  // and the GPU's own time is within the wait and the enqueue.
+  const auto shape = shapes()[2];
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackend gpu(weights, limited());
+  const auto requests = requests_for(shape.config, 0.0);
+  (void)generate(gpu, requests);  // warm-up: graphs captured, GEMMs tuned
+  gpu.reset_stats();
+  const auto start = std::chrono::steady_clock::now();
+  (void)generate(gpu, requests);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const CudaForwardStats& st = gpu.stats();
+  ASSERT_GT(st.passes, 0);
+  EXPECT_GT(st.host_prepare_seconds, 0);
+  EXPECT_GT(st.host_enqueue_seconds, 0);
+  EXPECT_GT(st.host_wait_seconds, 0);
+  EXPECT_GT(st.host_finish_seconds, 0);
+  const double host = st.host_prepare_seconds + st.host_enqueue_seconds + st.host_wait_seconds +
+                      st.host_finish_seconds;
+  EXPECT_LE(host, wall);
+  EXPECT_LE(st.device_seconds, st.host_enqueue_seconds + st.host_wait_seconds);
 }
 
 TEST_F(CudaBackendTest, ColdGemmTuningIsCountedInTheWorkspace) {

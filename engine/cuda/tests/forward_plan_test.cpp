@@ -8,6 +8,7 @@
 #include <array>
 #include <numeric>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "dice/core/error.h"
@@ -396,6 +397,29 @@ TEST(PlanPass, TilesReadingTheSamePagesAreNeighbours) {
   const PassPlan plan = plan_pass(items, {32, 8, 396, 4096, 256, 128, 16});
   const auto work = plan.work();
   for (int i = 0; i < 16; ++i) EXPECT_EQ(work[static_cast<std::size_t>(i)].row0 / 8, 5);
+}
+
+TEST(PlanPass, WorkIsOrderedByPagesThenItemHeadAndRangeKeepingRowOrder) {
+  // Sequences of several lengths, fused store passes with SDAR-4B heads (two tiles of 4 rows
+  // per sequence, whose kv_end differ) and enough splits that a sequence's split tiles
+  // interleave: with group_tiles the work goes longest first by whole pages, then by item (its
+  // table's offset), KV head and range start; ties keep row order. Every work item is distinct
+  // under that key with row0 last, so the order must be strictly increasing.
+  const auto commit = ids(4), block = ids(4, 100), pages = ids(40, 1);
+  std::vector<PassItem> items;
+  for (const std::int64_t start : {1016, 508, 1268})
+    items.push_back(denoising_item(block, pages, start));
+  for (auto& item : items) item.commit = commit;
+  const PassPlan plan = plan_pass(items, {32, 8, 396, 4096, 256, 128, 16});
+  const auto work = plan.work();
+  ASSERT_GT(plan.attn_combine, 0);  // split tiles are in the order
+  const auto key = [](const AttnWork& w) {
+    return std::tuple(-((w.kv_end - w.kv_begin + kPageTokens - 1) / kPageTokens), w.table,
+                      w.kv_head, w.kv_begin, w.row0);
+  };
+  for (std::size_t i = 1; i < work.size(); ++i)
+    EXPECT_LT(key(work[i - 1]), key(work[i])) << "work items " << i - 1 << " and " << i;
+  expect_splits_cover_tiles(plan);
 }
 
 TEST(PlanPass, PairedTilesWhenNoSplitIsNeeded) {

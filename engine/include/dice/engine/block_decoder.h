@@ -80,6 +80,8 @@ class SequenceDecoder {
   bool done_ = false;
   StopReason stop_reason_ = StopReason::kLength;
   GenerationCounts counts_;
+  /// select_unmask's output and scratch, kept between steps (no allocation per step).
+  std::vector<std::int32_t> chosen_, order_;
 };
 
 /// One generation: prompt token ids (already chat-templated) and its options.

@@ -52,4 +52,11 @@ std::vector<std::int32_t> select_unmask(const RemaskingOptions& options,
                                         std::span<const Proposal> proposals, std::int32_t k,
                                         bool last_step);
 
+/// select_unmask into `chosen` (its contents replaced), with `order` as scratch: allocates
+/// nothing once both hold a block's positions (the decoding loop's form: one call per sequence
+/// and denoising step). The same result and errors.
+void select_unmask(const RemaskingOptions& options, std::span<const bool> masked,
+                   std::span<const Proposal> proposals, std::int32_t k, bool last_step,
+                   std::vector<std::int32_t>& chosen, std::vector<std::int32_t>& order);
+
 }  // namespace dice::engine

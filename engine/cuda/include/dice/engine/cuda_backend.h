@@ -156,6 +156,16 @@ struct CudaForwardStats {
   /// the kernels and the proposals' download), seconds. A forward's wall time minus this is
   /// the time the GPU waited for the host (decoding logic, planning, launch).
   double device_seconds = 0;
+  /// Host wall time (steady clock, seconds) of the backend's side of the forwards, in four
+  /// parts: preparing the passes (forward()'s checks, cache pages and the pass planner, up to
+  /// each pass's first CUDA call), enqueueing them (the metadata upload, the graph launch or the
+  /// eager launches, the downloads), waiting for them (cudaStreamSynchronize), and reading their
+  /// proposals back. A run's wall time less their sum is the caller's (decoding logic,
+  /// scheduling); its wall time less device_seconds is the GPU's idle time between passes.
+  double host_prepare_seconds = 0;
+  double host_enqueue_seconds = 0;
+  double host_wait_seconds = 0;
+  double host_finish_seconds = 0;
 };
 
 /// The CUDA backend. One GPU, one stream; not thread-safe (Backend's contract).
