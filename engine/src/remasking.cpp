@@ -27,8 +27,7 @@ void masked_by(std::span<const bool> masked, Key key, std::vector<std::int32_t>&
   for (std::size_t i = 0; i < masked.size(); ++i)
     if (masked[i]) order.push_back(static_cast<std::int32_t>(i));
   std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
-    const auto ka = key(a), kb = key(b);
-    return ka < kb || (!(kb < ka) && a < b);
+    return std::pair(key(a), a) < std::pair(key(b), b);
   });
 }
 

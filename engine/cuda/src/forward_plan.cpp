@@ -151,7 +151,7 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
   // allocates nothing (fresh buffers of ~100 KB each forward cost page faults). The plan starts
   // from a default one that takes over the last plan's two buffers.
   plan_ = PassPlan{.bytes = std::move(plan_.bytes), .block_row_of = std::move(plan_.block_row_of)};
-  plan_.block_row_of.clear();  // (bytes is assigned whole below)
+  plan_.block_row_of.clear();  // (bytes is resized and every byte written below)
   PassPlan& plan = plan_;
   scratch_->clear();
   auto& [rows, block_index, samples, tables, tiles, paired, work, sorted_work, combines,

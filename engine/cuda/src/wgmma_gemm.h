@@ -68,8 +68,10 @@ inline constexpr double kWgmmaMinBlockSeconds = 7.5e-6;
 /// - H100 (132 SMs, 3.35e12 bytes/s): 1,536, the SDAR MLP projections and the 64-row lm_head;
 ///   +1.4-2.9% (SDAR-4B) and -0.1 to +2.7% (SDAR-1.7B) at 16 x 1,024 against cuBLASLt
 ///   (bench/results/2026-11-27-wgmma-min-block-k-h100).
-/// - H200 (132 SMs, 4.9e12): 2,240, SDAR-4B's MLP projections and lm_head (at 1,536: 1.001),
-///   none of SDAR-1.7B's (at 1,536: 0.975; bench/results/2026-11-27-wgmma-min-block-k-h200).
+/// - H200 (132 SMs, 4.8-4.9e12): 2,176 from the attributes the H200s of
+///   bench/results/2026-11-28-host-time report (2,240 at the spec's 3,201 MHz), SDAR-4B's MLP
+///   projections and lm_head, none of SDAR-1.7B's: 1.016 / 1.005 against cuBLASLt there (at
+///   1,536: 1.001 / 0.975, bench/results/2026-11-27-wgmma-min-block-k-h200).
 /// INT64_MAX (no shape) when `peak_bytes_per_s` is not a positive finite number or `sms` is not
 /// positive.
 std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms);

@@ -116,7 +116,7 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
 TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
   // Peak bandwidths as device_peak_bandwidth() computes them: 2 x memory clock x bus bytes.
   const double h100 = 2.0 * 2619e6 * (5120 / 8);  // H100 SXM, HBM3: 3.35e12 bytes/s
-  const double h200 = 2.0 * 3201e6 * (6144 / 8);  // H200, HBM3e: 4.92e12
+  const double h200 = 2.0 * 3201e6 * (6144 / 8);  // H200 spec, HBM3e: 4.92e12 (devices: 2,176)
   constexpr int kSms = 132;
   const std::int64_t on_h100 = wgmma_auto_min_block_k(h100, kSms);
   const std::int64_t on_h200 = wgmma_auto_min_block_k(h200, kSms);

@@ -181,12 +181,13 @@ struct CudaBackendOptions {
   /// With wgmma_gemm: only GEMMs whose blocks stream at least this much k under the split rule
   /// (in / splits, elements; wgmma_block_k) run the wgmma kernel, the others cuBLASLt. 0: every
   /// shape. Unset: the device's rule (wgmma_auto_min_block_k: a block must stream for 7.5 us at
-  /// its SM's share of the peak bandwidth; 1,536 on an H100, 2,240 on an H200); the backend's
-  /// options() report the limit it took. Per launch the kernel pays 2-3 us more fixed cost than
-  /// cuBLASLt on blocks of 512-1,280 k (the qkv and o projections) and is about even from 2,432
-  /// (bench/results/2026-11-25-wgmma-gemm-h100); 1,536 keeps the MLP projections of SDAR-1.7B and
-  /// -4B and the 64-row lm_head on it. At 1,536 on an H200: 1.001 SDAR-4B, 0.975 SDAR-1.7B against
-  /// cuBLASLt (bench/results/2026-11-27-wgmma-min-block-k-h200), hence the larger limit there.
+  /// its SM's share of the peak bandwidth; 1,536 on an H100, 2,176 on the H200s measured); the
+  /// backend's options() report the limit it took. Per launch the kernel pays 2-3 us more fixed
+  /// cost than cuBLASLt on blocks of 512-1,280 k (the qkv and o projections) and is about even from
+  /// 2,432 (bench/results/2026-11-25-wgmma-gemm-h100); 1,536 keeps the MLP projections of SDAR-1.7B
+  /// and -4B and the 64-row lm_head on it. At 1,536 on an H200: 1.001 SDAR-4B, 0.975 SDAR-1.7B
+  /// against cuBLASLt (bench/results/2026-11-27-wgmma-min-block-k-h200), hence the larger limit
+  /// there.
   std::optional<std::int64_t> wgmma_min_block_k;
 };
 
