@@ -305,6 +305,81 @@ TEST_F(CudaOps, QkNormRopeAndCacheWrite) {
       }
 }
 
+TEST_F(CudaOps, NormKernelsReadingWeightsBeforeTheirWaitGiveTheSameBits) {
+  // early_reads: the vectorised RMSNorm loads its weights, and the q/k norm its row metadata,
+  // norm weights and RoPE factors, before griddepcontrol.wait. Each runs as a PDL launch right
+  // after the kernel that writes its input (poisoned before), and must give the plain launch's
+  // bits: an input read before the wait would give the poison's.
+  const int rows = 8, hidden = 2048;
+  auto w = random_vector(hidden, 3, 0.1f);
+  for (auto& v : w) v += 1.0f;
+  const auto d_w = upload(w, CudaDType::kF32);
+  const std::vector<std::int32_t> tokens(8, 1), page_ids{3, 1};
+  const PassPlan plan = commit_pass(tokens, 28, page_ids, 4, 2);
+  const auto meta = upload_bytes(plan.bytes);
+  const std::size_t norm_bytes = std::size_t{rows} * hidden * 2;
+  std::vector<std::byte> norm_want, gather_want;
+  for (const bool early : {false, true}) {
+    DeviceBuffer x(std::size_t{rows} * hidden * 4), out(norm_bytes), gathered(norm_bytes);
+    DICE_CUDA_CHECK(cudaMemsetAsync(x.get(), 0x7f, x.bytes(), stream()));
+    launch_fill_random(CudaDType::kF32, x.get(), std::int64_t{rows} * hidden, 3.0f, 11, stream());
+    launch_rms_norm(CudaDType::kBF16, x.as<float>(), d_w.as<float>(), hidden, 1e-6, out.get(), rows,
+                    nullptr, stream(), true, early, early);
+    launch_rms_norm(CudaDType::kBF16, x.as<float>(), d_w.as<float>(), hidden, 1e-6, gathered.get(),
+                    rows, meta.as<PassHeader>(), stream(), true, early, early);
+    synchronize();
+    const auto norm_got = download_bytes(out, norm_bytes);
+    const auto gather_got = download_bytes(gathered, norm_bytes);
+    if (!early) {
+      norm_want = norm_got;
+      gather_want = gather_got;
+      continue;
+    }
+    EXPECT_EQ(norm_got, norm_want) << "rms_norm with its weights read before the wait";
+    EXPECT_EQ(gather_got, gather_want) << "gathering rms_norm with early reads";
+  }
+
+  const int heads = 4, kv_heads = 2, d = 128, vectors = heads + 2 * kv_heads, pages = 4;
+  const LayerShape shape{64, heads, kv_heads, d, 128, 1e-6};
+  auto qn = random_vector(d, 5, 0.1f), kn = random_vector(d, 6, 0.1f);
+  for (auto& v : qn) v += 1.0f;
+  for (auto& v : kn) v += 1.0f;
+  const auto d_qn = upload(qn, CudaDType::kF32), d_kn = upload(kn, CudaDType::kF32);
+  const auto table = rope_table(64, d, 1e6);
+  DeviceBuffer d_rope(table.size() * sizeof(float2));
+  DICE_CUDA_CHECK(cudaMemcpy(d_rope.get(), table.data(), table.size() * sizeof(float2),
+                             cudaMemcpyHostToDevice));
+  const std::size_t cache_bytes = std::size_t{pages} * kv_heads * kPageTokens * d * 2;
+  const std::size_t q_bytes = std::size_t{rows} * heads * d * 2;
+  std::vector<std::byte> q_want, k_want, v_want;
+  for (const bool early : {false, true}) {
+    DeviceBuffer qkv(std::size_t{rows} * vectors * d * 4), q_out(q_bytes), k_cache(cache_bytes),
+        v_cache(cache_bytes);
+    DICE_CUDA_CHECK(cudaMemsetAsync(k_cache.get(), 0, cache_bytes, stream()));
+    DICE_CUDA_CHECK(cudaMemsetAsync(v_cache.get(), 0, cache_bytes, stream()));
+    DICE_CUDA_CHECK(cudaMemsetAsync(qkv.get(), 0x7f, qkv.bytes(), stream()));
+    launch_fill_random(CudaDType::kF32, qkv.get(), std::int64_t{rows} * vectors * d, 2.0f, 12,
+                       stream());
+    launch_qk_norm_rope(CudaDType::kBF16, meta.as<PassHeader>(), qkv.as<float>(), d_qn.as<float>(),
+                        d_kn.as<float>(), d_rope.as<float2>(), shape, q_out.get(),
+                        CacheLayer{k_cache.get(), v_cache.get()}, rows, stream(), true, early,
+                        early);
+    synchronize();
+    const auto q_got = download_bytes(q_out, q_bytes);
+    const auto k_got = download_bytes(k_cache, cache_bytes);
+    const auto v_got = download_bytes(v_cache, cache_bytes);
+    if (!early) {
+      q_want = q_got;
+      k_want = k_got;
+      v_want = v_got;
+      continue;
+    }
+    EXPECT_EQ(q_got, q_want) << "q/k norm with early reads: q";
+    EXPECT_EQ(k_got, k_want) << "q/k norm with early reads: K cache";
+    EXPECT_EQ(v_got, v_want) << "q/k norm with early reads: V cache";
+  }
+}
+
 TEST_F(CudaOps, SwiGlu) {
   // inter % 4 == 0 runs the float4 kernel, 1002 the one-element one: the same values.
   for (const int inter : {1000, 1002})
