@@ -543,9 +543,6 @@ struct CudaBackend::Impl {
     const bool pdl = options.programmatic_launch || options.early_start_after_cublas ||
                      (options.programmatic_launch_few_rows && rows_pad <= options.skinny_gemm_rows);
     gemm->set_programmatic_launch(pdl, options.pdl_early_reads);
-    // The norm kernels' weights (and the q/k norm's row metadata and RoPE factors) before their
-    // wait, in PDL passes (launch.cuh, "Early start").
-    const bool early_reads = pdl && options.pdl_early_reads;
     stats.programmatic_passes += pdl ? 1 : 0;
     const std::int64_t wgmma_before = gemm->wgmma_launches();
     const auto* header = meta.as<const PassHeader>();
@@ -559,7 +556,7 @@ struct CudaBackend::Impl {
     const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
     const auto norm_into_h = [&](const DeviceBuffer& norm_weight) {
       launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
-                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl, early_reads);
+                      h.get(), rows_pad, nullptr, s, options.fast_norms, pdl);
     };
     const auto normed_gemm = [&](const DeviceBuffer& norm_weight, const DeviceBuffer& w, float* y,
                                  std::int64_t out, void* swiglu_act = nullptr) {
@@ -591,7 +588,7 @@ struct CudaBackend::Impl {
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
-                          s, options.fast_norms, pdl, early_reads);
+                          s, options.fast_norms, pdl);
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
                        attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);
@@ -613,7 +610,7 @@ struct CudaBackend::Impl {
     }
     if (block_rows_pad > 0) {
       launch_rms_norm(dtype, x.as<float>(), final_norm.as<float>(), shape.hidden, shape.eps,
-                      hn.get(), block_rows_pad, header, s, options.fast_norms, pdl, early_reads);
+                      hn.get(), block_rows_pad, header, s, options.fast_norms, pdl);
       gemm->run(dtype, hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(),
                 logits.as<float>(), block_rows_pad, hd, c.vocab_size, false, s);
       const auto vocab = static_cast<std::int32_t>(c.vocab_size);

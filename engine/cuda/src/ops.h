@@ -137,13 +137,10 @@ void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table
 /// reference), written as `dtype`; x [rows, hidden] fp32. With `gather` (a metadata block), out
 /// row r normalizes x row block_index[r] for r < header->block_rows and is zero after that.
 /// `vectorised` (hidden a multiple of 4, at most 8,192): the row held in registers, and for bf16
-/// the sum in float; otherwise the first kernel (scalar loads, double sum). `early_reads` (the
-/// vectorised kernel): each block loads the norm weights before its PDL wait (launch.cuh, "Early
-/// start"); the same bits either way.
+/// the sum in float; otherwise the first kernel (scalar loads, double sum).
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
-                     cudaStream_t stream, bool vectorised = true, bool pdl = false,
-                     bool early_reads = false);
+                     cudaStream_t stream, bool vectorised = true, bool pdl = false);
 
 /// From the fused projection output qkv [rows_pad, (heads + 2 kv_heads) head_dim] fp32: per-head
 /// RMSNorm of q and k with q_norm / k_norm [head_dim], NeoX rotate-half RoPE at the row's
@@ -152,14 +149,11 @@ void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::
 /// `dtype`). Rows at or past header->rows are skipped. `warp_per_vector`: one warp per (row,
 /// head vector) over many blocks, norm sums in float for bf16; otherwise the first layout (one
 /// block per row, its 8 warps looping over the vectors, double sums). fp32 sums in double.
-/// `early_reads` (the bf16 head_dim 128 warp-per-vector kernel): each warp reads its row's
-/// metadata, norm weights and RoPE factors before its PDL wait (launch.cuh, "Early start"); the
-/// same bits either way.
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
                          std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector = true,
-                         bool pdl = false, bool early_reads = false);
+                         bool pdl = false);
 
 /// The attention kernels (attention.cu).
 enum class AttentionKernel {

@@ -93,48 +93,25 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
 
 /// bf16, head_dim 128, one warp per (row, vector): lane l holds dimensions 4l..4l+3, so the
 /// rotate-half partner of lane l (dimension d +- 64) is lane l ^ 16. The sum of squares runs
-/// in float (4 per lane, then the warp); the products round as in qk_norm_rope_kernel. With
-/// early_reads the row's metadata, the norm weights and the RoPE factors (none written in a
-/// pass) are read before wait_for_prior_grid(), so only the projection's output is left after it.
+/// in float (4 per lane, then the warp); the products round as in qk_norm_rope_kernel.
 __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv,
                                         const float* q_norm, const float* k_norm,
                                         const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
-                                        __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-                                        bool early_reads) {
-  if (!early_reads) {
-    wait_for_prior_grid();
-    allow_next_grid();
-  }
+                                        __nv_bfloat16* k_cache, __nv_bfloat16* v_cache) {
+  wait_for_prior_grid();
+  allow_next_grid();
   constexpr int kDim = 128, kHalf = 64;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int32_t vectors = shape.heads + 2 * shape.kv_heads;
   const std::int64_t global_warp = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
   const auto row = static_cast<std::int32_t>(global_warp / vectors);
-  const bool active = row < meta->rows;
+  if (row >= meta->rows) return;
   const auto v = static_cast<std::int32_t>(global_warp % vectors);
-  const bool is_q = v < shape.heads;
-  const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
-  const bool first = lane < 16;  // dimensions below kHalf
-  RowInfo info{};
-  float4 w{};
-  float2 cs[4] = {};
-  if (active) {
-    info = pass_section<RowInfo>(meta, meta->rows_offset)[row];
-    if (is_q || is_k) {
-      w = reinterpret_cast<const float4*>(is_q ? q_norm : k_norm)[lane];
-      const float2* factors =
-          rope + static_cast<std::int64_t>(info.position) * kHalf + 4 * (lane & 15);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) cs[j] = factors[j];
-    }
-  }
-  if (early_reads) {
-    wait_for_prior_grid();
-    allow_next_grid();
-  }
-  if (!active) return;
+  const RowInfo info = pass_section<RowInfo>(meta, meta->rows_offset)[row];
   const float4 x = reinterpret_cast<const float4*>(
       qkv + (static_cast<std::int64_t>(row) * vectors + v) * kDim)[lane];
+  const bool is_q = v < shape.heads;
+  const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
   __nv_bfloat16* dst = head_destination(shape, info, row, v, q_out, k_cache, v_cache);
   dst += 4 * lane;
   if (!is_q && !is_k) {  // V: as projected
@@ -143,12 +120,15 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
   }
   const float sum = warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w);
   const float scale = 1.0f / sqrtf(sum / static_cast<float>(kDim) + static_cast<float>(shape.eps));
+  const float4 w = reinterpret_cast<const float4*>(is_q ? q_norm : k_norm)[lane];
   const float own[4] = {
       __fmul_rn(w.x, __fmul_rn(x.x, scale)), __fmul_rn(w.y, __fmul_rn(x.y, scale)),
       __fmul_rn(w.z, __fmul_rn(x.z, scale)), __fmul_rn(w.w, __fmul_rn(x.w, scale))};
   float other[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) other[j] = __shfl_xor_sync(0xffffffffu, own[j], 16);
+  const bool first = lane < 16;  // dimensions below kHalf
+  const float2* cs = rope + static_cast<std::int64_t>(info.position) * kHalf + 4 * (lane & 15);
   float out[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -165,8 +145,8 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
-                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector, bool pdl,
-                         bool early_reads) {
+                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector,
+                         bool pdl) {
   if (rows_pad <= 0) return;
   auto* bq = static_cast<__nv_bfloat16*>(q_out);
   auto* bk = static_cast<__nv_bfloat16*>(cache.k);
@@ -181,7 +161,7 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
     const auto grid = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
     if (dtype == CudaDType::kBF16 && shape.head_dim == 128)
       launch_kernel("qk_norm_rope_vec_kernel", qk_norm_rope_vec_kernel, grid, kWarps * 32, 0,
-                    stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv, early_reads);
+                    stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
     else if (dtype == CudaDType::kBF16)
       launch_kernel(name, qk_norm_rope_kernel<__nv_bfloat16, float, true>, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);

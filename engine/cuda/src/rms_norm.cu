@@ -52,27 +52,14 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, std::int32_
 constexpr int kMaxVec = 8;  // float4 per thread: hidden up to 8,192
 
 /// hidden % 4 == 0 and hidden <= 4 * kThreads * kVec.
-/// With early_reads, each thread loads its weights (read-only in a pass) before
-/// wait_for_prior_grid() (launch.cuh, "Early start"), so that after the wait only the row's loads
-/// stand between the kernel before and the sum; otherwise after its block sum.
 template <typename T, typename Acc, int kVec>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_vec_kernel(const float* x, const float* weight, std::int32_t hidden, double eps,
-                        T* out, const PassHeader* gather, bool early_reads) {
-  const int n4 = hidden / 4;
-  const auto* w4 = reinterpret_cast<const float4*>(weight);
-  float4 w[kVec];
-  const auto load_weights = [&] {
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-      if (i < n4) w[k] = w4[i];
-    }
-  };
-  if (early_reads) load_weights();
+                        T* out, const PassHeader* gather) {
   wait_for_prior_grid();
   __shared__ Acc scratch[32];
   const std::int32_t row = blockIdx.x;
+  const int n4 = hidden / 4;
   T* dst = out + static_cast<std::int64_t>(row) * hidden;
   std::int32_t src_row = row;
   if (gather != nullptr) {
@@ -109,47 +96,46 @@ __global__ void __launch_bounds__(kThreads)
   else
     scale =
         static_cast<float>(Acc(1) / sqrt(sum / static_cast<Acc>(hidden) + static_cast<Acc>(eps)));
-  if (!early_reads) load_weights();
+  const auto* w4 = reinterpret_cast<const float4*>(weight);
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
     const int i = static_cast<int>(threadIdx.x) + k * kThreads;
     if (i < n4) {
-      const float4 wk = w[k];
+      const float4 w = w4[i];
       if constexpr (std::is_same_v<Acc, float>)
-        store4(dst + 4 * i, rms_apply(wk.x, v[k].x, scale), rms_apply(wk.y, v[k].y, scale),
-               rms_apply(wk.z, v[k].z, scale), rms_apply(wk.w, v[k].w, scale));
+        store4(dst + 4 * i, rms_apply(w.x, v[k].x, scale), rms_apply(w.y, v[k].y, scale),
+               rms_apply(w.z, v[k].z, scale), rms_apply(w.w, v[k].w, scale));
       else
-        store4(dst + 4 * i, wk.x * (v[k].x * scale), wk.y * (v[k].y * scale),
-               wk.z * (v[k].z * scale), wk.w * (v[k].w * scale));
+        store4(dst + 4 * i, w.x * (v[k].x * scale), w.y * (v[k].y * scale), w.z * (v[k].z * scale),
+               w.w * (v[k].w * scale));
     }
   }
 }
 
 template <typename T, typename Acc>
 void launch_vec(const float* x, const float* weight, std::int32_t hidden, double eps, T* out,
-                std::int32_t rows, const PassHeader* gather, cudaStream_t stream, bool pdl,
-                bool early_reads) {
+                std::int32_t rows, const PassHeader* gather, cudaStream_t stream, bool pdl) {
   const int per_thread = (hidden / 4 + kThreads - 1) / kThreads;
   const auto kernel = per_thread <= 2   ? rms_norm_vec_kernel<T, Acc, 2>
                       : per_thread <= 4 ? rms_norm_vec_kernel<T, Acc, 4>
                                         : rms_norm_vec_kernel<T, Acc, kMaxVec>;
   launch_kernel("rms_norm_vec_kernel", kernel, static_cast<unsigned>(rows), kThreads, 0, stream,
-                pdl, x, weight, hidden, eps, out, gather, early_reads);
+                pdl, x, weight, hidden, eps, out, gather);
 }
 
 }  // namespace
 
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
-                     cudaStream_t stream, bool vectorised, bool pdl, bool early_reads) {
+                     cudaStream_t stream, bool vectorised, bool pdl) {
   if (rows <= 0) return;
   if (vectorised && hidden % 4 == 0 && hidden <= 4 * kThreads * kMaxVec) {
     if (dtype == CudaDType::kBF16)
       launch_vec<__nv_bfloat16, float>(x, weight, hidden, eps, static_cast<__nv_bfloat16*>(out),
-                                       rows, gather, stream, pdl, early_reads);
+                                       rows, gather, stream, pdl);
     else
       launch_vec<float, double>(x, weight, hidden, eps, static_cast<float*>(out), rows, gather,
-                                stream, pdl, early_reads);
+                                stream, pdl);
     return;
   }
   const auto grid = static_cast<unsigned>(rows);
