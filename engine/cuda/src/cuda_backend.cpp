@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -585,15 +584,11 @@ struct CudaBackend::Impl {
     const bool gate_up_bf16 = gate_up_in_bf16(rows_pad);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
-      const bool exp_skip_qk = std::getenv("DICE_EXP_SKIP_QK") != nullptr;  // EXPERIMENT
-      exp_set_trigger(exp_skip_qk);
       normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
-      exp_set_trigger(false);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
-      if (!exp_skip_qk)
-        launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
-                            l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache,
-                            rows_pad, s, options.fast_norms, pdl);
+      launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
+                          l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
+                          s, options.fast_norms, pdl);
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
                        attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);

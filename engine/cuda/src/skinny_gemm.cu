@@ -41,7 +41,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -255,7 +254,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   }
   if (early_weights && first_loaded) load_b(begin);
   wait_for_prior_grid();
-  if (kSwiglu || staged < 0) allow_next_grid();  // EXPERIMENT: staged < 0 triggers too
+  if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
   if (!early_weights && first_loaded) load_b(begin);
   const __nv_bfloat16* x_rows = x;
   std::int32_t x_stride = in;
@@ -356,8 +355,6 @@ constexpr int unroll_of(int m_tiles, int n_tiles) {
   return loads_per_lane(m_tiles) / n_tiles > 0 ? loads_per_lane(m_tiles) / n_tiles : 1;
 }
 
-std::atomic<bool> g_exp_trigger{false};  // EXPERIMENT
-
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const SkinnyNorm& norm, void* act,
@@ -377,7 +374,6 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
       DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(shared)));
   }
-  if (!kNorm && staged == 0 && g_exp_trigger.load()) staged = -1;  // EXPERIMENT
   const auto blocks = static_cast<unsigned>(out / (8 * NT));
   const char* name = kNorm ? (kSwiglu ? "skinny_gemm_kernel (fused RMSNorm, SwiGLU)"
                                       : "skinny_gemm_kernel (fused RMSNorm)")
@@ -500,9 +496,5 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
   launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights,
          stage_share);  // the fused-norm launchers ignore stage_share
 }
-
-void exp_set_trigger(bool on) {
-  g_exp_trigger.store(on);
-}  // EXPERIMENT
 
 }  // namespace dice::engine::cuda

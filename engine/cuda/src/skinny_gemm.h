@@ -99,7 +99,4 @@ std::int32_t skinny_staged_chunks(std::int64_t rows, std::int64_t in, int n_tile
 /// The dynamic shared memory of `chunks` staged chunks per warp at `n_tiles` n8 tiles: bytes.
 std::size_t skinny_stage_bytes(std::int32_t chunks, int n_tiles);
 
-/// EXPERIMENT: skinny GEMMs launched while on trigger the next kernel after their wait.
-void exp_set_trigger(bool on);
-
 }  // namespace dice::engine::cuda
