@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -16,6 +15,7 @@ namespace dice::engine {
 SequenceDecoder::SequenceDecoder(std::vector<std::int32_t> prompt, GenerationOptions options)
     : options_(std::move(options)), prompt_length_(std::ssize(prompt)), tokens_(std::move(prompt)) {
   options_.validate();
+  masked_ = std::make_unique<bool[]>(static_cast<std::size_t>(options_.block_length));
   const std::int32_t mask = options_.sampling.mask_id;
   for (std::size_t i = 0; i < tokens_.size(); ++i)
     if (tokens_[i] == mask)
@@ -96,15 +96,9 @@ std::int64_t SequenceDecoder::next_cache_end() const {
 void SequenceDecoder::denoise(std::span<const Proposal> proposals) {
   const std::int32_t mask = options_.sampling.mask_id;
   const std::size_t b = static_cast<std::size_t>(options_.block_length);
-  // The mask flags on the stack for blocks of up to 64 (SDAR's 4 among them), else on the heap.
-  constexpr std::size_t kStackFlags = 64;
-  std::array<bool, kStackFlags> stack_flags{};
-  std::unique_ptr<bool[]> heap_flags;
-  bool* const flags =
-      b <= kStackFlags ? stack_flags.data() : (heap_flags = std::make_unique<bool[]>(b)).get();
   for (std::size_t i = 0; i < b; ++i)
-    flags[i] = tokens_[static_cast<std::size_t>(block_start_) + i] == mask;
-  const std::span<const bool> masked(flags, b);
+    masked_[i] = tokens_[static_cast<std::size_t>(block_start_) + i] == mask;
+  const std::span<const bool> masked(masked_.get(), b);
   const bool last = step_ + 1 >= options_.steps;
   select_unmask(options_.remasking, masked, proposals, schedule_[static_cast<std::size_t>(step_)],
                 last, chosen_, order_);

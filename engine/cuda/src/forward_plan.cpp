@@ -307,15 +307,19 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
     const auto pages_of = [](const AttnWork& w) {
       return ceil_div(std::int64_t{w.kv_end} - w.kv_begin, kPageTokens);
     };
-    std::int64_t most = 0;
-    for (const AttnWork& w : work) most = std::max(most, pages_of(w));
-    page_counts.assign(static_cast<std::size_t>(most) + 2, 0);
-    for (const AttnWork& w : work) ++page_counts[static_cast<std::size_t>(most - pages_of(w)) + 1];
+    // Bucket b holds the items of longest_pages - b pages; page_counts[b] ends up as the first
+    // slot of bucket b (counts shifted by one, then summed), then its next free slot.
+    std::int64_t longest_pages = 0;
+    for (const AttnWork& w : work) longest_pages = std::max(longest_pages, pages_of(w));
+    const auto bucket = [&](const AttnWork& w) {
+      return static_cast<std::size_t>(longest_pages - pages_of(w));
+    };
+    page_counts.assign(static_cast<std::size_t>(longest_pages) + 2, 0);
+    for (const AttnWork& w : work) ++page_counts[bucket(w) + 1];
     for (std::size_t i = 1; i < page_counts.size(); ++i) page_counts[i] += page_counts[i - 1];
     sorted_work.resize(work.size());
     for (const AttnWork& w : work)
-      sorted_work[static_cast<std::size_t>(
-          page_counts[static_cast<std::size_t>(most - pages_of(w))]++)] = w;
+      sorted_work[static_cast<std::size_t>(page_counts[bucket(w)]++)] = w;
     const auto key = [&](const AttnWork& w) {
       return std::tuple(-pages_of(w), w.table, w.kv_head, w.kv_begin);
     };

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -80,7 +81,9 @@ class SequenceDecoder {
   bool done_ = false;
   StopReason stop_reason_ = StopReason::kLength;
   GenerationCounts counts_;
-  /// select_unmask's output and scratch, kept between steps (no allocation per step).
+  /// denoise()'s buffers, kept between steps (no allocation per step): the block's mask flags
+  /// (block_length of them), select_unmask's output and its scratch.
+  std::unique_ptr<bool[]> masked_;
   std::vector<std::int32_t> chosen_, order_;
 };
 
