@@ -254,6 +254,9 @@ void run_bench(const BenchArgs& args) {
               {"stage_o_weights", o.stage_o_weights},
               {"wgmma_gemm", o.wgmma_gemm},
               {"wgmma_min_block_k", o.wgmma_min_block_k.value_or(-1)},  // (the backend sets it)
+              {"stream_gemm_stages", o.stream_gemm_stages},
+              {"stream_gemm_stage_k", o.stream_gemm_stage_k},
+              {"stream_gemm_tile_columns", o.stream_gemm_tile_columns},
               {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())

@@ -252,6 +252,8 @@ struct CudaBackend::Impl {
     if (!options.wgmma_min_block_k)
       options.wgmma_min_block_k = wgmma_auto_min_block_k(device_peak_bandwidth(), sms);
     gemm->set_wgmma(options.wgmma_gemm, *options.wgmma_min_block_k);
+    gemm->set_stream_gemm(options.stream_gemm_stages, options.stream_gemm_stage_k,
+                          options.stream_gemm_tile_columns);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);
@@ -545,6 +547,7 @@ struct CudaBackend::Impl {
     gemm->set_programmatic_launch(pdl, options.pdl_early_reads);
     stats.programmatic_passes += pdl ? 1 : 0;
     const std::int64_t wgmma_before = gemm->wgmma_launches();
+    const std::int64_t stream_before = gemm->stream_launches();
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
@@ -627,6 +630,7 @@ struct CudaBackend::Impl {
                           block_rows_pad, s, pdl);
     }
     stats.wgmma_gemms += gemm->wgmma_launches() - wgmma_before;
+    stats.stream_gemms += gemm->stream_launches() - stream_before;
   }
 
   /// The GEMM autotune for a pass of rows_pad rows and block_rows_pad block rows (before its

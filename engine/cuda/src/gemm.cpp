@@ -71,6 +71,26 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
   DICE_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
+void Gemm::set_stream_gemm(int stages, int stage_k, int tile_columns) {
+  if (stages != 0 && (stages < 2 || stages > kStreamMaxStages ||
+                      stream_gemm_shared_bytes(stages, stage_k, tile_columns) > 227 * 1024 ||
+                      (stage_k != 512 && stage_k != 1024 && stage_k != 2048) ||
+                      (tile_columns != 8 && tile_columns != 16)))
+    throw Error(
+        fmt::format("streaming GEMM stages {} of {} k: expected 0 (off) or 2 to {} stages "
+                    "of 512, 1024 or 2048 k within 227 KiB of shared memory",
+                    stages, stage_k, kStreamMaxStages));
+  stream_stages_ = stages;
+  stream_stage_k_ = stage_k;
+  stream_tile_columns_ = tile_columns;
+}
+
+bool Gemm::streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                   const void* x, const void* w, const void* y) const {
+  return stream_stages_ > 0 && skinny(dtype, rows, in, out, x, w, y) &&
+         stream_gemm_fits(rows, in, out, x, w, y);
+}
+
 bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                   const void* x, const void* w, const void* y) const {
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
@@ -272,6 +292,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                   int candidates, int repeats, bool bf16_out) {
   if (rows <= 0) return 0;
+  if (!bf16_out && streams(dtype, rows, in, out, x, w, y)) return 0;  // nothing to choose
   if (!bf16_out && skinny(dtype, rows, in, out, x, w, y))
     return tune_skinny(x, w, y, rows, in, out, accumulate, stream, repeats);
   if (!bf16_out && wgmma(dtype, rows, in, out, x, w, y)) return 0;  // a fixed rule, no timing
@@ -413,6 +434,11 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
         norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
   if (!skinny(CudaDType::kBF16, rows, in, out, input, w, act))
     return run_wgmma(x, w, nullptr, act, rows, in, out, false, stream);
+  if (norm == nullptr && streams(CudaDType::kBF16, rows, in, out, x, w, act)) {
+    ++stream_launches_;
+    return launch_stream_gemm(x, w, nullptr, rows, in, out, false, act, sms_, stream_stages_,
+                              stream, pdl_, early_weights_, stream_stage_k_, stream_tile_columns_);
+  }
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
                      stream, pdl_, norm, act, early_weights_);
 }
@@ -421,6 +447,11 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
                std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                bool stage_share) {
   if (rows <= 0) return;
+  if (streams(dtype, rows, in, out, x, w, y)) {
+    ++stream_launches_;
+    return launch_stream_gemm(x, w, y, rows, in, out, accumulate, nullptr, sms_, stream_stages_,
+                              stream, pdl_, early_weights_, stream_stage_k_, stream_tile_columns_);
+  }
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,

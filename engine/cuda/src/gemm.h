@@ -18,6 +18,7 @@
 #include "device_memory.h"
 #include "dice/engine/cuda_backend.h"
 #include "skinny_gemm.h"
+#include "stream_gemm.h"
 #include "wgmma_gemm.h"
 
 namespace dice::engine::cuda {
@@ -106,6 +107,19 @@ class Gemm {
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
+  /// Whether run() and run_swiglu() (without a fused norm) give the skinny kernel's GEMMs of up to
+  /// kStreamRowsLimit rows that stream_gemm_fits takes to the streaming kernel instead
+  /// (stream_gemm.h: persistent blocks, one per SM, each with a ring of `stages` stages; other bits
+  /// than the skinny kernel's, the same run to run). 0 turns it off (the default). Throws
+  /// dice::Error for stages other than 0 or 2..kStreamMaxStages.
+  void set_stream_gemm(int stages, int stage_k = kStreamStageK, int tile_columns = 16);
+  int stream_gemm_stages() const { return stream_stages_; }
+  /// Whether run() gives this GEMM to the streaming kernel (set_stream_gemm on, skinny(),
+  /// stream_gemm_fits).
+  bool streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
+               const void* w, const void* y) const;
+  /// GEMMs given to the streaming kernel so far (eager or captured; replays not counted).
+  std::int64_t stream_launches() const { return stream_launches_; }
   /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
   /// skinny kernel does not take to the wgmma kernel (wgmma_gemm.h; tile_n kWgmmaTileN, the
   /// split count of wgmma_default_splits). Off by default; on a device other than sm_90 it stays
@@ -183,6 +197,10 @@ class Gemm {
   bool early_weights_ = false;
   std::optional<WgmmaGemm> wgmma_;  ///< made by set_wgmma(true) on an sm_90 device
   std::int64_t wgmma_launches_ = 0;
+  int stream_stages_ = 0;  ///< set_stream_gemm
+  int stream_stage_k_ = kStreamStageK;
+  int stream_tile_columns_ = 16;
+  std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;

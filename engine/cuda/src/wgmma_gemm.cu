@@ -38,6 +38,7 @@
 #include "device_query.h"
 #include "dice/core/error.h"
 #include "launch.cuh"
+#include "mbarrier.cuh"
 #include "swiglu.cuh"
 #include "wgmma_gemm.h"
 
@@ -66,36 +67,6 @@ static_assert(dynamic_shared_bytes(128, kMaxStages) <= 227 * 1024);
 static_assert(64 * reduce_stride(64) * 4 <= kMinStages * stage_bytes(64));
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-
-__device__ __forceinline__ std::uint32_t shared_address(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void barrier_init(std::uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
-}
-
-/// The stage's one arrival, announcing `bytes` of TMA copies to come.
-__device__ __forceinline__ void barrier_expect(std::uint64_t* bar, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)),
-               "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void barrier_wait(std::uint64_t* bar, std::uint32_t parity) {
-  std::uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(shared_address(bar)), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
 
 /// A 2-D TMA copy of the box at (c0 = k, c1 = row) of `map` into `dst`, completing on `bar`.
 __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, std::uint64_t* bar,
@@ -210,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) {
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(w_policy));
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(x_policy));
-    for (int s = 0; s < stages; ++s) barrier_init(&full[s]);
+    for (int s = 0; s < stages; ++s) barrier_init(&full[s], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();

@@ -201,6 +201,26 @@ TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
   }
 }
 
+TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {
+  // With stream_gemm_stages, the few-row passes (decoding blocks of 4 rows, the fused store pass's
+  // 8) run their layer GEMMs, the gate/up projection with the SwiGLU epilogue, on the streaming
+  // kernel: bf16 logits against the CPU reference, and the launches counted.
+  for (const auto& shape : shapes()) {
+    const CpuWeights weights = random_weights(shape.config, shape.std, true);
+    CpuBackend cpu(weights);
+    CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
+    options.stream_gemm_stages = 2;
+    CudaBackend gpu(weights, options);
+    const auto ids = random_ids(60, shape.config.vocab_size, 6);
+    for (const bool fused : {true, false}) {
+      const auto want = score_blocks(cpu, ids, 40, 4, fused);
+      const auto got = score_blocks(gpu, ids, 40, 4, fused);
+      EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << shape.name << (fused ? ", fused" : ", unfused");
+    }
+    EXPECT_GE(gpu.stats().stream_gemms, 4 * shape.config.num_layers) << shape.name;
+  }
+}
+
 TEST_F(CudaBackendTest, CudaCoreAndTensorCoreAttentionAgree) {
   // The tensor-core kernels against the CUDA-core one: the pipelined kernel (default), with
   // short splits that it merges itself (tiles of 128+ positions split), and the first one.

@@ -33,6 +33,7 @@
 #include "ops.h"
 #include "skinny_gemm.h"
 #include "sm_partition.h"
+#include "stream_gemm.h"
 #include "wgmma_gemm.h"
 
 namespace dice::engine::cuda {
@@ -657,6 +658,115 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
         }
       }
   }
+}
+
+TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
+  // The streaming skinny kernel on the SDAR-1.7B/-4B layer shapes, an lm_head, a k that is not a
+  // multiple of the 512-wide stage and a shape with fewer tiles than blocks: against cuBLASLt
+  // (1e-4 of the row's largest magnitude), and bit for bit the same for every ring size, grid
+  // size and early-weights mode; the SwiGLU epilogue bit for bit the fp32 output then the SwiGLU
+  // kernel. Shapes and arguments it does not take throw.
+  struct Shape {
+    std::int64_t in, out;
+  };
+  const Shape shapes[] = {{2048, 4096}, {2048, 2048}, {2048, 12288},  {6144, 2048}, {2560, 6144},
+                          {4096, 2560}, {9728, 2560}, {2048, 151936}, {2080, 1024}, {96, 64}};
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  constexpr std::int64_t kMaxRows = kStreamRowsLimit;
+  Gemm cublas;  // skinny off
+  for (const Shape& shape : shapes) {
+    const std::int64_t in = shape.in, out = shape.out;
+    const GemmCase data(in, out, kMaxRows, 0x57u, stream());
+    const DeviceBuffer &w = data.w, &x = data.x, &y0 = data.y0;
+    DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes()),
+        act_a(static_cast<std::size_t>(kMaxRows * out)), act_b(act_a.bytes());
+    for (const std::int64_t rows : {1, 4, 8, 13, 16})
+      for (const bool accumulate : {false, true}) {
+        const std::string what = "stream gemm rows " + std::to_string(rows) + " in " +
+                                 std::to_string(in) + " out " + std::to_string(out) +
+                                 " accumulate " + std::to_string(accumulate);
+        ASSERT_TRUE(stream_gemm_fits(rows, in, out, x.get(), w.get(), y_a.get())) << what;
+        const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
+        const auto reset = [&](const DeviceBuffer& y) {
+          DICE_CUDA_CHECK(
+              cudaMemcpyAsync(y.get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
+        };
+        reset(y_ref);
+        cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
+                   stream());
+        reset(y_a);
+        launch_stream_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, nullptr,
+                           sms, 8, stream(), false, false);
+        synchronize();
+        const auto want = download_f32(y_ref, rows * out);
+        const auto got = download_f32(y_a, rows * out);
+        EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
+        struct Variant {
+          int blocks, stages;
+          bool pdl, early;
+          int stage_k, tile;
+        };
+        for (const Variant v :
+             {Variant{sms, 2, true, true, 512, 16},
+              Variant{sms, kStreamMaxStages, true, true, 512, 16},
+              Variant{7, 3, false, false, 1024, 16}, Variant{1, 3, true, false, 2048, 16},
+              Variant{sms, 4, true, true, 2048, 8}, Variant{5, 2, false, true, 512, 8}}) {
+          reset(y_b);
+          launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
+                             v.blocks, v.stages, stream(), v.pdl, v.early, v.stage_k, v.tile);
+          synchronize();
+          const auto again = download_f32(y_b, rows * out);
+          for (std::size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(again[i], got[i])
+                << what << ": " << v.blocks << " blocks, " << v.stages << " stages differ at " << i;
+        }
+        if (accumulate || out % 2 != 0) continue;
+        // The SwiGLU epilogue: the same sums, then swiglu.cuh's arithmetic.
+        launch_swiglu(CudaDType::kBF16, y_a.as<float>(), static_cast<std::int32_t>(out / 2),
+                      act_a.get(), static_cast<std::int32_t>(rows), stream());
+        launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), sms, 4,
+                           stream(), true, true, 2048, 8);
+        synchronize();
+        const auto act_want =
+            download(act_a, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
+        const auto act_got =
+            download(act_b, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
+        for (std::size_t i = 0; i < act_got.size(); ++i)
+          ASSERT_EQ(act_got[i], act_want[i]) << what << ": SwiGLU differs at " << i;
+      }
+  }
+  const GemmCase small(256, 64, 32, 0x58u, stream());
+  float* y = small.y0.as<float>();
+  EXPECT_FALSE(stream_gemm_fits(17, 256, 64, small.x.get(), small.w.get(), y));
+  EXPECT_FALSE(stream_gemm_fits(4, 256, 56, small.x.get(), small.w.get(), y));
+  EXPECT_FALSE(stream_gemm_fits(4, 240, 64, small.x.get(), small.w.get(), y));
+  EXPECT_THROW(launch_stream_gemm(small.x.get(), small.w.get(), y, 17, 256, 64, false, nullptr, sms,
+                                  4, stream(), false, false),
+               Error);
+  EXPECT_THROW(launch_stream_gemm(small.x.get(), small.w.get(), y, 4, 256, 64, false, nullptr, sms,
+                                  1, stream(), false, false),
+               Error);
+  EXPECT_THROW(launch_stream_gemm(small.x.get(), small.w.get(), y, 4, 256, 64, false, nullptr, sms,
+                                  kStreamMaxStages + 1, stream(), false, false),
+               Error);
+  EXPECT_THROW(launch_stream_gemm(small.x.get(), small.w.get(), nullptr, 4, 256, 64, true, y, sms,
+                                  4, stream(), false, false),
+               Error);
+  // Through Gemm: the streaming kernel takes the skinny kernel's few-row shapes, and counts them.
+  Gemm gemm(kSkinnyRowsLimit);
+  EXPECT_THROW(gemm.set_stream_gemm(1), Error);
+  gemm.set_stream_gemm(4);
+  DeviceBuffer y_stream(small.y0.bytes()), y_direct(small.y0.bytes());
+  gemm.run(CudaDType::kBF16, small.x.get(), small.w.get(), y_stream.as<float>(), 8, 256, 64, false,
+           stream());
+  EXPECT_EQ(gemm.stream_launches(), 1);
+  gemm.run(CudaDType::kBF16, small.x.get(), small.w.get(), y_direct.as<float>(), 32, 256, 64, false,
+           stream());  // more rows than the streaming kernel takes: the skinny kernel
+  EXPECT_EQ(gemm.stream_launches(), 1);
+  launch_stream_gemm(small.x.get(), small.w.get(), y_direct.as<float>(), 8, 256, 64, false, nullptr,
+                     sms, 4, stream(), false, false);
+  synchronize();
+  EXPECT_EQ(download_f32(y_stream, 8 * 64), download_f32(y_direct, 8 * 64));
 }
 
 TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
@@ -1903,6 +2013,19 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                 launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                    shape.accumulate, n, stream());
               }));
+      if (rows <= kStreamRowsLimit && shape.out % kStreamTileColumns == 0)
+        for (const int tile : {16, 8})
+          for (const int stage_k : {2048, 1024})
+            for (const int stages : env_ints("DICE_STREAM_STAGES", {2, 3, 4, 6})) {
+              if (stream_gemm_shared_bytes(stages, stage_k, tile) > 227 * 1024) continue;
+              print("stream" + std::to_string(tile) + "x" + std::to_string(stage_k) + " s" +
+                        std::to_string(stages),
+                    time([&](std::int64_t i) {
+                      launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in,
+                                         shape.out, shape.accumulate, nullptr, sms, stages,
+                                         stream(), false, false, stage_k, tile);
+                    }));
+            }
       if (wgmma && rows > 16)
         for (const int tile_n : {64, 128}) {
           const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms);

@@ -189,6 +189,18 @@ struct CudaBackendOptions {
   /// against cuBLASLt (bench/results/2026-11-27-wgmma-min-block-k-h200), hence the larger limit
   /// there.
   std::optional<std::int64_t> wgmma_min_block_k;
+  /// Shared-memory stages of the streaming skinny GEMM (engine/cuda/src/stream_gemm.h: one
+  /// persistent block per SM whose producer thread keeps a ring of 16 x 512 weight stages full
+  /// with bulk copies, from before the kernel's programmatic wait on), which then runs the GEMMs
+  /// of at most 16 rows that the skinny kernel would (the gate/up projection with its SwiGLU
+  /// epilogue; not with fused_norm_gemm's fused norm). 0: off, the skinny kernel; 2-12. Other
+  /// bits than the skinny kernel's, the same run to run.
+  int stream_gemm_stages = 0;
+  /// k of one stage of the streaming GEMM's ring: 512, 1,024 or 2,048 (bulk copies of 1, 2 or 4
+  /// KiB per weight row).
+  int stream_gemm_stage_k = 2048;
+  /// Output columns of one tile of the streaming GEMM: 8 or 16.
+  int stream_gemm_tile_columns = 16;
 };
 
 }  // namespace dice::engine

@@ -121,6 +121,9 @@ struct CudaForwardStats {
   std::int64_t fused_swiglu_gemms = 0;
   /// GEMM launches enqueued on the wgmma kernel (CudaBackendOptions::wgmma_gemm).
   std::int64_t wgmma_gemms = 0;
+  /// GEMM launches enqueued on the streaming skinny kernel
+  /// (CudaBackendOptions::stream_gemm_stages).
+  std::int64_t stream_gemms = 0;
   /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
   /// (CudaBackendOptions::programmatic_launch, programmatic_launch_few_rows).
   std::int64_t programmatic_passes = 0;
