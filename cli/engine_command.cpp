@@ -254,9 +254,8 @@ void run_bench(const BenchArgs& args) {
               {"stage_o_weights", o.stage_o_weights},
               {"wgmma_gemm", o.wgmma_gemm},
               {"wgmma_min_block_k", o.wgmma_min_block_k.value_or(-1)},  // (the backend sets it)
-              {"stream_gemm_stages", o.stream_gemm_stages},
-              {"stream_gemm_stage_k", o.stream_gemm_stage_k},
-              {"stream_gemm_tile_columns", o.stream_gemm_tile_columns},
+              {"stream_gemm", o.stream_gemm},
+              {"stream_gemm_min_fill", o.stream_gemm_min_fill},
               {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
@@ -288,6 +287,8 @@ void run_bench(const BenchArgs& args) {
           record["paired_attention_passes"] = st.paired_attention_passes;
           // (in the graphs captured for this configuration, by the warm-up or the timed run)
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;
+          // GEMM launches on the streaming kernel, in the graphs captured for this configuration
+          record["stream_gemms"] = st.stream_gemms + warmup_stats.stream_gemms;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)

@@ -71,24 +71,18 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
   DICE_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
-void Gemm::set_stream_gemm(int stages, int stage_k, int tile_columns) {
-  if (stages != 0 && (stages < 2 || stages > kStreamMaxStages ||
-                      stream_gemm_shared_bytes(stages, stage_k, tile_columns) > 227 * 1024 ||
-                      (stage_k != 512 && stage_k != 1024 && stage_k != 2048) ||
-                      (tile_columns != 8 && tile_columns != 16)))
-    throw Error(
-        fmt::format("streaming GEMM stages {} of {} k: expected 0 (off) or 2 to {} stages "
-                    "of 512, 1024 or 2048 k within 227 KiB of shared memory",
-                    stages, stage_k, kStreamMaxStages));
-  stream_stages_ = stages;
-  stream_stage_k_ = stage_k;
-  stream_tile_columns_ = tile_columns;
+void Gemm::set_stream_gemm(bool on, double min_fill) {
+  if (!(min_fill >= 0.0 && min_fill <= 1.0))
+    throw Error(fmt::format("streaming GEMM minimum fill {}: expected 0 to 1", min_fill));
+  stream_ = on;
+  stream_min_fill_ = min_fill;
 }
 
 bool Gemm::streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                    const void* x, const void* w, const void* y) const {
-  return stream_stages_ > 0 && skinny(dtype, rows, in, out, x, w, y) &&
-         stream_gemm_fits(rows, in, out, x, w, y);
+  return stream_ && skinny(dtype, rows, in, out, x, w, y) &&
+         stream_gemm_fits(rows, in, out, x, w, y) &&
+         stream_gemm_fill(out, sms_) >= stream_min_fill_;
 }
 
 bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -436,8 +430,8 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
     return run_wgmma(x, w, nullptr, act, rows, in, out, false, stream);
   if (norm == nullptr && streams(CudaDType::kBF16, rows, in, out, x, w, act)) {
     ++stream_launches_;
-    return launch_stream_gemm(x, w, nullptr, rows, in, out, false, act, sms_, stream_stages_,
-                              stream, pdl_, early_weights_, stream_stage_k_, stream_tile_columns_);
+    return launch_stream_gemm(x, w, nullptr, rows, in, out, false, act, sms_, stream, pdl_,
+                              early_weights_);
   }
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
                      stream, pdl_, norm, act, early_weights_);
@@ -449,8 +443,8 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
   if (rows <= 0) return;
   if (streams(dtype, rows, in, out, x, w, y)) {
     ++stream_launches_;
-    return launch_stream_gemm(x, w, y, rows, in, out, accumulate, nullptr, sms_, stream_stages_,
-                              stream, pdl_, early_weights_, stream_stage_k_, stream_tile_columns_);
+    return launch_stream_gemm(x, w, y, rows, in, out, accumulate, nullptr, sms_, stream, pdl_,
+                              early_weights_);
   }
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,

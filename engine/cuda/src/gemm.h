@@ -108,14 +108,13 @@ class Gemm {
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
   /// Whether run() and run_swiglu() (without a fused norm) give the skinny kernel's GEMMs of up to
-  /// kStreamRowsLimit rows that stream_gemm_fits takes to the streaming kernel instead
-  /// (stream_gemm.h: persistent blocks, one per SM, each with a ring of `stages` stages; other bits
-  /// than the skinny kernel's, the same run to run). 0 turns it off (the default). Throws
-  /// dice::Error for stages other than 0 or 2..kStreamMaxStages.
-  void set_stream_gemm(int stages, int stage_k = kStreamStageK, int tile_columns = 16);
-  int stream_gemm_stages() const { return stream_stages_; }
+  /// kStreamRowsLimit rows that stream_gemm_fits takes, and whose tiles fill at least `min_fill` of
+  /// the blocks' slots (stream_gemm_fill; 0: every shape), to the streaming kernel instead
+  /// (stream_gemm.h; other bits than the skinny kernel's, the same run to run). Off by default.
+  /// Throws dice::Error for min_fill outside [0, 1].
+  void set_stream_gemm(bool on, double min_fill = 0.0);
   /// Whether run() gives this GEMM to the streaming kernel (set_stream_gemm on, skinny(),
-  /// stream_gemm_fits).
+  /// stream_gemm_fits, stream_gemm_fill at least its min_fill).
   bool streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
                const void* w, const void* y) const;
   /// GEMMs given to the streaming kernel so far (eager or captured; replays not counted).
@@ -197,9 +196,8 @@ class Gemm {
   bool early_weights_ = false;
   std::optional<WgmmaGemm> wgmma_;  ///< made by set_wgmma(true) on an sm_90 device
   std::int64_t wgmma_launches_ = 0;
-  int stream_stages_ = 0;  ///< set_stream_gemm
-  int stream_stage_k_ = kStreamStageK;
-  int stream_tile_columns_ = 16;
+  bool stream_ = false;           ///< set_stream_gemm
+  double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int sms_ = 1;

@@ -1,27 +1,30 @@
 // The streaming skinny bf16 GEMM (stream_gemm.h): y[rows, out] = x[rows, in] w[out, in]^T for at
-// most 16 rows, weights streamed through a ring of shared-memory stages.
+// most 16 rows, weights streamed through a ring of two shared-memory stages.
 //
 // Work: the out / 16 tiles of 16 output columns are dealt to the grid's blocks in contiguous runs
 // (block b: tiles [T b / P, T (b + 1) / P)); a block walks its tiles in order and each tile's k in
-// stages of 512. Stage i of a block is ring slot i % stages, guarded by two mbarriers: `full` (the
-// producer's expect_tx arrival, completed by the bulk copies' bytes) and `empty` (one arrival per
-// consumer warp once it has read the slot).
+// stages of 2,048 (the last one shorter when in is not a multiple). Stage i of a block is ring slot
+// i % 2, guarded by two mbarriers: `full` (the producer's expect_tx arrival, completed by the
+// bulk copies' bytes) and `empty` (one arrival per consumer warp once it has read the slot).
 //
 // Producer: lane 0 of warp 8 issues a stage as 16 bulk copies, one per weight row (row r of the
-// tile at byte r * (1,024 + 64) of the slot), with the L2 evict-first policy. With early weights
+// tile at byte r * (4,096 + 64) of the slot), with the L2 evict-first policy. With early weights
 // it fills the whole ring before griddepcontrol.wait, i.e. while the kernel before this one still
 // runs under programmatic dependent launch (weights are read-only during a forward).
 //
-// Consumers: warps 0-7. In a stage, warp v takes the 32-wide k chunks v and v + 8 and runs the
+// Consumers: warps 0-7. In a stage, warp v takes the 32-wide k chunks v, v + 8, ... and runs the
 // skinny kernel's fragments on them (skinny_gemm.cu's header): lane (g, t) reads 16 bytes of row
 // g (and g + 8, the second n8 tile) at chunk offset 16 t from the slot, and x's rows g and g + 8
-// at the same k from global memory (L1/L2; issued before the wait for the slot). With the 64-byte
-// row padding, the 8 lanes of each quarter-warp hit 8 distinct 16-byte bank groups. At a tile's
-// last stage the warps' partial sums go to shared memory (two buffers, alternating by tile, so
-// one named barrier per tile suffices) and 256 threads each finish one output: the sum over the
-// warps in warp order, written (or added to y), or with SwiGLU the (gate, up) pair of one lane
-// as bf16(silu(gate) * up) (swiglu.cuh). Every output's sum order is fixed by (in, its k chunk
-// -> warp mapping), independent of the grid and the ring.
+// at the same k from global memory (L1/L2; issued before the wait for the slot). Both n8 tiles'
+// weights are read before the chunk's MMAs: with each read right before its MMA the kernel was
+// 2.2% slower in the forward (bench/results/2026-11-28-stream-gemm-h100, call 6). With the
+// 64-byte row padding, the 8 lanes of each quarter-warp hit 8 distinct 16-byte bank groups. At a
+// tile's last stage the warps' partial sums go to shared memory (two buffers, alternating by
+// tile, so one named barrier per tile suffices) and 256 threads each finish one output: the sum
+// over the warps in warp order, written (or added to y), or with SwiGLU the (gate, up) pair of
+// one lane as bf16(silu(gate) * up) (swiglu.cuh). Every output's sum order is fixed by in (chunk
+// c to warp c % 8, each warp's chunks in order, then the warps in order), independent of the
+// grid.
 
 #include <cuda_bf16.h>
 
@@ -44,31 +47,34 @@ namespace {
 constexpr int kConsumerWarps = kSkinnyWarps;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // and one producer warp
-constexpr int kRegs = 8;                   // C registers of the widest tile: two n8 tiles x 4
-/// 32-wide k chunks of a stage per consumer warp at the longest stage (2,048 k).
-constexpr int kMaxChunksPerWarp = 2048 / 32 / kConsumerWarps;
+constexpr int kRegs = 8;                   // C registers of a tile: two n8 tiles x 4
+constexpr int kStageK = static_cast<int>(kStreamStageK);
+constexpr int kRows = static_cast<int>(kStreamTileColumns);  // weight rows of a tile and a stage
+constexpr int kRowPitch = kStageK * 2 + 64;                  // bytes
+constexpr std::size_t kStageBytes = static_cast<std::size_t>(kRows) * kRowPitch;
+/// 32-wide k chunks of a stage per consumer warp.
+constexpr int kChunksPerWarp = kStageK / 32 / kConsumerWarps;
 constexpr std::size_t kPartialFloats = static_cast<std::size_t>(kConsumerWarps) * kRegs * 32;
 constexpr std::size_t kPartialBytes = 2 * kPartialFloats * 4;
-static_assert(kConsumers == kRegs * 32, "at most one output per consumer thread in the epilogue");
+static_assert(kConsumers == kRegs * 32, "one output per consumer thread in the epilogue");
+static_assert(kStreamSharedBytes ==
+              kStreamStages * (kStageBytes + 2 * sizeof(std::uint64_t)) + kPartialBytes);
 
 __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
-template <int NT, bool kSwiglu>
+template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate, __nv_bfloat16* __restrict__ act, std::int32_t stages,
-                       bool early_weights, std::int32_t stage_k) {
-  const std::int32_t row_pitch = stage_k * 2 + 64;
-  constexpr int kRows = 8 * NT;  // weight rows (output columns) of a tile and of a stage
-  const std::size_t stage_bytes = kRows * static_cast<std::size_t>(row_pitch);
+                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights) {
   extern __shared__ __align__(128) unsigned char shared[];
   unsigned char* ring = shared;
-  auto* partial = reinterpret_cast<float*>(shared + stages * stage_bytes);
-  auto* full = reinterpret_cast<std::uint64_t*>(shared + stages * stage_bytes + kPartialBytes);
-  std::uint64_t* empty = full + stages;
+  auto* partial = reinterpret_cast<float*>(shared + kStreamStages * kStageBytes);
+  auto* full =
+      reinterpret_cast<std::uint64_t*>(shared + kStreamStages * kStageBytes + kPartialBytes);
+  std::uint64_t* empty = full + kStreamStages;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const std::int32_t tiles = out / kRows;
   const auto grid = static_cast<std::int64_t>(gridDim.x);
@@ -76,11 +82,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       static_cast<std::int32_t>(tiles * static_cast<std::int64_t>(blockIdx.x) / grid);
   const auto tile_end =
       static_cast<std::int32_t>(tiles * (static_cast<std::int64_t>(blockIdx.x) + 1) / grid);
-  const std::int32_t k_stages = (in + stage_k - 1) / stage_k;
+  const std::int32_t k_stages = (in + kStageK - 1) / kStageK;
   const std::int32_t count = (tile_end - tile_begin) * k_stages;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) {
+    for (int s = 0; s < kStreamStages; ++s) {
       barrier_init(&full[s], 1);
       barrier_init(&empty[s], kConsumerWarps);
     }
@@ -92,27 +98,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0) {
       const std::uint64_t policy = evict_first_policy();
       const auto issue = [&](std::int32_t i) {
-        const std::int32_t s = i % stages;
+        const std::int32_t s = i % kStreamStages;
         const std::int32_t tile = tile_begin + i / k_stages;
-        const std::int32_t k0 = (i % k_stages) * stage_k;
-        const std::int32_t row_k = min(stage_k, in - k0);
+        const std::int32_t k0 = (i % k_stages) * kStageK;
+        const std::int32_t row_k = min(kStageK, in - k0);
         const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
-        unsigned char* dst = ring + static_cast<std::size_t>(s) * stage_bytes;
+        unsigned char* dst = ring + static_cast<std::size_t>(s) * kStageBytes;
         const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
         barrier_expect(&full[s], kRows * row_bytes);
 #pragma unroll 4
         for (int r = 0; r < kRows; ++r)
-          bulk_copy(dst + r * row_pitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
+          bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
                     &full[s], policy);
       };
-      const std::int32_t first = min(count, stages);
+      const std::int32_t first = min(count, kStreamStages);
       if (early_weights)
         for (std::int32_t i = 0; i < first; ++i) issue(i);
       wait_for_prior_grid();
       if (!early_weights)
         for (std::int32_t i = 0; i < first; ++i) issue(i);
       for (std::int32_t i = first; i < count; ++i) {
-        barrier_wait(&empty[i % stages], static_cast<std::uint32_t>((i / stages - 1) & 1));
+        barrier_wait(&empty[i % kStreamStages],
+                     static_cast<std::uint32_t>((i / kStreamStages - 1) & 1));
         issue(i);
       }
     }
@@ -125,22 +132,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   const __nv_bfloat16* x_lane = x + static_cast<std::int64_t>(g) * in + 8 * t;
   const bool low = g < rows, high = g + 8 < rows;
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  float acc[NT][4];
+  float acc[2][4];
 #pragma unroll
-  for (int j = 0; j < NT; ++j)
+  for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
   int buffer = 0;
 
   for (std::int32_t i = 0; i < count; ++i) {
-    const std::int32_t s = i % stages;
+    const std::int32_t s = i % kStreamStages;
     const std::int32_t ks = i % k_stages;
-    const std::int32_t k0 = ks * stage_k;
-    const std::int32_t chunks = min(stage_k, in - k0) / 32;
+    const std::int32_t k0 = ks * kStageK;
+    const std::int32_t chunks = min(kStageK, in - k0) / 32;
     // x first: its L1/L2 latency overlaps the wait for the slot.
-    uint4 xl[kMaxChunksPerWarp], xh[kMaxChunksPerWarp];
+    uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
 #pragma unroll
-    for (int u = 0; u < kMaxChunksPerWarp; ++u) {
+    for (int u = 0; u < kChunksPerWarp; ++u) {
       const std::int32_t c = warp + u * kConsumerWarps;
       const std::int32_t k = k0 + c * 32;
       xl[u] = c < chunks && low ? __ldg(reinterpret_cast<const uint4*>(x_lane + k)) : zero;
@@ -148,19 +155,19 @@ __global__ void __launch_bounds__(kThreads, 1)
                                        x_lane + static_cast<std::int64_t>(8) * in + k))
                                  : zero;
     }
-    barrier_wait(&full[s], static_cast<std::uint32_t>((i / stages) & 1));
+    barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStreamStages) & 1));
     const unsigned char* slot =
-        ring + static_cast<std::size_t>(s) * stage_bytes + g * row_pitch + 16 * t;
+        ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
 #pragma unroll
-    for (int u = 0; u < kMaxChunksPerWarp; ++u) {
+    for (int u = 0; u < kChunksPerWarp; ++u) {
       const std::int32_t c = warp + u * kConsumerWarps;
       if (c < chunks) {
-        uint4 b[NT];
+        uint4 b[2];
 #pragma unroll
-        for (int j = 0; j < NT; ++j)
-          b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * row_pitch + c * 64);
+        for (int j = 0; j < 2; ++j)
+          b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
 #pragma unroll
-        for (int j = 0; j < NT; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
+        for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
       }
     }
     __syncwarp();
@@ -168,11 +175,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (ks != k_stages - 1) continue;
 
     // The tile's last stage: partial sums, one barrier, one output per thread.
-    constexpr int kTileRegs = NT * 4;
-    auto& part = *reinterpret_cast<float(*)[kConsumerWarps][kTileRegs][32]>(
-        partial + buffer * kPartialFloats);
+    auto& part =
+        *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(partial + buffer * kPartialFloats);
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
+    for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         part[warp][j * 4 + r][lane] = acc[j][r];
@@ -182,9 +188,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
     const int e = static_cast<int>(threadIdx.x);
     if constexpr (kSwiglu) {
-      if (e < kTileRegs / 2 * 32) {
+      if (e < kRegs / 2 * 32) {
         const int reg = 2 * (e / 32), l = e % 32;
-        const int2 o = output_of<NT>(reg, l);
+        const int2 o = output_of<2>(reg, l);
         if (o.x < rows) {
           const float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
           act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
@@ -193,8 +199,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     } else {
       const int reg = e / 32, l = e % 32;
-      const int2 o = output_of<NT>(reg, l);
-      if (e < kTileRegs * 32 && o.x < rows) {
+      const int2 o = output_of<2>(reg, l);
+      if (o.x < rows) {
         const float sum = warps_total(part, reg, l);
         float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
         *dst = accumulate ? *dst + sum : sum;
@@ -217,22 +223,18 @@ bool stream_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, cons
          out <= (std::int64_t{1} << 30) && aligned16(x) && aligned16(w) && aligned16(y);
 }
 
-std::size_t stream_gemm_shared_bytes(int stages, int stage_k, int tile_columns) {
-  return static_cast<std::size_t>(stages) *
-             (static_cast<std::size_t>(tile_columns) * static_cast<std::size_t>(stage_k * 2 + 64) +
-              2 * sizeof(std::uint64_t)) +
-         kPartialBytes;
+double stream_gemm_fill(std::int64_t out, int sms) {
+  const std::int64_t tiles = out / kStreamTileColumns;
+  if (tiles < 1 || sms < 1) return 0.0;
+  const std::int64_t waves = (tiles + sms - 1) / sms;
+  return static_cast<double>(tiles) / static_cast<double>(waves * sms);
 }
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                        std::int64_t out, bool accumulate, void* swiglu_act, int blocks, int stages,
-                        cudaStream_t stream, bool pdl, bool early_weights, int stage_k,
-                        int tile_columns) {
+                        std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
+                        cudaStream_t stream, bool pdl, bool early_weights) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
-  if (tile_columns != 8 && tile_columns != 16)
-    throw Error("streaming skinny GEMM: tiles of " + std::to_string(tile_columns) +
-                " columns (expected 8 or 16)");
-  if (!stream_gemm_fits(rows, in, out, x, w, y_or_act) || out % tile_columns != 0)
+  if (!stream_gemm_fits(rows, in, out, x, w, y_or_act))
     throw Error("streaming skinny GEMM: rows " + std::to_string(rows) + " in " +
                 std::to_string(in) + " out " + std::to_string(out) +
                 " is not a shape it takes (rows 1.." + std::to_string(kStreamRowsLimit) +
@@ -242,29 +244,20 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
     throw Error("streaming skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) +
                 " out " + std::to_string(out) +
                 " asks to accumulate, which the epilogue does not do");
-  if (stage_k != 512 && stage_k != 1024 && stage_k != 2048)
-    throw Error("streaming skinny GEMM: stage k " + std::to_string(stage_k) +
-                " (expected 512, 1024 or 2048)");
-  if (stages < 2 || stages > kStreamMaxStages || blocks < 1 ||
-      stream_gemm_shared_bytes(stages, stage_k, tile_columns) > 227 * 1024)
-    throw Error("streaming skinny GEMM: " + std::to_string(stages) + " stages on " +
-                std::to_string(blocks) + " blocks (expected 2.." +
-                std::to_string(kStreamMaxStages) + " stages, at least one block)");
-  const std::int64_t tiles = out / tile_columns;
+  if (blocks < 1)
+    throw Error("streaming skinny GEMM: " + std::to_string(blocks) +
+                " blocks (expected at least one)");
+  const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
-  const std::size_t shared = stream_gemm_shared_bytes(stages, stage_k, tile_columns);
   const bool swiglu = swiglu_act != nullptr;
-  const auto kernel = tile_columns == 8
-                          ? (swiglu ? stream_gemm_kernel<1, true> : stream_gemm_kernel<1, false>)
-                          : (swiglu ? stream_gemm_kernel<2, true> : stream_gemm_kernel<2, false>);
+  const auto kernel = swiglu ? stream_gemm_kernel<true> : stream_gemm_kernel<false>;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(shared)));
+                                       static_cast<int>(kStreamSharedBytes)));
   launch_kernel(swiglu ? "stream_gemm_kernel (SwiGLU)" : "stream_gemm_kernel", kernel, grid,
-                kThreads, shared, stream, pdl, static_cast<const __nv_bfloat16*>(x),
+                kThreads, kStreamSharedBytes, stream, pdl, static_cast<const __nv_bfloat16*>(x),
                 static_cast<const __nv_bfloat16*>(w), y, static_cast<std::int32_t>(rows),
                 static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate,
-                static_cast<__nv_bfloat16*>(swiglu_act), static_cast<std::int32_t>(stages),
-                early_weights, static_cast<std::int32_t>(stage_k));
+                static_cast<__nv_bfloat16*>(swiglu_act), early_weights);
 }
 
 }  // namespace dice::engine::cuda

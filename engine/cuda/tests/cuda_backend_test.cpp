@@ -202,14 +202,15 @@ TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
 }
 
 TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {
-  // With stream_gemm_stages, the few-row passes (decoding blocks of 4 rows, the fused store pass's
-  // 8) run their layer GEMMs, the gate/up projection with the SwiGLU epilogue, on the streaming
-  // kernel: bf16 logits against the CPU reference, and the launches counted.
+  // With stream_gemm and no fill rule, the few-row passes (decoding blocks of 4 rows, the fused
+  // store pass's 8) run their layer GEMMs, the gate/up projection with the SwiGLU epilogue, on the
+  // streaming kernel: bf16 logits against the CPU reference, and the launches counted.
   for (const auto& shape : shapes()) {
     const CpuWeights weights = random_weights(shape.config, shape.std, true);
     CpuBackend cpu(weights);
     CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
-    options.stream_gemm_stages = 2;
+    options.stream_gemm = true;
+    options.stream_gemm_min_fill = 0.0;  // every shape (the test model's GEMMs are narrow)
     CudaBackend gpu(weights, options);
     const auto ids = random_ids(60, shape.config.vocab_size, 6);
     for (const bool fused : {true, false}) {
@@ -602,10 +603,12 @@ TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   // fused paths run (block passes of 4-8 rows at widths 128, 256 and SDAR-1.7B's 2,048; the norm
   // where the autotune's n-tile choice makes the launch one wave); the prompt's 250-row pass
   // keeps the norm kernel, cuBLASLt and the SwiGLU kernel either way. The autotune keeps only
-  // choices with the same bits, so it stays on.
+  // choices with the same bits, so it stays on. The streaming kernel, which the fused norm turns
+  // off, stays off (its SwiGLU epilogue: CudaOps.StreamGemmMatchesCublasLtAndIsDeterministic).
   for (const auto& shape : shapes()) {
     const CpuWeights weights = random_weights(shape.config, shape.std, true);
     CudaBackendOptions separate = limited();
+    separate.stream_gemm = false;
     separate.fused_norm_gemm = false;
     separate.fused_swiglu = false;
     CudaBackend off(weights, separate);

@@ -662,10 +662,10 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
 
 TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
   // The streaming skinny kernel on the SDAR-1.7B/-4B layer shapes, an lm_head, a k that is not a
-  // multiple of the 512-wide stage and a shape with fewer tiles than blocks: against cuBLASLt
-  // (1e-4 of the row's largest magnitude), and bit for bit the same for every ring size, grid
-  // size and early-weights mode; the SwiGLU epilogue bit for bit the fp32 output then the SwiGLU
-  // kernel. Shapes and arguments it does not take throw.
+  // multiple of the 2,048-wide stage and a shape with fewer tiles than blocks: against cuBLASLt
+  // (1e-4 of the row's largest magnitude), and bit for bit the same for every grid size and
+  // launch mode; the SwiGLU epilogue bit for bit the fp32 output then the SwiGLU kernel. Shapes
+  // and arguments it does not take throw.
   struct Shape {
     std::int64_t in, out;
   };
@@ -696,36 +696,31 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
                    stream());
         reset(y_a);
         launch_stream_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, nullptr,
-                           sms, 8, stream(), false, false);
+                           sms, stream(), false, false);
         synchronize();
         const auto want = download_f32(y_ref, rows * out);
         const auto got = download_f32(y_a, rows * out);
         EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
         struct Variant {
-          int blocks, stages;
+          int blocks;
           bool pdl, early;
-          int stage_k, tile;
         };
         for (const Variant v :
-             {Variant{sms, 2, true, true, 512, 16},
-              Variant{sms, kStreamMaxStages, true, true, 512, 16},
-              Variant{7, 3, false, false, 1024, 16}, Variant{1, 3, true, false, 2048, 16},
-              Variant{sms, 4, true, true, 2048, 8}, Variant{5, 2, false, true, 512, 8}}) {
+             {Variant{sms, true, true}, Variant{7, false, true}, Variant{1, true, false}}) {
           reset(y_b);
           launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
-                             v.blocks, v.stages, stream(), v.pdl, v.early, v.stage_k, v.tile);
+                             v.blocks, stream(), v.pdl, v.early);
           synchronize();
           const auto again = download_f32(y_b, rows * out);
           for (std::size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(again[i], got[i])
-                << what << ": " << v.blocks << " blocks, " << v.stages << " stages differ at " << i;
+            ASSERT_EQ(again[i], got[i]) << what << ": " << v.blocks << " blocks differ at " << i;
         }
-        if (accumulate || out % 2 != 0) continue;
+        if (accumulate) continue;
         // The SwiGLU epilogue: the same sums, then swiglu.cuh's arithmetic.
         launch_swiglu(CudaDType::kBF16, y_a.as<float>(), static_cast<std::int32_t>(out / 2),
                       act_a.get(), static_cast<std::int32_t>(rows), stream());
-        launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), sms, 4,
-                           stream(), true, true, 2048, 8);
+        launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), sms,
+                           stream(), true, true);
         synchronize();
         const auto act_want =
             download(act_a, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
@@ -735,38 +730,38 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
           ASSERT_EQ(act_got[i], act_want[i]) << what << ": SwiGLU differs at " << i;
       }
   }
-  const GemmCase small(256, 64, 32, 0x58u, stream());
-  float* y = small.y0.as<float>();
-  EXPECT_FALSE(stream_gemm_fits(17, 256, 64, small.x.get(), small.w.get(), y));
-  EXPECT_FALSE(stream_gemm_fits(4, 256, 56, small.x.get(), small.w.get(), y));
-  EXPECT_FALSE(stream_gemm_fits(4, 240, 64, small.x.get(), small.w.get(), y));
-  EXPECT_THROW(launch_stream_gemm(small.x.get(), small.w.get(), y, 17, 256, 64, false, nullptr, sms,
-                                  4, stream(), false, false),
+  // Through Gemm: with a fill rule, only shapes whose tiles fill the SMs stream, and count.
+  const std::int64_t wide = kStreamTileColumns * sms;  // one tile per SM: fill 1
+  const GemmCase data(256, wide, 32, 0x58u, stream());
+  float* y = data.y0.as<float>();
+  EXPECT_FALSE(stream_gemm_fits(17, 256, wide, data.x.get(), data.w.get(), y));
+  EXPECT_FALSE(stream_gemm_fits(4, 256, 56, data.x.get(), data.w.get(), y));
+  EXPECT_FALSE(stream_gemm_fits(4, 240, 64, data.x.get(), data.w.get(), y));
+  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y, 17, 256, wide, false, nullptr, sms,
+                                  stream(), false, false),
                Error);
-  EXPECT_THROW(launch_stream_gemm(small.x.get(), small.w.get(), y, 4, 256, 64, false, nullptr, sms,
-                                  1, stream(), false, false),
+  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y, 4, 256, wide, false, nullptr, 0,
+                                  stream(), false, false),
                Error);
-  EXPECT_THROW(launch_stream_gemm(small.x.get(), small.w.get(), y, 4, 256, 64, false, nullptr, sms,
-                                  kStreamMaxStages + 1, stream(), false, false),
+  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), nullptr, 4, 256, wide, true, y, sms,
+                                  stream(), false, false),
                Error);
-  EXPECT_THROW(launch_stream_gemm(small.x.get(), small.w.get(), nullptr, 4, 256, 64, true, y, sms,
-                                  4, stream(), false, false),
-               Error);
-  // Through Gemm: the streaming kernel takes the skinny kernel's few-row shapes, and counts them.
   Gemm gemm(kSkinnyRowsLimit);
-  EXPECT_THROW(gemm.set_stream_gemm(1), Error);
-  gemm.set_stream_gemm(4);
-  DeviceBuffer y_stream(small.y0.bytes()), y_direct(small.y0.bytes());
-  gemm.run(CudaDType::kBF16, small.x.get(), small.w.get(), y_stream.as<float>(), 8, 256, 64, false,
+  EXPECT_THROW(gemm.set_stream_gemm(true, 1.5), Error);
+  gemm.set_stream_gemm(true, 0.9);
+  DeviceBuffer y_stream(data.y0.bytes()), y_direct(data.y0.bytes());
+  gemm.run(CudaDType::kBF16, data.x.get(), data.w.get(), y_stream.as<float>(), 8, 256, wide, false,
            stream());
   EXPECT_EQ(gemm.stream_launches(), 1);
-  gemm.run(CudaDType::kBF16, small.x.get(), small.w.get(), y_direct.as<float>(), 32, 256, 64, false,
+  gemm.run(CudaDType::kBF16, data.x.get(), data.w.get(), y_direct.as<float>(), 32, 256, wide, false,
            stream());  // more rows than the streaming kernel takes: the skinny kernel
+  gemm.run(CudaDType::kBF16, data.x.get(), data.w.get(), y_direct.as<float>(), 8, 256, 64, false,
+           stream());  // 4 tiles on every SM's slot: below the fill rule, the skinny kernel
   EXPECT_EQ(gemm.stream_launches(), 1);
-  launch_stream_gemm(small.x.get(), small.w.get(), y_direct.as<float>(), 8, 256, 64, false, nullptr,
-                     sms, 4, stream(), false, false);
+  launch_stream_gemm(data.x.get(), data.w.get(), y_direct.as<float>(), 8, 256, wide, false, nullptr,
+                     sms, stream(), false, false);
   synchronize();
-  EXPECT_EQ(download_f32(y_stream, 8 * 64), download_f32(y_direct, 8 * 64));
+  EXPECT_EQ(download_f32(y_stream, 8 * wide), download_f32(y_direct, 8 * wide));
 }
 
 TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
@@ -1944,7 +1939,8 @@ TEST_F(CudaOps, GemmConfigSearch) {
 // Per-launch skinny GEMM times (not a check: skipped unless DICE_SKINNY_TIMINGS is set; run on
 // the device by bench/device_skinny_sweep.sh). SDAR-1.7B and -4B layer shapes at 4 and 16 rows
 // (1 and 4 sequences of a block of 4; DICE_SKINNY_ROWS: other counts up to 64, a comma list):
-// every n-tile choice, cuBLASLt's heuristic choice and cuBLASLt's choice after Gemm::tune. The
+// every n-tile choice, cuBLASLt's heuristic choice and cuBLASLt's choice after Gemm::tune, and the
+// streaming kernel (stream_gemm.h) where it takes the shape. The
 // launches of one graph rotate over as many copies of the weights as fill 512 MiB, so that weights
 // come from HBM as in a forward (L2 holds 50 MiB); the time is the graph replay's over its
 // launches, median of 7 replays. GB/s: weight bytes over that time, next to the copy bandwidth
@@ -2014,18 +2010,10 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                                    shape.accumulate, n, stream());
               }));
       if (rows <= kStreamRowsLimit && shape.out % kStreamTileColumns == 0)
-        for (const int tile : {16, 8})
-          for (const int stage_k : {2048, 1024})
-            for (const int stages : env_ints("DICE_STREAM_STAGES", {2, 3, 4, 6})) {
-              if (stream_gemm_shared_bytes(stages, stage_k, tile) > 227 * 1024) continue;
-              print("stream" + std::to_string(tile) + "x" + std::to_string(stage_k) + " s" +
-                        std::to_string(stages),
-                    time([&](std::int64_t i) {
-                      launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in,
-                                         shape.out, shape.accumulate, nullptr, sms, stages,
-                                         stream(), false, false, stage_k, tile);
-                    }));
-            }
+        print("stream", time([&](std::int64_t i) {
+                launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                   shape.accumulate, nullptr, sms, stream(), false, false);
+              }));
       if (wgmma && rows > 16)
         for (const int tile_n : {64, 128}) {
           const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms);

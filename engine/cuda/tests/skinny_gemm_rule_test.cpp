@@ -1,5 +1,5 @@
-// Which GEMMs the skinny and the wgmma kernel take and with which tiles, splits and stages (host
-// only, no GPU needed).
+// Which GEMMs the skinny, the streaming and the wgmma kernel take and with which tiles, splits and
+// stages (host only, no GPU needed).
 
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "skinny_gemm.h"
+#include "stream_gemm.h"
 #include "wgmma_gemm.h"
 
 namespace dice::engine::cuda {
@@ -135,6 +136,28 @@ TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
   EXPECT_EQ(wgmma_auto_min_block_k(h100, 0), std::numeric_limits<std::int64_t>::max());
   EXPECT_EQ(wgmma_auto_min_block_k(std::numeric_limits<double>::infinity(), kSms),
             std::numeric_limits<std::int64_t>::max());
+}
+
+TEST(StreamGemmRule, ShapesAndTheFillOfTheSmsSlots) {
+  constexpr int kSms = 132;
+  // Every SDAR-1.7B layer shape and the lm_head fill at least 0.97 of 132 SMs' tile slots...
+  EXPECT_NEAR(stream_gemm_fill(4096, kSms), 256.0 / 264.0, 1e-12);      // qkv
+  EXPECT_NEAR(stream_gemm_fill(2048, kSms), 128.0 / 132.0, 1e-12);      // o, down
+  EXPECT_NEAR(stream_gemm_fill(12288, kSms), 768.0 / 792.0, 1e-12);     // gate/up
+  EXPECT_NEAR(stream_gemm_fill(151936, kSms), 9496.0 / 9504.0, 1e-12);  // lm_head
+  // ...SDAR-4B's o and down projections 160 / 264, below the default rule's 0.9.
+  EXPECT_NEAR(stream_gemm_fill(2560, kSms), 160.0 / 264.0, 1e-12);
+  EXPECT_LT(stream_gemm_fill(2560, kSms), 0.9);
+  EXPECT_NEAR(stream_gemm_fill(16 * kSms, kSms), 1.0, 1e-12);
+  EXPECT_EQ(stream_gemm_fill(8, kSms), 0.0);  // not one tile
+  EXPECT_EQ(stream_gemm_fill(4096, 0), 0.0);
+  // Shapes: at most 16 rows, in a multiple of 32, out of 16, 16-byte aligned.
+  EXPECT_TRUE(stream_gemm_fits(16, 2048, 4096, at(256), at(512), at(1024)));
+  EXPECT_FALSE(stream_gemm_fits(17, 2048, 4096, at(256), at(512), at(1024)));
+  EXPECT_FALSE(stream_gemm_fits(0, 2048, 4096, at(256), at(512), at(1024)));
+  EXPECT_FALSE(stream_gemm_fits(4, 2040, 4096, at(256), at(512), at(1024)));
+  EXPECT_FALSE(stream_gemm_fits(4, 2048, 4088, at(256), at(512), at(1024)));
+  EXPECT_FALSE(stream_gemm_fits(4, 2048, 4096, at(258), at(512), at(1024)));
 }
 
 }  // namespace

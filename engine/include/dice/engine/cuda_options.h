@@ -189,18 +189,19 @@ struct CudaBackendOptions {
   /// against cuBLASLt (bench/results/2026-11-27-wgmma-min-block-k-h200), hence the larger limit
   /// there.
   std::optional<std::int64_t> wgmma_min_block_k;
-  /// Shared-memory stages of the streaming skinny GEMM (engine/cuda/src/stream_gemm.h: one
-  /// persistent block per SM whose producer thread keeps a ring of 16 x 512 weight stages full
-  /// with bulk copies, from before the kernel's programmatic wait on), which then runs the GEMMs
-  /// of at most 16 rows that the skinny kernel would (the gate/up projection with its SwiGLU
-  /// epilogue; not with fused_norm_gemm's fused norm). 0: off, the skinny kernel; 2-12. Other
-  /// bits than the skinny kernel's, the same run to run.
-  int stream_gemm_stages = 0;
-  /// k of one stage of the streaming GEMM's ring: 512, 1,024 or 2,048 (bulk copies of 1, 2 or 4
-  /// KiB per weight row).
-  int stream_gemm_stage_k = 2048;
-  /// Output columns of one tile of the streaming GEMM: 8 or 16.
-  int stream_gemm_tile_columns = 16;
+  /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
+  /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
+  /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
+  /// kernel's programmatic wait on; the gate/up projection with its SwiGLU epilogue) where its
+  /// tiles fill at least stream_gemm_min_fill of the blocks' slots. Off while fused_norm_gemm is
+  /// on (that fused norm is the skinny kernel's). Other bits than the skinny kernel's, the same
+  /// run to run. Measured at 1 x 1,024 on an H100: +3.7% (fused store) and +4.1% (unfused) tok/s
+  /// on SDAR-1.7B, +0.8% on SDAR-4B (bench/results/2026-11-28-stream-gemm-h100).
+  bool stream_gemm = true;
+  /// With stream_gemm: only GEMMs whose out / 16 tiles fill at least this share of the blocks'
+  /// tile slots (stream_gemm_fill; 0.97 for every SDAR-1.7B layer shape, 0.61 for SDAR-4B's o
+  /// and down projections, whose blocks would wait on the busiest) stream; 0: every shape.
+  double stream_gemm_min_fill = 0.9;
 };
 
 }  // namespace dice::engine

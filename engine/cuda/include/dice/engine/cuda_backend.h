@@ -122,7 +122,7 @@ struct CudaForwardStats {
   /// GEMM launches enqueued on the wgmma kernel (CudaBackendOptions::wgmma_gemm).
   std::int64_t wgmma_gemms = 0;
   /// GEMM launches enqueued on the streaming skinny kernel
-  /// (CudaBackendOptions::stream_gemm_stages).
+  /// (CudaBackendOptions::stream_gemm).
   std::int64_t stream_gemms = 0;
   /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
   /// (CudaBackendOptions::programmatic_launch, programmatic_launch_few_rows).
