@@ -74,7 +74,11 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
 void Gemm::set_stream_gemm(bool on, double min_fill) {
   if (!(min_fill >= 0.0 && min_fill <= 1.0))
     throw Error(fmt::format("streaming GEMM minimum fill {}: expected 0 to 1", min_fill));
-  stream_ = on;
+  // The kernel's bulk copies need sm_90, its ring 146 KiB of shared memory per block (not on a
+  // device that offers less, e.g. 99 KiB on compute capability 12.0): there it stays off.
+  stream_ = on && device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9 &&
+            static_cast<std::size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)) >=
+                kStreamSharedBytes;
   stream_min_fill_ = min_fill;
 }
 

@@ -110,8 +110,9 @@ class Gemm {
   /// Whether run() and run_swiglu() (without a fused norm) give the skinny kernel's GEMMs of up to
   /// kStreamRowsLimit rows that stream_gemm_fits takes, and whose tiles fill at least `min_fill` of
   /// the blocks' slots (stream_gemm_fill; 0: every shape), to the streaming kernel instead
-  /// (stream_gemm.h; other bits than the skinny kernel's, the same run to run). Off by default.
-  /// Throws dice::Error for min_fill outside [0, 1].
+  /// (stream_gemm.h; other bits than the skinny kernel's, the same run to run). Off by default;
+  /// stays off on a device below sm_90 or with less than kStreamSharedBytes of shared memory per
+  /// block. Throws dice::Error for min_fill outside [0, 1].
   void set_stream_gemm(bool on, double min_fill = 0.0);
   /// Whether run() gives this GEMM to the streaming kernel (set_stream_gemm on, skinny(),
   /// stream_gemm_fits, stream_gemm_fill at least its min_fill).

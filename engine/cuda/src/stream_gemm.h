@@ -20,9 +20,11 @@ inline constexpr std::int64_t kStreamRowsLimit = 16;
 /// Output columns of one tile (two n8 tiles), the unit of work of a block.
 inline constexpr std::int64_t kStreamTileColumns = 16;
 /// k of one stage: a tile's 16 weight rows x 2,048 k (64 KiB of bf16), one 4 KiB bulk copy per
-/// row. 1 and 2 KiB copies, and more stages, streamed slower (the folder above).
+/// row. 1 and 2 KiB copies, and more stages, streamed slower
+/// (bench/results/2026-11-28-stream-gemm-h100).
 inline constexpr std::int64_t kStreamStageK = 2048;
-/// Stages of the ring. With two, a block takes 216 KB of shared memory, so one block per SM.
+/// Stages of the ring. With two, a block takes 146 KiB of shared memory (kStreamSharedBytes), so
+/// one block per SM.
 inline constexpr int kStreamStages = 2;
 /// Dynamic shared memory of one block: the ring (rows padded by 64 bytes so that the consumers'
 /// 16-byte reads of 8 rows are free of bank conflicts), the consumers' partial sums (two
