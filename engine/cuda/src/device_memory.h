@@ -13,6 +13,11 @@
 
 namespace dice::engine::cuda {
 
+/// Whether `p` is a multiple of `bytes` (a power of two: 16 for vector loads and bulk copies).
+inline bool aligned_to(const void* p, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
 /// Where a CudaBuffer's memory lives.
 enum class MemoryKind {
   kDevice,  ///< cudaMalloc: zero-filled on allocation (stale values are never NaN: padded rows of

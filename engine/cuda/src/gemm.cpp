@@ -121,6 +121,12 @@ void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int
   ++wgmma_launches_;
 }
 
+void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
+                      std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
+  launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_);
+  ++stream_launches_;
+}
+
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
                          bool accumulate) const {
   const auto it =
@@ -432,11 +438,8 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
         norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
   if (!skinny(CudaDType::kBF16, rows, in, out, input, w, act))
     return run_wgmma(x, w, nullptr, act, rows, in, out, false, stream);
-  if (norm == nullptr && streams(CudaDType::kBF16, rows, in, out, x, w, act)) {
-    ++stream_launches_;
-    return launch_stream_gemm(x, w, nullptr, rows, in, out, false, act, sms_, stream, pdl_,
-                              early_weights_);
-  }
+  if (norm == nullptr && streams(CudaDType::kBF16, rows, in, out, x, w, act))
+    return run_stream(x, w, nullptr, act, rows, in, out, false, stream);
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
                      stream, pdl_, norm, act, early_weights_);
 }
@@ -445,11 +448,8 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
                std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                bool stage_share) {
   if (rows <= 0) return;
-  if (streams(dtype, rows, in, out, x, w, y)) {
-    ++stream_launches_;
-    return launch_stream_gemm(x, w, y, rows, in, out, accumulate, nullptr, sms_, stream, pdl_,
-                              early_weights_);
-  }
+  if (streams(dtype, rows, in, out, x, w, y))
+    return run_stream(x, w, y, nullptr, rows, in, out, accumulate, stream);
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,

@@ -5,6 +5,8 @@
 // a plan's algorithm by the fastest of the heuristic's candidates, timed on real buffers.
 // bf16 GEMMs of at most `skinny_max_rows` rows that skinny_gemm_fits() accepts run our own
 // kernel instead (skinny_gemm.h); tune() then times its n-tile choices (all give the same bits).
+// With set_stream_gemm, those of at most 16 rows run the streaming kernel (stream_gemm.h), and
+// with set_wgmma, bf16 GEMMs of 17-64 rows the wgmma kernel (wgmma_gemm.h).
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -154,8 +156,8 @@ class Gemm {
   /// buffers whose contents are dead. Once per shape (later calls return at once); not during
   /// stream capture. Returns the seconds spent. Throws dice::Error on CUDA failures. A GEMM that
   /// skinny() takes instead has its n8 tiles per block timed the same way (each `repeats` times)
-  /// and the fastest kept. `bf16_out`: the shape of run_bf16_out() (y then holds rows x out bf16;
-  /// out even).
+  /// and the fastest kept; one that streams() takes, or wgmma(), has nothing to time (returns 0).
+  /// `bf16_out`: the shape of run_bf16_out() (y then holds rows x out bf16; out even).
   double tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, cudaStream_t stream, int candidates = 16,
               int repeats = 3, bool bf16_out = false);
@@ -189,6 +191,10 @@ class Gemm {
   /// `act`: the SwiGLU epilogue's output instead of y), counted in wgmma_launches_.
   void run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                  std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
+  /// The streaming kernel's launch of streams() shapes (`act`: the SwiGLU epilogue's output
+  /// instead of y), counted in stream_launches_.
+  void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
+                  std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
   /// The n8 tiles the skinny kernel runs this shape with (tuned, else the default).
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
 

@@ -12,10 +12,16 @@ __device__ __forceinline__ std::uint32_t shared_address(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
-/// Initialises `bar` for `count` arrivals per phase (one thread, before a fence and a barrier).
+/// Initialises `bar` for `count` arrivals per phase (one thread; then barrier_init_fence()).
 __device__ __forceinline__ void barrier_init(std::uint64_t* bar, std::uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count)
                : "memory");
+}
+
+/// Makes the barrier_init()s before it visible to the other threads and to the async proxy (the
+/// bulk copies); then a block barrier before any thread uses the barriers.
+__device__ __forceinline__ void barrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
 /// One arrival announcing `bytes` of bulk copies to come (the phase completes when they landed).

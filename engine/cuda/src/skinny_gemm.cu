@@ -45,6 +45,7 @@
 #include <string>
 
 #include "cuda_check.h"
+#include "device_memory.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
@@ -368,17 +369,14 @@ Launcher launcher_for(int m_tiles, int n_tiles) {
   }
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
-
 }  // namespace
 
 bool skinny_gemm_fits(bool bf16, std::int64_t rows, std::int64_t in, std::int64_t out,
                       std::int64_t max_rows, const void* x, const void* w, const void* y) {
   return bf16 && rows >= 1 && rows <= max_rows && rows <= kSkinnyRowsLimit && in > 0 &&
          in % 32 == 0 && in <= (std::int64_t{1} << 30) && out > 0 && out % 8 == 0 &&
-         out / 8 <= std::int64_t{1} << 30 && aligned16(x) && aligned16(w) && aligned16(y);
+         out / 8 <= std::int64_t{1} << 30 && aligned_to(x, 16) && aligned_to(w, 16) &&
+         aligned_to(y, 16);
 }
 
 int skinny_m_tiles(std::int64_t rows) {
@@ -419,7 +417,7 @@ std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
 bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
   return rows >= 1 && rows <= kSkinnyNormRowsLimit && in % 32 == 0 && in <= 4 * kNormVec * 256 &&
          skinny_norm_shared_bytes(rows, in) <= kSkinnyNormSharedLimit && norm.eps > 0.0f &&
-         aligned16(norm.residual) && aligned16(norm.weight);
+         aligned_to(norm.residual, 16) && aligned_to(norm.weight, 16);
 }
 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,

@@ -33,6 +33,7 @@
 #include <string>
 
 #include "cuda_check.h"
+#include "device_memory.h"
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "mbarrier.cuh"
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       barrier_init(&full[s], 1);
       barrier_init(&empty[s], kConsumerWarps);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    barrier_init_fence();
   }
   __syncthreads();
 
@@ -210,17 +211,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
-
 }  // namespace
 
 bool stream_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
                       const void* w, const void* y) {
   return rows >= 1 && rows <= kStreamRowsLimit && in > 0 && in % 32 == 0 &&
          in <= (std::int64_t{1} << 30) && out > 0 && out % kStreamTileColumns == 0 &&
-         out <= (std::int64_t{1} << 30) && aligned16(x) && aligned16(w) && aligned16(y);
+         out <= (std::int64_t{1} << 30) && aligned_to(x, 16) && aligned_to(w, 16) &&
+         aligned_to(y, 16);
 }
 
 double stream_gemm_fill(std::int64_t out, int sms) {

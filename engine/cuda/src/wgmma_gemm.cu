@@ -35,6 +35,7 @@
 #include <string>
 
 #include "cuda_check.h"
+#include "device_memory.h"
 #include "device_query.h"
 #include "dice/core/error.h"
 #include "launch.cuh"
@@ -182,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(w_policy));
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(x_policy));
     for (int s = 0; s < stages; ++s) barrier_init(&full[s], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    barrier_init_fence();
   }
   __syncthreads();
   const int first = count < stages ? count : stages;
@@ -281,10 +282,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-bool aligned(const void* p, std::uintptr_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
-}
-
 /// cuTensorMapEncodeTiled from the driver the runtime uses (no link against libcuda).
 void* tensor_map_encoder() {
   void* fn = nullptr;
@@ -357,8 +354,8 @@ bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int t
                      const void* x, const void* w, const void* y) {
   return (tile_n == 64 || tile_n == 128) && rows >= 1 && rows <= kWgmmaRowsLimit && in > 0 &&
          in % kWgmmaTileK == 0 && in <= (std::int64_t{1} << 24) && out > 0 && out % tile_n == 0 &&
-         out / tile_n <= std::int64_t{1} << 30 && aligned(x, 16) && aligned(w, 16) &&
-         aligned(y, 16);
+         out / tile_n <= std::int64_t{1} << 30 && aligned_to(x, 16) && aligned_to(w, 16) &&
+         aligned_to(y, 16);
 }
 
 int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm) {

@@ -156,6 +156,23 @@ std::vector<Shape> shapes() {
           {"SDAR-1.7B widths, 2 layers", small_config(8192, 2048, 2, 16, 8, 128, 6144), 0.02f}};
 }
 
+/// Scores blocks of 4 after a 40-token prompt (60 random ids from `ids_seed`), with the store pass
+/// fused and unfused, on a CudaBackend with `options` and on the CPU backend over the same
+/// weights: every row's rel. L2 below 1e-2 (bf16). Returns the GPU backend's work counters.
+CudaForwardStats expect_logits_like_the_cpu(const Shape& shape, const CudaBackendOptions& options,
+                                            std::uint32_t ids_seed) {
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CpuBackend cpu(weights);
+  CudaBackend gpu(weights, options);
+  const auto ids = random_ids(60, shape.config.vocab_size, ids_seed);
+  for (const bool fused : {true, false}) {
+    const auto want = score_blocks(cpu, ids, 40, 4, fused);
+    const auto got = score_blocks(gpu, ids, 40, 4, fused);
+    EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << shape.name << (fused ? ", fused" : ", unfused");
+  }
+  return gpu.stats();
+}
+
 TEST_F(CudaBackendTest, LogitsMatchTheCpuReference) {
   for (const auto& shape : shapes())
     for (const auto dtype : {CudaDType::kBF16, CudaDType::kF32}) {
@@ -183,21 +200,13 @@ TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
   // reference.
   if (!cuda::wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
   for (const auto& shape : shapes()) {
-    const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    CpuBackend cpu(weights);
     CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
     options.wgmma_gemm = true;
     options.wgmma_min_block_k = 0;  // every shape (the test model's blocks are short)
-    CudaBackend gpu(weights, options);
-    const auto ids = random_ids(60, shape.config.vocab_size, 5);
-    for (const bool fused : {true, false}) {
-      const auto want = score_blocks(cpu, ids, 40, 4, fused);
-      const auto got = score_blocks(gpu, ids, 40, 4, fused);
-      EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << shape.name << (fused ? ", fused" : ", unfused");
-    }
+    const CudaForwardStats stats = expect_logits_like_the_cpu(shape, options, 5);
     // At least the first prefill's four layer GEMMs per layer ran on the wgmma kernel (launches
     // into a graph count once).
-    EXPECT_GE(gpu.stats().wgmma_gemms, 4 * shape.config.num_layers) << shape.name;
+    EXPECT_GE(stats.wgmma_gemms, 4 * shape.config.num_layers) << shape.name;
   }
 }
 
@@ -206,19 +215,11 @@ TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {
   // store pass's 8) run their layer GEMMs, the gate/up projection with the SwiGLU epilogue, on the
   // streaming kernel: bf16 logits against the CPU reference, and the launches counted.
   for (const auto& shape : shapes()) {
-    const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    CpuBackend cpu(weights);
     CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
     options.stream_gemm = true;
     options.stream_gemm_min_fill = 0.0;  // every shape (the test model's GEMMs are narrow)
-    CudaBackend gpu(weights, options);
-    const auto ids = random_ids(60, shape.config.vocab_size, 6);
-    for (const bool fused : {true, false}) {
-      const auto want = score_blocks(cpu, ids, 40, 4, fused);
-      const auto got = score_blocks(gpu, ids, 40, 4, fused);
-      EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << shape.name << (fused ? ", fused" : ", unfused");
-    }
-    EXPECT_GE(gpu.stats().stream_gemms, 4 * shape.config.num_layers) << shape.name;
+    const CudaForwardStats stats = expect_logits_like_the_cpu(shape, options, 6);
+    EXPECT_GE(stats.stream_gemms, 4 * shape.config.num_layers) << shape.name;
   }
 }
 

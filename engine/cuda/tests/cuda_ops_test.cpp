@@ -585,6 +585,13 @@ struct GemmCase {
                        seed + 2 + static_cast<std::uint64_t>(in), stream);
     launch_fill_random(CudaDType::kF32, y0.get(), rows * out, 1.0f, seed + 3, stream);
   }
+  /// Copies y0's first `rows` rows of `out` into y (the starting output of a run, for the
+  /// accumulating launches), on `stream`.
+  void start(const DeviceBuffer& y, std::int64_t rows, std::int64_t out,
+             cudaStream_t stream) const {
+    DICE_CUDA_CHECK(cudaMemcpyAsync(y.get(), y0.get(), static_cast<std::size_t>(rows * out) * 4,
+                                    cudaMemcpyDeviceToDevice, stream));
+  }
   DeviceBuffer w, x, y0;
 };
 
@@ -630,11 +637,7 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
         ASSERT_TRUE(
             skinny_gemm_fits(true, rows, in, out, kMaxRows, x.get(), w.get(), y_a.as<float>()))
             << what;
-        const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
-        const auto reset = [&](const DeviceBuffer& y) {
-          DICE_CUDA_CHECK(
-              cudaMemcpyAsync(y.get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
-        };
+        const auto reset = [&](const DeviceBuffer& y) { data.start(y, rows, out, stream()); };
         reset(y_ref);
         cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
                    stream());
@@ -686,11 +689,7 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
                                  std::to_string(in) + " out " + std::to_string(out) +
                                  " accumulate " + std::to_string(accumulate);
         ASSERT_TRUE(stream_gemm_fits(rows, in, out, x.get(), w.get(), y_a.get())) << what;
-        const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
-        const auto reset = [&](const DeviceBuffer& y) {
-          DICE_CUDA_CHECK(
-              cudaMemcpyAsync(y.get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
-        };
+        const auto reset = [&](const DeviceBuffer& y) { data.start(y, rows, out, stream()); };
         reset(y_ref);
         cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
                    stream());
