@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "cuda_check.h"
@@ -69,7 +70,9 @@ template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights) {
+                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
+                       bool trigger_first) {
+  if (trigger_first) allow_next_grid();  // EXPERIMENT: the next kernel may be scheduled at once
   extern __shared__ __align__(128) unsigned char shared[];
   unsigned char* ring = shared;
   auto* partial = reinterpret_cast<float*>(shared + kStreamStages * kStageBytes);
@@ -249,13 +252,15 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   const bool swiglu = swiglu_act != nullptr;
   const auto kernel = swiglu ? stream_gemm_kernel<true> : stream_gemm_kernel<false>;
+  static const bool trigger_first =
+      std::getenv("DICE_EXP_STREAM_TRIGGER") != nullptr;  // EXPERIMENT
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kStreamSharedBytes)));
   launch_kernel(swiglu ? "stream_gemm_kernel (SwiGLU)" : "stream_gemm_kernel", kernel, grid,
                 kThreads, kStreamSharedBytes, stream, pdl, static_cast<const __nv_bfloat16*>(x),
                 static_cast<const __nv_bfloat16*>(w), y, static_cast<std::int32_t>(rows),
                 static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate,
-                static_cast<__nv_bfloat16*>(swiglu_act), early_weights);
+                static_cast<__nv_bfloat16*>(swiglu_act), early_weights, trigger_first);
 }
 
 }  // namespace dice::engine::cuda
