@@ -18,7 +18,13 @@
 // their wait (the vectorised RMSNorm once it has read its row, so that the next GEMM's early
 // weight loads do not queue ahead of it: bench/results/2026-11-25-kernel-trace-h100), so the
 // next kernel may be scheduled once every block of theirs runs, and its blocks start on the SMs
-// left free. A kernel may, before its wait, read memory that no kernel
+// left free. The streaming GEMM (stream_gemm.h: one block per SM, each with the shared memory of
+// a whole SM) calls it first, before its wait: the next kernel is scheduled only once every block
+// of the GEMM runs, so it cannot keep one of them off an SM, and its blocks are resident and
+// waiting when the GEMM ends (+2.1% tok/s on SDAR-1.7B at 1 sequence on an H200,
+// bench/results/2026-11-28-stream-trigger-h200). A trigger before the wait keeps the ordering
+// above: the next kernel's own wait still waits for this kernel to complete, and this kernel does
+// not complete before its own wait. A kernel may, before its wait, read memory that no kernel
 // of the pass writes (CudaBackendOptions::pdl_early_reads): the skinny GEMM loads its first
 // weights there, the pipelined attention reads its work item, page ids and visible lengths (the
 // pass metadata, uploaded before the pass's first kernel). Its wait still comes before anything
@@ -54,9 +60,10 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 }
 
 /// Lets the next kernel of the stream, when it is a PDL launch, be scheduled once every block of
-/// this grid has called this or exited (griddepcontrol.launch_dependents). Call it after
-/// wait_for_prior_grid(). No effect without a PDL launch after this one; compiled out below
-/// sm_90.
+/// this grid has called this or exited (griddepcontrol.launch_dependents). Usually called after
+/// wait_for_prior_grid(); before it only where the next kernel's blocks cannot crowd out this
+/// grid's (see "Early start" above). No effect without a PDL launch after this one; compiled out
+/// below sm_90.
 __device__ __forceinline__ void allow_next_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
