@@ -79,16 +79,4 @@ __device__ T block_sum(T v, T* scratch) {
   return scratch[0];
 }
 
-/// atom.add.acq_rel.gpu: adds 1 to *counter and returns the old value; release orders the
-/// writes this thread has observed (its block's, through a barrier before it) before the add,
-/// acquire orders the reads after it after the other blocks' releases.
-__device__ __forceinline__ unsigned count_in(unsigned* counter) {
-  unsigned old = 0;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
-               : "=r"(old)
-               : "l"(counter)
-               : "memory");
-  return old;
-}
-
 }  // namespace dice::engine::cuda

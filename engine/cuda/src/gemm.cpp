@@ -80,17 +80,13 @@ void Gemm::set_stream_gemm(bool on, double min_fill) {
             static_cast<std::size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)) >=
                 kStreamSharedBytes;
   stream_min_fill_ = min_fill;
-  if (stream_ && stream_split_.bytes() == 0)
-    stream_split_ = DeviceBuffer(kStreamSplitBytes);  // zero-filled: the counters start at zero
-  else if (!stream_)
-    stream_split_ = DeviceBuffer();
 }
 
 bool Gemm::streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                    const void* x, const void* w, const void* y) const {
   return stream_ && skinny(dtype, rows, in, out, x, w, y) &&
          stream_gemm_fits(rows, in, out, x, w, y) &&
-         stream_gemm_pieces(in, out, sms_, stream_min_fill_) > 0;
+         stream_gemm_fill(out, sms_) >= stream_min_fill_;
 }
 
 bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -127,9 +123,7 @@ void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int
 
 void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                       std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
-  launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
-                     stream_gemm_pieces(in, out, sms_, stream_min_fill_),
-                     stream_split_in(stream_split_.get()));
+  launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_);
   ++stream_launches_;
 }
 

@@ -104,23 +104,20 @@ class Gemm {
   /// Whether tune() times on a cold L2 (set_cold_tune).
   bool cold_tune() const { return l2_flush_.bytes() > 0; }
   /// Device memory this Gemm holds besides the cuBLASLt workspace: cold tuning's flush target
-  /// (0 while it is off) and the streaming kernel's split buffers (kStreamSplitBytes while it is
-  /// on), bytes.
-  std::size_t scratch_bytes() const { return l2_flush_.bytes() + stream_split_.bytes(); }
+  /// (0 while it is off), bytes.
+  std::size_t scratch_bytes() const { return l2_flush_.bytes(); }
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
   /// Whether run() and run_swiglu() (without a fused norm) give the skinny kernel's GEMMs of up to
-  /// kStreamRowsLimit rows that stream_gemm_fits takes, and whose work fills at least `min_fill`
-  /// of the blocks' slots with at most kStreamMaxPieces pieces per tile (stream_gemm_pieces; 0:
-  /// every shape, unsplit), to the streaming kernel instead (stream_gemm.h; other bits than the
-  /// skinny kernel's, the same run to run). Off by default; stays off on a device below sm_90 or
-  /// with less than kStreamSharedBytes of shared memory per block. On, it holds the split tiles'
-  /// buffers (kStreamSplitBytes). Throws dice::Error for min_fill outside [0, 1], or when the
-  /// buffers cannot be allocated.
+  /// kStreamRowsLimit rows that stream_gemm_fits takes, and whose tiles fill at least `min_fill` of
+  /// the blocks' slots (stream_gemm_fill; 0: every shape), to the streaming kernel instead
+  /// (stream_gemm.h; other bits than the skinny kernel's, the same run to run). Off by default;
+  /// stays off on a device below sm_90 or with less than kStreamSharedBytes of shared memory per
+  /// block. Throws dice::Error for min_fill outside [0, 1].
   void set_stream_gemm(bool on, double min_fill = 0.0);
   /// Whether run() gives this GEMM to the streaming kernel (set_stream_gemm on, skinny(),
-  /// stream_gemm_fits, stream_gemm_pieces finds a split filling its min_fill).
+  /// stream_gemm_fits, stream_gemm_fill at least its min_fill).
   bool streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
                const void* w, const void* y) const;
   /// GEMMs given to the streaming kernel so far (eager or captured; replays not counted).
@@ -208,7 +205,6 @@ class Gemm {
   std::int64_t wgmma_launches_ = 0;
   bool stream_ = false;           ///< set_stream_gemm
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
-  DeviceBuffer stream_split_;     ///< the split tiles' StreamSplit, held while streaming is on
   std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int sms_ = 1;

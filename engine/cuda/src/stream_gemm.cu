@@ -1,13 +1,11 @@
 // The streaming skinny bf16 GEMM (stream_gemm.h): y[rows, out] = x[rows, in] w[out, in]^T for at
 // most 16 rows, weights streamed through a ring of two shared-memory stages.
 //
-// Work: the out / 16 tiles of 16 output columns, each split into `pieces` equal ranges of k
-// (stream_gemm_pieces: 1 unless the tiles alone would leave SMs idle), make tiles x pieces units,
-// dealt to the grid's blocks in contiguous runs (block b: units [U b / P, U (b + 1) / P)); a block
-// walks its units in order and each unit's k in stages of 2,048 (the last one shorter when the
-// piece is not a multiple). Stage i of a block is ring slot i % 2, guarded by two mbarriers:
-// `full` (the producer's expect_tx arrival, completed by the bulk copies' bytes) and `empty` (one
-// arrival per consumer warp once it has read the slot).
+// Work: the out / 16 tiles of 16 output columns are dealt to the grid's blocks in contiguous runs
+// (block b: tiles [T b / P, T (b + 1) / P)); a block walks its tiles in order and each tile's k in
+// stages of 2,048 (the last one shorter when in is not a multiple). Stage i of a block is ring slot
+// i % 2, guarded by two mbarriers: `full` (the producer's expect_tx arrival, completed by the
+// bulk copies' bytes) and `empty` (one arrival per consumer warp once it has read the slot).
 //
 // Producer: lane 0 of warp 8 issues a stage as 16 bulk copies, one per weight row (row r of the
 // tile at byte r * (4,096 + 64) of the slot), with the L2 evict-first policy. With early weights
@@ -21,15 +19,12 @@
 // weights are read before the chunk's MMAs: with each read right before its MMA the kernel was
 // 2.2% slower in the forward (bench/results/2026-11-28-stream-gemm-h100, call 6). With the
 // 64-byte row padding, the 8 lanes of each quarter-warp hit 8 distinct 16-byte bank groups. At a
-// unit's last stage the warps' partial sums go to shared memory (two buffers, alternating by
-// unit, so one named barrier per unit suffices) and 256 threads each finish one output: the sum
+// tile's last stage the warps' partial sums go to shared memory (two buffers, alternating by
+// tile, so one named barrier per tile suffices) and 256 threads each finish one output: the sum
 // over the warps in warp order, written (or added to y), or with SwiGLU the (gate, up) pair of
-// one lane as bf16(silu(gate) * up) (swiglu.cuh). A split tile's pieces each write those sums to
-// their slot in global memory instead and count themselves in (atom.acq_rel.gpu, as the
-// attention's split merge); the last to arrive adds the tile's slots in piece order and runs the
-// epilogue, and sets the counter back to zero. Every output's sum order is fixed by in and
-// `pieces` (chunk c of a piece to warp c % 8, each warp's chunks in order, the warps in order,
-// then the pieces in order), independent of the grid.
+// one lane as bf16(silu(gate) * up) (swiglu.cuh). Every output's sum order is fixed by in (chunk
+// c to warp c % 8, each warp's chunks in order, then the warps in order), independent of the
+// grid.
 
 #include <cuda_bf16.h>
 
@@ -39,7 +34,6 @@
 
 #include "cuda_check.h"
 #include "device_memory.h"
-#include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "mbarrier.cuh"
@@ -75,36 +69,25 @@ template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       std::int32_t pieces, StreamSplit split) {
+                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights) {
   // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
   // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
   allow_next_grid();
   extern __shared__ __align__(128) unsigned char shared[];
-  __shared__ bool fold_here;
   unsigned char* ring = shared;
   auto* partial = reinterpret_cast<float*>(shared + kStreamStages * kStageBytes);
   auto* full =
       reinterpret_cast<std::uint64_t*>(shared + kStreamStages * kStageBytes + kPartialBytes);
   std::uint64_t* empty = full + kStreamStages;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int32_t units = out / kRows * pieces;
+  const std::int32_t tiles = out / kRows;
   const auto grid = static_cast<std::int64_t>(gridDim.x);
-  const auto unit_begin =
-      static_cast<std::int32_t>(units * static_cast<std::int64_t>(blockIdx.x) / grid);
-  const auto unit_end =
-      static_cast<std::int32_t>(units * (static_cast<std::int64_t>(blockIdx.x) + 1) / grid);
-  const std::int32_t piece_k = in / pieces;  // a multiple of 32 (stream_gemm_pieces)
-  const std::int32_t k_stages = (piece_k + kStageK - 1) / kStageK;
-  const std::int32_t count = (unit_end - unit_begin) * k_stages;
-  // Stage i of this block: unit unit_begin + i / k_stages, whose tile is unit / pieces and whose
-  // k runs from piece_k (unit % pieces); its k0 and the k it covers.
-  const auto stage_k0 = [&](std::int32_t i) {
-    return (unit_begin + i / k_stages) % pieces * piece_k + i % k_stages * kStageK;
-  };
-  const auto stage_k = [&](std::int32_t i) {
-    return min(kStageK, piece_k - i % k_stages * kStageK);
-  };
+  const auto tile_begin =
+      static_cast<std::int32_t>(tiles * static_cast<std::int64_t>(blockIdx.x) / grid);
+  const auto tile_end =
+      static_cast<std::int32_t>(tiles * (static_cast<std::int64_t>(blockIdx.x) + 1) / grid);
+  const std::int32_t k_stages = (in + kStageK - 1) / kStageK;
+  const std::int32_t count = (tile_end - tile_begin) * k_stages;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStreamStages; ++s) {
@@ -120,10 +103,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       const std::uint64_t policy = evict_first_policy();
       const auto issue = [&](std::int32_t i) {
         const std::int32_t s = i % kStreamStages;
-        const std::int32_t tile = (unit_begin + i / k_stages) / pieces;
-        const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + stage_k0(i);
+        const std::int32_t tile = tile_begin + i / k_stages;
+        const std::int32_t k0 = (i % k_stages) * kStageK;
+        const std::int32_t row_k = min(kStageK, in - k0);
+        const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
         unsigned char* dst = ring + static_cast<std::size_t>(s) * kStageBytes;
-        const auto row_bytes = static_cast<std::uint32_t>(stage_k(i) * 2);
+        const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
         barrier_expect(&full[s], kRows * row_bytes);
 #pragma unroll 4
         for (int r = 0; r < kRows; ++r)
@@ -159,8 +144,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   for (std::int32_t i = 0; i < count; ++i) {
     const std::int32_t s = i % kStreamStages;
-    const std::int32_t k0 = stage_k0(i);
-    const std::int32_t chunks = stage_k(i) / 32;
+    const std::int32_t ks = i % k_stages;
+    const std::int32_t k0 = ks * kStageK;
+    const std::int32_t chunks = min(kStageK, in - k0) / 32;
     // x first: its L1/L2 latency overlaps the wait for the slot.
     uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
 #pragma unroll
@@ -189,9 +175,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncwarp();
     if (lane == 0) barrier_arrive(&empty[s]);
-    if (i % k_stages != k_stages - 1) continue;
+    if (ks != k_stages - 1) continue;
 
-    // The unit's last stage: partial sums, one barrier, one output per thread.
+    // The tile's last stage: partial sums, one barrier, one output per thread.
     auto& part =
         *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(partial + buffer * kPartialFloats);
 #pragma unroll
@@ -202,42 +188,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         acc[j][r] = 0.0f;
       }
     consumers_sync();
-    buffer ^= 1;
-    const std::int32_t unit = unit_begin + i / k_stages;
-    const std::int32_t tile = unit / pieces;
-    const std::int64_t n0 = static_cast<std::int64_t>(tile) * kRows;
+    const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
     const int e = static_cast<int>(threadIdx.x);
-    // total(reg, l): the output's sum, over the warps in warp order (one piece), or over the
-    // tile's pieces in piece order of their sums over the warps (read back from split.partials).
-    const float* folded = nullptr;
-    if (pieces > 1) {
-      // This piece's sums go to its slot; the tile's last piece to arrive folds them all.
-      split.partials[static_cast<std::int64_t>(unit) * kConsumers + e] =
-          warps_total(part, e / 32, e % 32);
-      consumers_sync();  // the block's slot writes are done (CTA scope) ...
-      if (e == 0) {
-        // ... and released at GPU scope with the count (acquiring the other pieces' writes).
-        const bool last = count_in(split.counters + tile) + 1u == static_cast<unsigned>(pieces);
-        if (last) split.counters[tile] = 0u;  // for the next launch: no other piece is left
-        fold_here = last;
-      }
-      consumers_sync();
-      if (!fold_here) continue;
-      folded = split.partials + static_cast<std::int64_t>(tile) * pieces * kConsumers;
-    }
-    const auto total = [&](int reg, int l) {
-      if (folded == nullptr) return warps_total(part, reg, l);
-      float sum = __ldcg(folded + reg * 32 + l);  // L2: other SMs wrote them
-      for (std::int32_t p = 1; p < pieces; ++p)
-        sum += __ldcg(folded + static_cast<std::int64_t>(p) * kConsumers + reg * 32 + l);
-      return sum;
-    };
     if constexpr (kSwiglu) {
       if (e < kRegs / 2 * 32) {
         const int reg = 2 * (e / 32), l = e % 32;
         const int2 o = output_of<2>(reg, l);
         if (o.x < rows) {
-          const float gate = total(reg, l), up = total(reg + 1, l);
+          const float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
           act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
               __float2bfloat16_rn(silu_times(gate, up));
         }
@@ -246,11 +204,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int reg = e / 32, l = e % 32;
       const int2 o = output_of<2>(reg, l);
       if (o.x < rows) {
-        const float sum = total(reg, l);
+        const float sum = warps_total(part, reg, l);
         float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
         *dst = accumulate ? *dst + sum : sum;
       }
     }
+    buffer ^= 1;
   }
 }
 
@@ -264,32 +223,16 @@ bool stream_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, cons
          aligned_to(y, 16);
 }
 
-double stream_gemm_fill(std::int64_t out, int sms, int pieces) {
-  const std::int64_t units = out / kStreamTileColumns * pieces;
-  if (units < 1 || sms < 1 || pieces < 1) return 0.0;
-  const std::int64_t waves = (units + sms - 1) / sms;
-  return static_cast<double>(units) / static_cast<double>(waves * sms);
-}
-
-StreamSplit stream_split_in(void* buffer) {
-  auto* bytes = static_cast<unsigned char*>(buffer);
-  return StreamSplit{reinterpret_cast<float*>(bytes),
-                     reinterpret_cast<unsigned*>(bytes + kStreamSplitUnits * 256 * 4)};
-}
-
-int stream_gemm_pieces(std::int64_t in, std::int64_t out, int sms, double min_fill) {
+double stream_gemm_fill(std::int64_t out, int sms) {
   const std::int64_t tiles = out / kStreamTileColumns;
-  for (int pieces = 1; pieces <= kStreamMaxPieces; ++pieces)
-    if (in % (32 * pieces) == 0 && (pieces == 1 || tiles * pieces <= kStreamSplitUnits) &&
-        stream_gemm_fill(out, sms, pieces) >= min_fill)
-      return pieces;
-  return 0;
+  if (tiles < 1 || sms < 1) return 0.0;
+  const std::int64_t waves = (tiles + sms - 1) / sms;
+  return static_cast<double>(tiles) / static_cast<double>(waves * sms);
 }
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
-                        cudaStream_t stream, bool pdl, bool early_weights, int pieces,
-                        StreamSplit split) {
+                        cudaStream_t stream, bool pdl, bool early_weights) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   if (!stream_gemm_fits(rows, in, out, x, w, y_or_act))
     throw Error("streaming skinny GEMM: rows " + std::to_string(rows) + " in " +
@@ -304,17 +247,8 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (blocks < 1)
     throw Error("streaming skinny GEMM: " + std::to_string(blocks) +
                 " blocks (expected at least one)");
-  if (pieces < 1 || pieces > kStreamMaxPieces || in % (32 * pieces) != 0)
-    throw Error("streaming skinny GEMM: in " + std::to_string(in) + " in " +
-                std::to_string(pieces) + " pieces (expected 1 to " +
-                std::to_string(kStreamMaxPieces) + " pieces of a multiple of 32)");
-  if (pieces > 1 && (out / kStreamTileColumns * pieces > kStreamSplitUnits ||
-                     split.partials == nullptr || split.counters == nullptr))
-    throw Error("streaming skinny GEMM: out " + std::to_string(out) + " in " +
-                std::to_string(pieces) + " pieces needs a StreamSplit's buffers and at most " +
-                std::to_string(kStreamSplitUnits) + " units");
-  const std::int64_t units = out / kStreamTileColumns * pieces;
-  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, units));
+  const std::int64_t tiles = out / kStreamTileColumns;
+  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   const bool swiglu = swiglu_act != nullptr;
   const auto kernel = swiglu ? stream_gemm_kernel<true> : stream_gemm_kernel<false>;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -323,8 +257,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 kThreads, kStreamSharedBytes, stream, pdl, static_cast<const __nv_bfloat16*>(x),
                 static_cast<const __nv_bfloat16*>(w), y, static_cast<std::int32_t>(rows),
                 static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate,
-                static_cast<__nv_bfloat16*>(swiglu_act), early_weights,
-                static_cast<std::int32_t>(pieces), split);
+                static_cast<__nv_bfloat16*>(swiglu_act), early_weights);
 }
 
 }  // namespace dice::engine::cuda

@@ -40,57 +40,25 @@ static_assert(2 * kStreamSharedBytes > 228 * 1024, "one block per SM");
 bool stream_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
                       const void* w, const void* y);
 
-/// Most pieces a tile's k may be split into (stream_gemm_pieces).
-inline constexpr int kStreamMaxPieces = 8;
-/// Most work units (tiles x pieces) of a launch with split tiles: the slots of StreamSplit.
-inline constexpr std::int64_t kStreamSplitUnits = 4096;
-/// Device bytes of a StreamSplit: kStreamSplitUnits slots of 256 fp32 sums (a tile's 16 rows x 16
-/// columns), then a counter per tile (at most kStreamSplitUnits / 2: a split tile has >= 2 pieces).
-inline constexpr std::size_t kStreamSplitBytes =
-    static_cast<std::size_t>(kStreamSplitUnits) * 256 * 4 + kStreamSplitUnits / 2 * 4;
-
-/// Where the pieces of split tiles meet: `partials` (kStreamSplitUnits x 256 fp32, unit u's sums at
-/// u x 256) and `counters` (one per tile, zero before the first launch; every launch leaves them
-/// zero). Both in device memory; one launch at a time may use them (launches on one stream).
-struct StreamSplit {
-  float* partials = nullptr;
-  unsigned* counters = nullptr;
-};
-
-/// The StreamSplit laid out in `buffer`, device memory of kStreamSplitBytes (zero-filled before
-/// its first use).
-StreamSplit stream_split_in(void* buffer);
-
-/// The share of the blocks' slots that the work fills on `sms` blocks: the units (out / 16 tiles x
-/// `pieces`) over ceil(units / sms) x sms, in (0, 1]. A block runs whole units, so the GEMM lasts
-/// as long as its busiest block: unsplit (pieces 1), SDAR-4B's o and down projections (160 tiles
-/// on 132 SMs) fill 0.61. 0 for out < 16, sms < 1 or pieces < 1.
-double stream_gemm_fill(std::int64_t out, int sms, int pieces = 1);
-
-/// The pieces the streaming kernel splits each tile's k into for this shape on `sms` blocks: the
-/// fewest, 1 to kStreamMaxPieces, that divide in / 32 (so the pieces are equal), that fit
-/// kStreamSplitUnits when more than 1, and whose units fill at least `min_fill` of the slots
-/// (stream_gemm_fill); 0 when none does (the shape is not streamed). SDAR-4B's o (in 4,096) and
-/// down (in 9,728) projections on 132 SMs: 4 pieces (fill 0.97); every SDAR-1.7B shape: 1.
-int stream_gemm_pieces(std::int64_t in, std::int64_t out, int sms, double min_fill);
+/// The share of the blocks' tile slots that `out` / 16 tiles fill on `sms` blocks: tiles over
+/// ceil(tiles / sms) x sms, in (0, 1]. A block runs whole tiles, so the GEMM lasts as long as its
+/// busiest block: at 0.61 (SDAR-4B's o and down projections, 160 tiles on 132 SMs) the skinny
+/// kernel is faster. 0 for out < 16 or sms < 1.
+double stream_gemm_fill(std::int64_t out, int sms);
 
 /// Launches y = x w^T (+ y with `accumulate`), or with `swiglu_act` the SwiGLU epilogue
 /// (act[rows, out / 2] bf16 = silu(gate) * up of the output pairs, w's rows alternating gate and
-/// up, swiglu.cuh; y not written), on min(blocks, units) persistent blocks (`blocks`: the SMs),
-/// each taking a contiguous run of the units: tile u / pieces, k piece u % pieces (in / pieces
-/// each). `early_weights`: the producer fills the ring before the kernel's programmatic wait
-/// (weights are read-only during a forward). Sum order: unsplit, an output runs over its k in a
-/// fixed order (32-wide chunk c to warp c % 8, each warp's chunks in order, then the warps in
-/// order); split, each piece so, then the pieces in order (their sums meet in `split`; the last
-/// piece of a tile to finish adds them and runs the epilogue). So the bits depend on `pieces`,
-/// not on `blocks` or timing; they differ from the skinny kernel's. Capture-safe. `pdl`:
-/// programmatic dependent launch (launch.cuh); the kernel lets the next one be scheduled at its
-/// start, before its wait. Throws dice::Error for a shape it does not take (stream_gemm_fits),
-/// pieces out of 1..kStreamMaxPieces or not dividing in / 32, split tiles past kStreamSplitUnits
-/// or without `split`'s buffers, accumulate with swiglu_act, blocks < 1, or a failed launch.
+/// up, swiglu.cuh; y not written), on min(blocks, out / 16) persistent blocks (`blocks`: the
+/// SMs), each taking a contiguous run of 16-column tiles. `early_weights`: the producer fills the
+/// ring before the kernel's programmatic wait (weights are read-only during a forward). The sum of
+/// an output runs over its k in a fixed order (32-wide chunk c to warp c % 8, each warp's chunks
+/// in order, then the warps in order), so the bits do not depend on `blocks` or timing; they
+/// differ from the skinny kernel's. Capture-safe. `pdl`: programmatic dependent launch
+/// (launch.cuh); the kernel lets the next one be scheduled at its start, before its wait. Throws
+/// dice::Error for a shape it does not take (stream_gemm_fits), accumulate with swiglu_act, blocks
+/// < 1, or a failed launch.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
-                        cudaStream_t stream, bool pdl, bool early_weights, int pieces = 1,
-                        StreamSplit split = {});
+                        cudaStream_t stream, bool pdl, bool early_weights);
 
 }  // namespace dice::engine::cuda

@@ -665,11 +665,10 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
 
 TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
   // The streaming skinny kernel on the SDAR-1.7B/-4B layer shapes, an lm_head, a k that is not a
-  // multiple of the 2,048-wide stage and a shape with fewer tiles than blocks, unsplit and with
-  // each tile's k in 2 and 4 pieces where those divide it: against cuBLASLt (1e-4 of the row's
-  // largest magnitude), and bit for bit the same for every grid size and launch mode (the split
-  // tiles' counters back at zero after each launch); the SwiGLU epilogue bit for bit the fp32
-  // output then the SwiGLU kernel. Shapes and arguments it does not take throw.
+  // multiple of the 2,048-wide stage and a shape with fewer tiles than blocks: against cuBLASLt
+  // (1e-4 of the row's largest magnitude), and bit for bit the same for every grid size and
+  // launch mode; the SwiGLU epilogue bit for bit the fp32 output then the SwiGLU kernel. Shapes
+  // and arguments it does not take throw.
   struct Shape {
     std::int64_t in, out;
   };
@@ -677,8 +676,6 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
                           {4096, 2560}, {9728, 2560}, {2048, 151936}, {2080, 1024}, {96, 64}};
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   constexpr std::int64_t kMaxRows = kStreamRowsLimit;
-  const DeviceBuffer split_buffer(kStreamSplitBytes);  // zero-filled
-  const StreamSplit split = stream_split_in(split_buffer.get());
   Gemm cublas;  // skinny off
   for (const Shape& shape : shapes) {
     const std::int64_t in = shape.in, out = shape.out;
@@ -686,63 +683,52 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
     const DeviceBuffer &w = data.w, &x = data.x, &y0 = data.y0;
     DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes()),
         act_a(static_cast<std::size_t>(kMaxRows * out)), act_b(act_a.bytes());
-    for (const int pieces : {1, 2, 4}) {
-      if (in % (32 * pieces) != 0 || out / kStreamTileColumns * pieces > kStreamSplitUnits)
-        continue;
-      for (const std::int64_t rows : {1, 4, 8, 13, 16})
-        for (const bool accumulate : {false, true}) {
-          const std::string what = "stream gemm rows " + std::to_string(rows) + " in " +
-                                   std::to_string(in) + " out " + std::to_string(out) +
-                                   " accumulate " + std::to_string(accumulate) + " pieces " +
-                                   std::to_string(pieces);
-          ASSERT_TRUE(stream_gemm_fits(rows, in, out, x.get(), w.get(), y_a.get())) << what;
-          const auto reset = [&](const DeviceBuffer& y) { data.start(y, rows, out, stream()); };
-          reset(y_ref);
-          cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out,
-                     accumulate, stream());
-          reset(y_a);
-          launch_stream_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, nullptr,
-                             sms, stream(), false, false, pieces, split);
+    for (const std::int64_t rows : {1, 4, 8, 13, 16})
+      for (const bool accumulate : {false, true}) {
+        const std::string what = "stream gemm rows " + std::to_string(rows) + " in " +
+                                 std::to_string(in) + " out " + std::to_string(out) +
+                                 " accumulate " + std::to_string(accumulate);
+        ASSERT_TRUE(stream_gemm_fits(rows, in, out, x.get(), w.get(), y_a.get())) << what;
+        const auto reset = [&](const DeviceBuffer& y) { data.start(y, rows, out, stream()); };
+        reset(y_ref);
+        cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
+                   stream());
+        reset(y_a);
+        launch_stream_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, nullptr,
+                           sms, stream(), false, false);
+        synchronize();
+        const auto want = download_f32(y_ref, rows * out);
+        const auto got = download_f32(y_a, rows * out);
+        EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
+        struct Variant {
+          int blocks;
+          bool pdl, early;
+        };
+        for (const Variant v :
+             {Variant{sms, true, true}, Variant{7, false, true}, Variant{1, true, false}}) {
+          reset(y_b);
+          launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
+                             v.blocks, stream(), v.pdl, v.early);
           synchronize();
-          const auto want = download_f32(y_ref, rows * out);
-          const auto got = download_f32(y_a, rows * out);
-          EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
-          struct Variant {
-            int blocks;
-            bool pdl, early;
-          };
-          for (const Variant v :
-               {Variant{sms, true, true}, Variant{7, false, true}, Variant{1, true, false}}) {
-            reset(y_b);
-            launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate,
-                               nullptr, v.blocks, stream(), v.pdl, v.early, pieces, split);
-            synchronize();
-            const auto again = download_f32(y_b, rows * out);
-            for (std::size_t i = 0; i < got.size(); ++i)
-              ASSERT_EQ(again[i], got[i]) << what << ": " << v.blocks << " blocks differ at " << i;
-          }
-          if (accumulate) continue;
-          // The SwiGLU epilogue: the same sums, then swiglu.cuh's arithmetic.
-          launch_swiglu(CudaDType::kBF16, y_a.as<float>(), static_cast<std::int32_t>(out / 2),
-                        act_a.get(), static_cast<std::int32_t>(rows), stream());
-          launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), sms,
-                             stream(), true, true, pieces, split);
-          synchronize();
-          const auto act_want =
-              download(act_a, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
-          const auto act_got =
-              download(act_b, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
-          for (std::size_t i = 0; i < act_got.size(); ++i)
-            ASSERT_EQ(act_got[i], act_want[i]) << what << ": SwiGLU differs at " << i;
+          const auto again = download_f32(y_b, rows * out);
+          for (std::size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(again[i], got[i]) << what << ": " << v.blocks << " blocks differ at " << i;
         }
-    }
+        if (accumulate) continue;
+        // The SwiGLU epilogue: the same sums, then swiglu.cuh's arithmetic.
+        launch_swiglu(CudaDType::kBF16, y_a.as<float>(), static_cast<std::int32_t>(out / 2),
+                      act_a.get(), static_cast<std::int32_t>(rows), stream());
+        launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), sms,
+                           stream(), true, true);
+        synchronize();
+        const auto act_want =
+            download(act_a, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
+        const auto act_got =
+            download(act_b, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
+        for (std::size_t i = 0; i < act_got.size(); ++i)
+          ASSERT_EQ(act_got[i], act_want[i]) << what << ": SwiGLU differs at " << i;
+      }
   }
-  // Every launch left the split tiles' counters at zero.
-  std::vector<unsigned> counters(kStreamSplitUnits / 2);
-  DICE_CUDA_CHECK(
-      cudaMemcpy(counters.data(), split.counters, counters.size() * 4, cudaMemcpyDeviceToHost));
-  EXPECT_EQ(std::count(counters.begin(), counters.end(), 0u),
-            static_cast<std::ptrdiff_t>(counters.size()));
   // Through Gemm: with a fill rule, only shapes whose tiles fill the SMs stream, and count.
   const std::int64_t wide = kStreamTileColumns * sms;  // one tile per SM: fill 1
   const GemmCase data(256, wide, 32, 0x58u, stream());
@@ -759,15 +745,6 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
   EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), nullptr, 4, 256, wide, true, y, sms,
                                   stream(), false, false),
                Error);
-  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y, 4, 256, wide, false, nullptr, sms,
-                                  stream(), false, false, 3),
-               Error);  // 8 chunks of k in 3 pieces
-  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y, 4, 256, wide, false, nullptr, sms,
-                                  stream(), false, false, 2),
-               Error);  // split without the buffers
-  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y, 4, 256, wide, false, nullptr, sms,
-                                  stream(), false, false, 0),
-               Error);
   Gemm gemm(kSkinnyRowsLimit);
   EXPECT_THROW(gemm.set_stream_gemm(true, 1.5), Error);
   gemm.set_stream_gemm(true, 0.9);
@@ -782,17 +759,6 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
   EXPECT_EQ(gemm.stream_launches(), 1);
   launch_stream_gemm(data.x.get(), data.w.get(), y_direct.as<float>(), 8, 256, wide, false, nullptr,
                      sms, stream(), false, false);
-  synchronize();
-  EXPECT_EQ(download_f32(y_stream, 8 * wide), download_f32(y_direct, 8 * wide));
-  // Half a tile per SM fills half the slots unsplit and all of them in 2 pieces: Gemm streams it
-  // split, with the same bits as a direct launch in 2 pieces.
-  const std::int64_t half = kStreamTileColumns * (sms / 2);
-  ASSERT_EQ(stream_gemm_pieces(256, half, sms, 0.9), 2);
-  gemm.run(CudaDType::kBF16, data.x.get(), data.w.get(), y_stream.as<float>(), 8, 256, half, true,
-           stream());
-  EXPECT_EQ(gemm.stream_launches(), 2);
-  launch_stream_gemm(data.x.get(), data.w.get(), y_direct.as<float>(), 8, 256, half, true, nullptr,
-                     sms, stream(), false, false, 2, split);
   synchronize();
   EXPECT_EQ(download_f32(y_stream, 8 * wide), download_f32(y_direct, 8 * wide));
 }
@@ -1996,7 +1962,6 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                           {"4b qkv", 2560, 6144, false},        {"4b o", 4096, 2560, true},
                           {"4b gate_up", 2560, 19456, false},   {"4b down", 9728, 2560, true}};
   constexpr std::int64_t kPoolBytes = 512ll << 20;
-  const DeviceBuffer split_buffer(kStreamSplitBytes);
   Gemm cublas, tuned;
   std::optional<WgmmaGemm> wgmma;  // sm_90 only
   if (wgmma_gemm_supported()) wgmma.emplace();
@@ -2043,20 +2008,11 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                 launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                    shape.accumulate, n, stream());
               }));
-      if (rows <= kStreamRowsLimit && shape.out % kStreamTileColumns == 0) {
+      if (rows <= kStreamRowsLimit && shape.out % kStreamTileColumns == 0)
         print("stream", time([&](std::int64_t i) {
                 launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                    shape.accumulate, nullptr, sms, stream(), false, false);
               }));
-        // Split as the default rule splits it (stream_gemm_pieces at 0.9), where it does.
-        const int pieces = stream_gemm_pieces(shape.in, shape.out, sms, 0.9);
-        if (pieces > 1)
-          print("stream p" + std::to_string(pieces), time([&](std::int64_t i) {
-                  launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
-                                     shape.accumulate, nullptr, sms, stream(), false, false, pieces,
-                                     stream_split_in(split_buffer.get()));
-                }));
-      }
       if (wgmma && rows > 16)
         for (const int tile_n : {64, 128}) {
           const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms);

@@ -151,30 +151,6 @@ TEST(StreamGemmRule, ShapesAndTheFillOfTheSmsSlots) {
   EXPECT_NEAR(stream_gemm_fill(16 * kSms, kSms), 1.0, 1e-12);
   EXPECT_EQ(stream_gemm_fill(8, kSms), 0.0);  // not one tile
   EXPECT_EQ(stream_gemm_fill(4096, 0), 0.0);
-  EXPECT_EQ(stream_gemm_fill(4096, kSms, 0), 0.0);
-  // Split into pieces, SDAR-4B's 160 tiles make 320 units (2 pieces, 0.81) or 640 (4, 0.97).
-  EXPECT_NEAR(stream_gemm_fill(2560, kSms, 2), 320.0 / 396.0, 1e-12);
-  EXPECT_NEAR(stream_gemm_fill(2560, kSms, 4), 640.0 / 660.0, 1e-12);
-  // The pieces the rule takes at 0.9: none for every SDAR-1.7B shape and SDAR-4B's qkv and
-  // gate/up; 4 for SDAR-4B's o (in 4,096) and down (in 9,728: 304 chunks, which 3 does not
-  // divide, 2 fills 0.81).
-  EXPECT_EQ(stream_gemm_pieces(2048, 4096, kSms, 0.9), 1);
-  EXPECT_EQ(stream_gemm_pieces(2048, 2048, kSms, 0.9), 1);
-  EXPECT_EQ(stream_gemm_pieces(6144, 2048, kSms, 0.9), 1);
-  EXPECT_EQ(stream_gemm_pieces(2048, 12288, kSms, 0.9), 1);
-  EXPECT_EQ(stream_gemm_pieces(2560, 6144, kSms, 0.9), 1);
-  EXPECT_EQ(stream_gemm_pieces(2560, 19456, kSms, 0.9), 1);
-  EXPECT_EQ(stream_gemm_pieces(4096, 2560, kSms, 0.9), 4);
-  EXPECT_EQ(stream_gemm_pieces(9728, 2560, kSms, 0.9), 4);
-  // Pieces divide in / 32: in 96 (3 chunks) can only be 1 or 3 pieces.
-  EXPECT_EQ(stream_gemm_pieces(96, 2560, kSms, 0.9), 3);  // 480 units: 480 / 528
-  EXPECT_EQ(stream_gemm_pieces(96, 2560, kSms, 0.95), 0);
-  // Min fill 0 streams every shape unsplit. Units past kStreamSplitUnits are not an option: 2,048
-  // tiles on 8,192 SMs fill 0.5 in 2 pieces, and 4 would be 8,192 units.
-  EXPECT_EQ(stream_gemm_pieces(4096, 2560, kSms, 0.0), 1);
-  EXPECT_EQ(stream_gemm_pieces(32768, 32768, 8192, 0.4), 2);
-  EXPECT_EQ(stream_gemm_pieces(32768, 32768, 8192, 0.9), 0);
-  EXPECT_EQ(stream_gemm_pieces(2048, 16, kSms, 1.0), 0);  // 8 units at most on 132 SMs
   // Shapes: at most 16 rows, in a multiple of 32, out of 16, 16-byte aligned.
   EXPECT_TRUE(stream_gemm_fits(16, 2048, 4096, at(256), at(512), at(1024)));
   EXPECT_FALSE(stream_gemm_fits(17, 2048, 4096, at(256), at(512), at(1024)));
