@@ -101,12 +101,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp == kConsumerWarps) {  // the producer
     if (lane == 0) {
       const std::uint64_t policy = evict_first_policy();
-      // Stage i's tile and k stage, advanced as the stages are issued in order (no division by
-      // the runtime k_stages per stage).
-      std::int32_t tile = tile_begin, ks = 0;
       const auto issue = [&](std::int32_t i) {
         const std::int32_t s = i % kStreamStages;
-        const std::int32_t k0 = ks * kStageK;
+        const std::int32_t tile = tile_begin + i / k_stages;
+        const std::int32_t k0 = (i % k_stages) * kStageK;
         const std::int32_t row_k = min(kStageK, in - k0);
         const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
         unsigned char* dst = ring + static_cast<std::size_t>(s) * kStageBytes;
@@ -116,10 +114,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int r = 0; r < kRows; ++r)
           bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
                     &full[s], policy);
-        if (++ks == k_stages) {
-          ks = 0;
-          ++tile;
-        }
       };
       const std::int32_t first = min(count, kStreamStages);
       if (early_weights)
@@ -147,10 +141,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
   int buffer = 0;
-  std::int32_t tile = tile_begin, ks = 0;  // stage i's, advanced in order
 
   for (std::int32_t i = 0; i < count; ++i) {
     const std::int32_t s = i % kStreamStages;
+    const std::int32_t ks = i % k_stages;
     const std::int32_t k0 = ks * kStageK;
     const std::int32_t chunks = min(kStageK, in - k0) / 32;
     // x first: its L1/L2 latency overlaps the wait for the slot.
@@ -181,8 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncwarp();
     if (lane == 0) barrier_arrive(&empty[s]);
-    if (++ks != k_stages) continue;
-    ks = 0;
+    if (ks != k_stages - 1) continue;
 
     // The tile's last stage: partial sums, one barrier, one output per thread.
     auto& part =
@@ -195,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         acc[j][r] = 0.0f;
       }
     consumers_sync();
-    const std::int64_t n0 = static_cast<std::int64_t>(tile++) * kRows;
+    const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
     const int e = static_cast<int>(threadIdx.x);
     if constexpr (kSwiglu) {
       if (e < kRegs / 2 * 32) {
