@@ -21,7 +21,7 @@
 // left free. The streaming GEMM (stream_gemm.h: one block per SM, each with the shared memory of
 // a whole SM) calls it first, before its wait: the next kernel is scheduled only once every block
 // of the GEMM runs, so it cannot keep one of them off an SM, and its blocks are resident and
-// waiting when the GEMM ends (+2.1% tok/s on SDAR-1.7B at 1 sequence on an H200,
+// waiting when the GEMM ends (+2.1-2.7% tok/s on SDAR-1.7B at 1 sequence on an H200,
 // bench/results/2026-11-28-stream-trigger-h200). A trigger before the wait keeps the ordering
 // above: the next kernel's own wait still waits for this kernel to complete, and this kernel does
 // not complete before its own wait. A kernel may, before its wait, read memory that no kernel
