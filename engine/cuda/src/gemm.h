@@ -116,8 +116,8 @@ class Gemm {
   /// stays off on a device below sm_90 or with less than kStreamSharedBytes of shared memory per
   /// block. Throws dice::Error for min_fill outside [0, 1].
   void set_stream_gemm(bool on, double min_fill = 0.0);
-  /// Whether run() gives this GEMM to the streaming kernel (set_stream_gemm on, skinny(),
-  /// stream_gemm_fits, stream_gemm_fill at least its min_fill).
+  /// Whether run(), and run_swiglu() without a fused norm, give this GEMM to the streaming kernel
+  /// (set_stream_gemm on, skinny(), stream_gemm_fits, stream_gemm_fill at least its min_fill).
   bool streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
                const void* w, const void* y) const;
   /// GEMMs given to the streaming kernel so far (eager or captured; replays not counted).

@@ -576,7 +576,9 @@ std::vector<float> download_f32(const DeviceBuffer& b, std::int64_t count) {
 struct GemmCase {
   GemmCase(std::int64_t in, std::int64_t out, std::int64_t rows, std::uint64_t seed,
            cudaStream_t stream)
-      : w(static_cast<std::size_t>(in * out) * 2),
+      : in_dim(in),
+        out_dim(out),
+        w(static_cast<std::size_t>(in * out) * 2),
         x(static_cast<std::size_t>(rows * in) * 2),
         y0(static_cast<std::size_t>(rows * out) * 4) {
     launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f,
@@ -592,6 +594,22 @@ struct GemmCase {
     DICE_CUDA_CHECK(cudaMemcpyAsync(y.get(), y0.get(), static_cast<std::size_t>(rows * out) * 4,
                                     cudaMemcpyDeviceToDevice, stream));
   }
+  /// cuBLASLt's y = x w^T (+ y0 with `accumulate`) for the first `rows` rows, computed in `y` on
+  /// `stream` and downloaded (rows x out fp32): the reference of the GEMM kernels' tests.
+  std::vector<float> reference(Gemm& cublas, const DeviceBuffer& y, std::int64_t rows,
+                               bool accumulate, cudaStream_t stream) const {
+    start(y, rows, out_dim, stream);
+    cublas.run(CudaDType::kBF16, x.get(), w.get(), y.as<float>(), rows, in_dim, out_dim, accumulate,
+               stream);
+    DICE_CUDA_CHECK(cudaStreamSynchronize(stream));  // cudaMemcpy does not wait for `stream`
+    return download_f32(y, rows * out_dim);
+  }
+  /// "<kernel> gemm rows R in I out O accumulate A": what a failed assertion names.
+  std::string label(const char* kernel, std::int64_t rows, bool accumulate) const {
+    return fmt::format("{} gemm rows {} in {} out {} accumulate {}", kernel, rows, in_dim, out_dim,
+                       accumulate ? 1 : 0);
+  }
+  std::int64_t in_dim, out_dim;  ///< the shape it was made for
   DeviceBuffer w, x, y0;
 };
 
@@ -631,23 +649,18 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
     DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes());
     for (const std::int64_t rows : {1, 3, 4, 8, 13, 16, 17, 33, 64})
       for (const bool accumulate : {false, true}) {
-        const std::string what = "skinny gemm rows " + std::to_string(rows) + " in " +
-                                 std::to_string(in) + " out " + std::to_string(out) +
-                                 " accumulate " + std::to_string(accumulate);
+        const std::string what = data.label("skinny", rows, accumulate);
         ASSERT_TRUE(
             skinny_gemm_fits(true, rows, in, out, kMaxRows, x.get(), w.get(), y_a.as<float>()))
             << what;
         const auto reset = [&](const DeviceBuffer& y) { data.start(y, rows, out, stream()); };
-        reset(y_ref);
-        cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
-                   stream());
+        const auto want = data.reference(cublas, y_ref, rows, accumulate, stream());
         const std::vector<int> options = skinny_n_tile_options(rows, out);
         ASSERT_FALSE(options.empty()) << what;
         reset(y_a);
         launch_skinny_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate,
                            options.front(), stream());
         synchronize();
-        const auto want = download_f32(y_ref, rows * out);
         const auto got = download_f32(y_a, rows * out);
         EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
         for (const int n : options) {
@@ -685,19 +698,14 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
         act_a(static_cast<std::size_t>(kMaxRows * out)), act_b(act_a.bytes());
     for (const std::int64_t rows : {1, 4, 8, 13, 16})
       for (const bool accumulate : {false, true}) {
-        const std::string what = "stream gemm rows " + std::to_string(rows) + " in " +
-                                 std::to_string(in) + " out " + std::to_string(out) +
-                                 " accumulate " + std::to_string(accumulate);
+        const std::string what = data.label("stream", rows, accumulate);
         ASSERT_TRUE(stream_gemm_fits(rows, in, out, x.get(), w.get(), y_a.get())) << what;
         const auto reset = [&](const DeviceBuffer& y) { data.start(y, rows, out, stream()); };
-        reset(y_ref);
-        cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
-                   stream());
+        const auto want = data.reference(cublas, y_ref, rows, accumulate, stream());
         reset(y_a);
         launch_stream_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, nullptr,
                            sms, stream(), false, false);
         synchronize();
-        const auto want = download_f32(y_ref, rows * out);
         const auto got = download_f32(y_a, rows * out);
         EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
         struct Variant {
@@ -788,16 +796,10 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
     const auto all = download_f32(y0, kMaxRows * out);
     for (const std::int64_t rows : {1, 16, 17, 40, 64})
       for (const bool accumulate : {false, true}) {
-        reset(y_ref);
-        cublas.run(CudaDType::kBF16, x.get(), w.get(), y_ref.as<float>(), rows, in, out, accumulate,
-                   stream());
-        synchronize();
-        const auto want = download_f32(y_ref, rows * out);
+        const auto want = data.reference(cublas, y_ref, rows, accumulate, stream());
         for (const int tile_n : {64, 128})
           for (const int splits : wgmma_split_options(in)) {
-            const std::string what = "wgmma gemm rows " + std::to_string(rows) + " in " +
-                                     std::to_string(in) + " out " + std::to_string(out) +
-                                     " accumulate " + std::to_string(accumulate) + " tile_n " +
+            const std::string what = data.label("wgmma", rows, accumulate) + " tile_n " +
                                      std::to_string(tile_n) + " splits " + std::to_string(splits);
             ASSERT_TRUE(wgmma_gemm_fits(rows, in, out, tile_n, x.get(), w.get(), y_a.get()))
                 << what;
