@@ -252,10 +252,9 @@ struct CudaBackend::Impl {
     if (!options.wgmma_min_block_k)
       options.wgmma_min_block_k = wgmma_auto_min_block_k(device_peak_bandwidth(), sms);
     gemm->set_wgmma(options.wgmma_gemm, *options.wgmma_min_block_k);
-    // The fused norm is the skinny kernel's (run_normed): with it on, every few-row GEMM stays
-    // there, so that the fused and the separate norm give the same bits.
-    gemm->set_stream_gemm(options.stream_gemm && !options.fused_norm_gemm,
-                          options.stream_gemm_min_fill);
+    // With fused_norm_gemm the streaming kernel normalises its rows itself where it can
+    // (Gemm::fuses_norm), the same bits as the norm kernel before it.
+    gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);

@@ -122,8 +122,10 @@ void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int
 }
 
 void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
-                      std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
-  launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_);
+                      std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
+                      const SkinnyNorm* norm) {
+  launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
+                     norm);
   ++stream_launches_;
 }
 
@@ -402,6 +404,10 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
 
 bool Gemm::fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                       const SkinnyNorm& norm, const void* w, const void* y) const {
+  // A GEMM the streaming kernel takes stays there, with its own norm prologue (one block per SM,
+  // the ring filling meanwhile) where its shared memory holds the rows, else unfused: the fused
+  // and the separate norm give the same bits.
+  if (streams(dtype, rows, in, out, norm.residual, w, y)) return stream_norm_fits(rows, in, norm);
   // Every block of a fused launch runs the norm prologue, which the first weight loads only
   // partly hide: fused only where the launch is one wave of two blocks per SM (fused in every
   // launch, 14% slower at 1 sequence: bench/results/2026-11-23-engine-skinny-split-h100).
@@ -415,8 +421,10 @@ void Gemm::run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int6
   if (!fuses_norm(CudaDType::kBF16, rows, in, out, norm, w, y))
     throw Error(
         fmt::format("GEMM with a fused RMSNorm: rows {} in {} out {} is not a shape the "
-                    "skinny kernel's norm takes (skinny rows limit {})",
+                    "skinny or the streaming kernel's norm takes (skinny rows limit {})",
                     rows, in, out, skinny_max_rows_));
+  if (streams(CudaDType::kBF16, rows, in, out, norm.residual, w, y))
+    return run_stream(nullptr, w, y, nullptr, rows, in, out, false, stream, &norm);
   launch_skinny_gemm(nullptr, w, y, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
                      stream, pdl_, &norm, nullptr, early_weights_);
 }
@@ -438,8 +446,8 @@ void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void
         norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
   if (!skinny(CudaDType::kBF16, rows, in, out, input, w, act))
     return run_wgmma(x, w, nullptr, act, rows, in, out, false, stream);
-  if (norm == nullptr && streams(CudaDType::kBF16, rows, in, out, x, w, act))
-    return run_stream(x, w, nullptr, act, rows, in, out, false, stream);
+  if (streams(CudaDType::kBF16, rows, in, out, input, w, act))
+    return run_stream(x, w, nullptr, act, rows, in, out, false, stream, norm);
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
                      stream, pdl_, norm, act, early_weights_);
 }

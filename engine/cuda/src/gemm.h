@@ -63,14 +63,15 @@ class Gemm {
   void run_bf16_out(const void* x, const void* w, void* y, std::int64_t rows, std::int64_t in,
                     std::int64_t out, cudaStream_t stream);
 
-  /// Whether run_normed() takes this GEMM: bf16, skinny() (with the residual in x's place),
-  /// skinny_norm_fits(), and one wave (out / (8 n tiles) <= 2 SMs; every block pays the norm).
+  /// Whether run_normed() takes this GEMM: bf16 and, where streams() holds (with the residual in
+  /// x's place), stream_norm_fits(); else skinny(), skinny_norm_fits() and one wave (out / (8 n
+  /// tiles) <= 2 SMs; every block pays the norm).
   bool fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                   const SkinnyNorm& norm, const void* w, const void* y) const;
   /// y = RMSNorm(norm.residual) w^T (y[rows, out] fp32, residual [rows, in] fp32, w [out, in]
-  /// bf16) in one skinny launch whose blocks normalise the rows themselves (SkinnyNorm: the same
-  /// bits as rms_norm_vec_kernel then run()). Throws dice::Error when fuses_norm() does not hold
-  /// or the launch fails.
+  /// bf16) in one skinny or streaming launch whose blocks normalise the rows themselves
+  /// (SkinnyNorm: the same bits as rms_norm_vec_kernel then run()). Throws dice::Error when
+  /// fuses_norm() does not hold or the launch fails.
   void run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
                   std::int64_t in, std::int64_t out, cudaStream_t stream);
 
@@ -109,15 +110,16 @@ class Gemm {
 
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   std::int64_t skinny_max_rows() const { return skinny_max_rows_; }
-  /// Whether run() and run_swiglu() (without a fused norm) give the skinny kernel's GEMMs of up to
+  /// Whether run(), run_normed() and run_swiglu() give the skinny kernel's GEMMs of up to
   /// kStreamRowsLimit rows that stream_gemm_fits takes, and whose tiles fill at least `min_fill` of
   /// the blocks' slots (stream_gemm_fill; 0: every shape), to the streaming kernel instead
   /// (stream_gemm.h; other bits than the skinny kernel's, the same run to run). Off by default;
   /// stays off on a device below sm_90 or with less than kStreamSharedBytes of shared memory per
   /// block. Throws dice::Error for min_fill outside [0, 1].
   void set_stream_gemm(bool on, double min_fill = 0.0);
-  /// Whether run(), and run_swiglu() without a fused norm, give this GEMM to the streaming kernel
-  /// (set_stream_gemm on, skinny(), stream_gemm_fits, stream_gemm_fill at least its min_fill).
+  /// Whether run(), run_normed() and run_swiglu() give this GEMM to the streaming kernel
+  /// (set_stream_gemm on, skinny(), stream_gemm_fits, stream_gemm_fill at least its min_fill);
+  /// with a fused norm, fuses_norm() decides whether the norm goes with it.
   bool streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
                const void* w, const void* y) const;
   /// GEMMs given to the streaming kernel so far (eager or captured; replays not counted).
@@ -192,9 +194,10 @@ class Gemm {
   void run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                  std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
   /// The streaming kernel's launch of streams() shapes (`act`: the SwiGLU epilogue's output
-  /// instead of y), counted in stream_launches_.
+  /// instead of y; `norm`: its fused RMSNorm, x unread), counted in stream_launches_.
   void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
-                  std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
+                  std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
+                  const SkinnyNorm* norm = nullptr);
   /// The n8 tiles the skinny kernel runs this shape with (tuned, else the default).
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
 

@@ -105,57 +105,8 @@ __device__ __forceinline__ void load_x(const __nv_bfloat16* x_lane, std::int32_t
   }
 }
 
-/// float4s of a row per thread in the fused norm (as rms_norm_vec_kernel's kVec): in <= 4,096.
-constexpr int kNormVec = 4;
-
-/// Writes RMSNorm(norm.residual rows) as bf16 into `normed` ([rows][in + 8]): the block's sums
-/// of squares in rms_norm_vec_kernel's layout and block_sum's order (warp_sum, then
-/// sum_of_warps), then every element. rows <= 16, in % 4 == 0, in <= 4 * kNormVec * 256.
-__device__ __forceinline__ void norm_rows(const SkinnyNorm& norm, std::int32_t rows,
-                                          std::int32_t in, __nv_bfloat16* normed) {
-  static_assert(kSkinnyWarps * 32 == 256, "the norm kernel's block size");
-  __shared__ float scratch[kSkinnyNormRowsLimit][kSkinnyWarps];
-  __shared__ float scale[kSkinnyNormRowsLimit];
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  const int n4 = in / 4;
-  const std::int32_t stride = in + 8;
-  for (std::int32_t r0 = 0; r0 < rows; r0 += 4) {  // four rows' loads in flight at a time
-    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      if (r0 + r >= rows) break;
-      const auto* src = reinterpret_cast<const float4*>(norm.residual + (r0 + r) * in);
-#pragma unroll
-      for (int k = 0; k < kNormVec; ++k) {
-        const int i = static_cast<int>(threadIdx.x) + k * 256;
-        if (i < n4) sum[r] = add_squares(sum[r], __ldg(src + i));
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float s = warp_sum(sum[r]);
-      if (lane == 0 && r0 + r < rows) scratch[r0 + r][warp] = s;
-    }
-  }
-  __syncthreads();
-  if (warp == 0)
-    for (std::int32_t r = 0; r < rows; ++r) {
-      const float total = sum_of_warps(scratch[r], kSkinnyWarps);
-      if (lane == 0) scale[r] = rms_scale(total, in, norm.eps);
-    }
-  __syncthreads();
-  const auto* w4 = reinterpret_cast<const float4*>(norm.weight);
-#pragma unroll 4
-  for (int e = static_cast<int>(threadIdx.x); e < rows * n4; e += 256) {
-    const int r = e / n4, i = e % n4;
-    const float4 v = __ldg(reinterpret_cast<const float4*>(norm.residual + r * in) + i);
-    const float4 wn = __ldg(w4 + i);
-    const float sc = scale[r];
-    store4(normed + r * stride + 4 * i, rms_apply(wn.x, v.x, sc), rms_apply(wn.y, v.y, sc),
-           rms_apply(wn.z, v.z, sc), rms_apply(wn.w, v.w, sc));
-  }
-  __syncthreads();
-}
+static_assert(kSkinnyWarps * 32 == 256 && kSkinnyNormRowsLimit == kNormRowsLimit,
+              "the fused norm is normalise_rows (rms_norm.cuh): 256 threads, up to 16 rows");
 
 /// MT m16 tiles x NT n8 tiles per block; U chunks of weights loaded before the first MMA.
 /// kNorm: x is RMSNorm(norm.residual), made by the block into dynamic shared memory (MT == 1).
@@ -219,7 +170,8 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   std::int32_t x_stride = in;
   if constexpr (kNorm) {
     auto* normed = reinterpret_cast<__nv_bfloat16*>(normed_raw);
-    norm_rows(norm, rows, in, normed);
+    normalise_rows(norm.residual, load_norm_weight(norm.weight, in), norm.eps, rows, in, normed,
+                   [] { __syncthreads(); });
     x_rows = normed;
     x_stride = in + 8;
   }

@@ -25,6 +25,14 @@
 // one lane as bf16(silu(gate) * up) (swiglu.cuh). Every output's sum order is fixed by in (chunk
 // c to warp c % 8, each warp's chunks in order, then the warps in order), independent of the
 // grid.
+//
+// Fused norm (kNorm): x is RMSNorm(residual). After their wait the consumers (256 threads, the
+// norm kernel's block size) normalise the rows into shared memory past the barriers with
+// normalise_rows (rms_norm.cuh; the norm kernel's layout and arithmetic, their own named barrier)
+// and read x from there: the same x bits, so the same y. Each thread reads its elements of the
+// rows once (held in registers between the sum and the scaling) and, with early weights, its
+// share of the norm weight before the wait. The producer's ring fill, issued before the wait,
+// runs on meanwhile.
 
 #include <cuda_bf16.h>
 
@@ -37,6 +45,7 @@
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "mbarrier.cuh"
+#include "rms_norm.cuh"
 #include "skinny_mma.cuh"
 #include "stream_gemm.h"
 #include "swiglu.cuh"
@@ -58,6 +67,10 @@ constexpr int kChunksPerWarp = kStageK / 32 / kConsumerWarps;
 constexpr std::size_t kPartialFloats = static_cast<std::size_t>(kConsumerWarps) * kRegs * 32;
 constexpr std::size_t kPartialBytes = 2 * kPartialFloats * 4;
 static_assert(kConsumers == kRegs * 32, "one output per consumer thread in the epilogue");
+static_assert(kConsumers == 256, "the fused norm is normalise_rows: 256 threads");
+/// Static shared memory the fused norm's prologue may take (normalise_rows' scratch: 576 bytes),
+/// with room for its alignment before the dynamic shared memory.
+constexpr std::size_t kNormStaticBytes = 1024;
 static_assert(kStreamSharedBytes ==
               kStreamStages * (kStageBytes + 2 * sizeof(std::uint64_t)) + kPartialBytes);
 
@@ -65,11 +78,14 @@ __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
-template <bool kSwiglu>
+/// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
+/// consumers into shared memory past the barriers.
+template <bool kSwiglu, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights) {
+                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
+                       SkinnyNorm norm) {
   // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
   // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
   allow_next_grid();
@@ -130,9 +146,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
+  // The norm weight is a model weight: with early weights it is read before the wait too.
+  NormWeight norm_weight;
+  if constexpr (kNorm)
+    if (early_weights) norm_weight = load_norm_weight(norm.weight, in);
   wait_for_prior_grid();
   const int g = lane / 4, t = lane % 4;
-  const __nv_bfloat16* x_lane = x + static_cast<std::int64_t>(g) * in + 8 * t;
+  const __nv_bfloat16* x_rows = x;
+  std::int32_t x_stride = in;
+  if constexpr (kNorm) {
+    if (!early_weights) norm_weight = load_norm_weight(norm.weight, in);
+    auto* normed = reinterpret_cast<__nv_bfloat16*>(shared + kStreamSharedBytes);
+    normalise_rows(norm.residual, norm_weight, norm.eps, rows, in, normed,
+                   [] { consumers_sync(); });
+    x_rows = normed;
+    x_stride = in + 8;
+  }
+  const __nv_bfloat16* x_lane = x_rows + static_cast<std::int64_t>(g) * x_stride + 8 * t;
   const bool low = g < rows, high = g + 8 < rows;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   float acc[2][4];
@@ -153,10 +183,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int u = 0; u < kChunksPerWarp; ++u) {
       const std::int32_t c = warp + u * kConsumerWarps;
       const std::int32_t k = k0 + c * 32;
-      xl[u] = c < chunks && low ? __ldg(reinterpret_cast<const uint4*>(x_lane + k)) : zero;
-      xh[u] = c < chunks && high ? __ldg(reinterpret_cast<const uint4*>(
-                                       x_lane + static_cast<std::int64_t>(8) * in + k))
-                                 : zero;
+      const __nv_bfloat16* lo = x_lane + k;
+      const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
+      if constexpr (kNorm) {
+        xl[u] = c < chunks && low ? *reinterpret_cast<const uint4*>(lo) : zero;
+        xh[u] = c < chunks && high ? *reinterpret_cast<const uint4*>(hi) : zero;
+      } else {
+        xl[u] = c < chunks && low ? __ldg(reinterpret_cast<const uint4*>(lo)) : zero;
+        xh[u] = c < chunks && high ? __ldg(reinterpret_cast<const uint4*>(hi)) : zero;
+      }
     }
     barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStreamStages) & 1));
     const unsigned char* slot =
@@ -215,6 +250,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
+std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
+  return kStreamSharedBytes + static_cast<std::size_t>(std::max<std::int64_t>(rows, 0)) *
+                                  static_cast<std::size_t>(std::max<std::int64_t>(in + 8, 0)) * 2;
+}
+
+bool stream_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
+  return rows >= 1 && rows <= kNormRowsLimit && in >= 4 && in % 4 == 0 &&
+         in <= 4 * kNormVec * 256 &&
+         stream_norm_shared_bytes(rows, in) + kNormStaticBytes <= 227 * 1024 && norm.eps > 0.0f &&
+         aligned_to(norm.residual, 16) && aligned_to(norm.weight, 16);
+}
+
 bool stream_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
                       const void* w, const void* y) {
   return rows >= 1 && rows <= kStreamRowsLimit && in > 0 && in % 32 == 0 &&
@@ -232,14 +279,22 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
-                        cudaStream_t stream, bool pdl, bool early_weights) {
+                        cudaStream_t stream, bool pdl, bool early_weights, const SkinnyNorm* norm) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
-  if (!stream_gemm_fits(rows, in, out, x, w, y_or_act))
+  const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
+  if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
     throw Error("streaming skinny GEMM: rows " + std::to_string(rows) + " in " +
                 std::to_string(in) + " out " + std::to_string(out) +
                 " is not a shape it takes (rows 1.." + std::to_string(kStreamRowsLimit) +
                 ", in a multiple of 32, out a multiple of " + std::to_string(kStreamTileColumns) +
                 ", 16-byte aligned)");
+  if (norm != nullptr && !stream_norm_fits(rows, in, *norm))
+    throw Error("streaming skinny GEMM with a fused RMSNorm: rows " + std::to_string(rows) +
+                " in " + std::to_string(in) + " is not a shape its norm takes (rows 1.." +
+                std::to_string(kNormRowsLimit) + ", in up to " +
+                std::to_string(4 * kNormVec * 256) +
+                ", the normalised rows within shared memory, eps > 0, 16-byte aligned residual "
+                "and weight)");
   if (swiglu_act != nullptr && accumulate)
     throw Error("streaming skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) +
                 " out " + std::to_string(out) +
@@ -250,14 +305,22 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   const bool swiglu = swiglu_act != nullptr;
-  const auto kernel = swiglu ? stream_gemm_kernel<true> : stream_gemm_kernel<false>;
+  const auto kernel =
+      norm != nullptr
+          ? (swiglu ? stream_gemm_kernel<true, true> : stream_gemm_kernel<false, true>)
+          : (swiglu ? stream_gemm_kernel<true, false> : stream_gemm_kernel<false, false>);
+  const std::size_t shared =
+      norm != nullptr ? stream_norm_shared_bytes(rows, in) : kStreamSharedBytes;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kStreamSharedBytes)));
-  launch_kernel(swiglu ? "stream_gemm_kernel (SwiGLU)" : "stream_gemm_kernel", kernel, grid,
-                kThreads, kStreamSharedBytes, stream, pdl, static_cast<const __nv_bfloat16*>(x),
-                static_cast<const __nv_bfloat16*>(w), y, static_cast<std::int32_t>(rows),
-                static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate,
-                static_cast<__nv_bfloat16*>(swiglu_act), early_weights);
+                                       static_cast<int>(shared)));
+  const char* name =
+      norm != nullptr ? (swiglu ? "stream_gemm_kernel (norm, SwiGLU)" : "stream_gemm_kernel (norm)")
+                      : (swiglu ? "stream_gemm_kernel (SwiGLU)" : "stream_gemm_kernel");
+  launch_kernel(name, kernel, grid, kThreads, shared, stream, pdl,
+                static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
+                static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
+                static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
+                early_weights, norm != nullptr ? *norm : SkinnyNorm{});
 }
 
 }  // namespace dice::engine::cuda

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "skinny_gemm.h"
+
 namespace dice::engine::cuda {
 
 /// Most rows the streaming kernel takes (one m16 tile).
@@ -33,6 +35,16 @@ inline constexpr std::size_t kStreamSharedBytes =
     kStreamStages * (kStreamTileColumns * (kStreamStageK * 2 + 64) + 16) + 2 * 8 * 8 * 32 * 4;
 static_assert(kStreamSharedBytes <= 227 * 1024, "a Hopper block opts in to at most 227 KiB");
 static_assert(2 * kStreamSharedBytes > 228 * 1024, "one block per SM");
+
+/// Dynamic shared memory (bytes) of a launch with the fused RMSNorm: kStreamSharedBytes and the
+/// normalised rows, rows x (in + 8) bf16.
+std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in);
+
+/// Whether the streaming kernel takes the fused RMSNorm for `rows` x `in` (on top of
+/// stream_gemm_fits): 1 <= rows <= 16, in <= 4,096, stream_norm_shared_bytes and the prologue's
+/// static shared memory within a Hopper block's 227 KiB (SDAR-4B's 2,560: up to 15 rows), eps > 0,
+/// residual and weight 16-byte aligned.
+bool stream_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm);
 
 /// Whether the streaming kernel computes this GEMM: 1 <= rows <= kStreamRowsLimit, in a positive
 /// multiple of 32, out a positive multiple of kStreamTileColumns, x, w and y (fp32 output or the
@@ -55,10 +67,14 @@ double stream_gemm_fill(std::int64_t out, int sms);
 /// in order, then the warps in order), so the bits do not depend on `blocks` or timing; they
 /// differ from the skinny kernel's. Capture-safe. `pdl`: programmatic dependent launch
 /// (launch.cuh); the kernel lets the next one be scheduled at its start, before its wait. Throws
-/// dice::Error for a shape it does not take (stream_gemm_fits), accumulate with swiglu_act, blocks
-/// < 1, or a failed launch.
+/// `norm`: x is not read; after its wait each block normalises the rows itself into shared memory
+/// (rms_norm.cuh's normalise_rows: the same bits as rms_norm_vec_kernel's output, so the same y as
+/// that kernel then this one), one launch instead of two. Throws dice::Error for a shape it does
+/// not take (stream_gemm_fits, and stream_norm_fits with a norm), accumulate with swiglu_act,
+/// blocks < 1, or a failed launch.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
-                        cudaStream_t stream, bool pdl, bool early_weights);
+                        cudaStream_t stream, bool pdl, bool early_weights,
+                        const SkinnyNorm* norm = nullptr);
 
 }  // namespace dice::engine::cuda

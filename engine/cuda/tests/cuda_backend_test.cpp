@@ -604,27 +604,32 @@ TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   // fused paths run (block passes of 4-8 rows at widths 128, 256 and SDAR-1.7B's 2,048; the norm
   // where the autotune's n-tile choice makes the launch one wave); the prompt's 250-row pass
   // keeps the norm kernel, cuBLASLt and the SwiGLU kernel either way. The autotune keeps only
-  // choices with the same bits, so it stays on. The streaming kernel, which the fused norm turns
-  // off, stays off (its SwiGLU epilogue: CudaOps.StreamGemmMatchesCublasLtAndIsDeterministic).
+  // choices with the same bits, so it stays on. Then the same with the streaming kernel on every
+  // few-row shape (no fill rule), whose own norm prologue and SwiGLU epilogue give its unfused
+  // bits (other bits than the skinny kernel's, so compared with the streaming kernel unfused).
   for (const auto& shape : shapes()) {
     const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    CudaBackendOptions separate = limited();
-    separate.stream_gemm = false;
-    separate.fused_norm_gemm = false;
-    separate.fused_swiglu = false;
-    CudaBackend off(weights, separate);
-    for (const auto& [norm, swiglu] : {std::pair{true, false}, {false, true}, {true, true}}) {
-      CudaBackendOptions fused = separate;
-      fused.fused_norm_gemm = norm;
-      fused.fused_swiglu = swiglu;
-      CudaBackend on(weights, fused);
-      const std::string what =
-          shape.name + (norm ? ", norm fused" : "") + (swiglu ? ", SwiGLU fused" : "");
-      expect_same_bits(on, off, shape.config, what);
-      EXPECT_EQ(on.stats().fused_norm_gemms > 0, norm) << what << ": fused norm launches";
-      EXPECT_EQ(on.stats().fused_swiglu_gemms > 0, swiglu) << what << ": SwiGLU epilogues";
+    for (const bool stream : {false, true}) {
+      CudaBackendOptions separate = limited();
+      separate.stream_gemm = stream;
+      separate.stream_gemm_min_fill = 0.0;
+      separate.fused_norm_gemm = false;
+      separate.fused_swiglu = false;
+      CudaBackend off(weights, separate);
+      for (const auto& [norm, swiglu] : {std::pair{true, false}, {false, true}, {true, true}}) {
+        CudaBackendOptions fused = separate;
+        fused.fused_norm_gemm = norm;
+        fused.fused_swiglu = swiglu;
+        CudaBackend on(weights, fused);
+        const std::string what = shape.name + (stream ? ", streaming" : "") +
+                                 (norm ? ", norm fused" : "") + (swiglu ? ", SwiGLU fused" : "");
+        expect_same_bits(on, off, shape.config, what);
+        EXPECT_EQ(on.stats().fused_norm_gemms > 0, norm) << what << ": fused norm launches";
+        EXPECT_EQ(on.stats().fused_swiglu_gemms > 0, swiglu) << what << ": SwiGLU epilogues";
+        EXPECT_EQ(on.stats().stream_gemms > 0, stream) << what << ": streaming launches";
+      }
+      EXPECT_EQ(off.stats().fused_norm_gemms + off.stats().fused_swiglu_gemms, 0) << shape.name;
     }
-    EXPECT_EQ(off.stats().fused_norm_gemms + off.stats().fused_swiglu_gemms, 0) << shape.name;
   }
 }
 

@@ -1042,6 +1042,98 @@ TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
                Error);
 }
 
+TEST_F(CudaOps, StreamGemmFusedNormIsTheNormKernelThenTheGemm) {
+  // The streaming kernel's fused RMSNorm prologue against the vectorised norm kernel into a bf16
+  // buffer, then the streaming kernel on it: bit for bit, with the plain and the SwiGLU epilogue,
+  // accumulating or not, over the SMs and over 7 blocks with and without PDL and early weights, at
+  // the SDAR-1.7B/-4B/-8B hidden sizes and a narrow one, 1-16 rows where the rows fit in shared
+  // memory; refused shapes and arguments throw.
+  struct Shape {
+    std::int64_t in, out;
+  };
+  const Shape shapes[] = {{2048, 4096},  {2048, 12288}, {2560, 6144},
+                          {2560, 19456}, {4096, 6144},  {96, 64}};
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  for (const Shape& shape : shapes) {
+    const std::int64_t in = shape.in, out = shape.out;
+    constexpr std::int64_t kRows = kStreamRowsLimit;
+    DeviceBuffer residual(static_cast<std::size_t>(kRows * in) * 4),
+        norm_weight(static_cast<std::size_t>(in) * 4), h(static_cast<std::size_t>(kRows * in) * 2),
+        w(static_cast<std::size_t>(in * out) * 2), y0(static_cast<std::size_t>(kRows * out) * 4),
+        y_a(y0.bytes()), y_b(y0.bytes()), act_a(static_cast<std::size_t>(kRows * out)),
+        act_b(act_a.bytes());
+    launch_fill_random(CudaDType::kF32, residual.get(), kRows * in, 3.0f, 81, stream());
+    launch_fill_random(CudaDType::kF32, norm_weight.get(), in, 1.0f, 82, stream());
+    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 83, stream());
+    launch_fill_random(CudaDType::kF32, y0.get(), kRows * out, 1.0f, 84, stream());
+    constexpr double kEps = 1e-6;
+    const SkinnyNorm norm{residual.as<float>(), norm_weight.as<float>(), static_cast<float>(kEps)};
+    for (const std::int64_t rows : {1, 4, 8, 13, 16}) {
+      const std::string shape_what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
+                                     " out " + std::to_string(out);
+      if (!stream_norm_fits(rows, in, norm)) {
+        EXPECT_GT(stream_norm_shared_bytes(rows, in), 200 * 1024u) << shape_what;
+        continue;
+      }
+      launch_rms_norm(CudaDType::kBF16, residual.as<float>(), norm_weight.as<float>(),
+                      static_cast<std::int32_t>(in), kEps, h.get(), static_cast<std::int32_t>(rows),
+                      nullptr, stream(), true);
+      for (const bool accumulate : {false, true}) {
+        const std::string what = shape_what + " accumulate " + std::to_string(accumulate);
+        const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
+        const auto reset = [&](const DeviceBuffer& y) {
+          DICE_CUDA_CHECK(
+              cudaMemcpyAsync(y.get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
+        };
+        reset(y_a);
+        launch_stream_gemm(h.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, nullptr,
+                           sms, stream(), false, false);
+        synchronize();
+        const auto want = download_f32(y_a, rows * out);
+        struct Variant {
+          int blocks;
+          bool pdl, early;
+        };
+        for (const Variant v :
+             {Variant{sms, false, false}, Variant{sms, true, true}, Variant{7, true, false}}) {
+          reset(y_b);
+          launch_stream_gemm(nullptr, w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
+                             v.blocks, stream(), v.pdl, v.early, &norm);
+          synchronize();
+          const auto got = download_f32(y_b, rows * out);
+          for (std::size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(got[i], want[i]) << what << ", " << v.blocks << " blocks: differs at " << i;
+        }
+        if (accumulate) continue;
+        // The SwiGLU epilogue with the fused norm: the unfused kernel's activations.
+        launch_stream_gemm(h.get(), w.get(), nullptr, rows, in, out, false, act_a.get(), sms,
+                           stream(), false, false);
+        launch_stream_gemm(nullptr, w.get(), nullptr, rows, in, out, false, act_b.get(), sms,
+                           stream(), true, true, &norm);
+        synchronize();
+        const auto act_want =
+            download(act_a, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
+        const auto act_got =
+            download(act_b, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
+        for (std::size_t i = 0; i < act_got.size(); ++i)
+          ASSERT_EQ(act_got[i], act_want[i]) << what << ": SwiGLU differs at " << i;
+      }
+    }
+  }
+  DeviceBuffer residual(16 * 4128 * 4), weight(4128 * 4), w(4128 * 64 * 2), y(16 * 64 * 4);
+  const SkinnyNorm norm{residual.as<float>(), weight.as<float>(), 1e-6f};
+  EXPECT_THROW(launch_stream_gemm(nullptr, w.get(), y.as<float>(), 4, 4128, 64, false, nullptr, sms,
+                                  stream(), false, false, &norm),
+               Error);
+  EXPECT_THROW(launch_stream_gemm(nullptr, w.get(), y.as<float>(), 16, 4096, 64, false, nullptr,
+                                  sms, stream(), false, false, &norm),
+               Error);
+  const SkinnyNorm no_eps{residual.as<float>(), weight.as<float>(), 0.0f};
+  EXPECT_THROW(launch_stream_gemm(nullptr, w.get(), y.as<float>(), 4, 2048, 64, false, nullptr, sms,
+                                  stream(), false, false, &no_eps),
+               Error);
+}
+
 TEST_F(CudaOps, SkinnyGemmSwigluEpilogueIsTheGemmThenSwiglu) {
   // The SwiGLU epilogue against the plain kernel into fp32, then the SwiGLU kernel: bit for bit,
   // at every m-tile count (1-64 rows) and n-tile choice, on the SDAR-1.7B/-4B gate/up shapes and

@@ -160,5 +160,28 @@ TEST(StreamGemmRule, ShapesAndTheFillOfTheSmsSlots) {
   EXPECT_FALSE(stream_gemm_fits(4, 2048, 4096, at(258), at(512), at(1024)));
 }
 
+TEST(StreamGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
+  const auto norm = [](std::uintptr_t residual, std::uintptr_t weight, float eps) {
+    return SkinnyNorm{reinterpret_cast<const float*>(residual),
+                      reinterpret_cast<const float*>(weight), eps};
+  };
+  const SkinnyNorm ok = norm(256, 512, 1e-6f);
+  // kStreamSharedBytes plus rows x (in + 8) bf16, within 227 KiB less the prologue's static part.
+  EXPECT_EQ(stream_norm_shared_bytes(4, 2048), kStreamSharedBytes + 4u * 2056u * 2u);
+  EXPECT_TRUE(stream_norm_fits(4, 2048, ok));  // SDAR-1.7B at 1 sequence
+  EXPECT_TRUE(stream_norm_fits(16, 2048, ok));
+  EXPECT_TRUE(stream_norm_fits(4, 2560, ok));  // SDAR-4B at 1 sequence
+  EXPECT_TRUE(stream_norm_fits(15, 2560, ok));
+  EXPECT_FALSE(stream_norm_fits(16, 2560, ok));  // 82,176 bytes of rows: past the limit
+  EXPECT_TRUE(stream_norm_fits(8, 4096, ok));    // SDAR-8B
+  EXPECT_FALSE(stream_norm_fits(16, 4096, ok));
+  EXPECT_FALSE(stream_norm_fits(4, 4128, ok));  // past the norm's 4,096
+  EXPECT_FALSE(stream_norm_fits(0, 2048, ok));
+  EXPECT_FALSE(stream_norm_fits(17, 2048, ok));
+  EXPECT_FALSE(stream_norm_fits(4, 2048, norm(256, 512, 0.0f)));
+  EXPECT_FALSE(stream_norm_fits(4, 2048, norm(260, 512, 1e-6f)));
+  EXPECT_FALSE(stream_norm_fits(4, 2048, norm(256, 520, 1e-6f)));
+}
+
 }  // namespace
 }  // namespace dice::engine::cuda
