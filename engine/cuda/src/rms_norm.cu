@@ -7,6 +7,8 @@
 
 #include <cuda_bf16.h>
 
+#include <cstdlib>
+
 #include <type_traits>
 
 #include "cuda_check.h"
@@ -55,8 +57,22 @@ constexpr int kMaxVec = 8;  // float4 per thread: hidden up to 8,192
 template <typename T, typename Acc, int kVec>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_vec_kernel(const float* x, const float* weight, std::int32_t hidden, double eps,
-                        T* out, const PassHeader* gather) {
+                        T* out, const PassHeader* gather, bool early_weight) {
+  // EXPERIMENT (DICE_EXP_NORM_WEIGHT_EARLY): the norm weight (a model weight) read before the
+  // wait, so that it does not queue behind the next GEMM's early weight loads after the trigger.
+  const auto* w4 = reinterpret_cast<const float4*>(weight);
+  float4 wv[kVec];
+  const int n4_early = hidden / 4;
+  const auto load_weight = [&] {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+      if (i < n4_early) wv[k] = w4[i];
+    }
+  };
+  if (early_weight) load_weight();
   wait_for_prior_grid();
+  if (!early_weight) load_weight();
   __shared__ Acc scratch[32];
   const std::int32_t row = blockIdx.x;
   const int n4 = hidden / 4;
@@ -96,12 +112,11 @@ __global__ void __launch_bounds__(kThreads)
   else
     scale =
         static_cast<float>(Acc(1) / sqrt(sum / static_cast<Acc>(hidden) + static_cast<Acc>(eps)));
-  const auto* w4 = reinterpret_cast<const float4*>(weight);
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
     const int i = static_cast<int>(threadIdx.x) + k * kThreads;
     if (i < n4) {
-      const float4 w = w4[i];
+      const float4 w = wv[k];
       if constexpr (std::is_same_v<Acc, float>)
         store4(dst + 4 * i, rms_apply(w.x, v[k].x, scale), rms_apply(w.y, v[k].y, scale),
                rms_apply(w.z, v[k].z, scale), rms_apply(w.w, v[k].w, scale));
@@ -120,7 +135,8 @@ void launch_vec(const float* x, const float* weight, std::int32_t hidden, double
                       : per_thread <= 4 ? rms_norm_vec_kernel<T, Acc, 4>
                                         : rms_norm_vec_kernel<T, Acc, kMaxVec>;
   launch_kernel("rms_norm_vec_kernel", kernel, static_cast<unsigned>(rows), kThreads, 0, stream,
-                pdl, x, weight, hidden, eps, out, gather);
+                pdl, x, weight, hidden, eps, out, gather,
+                std::getenv("DICE_EXP_NORM_WEIGHT_EARLY") != nullptr);
 }
 
 }  // namespace
