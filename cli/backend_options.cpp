@@ -115,9 +115,10 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "(default: on)");
   command->add_flag("--fused-norm-gemm,!--no-fused-norm-gemm", args.cuda.fused_norm_gemm,
                     "cuda backend: the RMSNorms before the qkv and gate_up GEMMs computed by the "
-                    "few-row GEMM kernel's blocks themselves where it runs them in one wave (same "
-                    "bits, a launch fewer per layer; measured 2-6% slower at 1 sequence on an "
-                    "H100) (default: off)");
+                    "few-row GEMM kernel's blocks themselves (the streaming kernel where it runs "
+                    "them, else the skinny kernel in one wave; same bits, a launch fewer per "
+                    "layer; measured 2-6% slower at 1 sequence on an H100, 7-10% on an H200) "
+                    "(default: off)");
   command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.cuda.fused_swiglu,
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "

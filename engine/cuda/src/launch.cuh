@@ -26,19 +26,19 @@
 // above: the next kernel's own wait still waits for this kernel to complete, and this kernel does
 // not complete before its own wait. A kernel may, before its wait, read memory that no kernel
 // of the pass writes (CudaBackendOptions::pdl_early_reads): the skinny GEMM loads its first
-// weights there, the pipelined attention reads its work item, page ids and visible lengths (the
-// pass metadata, uploaded before the pass's first kernel). Its wait still comes before anything
-// it reads from the kernels before it, and before it exits.
-// After a cuBLASLt kernel (a plain launch that never triggers), a captured pass can start our
-// kernel early too: CudaBackendOptions::early_start_after_cublas turns that graph edge into a
-// programmatic one from the GEMM's launch completion (device_memory.h,
-// start_early_after_foreign_kernels); the same contract (wait before reading or writing) keeps it
-// correct. The other way round is not: a cuBLASLt kernel never waits for a programmatic
-// predecessor (CUDA 13.0: started early behind one of ours, it reads the previous layer's input;
-// bench/results/2026-11-27-cublas-no-wait-h100), so the edge into it stays a full dependency.
-// The other kernels trigger at exit: triggers in every kernel were 5-13% slower
-// (bench/results/2026-11-23-engine-pdl-trigger-h100), and in the other skinny GEMMs, whose next
-// kernel has nothing to read early, 4-5% slower (-early-start-h100, call 9).
+// weights there, the vectorised RMSNorm its weight, the pipelined attention reads its work item,
+// page ids and visible lengths (the pass metadata, uploaded before the pass's first kernel). Its
+// wait still comes before anything it reads from the kernels before it, and before it exits. After
+// a cuBLASLt kernel (a plain launch that never triggers), a captured pass can start our kernel
+// early too: CudaBackendOptions::early_start_after_cublas turns that graph edge into a programmatic
+// one from the GEMM's launch completion (device_memory.h, start_early_after_foreign_kernels); the
+// same contract (wait before reading or writing) keeps it correct. The other way round is not: a
+// cuBLASLt kernel never waits for a programmatic predecessor (CUDA 13.0: started early behind one
+// of ours, it reads the previous layer's input; bench/results/2026-11-27-cublas-no-wait-h100), so
+// the edge into it stays a full dependency. The other kernels trigger at exit: triggers in every
+// kernel were 5-13% slower (bench/results/2026-11-23-engine-pdl-trigger-h100), and in the other
+// skinny GEMMs, whose next kernel has nothing to read early, 4-5% slower (-early-start-h100, call
+// 9).
 
 #include <cuda_runtime.h>
 

@@ -166,6 +166,8 @@ std::vector<float> cpu_rms_norm(const std::vector<float>& x, int rows, int dim,
 }
 
 TEST_F(CudaOps, RmsNormPlainAndGathered) {
+  // Against the CPU, plain and gathered, both kernels; the vectorised one with its weight read
+  // before its wait gives the same bits.
   for (const bool vectorised : {false, true})
     for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16}) {
       // The vectorised kernel sums in float for bf16: its output may round to the neighbouring
@@ -186,6 +188,16 @@ TEST_F(CudaOps, RmsNormPlainAndGathered) {
       for (std::size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], want[i], tol * std::abs(want[i]) + 1e-30)
             << "rms_norm " << name(dtype) << kernel << " element " << i;
+      if (vectorised) {  // the weight read before the wait (PDL launch): the same bits
+        DeviceBuffer early(out.bytes());
+        launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, early.get(), rows,
+                        nullptr, stream(), true, true, true);
+        synchronize();
+        const auto again = download(early, rows * hidden, dtype);
+        for (std::size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(again[i], got[i])
+              << "rms_norm " << name(dtype) << " early weight element " << i;
+      }
 
       // Gather: block rows of a pass (rows 4..7 of a fused-store pass), padded to 8 rows.
       PassItem item;

@@ -118,14 +118,18 @@ struct CudaBackendOptions {
   /// bandwidth at 8 rows (bench/results/2026-11-23-engine-profile-h100). Deterministic; its
   /// results differ from cuBLASLt's by fp32 rounding only. fp32 backends always use cuBLASLt.
   std::int64_t skinny_gemm_rows = 16;
-  /// The RMSNorms before the qkv and gate_up GEMMs fused into the skinny kernel where it runs
-  /// them in one wave (bf16 with fast_norms, at most 16 rows; SkinnyNorm in skinny_gemm.h): its
-  /// blocks normalise the rows themselves, with the norm kernel's arithmetic (the same bits),
-  /// and the norm launch goes. Off by default: measured 3-4% slower at 1 sequence, the
-  /// per-block prologue costing more than the launch it saves
-  /// (bench/results/2026-11-23-engine-skinny-split-h100), and with early start 6.2% (SDAR-1.7B)
-  /// and 2.2% (SDAR-4B) slower (-2026-11-25-boundary-probe-h100). false: the norm kernel, then
-  /// the GEMM.
+  /// The RMSNorms before the qkv and gate_up GEMMs fused into the GEMM (bf16 with fast_norms, at
+  /// most 16 rows): where the streaming kernel runs it (stream_gemm) and its shared memory holds
+  /// the rows, its blocks normalise them after their wait while the weight ring fills
+  /// (stream_norm_fits); else where the skinny kernel runs it in one wave (SkinnyNorm in
+  /// skinny_gemm.h). Both with the norm kernel's arithmetic (the same bits), and the norm launch
+  /// goes. Off by default: slower at 1 sequence. Skinny: 3-4% slower, the per-block prologue
+  /// costing more than the launch it saves (bench/results/2026-11-23-engine-skinny-split-h100),
+  /// with early start 6.2% (SDAR-1.7B) and 2.2% (SDAR-4B) slower (-2026-11-25-boundary-probe-h100).
+  /// Streaming: 0.93x (SDAR-1.7B) and 0.90-0.92x (SDAR-4B) tok/s on an H200; every block reads
+  /// the just-written rows itself with its ring fill in flight, and issuing the fill after those
+  /// reads recovered only part of it (bench/results/2026-11-28-stream-norm-h200). false: the norm
+  /// kernel, then the GEMM.
   bool fused_norm_gemm = false;
   /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
   /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
@@ -159,7 +163,10 @@ struct CudaBackendOptions {
   /// the GEMM after them has its first weights in flight, and the attention its page ids in
   /// hand, while they run (launch.cuh, "Early start"). Measured +3.8% (SDAR-1.7B) and +2.6%
   /// (SDAR-4B) tok/s at 1 sequence against the same reads after the wait
-  /// (bench/results/2026-11-23-engine-early-start-h100). Same bits either way.
+  /// (bench/results/2026-11-23-engine-early-start-h100). The vectorised RMSNorm reads its weight
+  /// before its wait too, so that the read does not queue behind the next GEMM's early weights
+  /// (+0.7% on SDAR-1.7B at 1 sequence, H200: bench/results/2026-11-28-stream-norm-h200). Same
+  /// bits either way.
   bool pdl_early_reads = true;
   /// With pdl_early_reads: the o projection's skinny blocks, which start while the attention
   /// runs, copy the rest of their weight share into shared memory (when it fits in 96 KiB a
@@ -192,10 +199,9 @@ struct CudaBackendOptions {
   /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
   /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
-  /// kernel's programmatic wait on; the gate/up projection with its SwiGLU epilogue) where its
-  /// tiles fill at least stream_gemm_min_fill of the blocks' slots. Off while fused_norm_gemm is
-  /// on (that fused norm is the skinny kernel's). Other bits than the skinny kernel's, the same
-  /// run to run. Measured at 1 x 1,024 on an H100: +3.7% (fused store) and +4.1% (unfused) tok/s
+  /// kernel's programmatic wait on; the gate/up projection with its SwiGLU epilogue; with
+  /// fused_norm_gemm its own norm prologue) where its tiles fill at least stream_gemm_min_fill of
+  /// the blocks' slots. Other bits than the skinny kernel's, the same run to run. Measured at 1 x 1,024 on an H100: +3.7% (fused store) and +4.1% (unfused) tok/s
   /// on SDAR-1.7B, +0.8% on SDAR-4B (bench/results/2026-11-28-stream-gemm-h100).
   bool stream_gemm = true;
   /// With stream_gemm: only GEMMs whose out / 16 tiles fill at least this share of the blocks'
