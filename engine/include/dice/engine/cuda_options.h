@@ -201,8 +201,9 @@ struct CudaBackendOptions {
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
   /// kernel's programmatic wait on; the gate/up projection with its SwiGLU epilogue; with
   /// fused_norm_gemm its own norm prologue) where its tiles fill at least stream_gemm_min_fill of
-  /// the blocks' slots. Other bits than the skinny kernel's, the same run to run. Measured at 1 x 1,024 on an H100: +3.7% (fused store) and +4.1% (unfused) tok/s
-  /// on SDAR-1.7B, +0.8% on SDAR-4B (bench/results/2026-11-28-stream-gemm-h100).
+  /// the blocks' slots. Other bits than the skinny kernel's, the same run to run. Measured at 1 x
+  /// 1,024 on an H100: +3.7% (fused store) and +4.1% (unfused) tok/s on SDAR-1.7B, +0.8% on SDAR-4B
+  /// (bench/results/2026-11-28-stream-gemm-h100).
   bool stream_gemm = true;
   /// With stream_gemm: only GEMMs whose out / 16 tiles fill at least this share of the blocks'
   /// tile slots (stream_gemm_fill; 0.97 for every SDAR-1.7B layer shape, 0.61 for SDAR-4B's o
