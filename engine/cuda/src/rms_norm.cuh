@@ -2,11 +2,10 @@
 // The fp32 arithmetic of RMSNorm into bf16 (Zhang & Sennrich 2019: y = w x / sqrt(mean(x^2) +
 // eps)), shared by rms_norm_vec_kernel and the fused norm prologues of the skinny and the
 // streaming GEMMs (skinny_gemm.h, stream_gemm.h; normalise_rows below) so that all give the same
-// bits: every operation is an explicitly rounded
-// intrinsic, so the compiler cannot contract a multiply and an add into an FMA in one kernel and
-// not in the other. The thread-to-element layout and the block reduction must match as well:
-// thread i of a 256-thread block sums the float4s i, i + 256, ... of the row in that order, then
-// block_sum (device_utils.cuh) adds the threads' sums.
+// bits: every operation is an explicitly rounded intrinsic, so the compiler cannot contract a
+// multiply and an add into an FMA in one kernel and not in the other. The thread-to-element layout
+// and the block reduction must match as well: thread i of a 256-thread block sums the float4s i, i
+// + 256, ... of the row in that order, then block_sum (device_utils.cuh) adds the threads' sums.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -81,15 +81,6 @@ __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-/// 16 bytes of x: read-only global memory (kShared false) or shared memory (the fused norm's).
-template <bool kShared>
-__device__ __forceinline__ uint4 load16(const __nv_bfloat16* p) {
-  if constexpr (kShared)
-    return *reinterpret_cast<const uint4*>(p);
-  else
-    return __ldg(reinterpret_cast<const uint4*>(p));
-}
-
 /// The A fragments of chunk `chunk`: x_lane points at row g, k = 8t, rows `stride` elements
 /// apart; rows m * 16 + g (xl) and m * 16 + g + 8 (xh) at or past `rows` are zeros.
 template <int MT, bool kShared>

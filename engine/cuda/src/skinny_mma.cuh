@@ -1,8 +1,10 @@
 #pragma once
 // Tensor-core pieces shared by the skinny GEMM (skinny_gemm.cu) and the streaming skinny GEMM
-// (stream_gemm.cu): mma.sync.m16n8k16 on bf16 with a fixed permutation of k (skinny_gemm.cu's
-// header comment says which), the C register -> output mapping, and the warp-ordered sum of the
-// warps' partial outputs.
+// (stream_gemm.cu): x's 16-byte loads, mma.sync.m16n8k16 on bf16 with a fixed permutation of k
+// (skinny_gemm.cu's header comment says which), the C register -> output mapping, and the
+// warp-ordered sum of the warps' partial outputs.
+
+#include <cuda_bf16.h>
 
 #include <cstdint>
 
@@ -15,6 +17,16 @@ __device__ __forceinline__ std::uint64_t evict_first_policy() {
   std::uint64_t policy;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   return policy;
+}
+
+/// 16 bytes of x at p (16-byte aligned): read-only global memory (kShared false) or shared memory
+/// (the fused norm's normalised rows).
+template <bool kShared>
+__device__ __forceinline__ uint4 load16(const __nv_bfloat16* p) {
+  if constexpr (kShared)
+    return *reinterpret_cast<const uint4*>(p);
+  else
+    return __ldg(reinterpret_cast<const uint4*>(p));
 }
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], std::uint32_t a0, std::uint32_t a1,

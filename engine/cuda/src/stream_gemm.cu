@@ -185,13 +185,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const std::int32_t k = k0 + c * 32;
       const __nv_bfloat16* lo = x_lane + k;
       const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
-      if constexpr (kNorm) {
-        xl[u] = c < chunks && low ? *reinterpret_cast<const uint4*>(lo) : zero;
-        xh[u] = c < chunks && high ? *reinterpret_cast<const uint4*>(hi) : zero;
-      } else {
-        xl[u] = c < chunks && low ? __ldg(reinterpret_cast<const uint4*>(lo)) : zero;
-        xh[u] = c < chunks && high ? __ldg(reinterpret_cast<const uint4*>(hi)) : zero;
-      }
+      xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
+      xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
     }
     barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStreamStages) & 1));
     const unsigned char* slot =

@@ -643,6 +643,56 @@ double worst_row_error(const std::vector<float>& got, const std::vector<float>& 
   return worst;
 }
 
+/// Success when `got` and `want` hold the same values (the same length, every pair ==: bit for
+/// bit for finite values), else a failure naming the first index that differs and both values.
+testing::AssertionResult same_values(const std::vector<float>& got,
+                                     const std::vector<float>& want) {
+  if (got.size() != want.size())
+    return testing::AssertionFailure() << got.size() << " values, expected " << want.size();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(got[i] == want[i]))
+      return testing::AssertionFailure()
+             << "differs at " << i << ": " << got[i] << ", expected " << want[i];
+  return testing::AssertionSuccess();
+}
+
+/// The operands of a GEMM with a fused RMSNorm, made on the device: residual [rows, in] fp32
+/// (std 3), norm weight [in] fp32 (std 1), w [out, in] bf16 (std 0.05), y0 [rows, out] fp32 (std
+/// 1), seeded `seed` to `seed` + 3; h [rows, in] bf16 takes the norm kernel's output.
+struct NormGemmCase {
+  static constexpr double kEps = 1e-6;
+  NormGemmCase(std::int64_t in, std::int64_t out, std::int64_t rows, std::uint64_t seed,
+               cudaStream_t stream)
+      : in_dim(in),
+        out_dim(out),
+        residual(static_cast<std::size_t>(rows * in) * 4),
+        norm_weight(static_cast<std::size_t>(in) * 4),
+        w(static_cast<std::size_t>(in * out) * 2),
+        y0(static_cast<std::size_t>(rows * out) * 4),
+        h(static_cast<std::size_t>(rows * in) * 2),
+        norm{residual.as<float>(), norm_weight.as<float>(), static_cast<float>(kEps)} {
+    launch_fill_random(CudaDType::kF32, residual.get(), rows * in, 3.0f, seed, stream);
+    launch_fill_random(CudaDType::kF32, norm_weight.get(), in, 1.0f, seed + 1, stream);
+    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, seed + 2, stream);
+    launch_fill_random(CudaDType::kF32, y0.get(), rows * out, 1.0f, seed + 3, stream);
+  }
+  /// h = RMSNorm(residual) of the first `rows` rows by the vectorised norm kernel, on `stream`:
+  /// the separate norm the fused prologues are checked against.
+  void normalise(std::int64_t rows, cudaStream_t stream) const {
+    launch_rms_norm(CudaDType::kBF16, residual.as<float>(), norm_weight.as<float>(),
+                    static_cast<std::int32_t>(in_dim), kEps, h.get(),
+                    static_cast<std::int32_t>(rows), nullptr, stream, true);
+  }
+  /// Copies y0's first `rows` rows into y (the starting output of an accumulating run).
+  void start(const DeviceBuffer& y, std::int64_t rows, cudaStream_t stream) const {
+    DICE_CUDA_CHECK(cudaMemcpyAsync(y.get(), y0.get(), static_cast<std::size_t>(rows * out_dim) * 4,
+                                    cudaMemcpyDeviceToDevice, stream));
+  }
+  std::int64_t in_dim, out_dim;
+  DeviceBuffer residual, norm_weight, w, y0, h;
+  SkinnyNorm norm;
+};
+
 TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
   // Every SDAR-1.7B and -4B layer shape and one lm_head (in, out), random bf16 data made on the
   // device: the skinny kernel against cuBLASLt (within fp32 rounding: 1e-4 of the row's largest
@@ -730,9 +780,8 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
           launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
                              v.blocks, stream(), v.pdl, v.early);
           synchronize();
-          const auto again = download_f32(y_b, rows * out);
-          for (std::size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(again[i], got[i]) << what << ": " << v.blocks << " blocks differ at " << i;
+          ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got))
+              << what << ": " << v.blocks << " blocks";
         }
         if (accumulate) continue;
         // The SwiGLU epilogue: the same sums, then swiglu.cuh's arithmetic.
@@ -741,12 +790,10 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
         launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), sms,
                            stream(), true, true);
         synchronize();
-        const auto act_want =
-            download(act_a, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
-        const auto act_got =
-            download(act_b, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
-        for (std::size_t i = 0; i < act_got.size(); ++i)
-          ASSERT_EQ(act_got[i], act_want[i]) << what << ": SwiGLU differs at " << i;
+        const auto act_count = static_cast<std::size_t>(rows * out / 2);
+        ASSERT_TRUE(same_values(download(act_b, act_count, CudaDType::kBF16),
+                                download(act_a, act_count, CudaDType::kBF16)))
+            << what << ": SwiGLU";
       }
   }
   // Through Gemm: with a fill rule, only shapes whose tiles fill the SMs stream, and count.
@@ -1004,17 +1051,10 @@ TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
   const Shape shapes[] = {{2048, 4096}, {2048, 12288}, {2560, 6144}, {2560, 19456}, {4096, 6144}};
   for (const Shape& shape : shapes) {
     const std::int64_t in = shape.in, out = shape.out;
-    constexpr std::int64_t kRows = kSkinnyNormRowsLimit;
-    DeviceBuffer residual(static_cast<std::size_t>(kRows * in) * 4),
-        norm_weight(static_cast<std::size_t>(in) * 4), h(static_cast<std::size_t>(kRows * in) * 2),
-        w(static_cast<std::size_t>(in * out) * 2), y0(static_cast<std::size_t>(kRows * out) * 4),
-        y_a(y0.bytes()), y_b(y0.bytes());
-    launch_fill_random(CudaDType::kF32, residual.get(), kRows * in, 3.0f, 71, stream());
-    launch_fill_random(CudaDType::kF32, norm_weight.get(), in, 1.0f, 72, stream());
-    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 73, stream());
-    launch_fill_random(CudaDType::kF32, y0.get(), kRows * out, 1.0f, 74, stream());
-    constexpr double kEps = 1e-6;
-    const SkinnyNorm norm{residual.as<float>(), norm_weight.as<float>(), static_cast<float>(kEps)};
+    const NormGemmCase data(in, out, kSkinnyNormRowsLimit, 71, stream());
+    const DeviceBuffer &w = data.w, &h = data.h;
+    const SkinnyNorm& norm = data.norm;
+    DeviceBuffer y_a(data.y0.bytes()), y_b(data.y0.bytes());
     for (const std::int64_t rows : {1, 4, 8, 13, 16})
       for (const bool accumulate : {false, true})
         for (const int n : skinny_n_tile_options(rows, out)) {
@@ -1023,22 +1063,15 @@ TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
                                    " out " + std::to_string(out) + " n tiles " + std::to_string(n) +
                                    " accumulate " + std::to_string(accumulate);
           ASSERT_TRUE(skinny_norm_fits(rows, in, norm)) << what;
-          const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
-          for (const DeviceBuffer* y : {&y_a, &y_b})
-            DICE_CUDA_CHECK(
-                cudaMemcpyAsync(y->get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
-          launch_rms_norm(CudaDType::kBF16, residual.as<float>(), norm_weight.as<float>(),
-                          static_cast<std::int32_t>(in), kEps, h.get(),
-                          static_cast<std::int32_t>(rows), nullptr, stream(), true);
+          for (const DeviceBuffer* y : {&y_a, &y_b}) data.start(*y, rows, stream());
+          data.normalise(rows, stream());
           launch_skinny_gemm(h.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, n,
                              stream());
           launch_skinny_gemm(nullptr, w.get(), y_b.as<float>(), rows, in, out, accumulate, n,
                              stream(), false, &norm);
           synchronize();
-          const auto want = download_f32(y_a, rows * out);
-          const auto got = download_f32(y_b, rows * out);
-          for (std::size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(got[i], want[i]) << what << ": differs at " << i;
+          ASSERT_TRUE(same_values(download_f32(y_b, rows * out), download_f32(y_a, rows * out)))
+              << what;
         }
   }
   DeviceBuffer residual(17 * 4128 * 4), weight(4128 * 4), w(4128 * 64 * 2), y(17 * 64 * 4);
@@ -1068,18 +1101,11 @@ TEST_F(CudaOps, StreamGemmFusedNormIsTheNormKernelThenTheGemm) {
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   for (const Shape& shape : shapes) {
     const std::int64_t in = shape.in, out = shape.out;
-    constexpr std::int64_t kRows = kStreamRowsLimit;
-    DeviceBuffer residual(static_cast<std::size_t>(kRows * in) * 4),
-        norm_weight(static_cast<std::size_t>(in) * 4), h(static_cast<std::size_t>(kRows * in) * 2),
-        w(static_cast<std::size_t>(in * out) * 2), y0(static_cast<std::size_t>(kRows * out) * 4),
-        y_a(y0.bytes()), y_b(y0.bytes()), act_a(static_cast<std::size_t>(kRows * out)),
-        act_b(act_a.bytes());
-    launch_fill_random(CudaDType::kF32, residual.get(), kRows * in, 3.0f, 81, stream());
-    launch_fill_random(CudaDType::kF32, norm_weight.get(), in, 1.0f, 82, stream());
-    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 83, stream());
-    launch_fill_random(CudaDType::kF32, y0.get(), kRows * out, 1.0f, 84, stream());
-    constexpr double kEps = 1e-6;
-    const SkinnyNorm norm{residual.as<float>(), norm_weight.as<float>(), static_cast<float>(kEps)};
+    const NormGemmCase data(in, out, kStreamRowsLimit, 81, stream());
+    const DeviceBuffer &w = data.w, &h = data.h;
+    const SkinnyNorm& norm = data.norm;
+    DeviceBuffer y_a(data.y0.bytes()), y_b(data.y0.bytes()),
+        act_a(static_cast<std::size_t>(kStreamRowsLimit * out)), act_b(act_a.bytes());
     for (const std::int64_t rows : {1, 4, 8, 13, 16}) {
       const std::string shape_what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
                                      " out " + std::to_string(out);
@@ -1087,17 +1113,10 @@ TEST_F(CudaOps, StreamGemmFusedNormIsTheNormKernelThenTheGemm) {
         EXPECT_GT(stream_norm_shared_bytes(rows, in), 200 * 1024u) << shape_what;
         continue;
       }
-      launch_rms_norm(CudaDType::kBF16, residual.as<float>(), norm_weight.as<float>(),
-                      static_cast<std::int32_t>(in), kEps, h.get(), static_cast<std::int32_t>(rows),
-                      nullptr, stream(), true);
+      data.normalise(rows, stream());
       for (const bool accumulate : {false, true}) {
         const std::string what = shape_what + " accumulate " + std::to_string(accumulate);
-        const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
-        const auto reset = [&](const DeviceBuffer& y) {
-          DICE_CUDA_CHECK(
-              cudaMemcpyAsync(y.get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
-        };
-        reset(y_a);
+        data.start(y_a, rows, stream());
         launch_stream_gemm(h.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, nullptr,
                            sms, stream(), false, false);
         synchronize();
@@ -1108,13 +1127,12 @@ TEST_F(CudaOps, StreamGemmFusedNormIsTheNormKernelThenTheGemm) {
         };
         for (const Variant v :
              {Variant{sms, false, false}, Variant{sms, true, true}, Variant{7, true, false}}) {
-          reset(y_b);
+          data.start(y_b, rows, stream());
           launch_stream_gemm(nullptr, w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
                              v.blocks, stream(), v.pdl, v.early, &norm);
           synchronize();
-          const auto got = download_f32(y_b, rows * out);
-          for (std::size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(got[i], want[i]) << what << ", " << v.blocks << " blocks: differs at " << i;
+          ASSERT_TRUE(same_values(download_f32(y_b, rows * out), want))
+              << what << ", " << v.blocks << " blocks";
         }
         if (accumulate) continue;
         // The SwiGLU epilogue with the fused norm: the unfused kernel's activations.
@@ -1123,12 +1141,10 @@ TEST_F(CudaOps, StreamGemmFusedNormIsTheNormKernelThenTheGemm) {
         launch_stream_gemm(nullptr, w.get(), nullptr, rows, in, out, false, act_b.get(), sms,
                            stream(), true, true, &norm);
         synchronize();
-        const auto act_want =
-            download(act_a, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
-        const auto act_got =
-            download(act_b, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
-        for (std::size_t i = 0; i < act_got.size(); ++i)
-          ASSERT_EQ(act_got[i], act_want[i]) << what << ": SwiGLU differs at " << i;
+        const auto act_count = static_cast<std::size_t>(rows * out / 2);
+        ASSERT_TRUE(same_values(download(act_b, act_count, CudaDType::kBF16),
+                                download(act_a, act_count, CudaDType::kBF16)))
+            << what << ": SwiGLU";
       }
     }
   }
@@ -1189,10 +1205,9 @@ TEST_F(CudaOps, SkinnyGemmSwigluEpilogueIsTheGemmThenSwiglu) {
           launch_skinny_gemm(normed ? nullptr : x.get(), w.get(), nullptr, rows, in, out, false, n,
                              stream(), false, normed ? &norm : nullptr, act_b.get());
           synchronize();
-          const auto want = download(act_a, rows * shape.inter, CudaDType::kBF16);
-          const auto got = download(act_b, rows * shape.inter, CudaDType::kBF16);
-          for (std::size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(got[i], want[i]) << what << ": differs at " << i;
+          ASSERT_TRUE(same_values(download(act_b, rows * shape.inter, CudaDType::kBF16),
+                                  download(act_a, rows * shape.inter, CudaDType::kBF16)))
+              << what;
         }
     EXPECT_THROW(launch_skinny_gemm(x.get(), w.get(), nullptr, 4, in, out, true, 1, stream(), false,
                                     nullptr, act_b.get()),
