@@ -147,10 +147,61 @@ __device__ __forceinline__ void wgmma_n128(float (&d)[64], std::uint64_t a, std:
       : "l"(a), "l"(b));
 }
 
+/// wgmma.mma_async m64n256k16, f32 += bf16 x bf16, A and B from shared memory (descriptors),
+/// both K-major; d: this thread's 128 accumulators (PTX ISA, "Register fragments, m64nNk16").
+__device__ __forceinline__ void wgmma_n256(float (&d)[128], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, "
+      "%72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, "
+      "%88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, "
+      "%104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, "
+      "%120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(a), "l"(b));
+}
+
 template <int kTileN>
 __device__ __forceinline__ void wgmma_tile(float (&d)[kTileN / 2], std::uint64_t a,
                                            std::uint64_t b) {
-  if constexpr (kTileN == 128)
+  if constexpr (kTileN == 256)
+    wgmma_n256(d, a, b);
+  else if constexpr (kTileN == 128)
     wgmma_n128(d, a, b);
   else
     wgmma_n64(d, a, b);
@@ -282,6 +333,238 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+// ---- Stream-K (Osama et al., "Stream-K: Work-centric Parallel Decomposition for Dense
+// Matrix-Matrix Multiplication on the GPU", PPoPP 2023) ----
+//
+// The work of a GEMM is its units: (column tile t, k block kb) pairs, t major, out / kTileN x
+// in / 64 of them. Block b of G takes units [b U / G, (b + 1) U / G): a contiguous run that may
+// start and end inside a tile. One persistent block per SM streams its whole run through one ring
+// of stages (no ramp between tiles): warp 4's first lane (the producer) issues the TMA copies
+// (weights of the first stages before griddepcontrol.wait with early weights) and refills a stage
+// once the consumer warps released it (`empty`, four arrivals); warps 0-3 (the consumer
+// warpgroup) run 4 wgmma k16 steps per unit. A tile's run inside one block is a piece. A piece
+// covering its whole tile is written (or added, or SwiGLU'd) from the registers; a partial piece
+// is stored in the block's workspace slot (0: the block's first piece, 1: its last), and the
+// tile's counter counts the pieces: the block that brings the last one adds all pieces of the
+// tile in k order (block order), its own from registers, then writes, and resets the counter
+// for the next launch. No block waits for another, so no schedule can deadlock, and the sum
+// order is fixed by the partition: the same bits every run on the same SM count.
+
+constexpr int kSkThreads = 160;  // 4 consumer warps (one warpgroup) + 1 producer warp
+constexpr int kSkMaxStages = 14;
+
+constexpr std::uint32_t sk_stage_bytes(int tile_n) {
+  return kXStageBytes + static_cast<std::uint32_t>(tile_n) * 128;
+}
+
+/// First unit of block `b` of `blocks` over `units` units.
+__host__ __device__ __forceinline__ std::int64_t sk_first_unit(std::int64_t b, std::int64_t units,
+                                                               std::int64_t blocks) {
+  return b * units / blocks;
+}
+
+/// The block whose run holds unit `v`: the largest b with b units / blocks <= v.
+__device__ __forceinline__ int sk_block_of(std::int64_t v, std::int64_t units,
+                                           std::int64_t blocks) {
+  return static_cast<int>(((v + 1) * blocks - 1) / units);
+}
+
+template <int kTileN, bool kSwiglu>
+__global__ void __launch_bounds__(kSkThreads, 1)
+    wgmma_stream_k_kernel(const __grid_constant__ CUtensorMap x_map,
+                          const __grid_constant__ CUtensorMap w_map, float* __restrict__ y,
+                          __nv_bfloat16* __restrict__ act, float* __restrict__ partials,
+                          std::int32_t* __restrict__ counters, std::int32_t rows, std::int32_t in,
+                          std::int32_t out, std::int32_t stages, bool accumulate,
+                          bool early_weights) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char shared_raw[];
+  __shared__ alignas(8) std::uint64_t full[kSkMaxStages];
+  __shared__ alignas(8) std::uint64_t empty[kSkMaxStages];
+  __shared__ int last_piece;
+  unsigned char* const base = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
+  constexpr std::uint32_t kStageBytes = sk_stage_bytes(kTileN);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32, lane = tid % 32;
+  const int k_blocks = in / 64;
+  const std::int64_t units = static_cast<std::int64_t>(out / kTileN) * k_blocks;
+  const std::int64_t blocks = gridDim.x;
+  const int block = static_cast<int>(blockIdx.x);
+  const std::int64_t u_begin = sk_first_unit(block, units, blocks);
+  const std::int64_t u_end = sk_first_unit(block + 1, units, blocks);
+  const int count = static_cast<int>(u_end - u_begin);
+  const auto x_tile = [&](int s) { return base + s * kStageBytes; };
+  const auto w_tile = [&](int s) { return base + s * kStageBytes + kXStageBytes; };
+
+  if (tid == 0) {
+    for (int s = 0; s < stages; ++s) {
+      barrier_init(&full[s], 1);
+      barrier_init(&empty[s], 4);
+    }
+    barrier_init_fence();
+  }
+  __syncthreads();
+  // One block per SM (its shared memory): the next kernel is scheduled only once every block of
+  // this grid runs, so it may be scheduled now (launch.cuh, "Early start").
+  allow_next_grid();
+
+  if (warp == 4) {
+    if (lane == 0) {
+      std::uint64_t w_policy = 0, x_policy = 0;
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(w_policy));
+      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(x_policy));
+      const auto load_w = [&](int i, int s) {
+        const std::int64_t u = u_begin + i;
+        tma_load(w_tile(s), &w_map, &full[s], static_cast<int>(u % k_blocks) * 64,
+                 static_cast<int>(u / k_blocks) * kTileN, w_policy);
+      };
+      const auto load_x = [&](int i, int s) {
+        tma_load(x_tile(s), &x_map, &full[s], static_cast<int>((u_begin + i) % k_blocks) * 64, 0,
+                 x_policy);
+      };
+      const int first = count < stages ? count : stages;
+      for (int i = 0; i < first; ++i) {
+        barrier_expect(&full[i], kStageBytes);
+        if (early_weights) load_w(i, i);
+      }
+      wait_for_prior_grid();
+      for (int i = 0; i < first; ++i) {
+        if (!early_weights) load_w(i, i);
+        load_x(i, i);
+      }
+      for (int i = first; i < count; ++i) {
+        const int s = i % stages;
+        barrier_wait(&empty[s], static_cast<std::uint32_t>((i / stages - 1) & 1));
+        barrier_expect(&full[s], kStageBytes);
+        load_w(i, s);
+        load_x(i, s);
+      }
+    } else {
+      wait_for_prior_grid();
+    }
+    return;
+  }
+
+  // The consumer warpgroup.
+  wait_for_prior_grid();
+  float acc[kTileN / 2];
+  const int row0 = warp * 16 + lane / 4;
+  int i = 0;
+  for (std::int64_t u = u_begin; u < u_end;) {
+    const int tile = static_cast<int>(u / k_blocks);
+    const std::int64_t tile_begin = static_cast<std::int64_t>(tile) * k_blocks;
+    const std::int64_t piece_begin = u;
+    const std::int64_t piece_end = u_end < tile_begin + k_blocks ? u_end : tile_begin + k_blocks;
+#pragma unroll
+    for (int j = 0; j < kTileN / 2; ++j) acc[j] = 0.0f;
+    for (; u < piece_end; ++u, ++i) {
+      const int s = i % stages;
+      barrier_wait(&full[s], static_cast<std::uint32_t>((i / stages) & 1));
+      fence_registers(acc);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+      const std::uint64_t a = tile_descriptor(shared_address(x_tile(s)));
+      const std::uint64_t b = tile_descriptor(shared_address(w_tile(s)));
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_tile<kTileN>(acc, a + 2 * kk, b + 2 * kk);
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      // Unit i - 1's MMAs are done (one group stays in flight): its stage may be refilled.
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      __syncwarp();
+      if (lane == 0 && u > piece_begin) barrier_arrive(&empty[(i - 1) % stages]);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    fence_registers(acc);
+    __syncwarp();
+    if (lane == 0) barrier_arrive(&empty[(i - 1) % stages]);
+    if (piece_begin != tile_begin || piece_end != tile_begin + k_blocks) {
+      // A partial piece: into the workspace; the tile's last piece sums them all.
+      constexpr int kVectors = kTileN / 8;  // float4s per thread
+      const int slot = piece_begin == u_begin ? 0 : 1;
+      float4* const mine = reinterpret_cast<float4*>(partials) +
+                           (static_cast<std::int64_t>(block) * 2 + slot) * kVectors * 128;
+#pragma unroll
+      for (int j = 0; j < kVectors; ++j)
+        __stcg(&mine[j * 128 + tid],
+               make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+      __threadfence();
+      asm volatile("bar.sync 1, 128;" ::: "memory");
+      const int first_block = sk_block_of(tile_begin, units, blocks);
+      const int last_block = sk_block_of(tile_begin + k_blocks - 1, units, blocks);
+      if (tid == 0) {
+        const int arrived = atomicAdd(&counters[tile], 1) + 1;
+        const int done = arrived == last_block - first_block + 1;
+        if (done) counters[tile] = 0;  // the next launch counts from 0 (after its wait)
+        last_piece = done;
+      }
+      asm volatile("bar.sync 1, 128;" ::: "memory");
+      if (!last_piece) continue;
+      __threadfence();
+      // Every piece in block (k) order from the workspace (this block's own included: its
+      // stores above), kChunk float4s of each in flight at once.
+      constexpr int kChunk = kVectors < 16 ? kVectors : 16;
+#pragma unroll
+      for (int j0 = 0; j0 < kVectors; j0 += kChunk) {
+        float4 sum[kChunk];
+#pragma unroll 2
+        for (int q = first_block; q <= last_block; ++q) {
+          const int q_slot = sk_first_unit(q, units, blocks) >= tile_begin ? 0 : 1;
+          const float4* const piece = reinterpret_cast<const float4*>(partials) +
+                                      (static_cast<std::int64_t>(q) * 2 + q_slot) * kVectors * 128 +
+                                      j0 * 128 + tid;
+          float4 p[kChunk];
+#pragma unroll
+          for (int jj = 0; jj < kChunk; ++jj) p[jj] = __ldcg(piece + jj * 128);
+#pragma unroll
+          for (int jj = 0; jj < kChunk; ++jj) {
+            if (q == first_block) {
+              sum[jj] = p[jj];
+            } else {
+              sum[jj].x += p[jj].x;
+              sum[jj].y += p[jj].y;
+              sum[jj].z += p[jj].z;
+              sum[jj].w += p[jj].w;
+            }
+          }
+        }
+#pragma unroll
+        for (int jj = 0; jj < kChunk; ++jj) {
+          acc[4 * (j0 + jj)] = sum[jj].x;
+          acc[4 * (j0 + jj) + 1] = sum[jj].y;
+          acc[4 * (j0 + jj) + 2] = sum[jj].z;
+          acc[4 * (j0 + jj) + 3] = sum[jj].w;
+        }
+      }
+    }
+    // The tile's sums: thread t holds rows row0 (+ 8) and columns 8 c + 2 (lane % 4) (+ 1).
+    const int n0 = tile * kTileN;
+#pragma unroll
+    for (int c = 0; c < kTileN / 8; ++c)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        if (row >= rows) continue;
+        const int col = n0 + 8 * c + 2 * (lane % 4);
+        const float g = acc[4 * c + 2 * h], v = acc[4 * c + 2 * h + 1];
+        if constexpr (kSwiglu) {
+          act[static_cast<std::int64_t>(row) * (out / 2) + col / 2] =
+              __float2bfloat16_rn(silu_times(g, v));
+        } else {
+          float2* const dst =
+              reinterpret_cast<float2*>(y + static_cast<std::int64_t>(row) * out + col);
+          float2 sum2 = make_float2(g, v);
+          if (accumulate) {
+            const float2 old = *dst;
+            sum2 = make_float2(old.x + g, old.y + v);
+          }
+          *dst = sum2;
+        }
+      }
+  }
+#else
+  __trap();
+#endif
+}
+
 /// cuTensorMapEncodeTiled from the driver the runtime uses (no link against libcuda).
 void* tensor_map_encoder() {
   void* fn = nullptr;
@@ -346,6 +629,37 @@ void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, v
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
                                 accumulate, pdl && early_weights),
              "wgmma_gemm_kernel", __FILE__, __LINE__);
+}
+
+/// Raises the stream-K kernel's dynamic shared-memory limit to its most stages.
+template <int kTileN, bool kSwiglu>
+void allow_stream_k_shared_memory(int optin) {
+  DICE_CUDA_CHECK(cudaFuncSetAttribute(wgmma_stream_k_kernel<kTileN, kSwiglu>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024));
+}
+
+template <int kTileN, bool kSwiglu>
+void launch_stream_k_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, void* act,
+                          float* partials, std::int32_t* counters, std::int64_t rows,
+                          std::int64_t in, std::int64_t out, bool accumulate, int blocks,
+                          int stages, cudaStream_t stream, bool pdl, bool early_weights) {
+  const auto kernel = wgmma_stream_k_kernel<kTileN, kSwiglu>;
+  cudaLaunchAttribute attributes[1]{};
+  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(kSkThreads);
+  config.dynamicSmemBytes = static_cast<std::size_t>(stages) * sk_stage_bytes(kTileN) + 1024;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = pdl ? 1 : 0;
+  check_cuda(
+      cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
+                         partials, counters, static_cast<std::int32_t>(rows),
+                         static_cast<std::int32_t>(in), static_cast<std::int32_t>(out),
+                         static_cast<std::int32_t>(stages), accumulate, pdl && early_weights),
+      "wgmma_stream_k_kernel", __FILE__, __LINE__);
 }
 
 }  // namespace
@@ -414,6 +728,59 @@ WgmmaGemm::WgmmaGemm() {
   allow_shared_memory<64, true>();
   allow_shared_memory<128, false>();
   allow_shared_memory<128, true>();
+  optin_ = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+  allow_stream_k_shared_memory<64, false>(optin_);
+  allow_stream_k_shared_memory<64, true>(optin_);
+  allow_stream_k_shared_memory<128, false>(optin_);
+  allow_stream_k_shared_memory<128, true>(optin_);
+  allow_stream_k_shared_memory<256, false>(optin_);
+  allow_stream_k_shared_memory<256, true>(optin_);
+  partials_ = DeviceBuffer(static_cast<std::size_t>(sms_) * 2 * 64 * kStreamKMaxTileN * 4);
+  counters_ = DeviceBuffer(static_cast<std::size_t>(kStreamKMaxTiles) * 4);
+}
+
+int stream_k_stages(int tile_n, int optin) {
+  const std::int64_t room = static_cast<std::int64_t>(optin) - 1024 - 1024;
+  return static_cast<int>(std::clamp<std::int64_t>(room / sk_stage_bytes(tile_n), 2, kSkMaxStages));
+}
+
+bool stream_k_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int tile_n,
+                        const void* x, const void* w, const void* y) {
+  return (tile_n == 64 || tile_n == 128 || tile_n == 256) && rows >= 1 && rows <= kWgmmaRowsLimit &&
+         in > 0 && in % kWgmmaTileK == 0 && in <= (std::int64_t{1} << 24) && out > 0 &&
+         out % tile_n == 0 && out / tile_n <= kStreamKMaxTiles && aligned_to(x, 16) &&
+         aligned_to(w, 16) && aligned_to(y, 16);
+}
+
+void WgmmaGemm::launch_stream_k(const void* x, const void* w, float* y, std::int64_t rows,
+                                std::int64_t in, std::int64_t out, bool accumulate, int tile_n,
+                                cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act,
+                                int blocks) const {
+  const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
+  if (!stream_k_gemm_fits(rows, in, out, tile_n, x, w, y_or_act))
+    throw Error("stream-K wgmma GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) +
+                " out " + std::to_string(out) + " with tile_n " + std::to_string(tile_n) +
+                " is not a shape it takes (rows 1..64, in a multiple of 64, out a multiple of "
+                "tile_n 64, 128 or 256, 16-byte aligned)");
+  if (swiglu_act != nullptr && accumulate)
+    throw Error("stream-K wgmma GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) +
+                " out " + std::to_string(out) +
+                " asks to accumulate, which the epilogue does not do");
+  const std::int64_t units = (out / tile_n) * (in / kWgmmaTileK);
+  const int grid =
+      static_cast<int>(std::min<std::int64_t>(units, blocks > 0 ? std::min(blocks, sms_) : sms_));
+  const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);
+  const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
+  const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
+  const int stages = stream_k_stages(tile_n, optin_);
+  const bool swiglu = swiglu_act != nullptr;
+  const auto launch =
+      tile_n == 256 ? (swiglu ? launch_stream_k_tile<256, true> : launch_stream_k_tile<256, false>)
+      : tile_n == 128
+          ? (swiglu ? launch_stream_k_tile<128, true> : launch_stream_k_tile<128, false>)
+          : (swiglu ? launch_stream_k_tile<64, true> : launch_stream_k_tile<64, false>);
+  launch(x_map, w_map, y, swiglu_act, partials_.as<float>(), counters_.as<std::int32_t>(), rows, in,
+         out, accumulate, grid, stages, stream, pdl, early_weights);
 }
 
 void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
