@@ -21,8 +21,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "device_memory.h"
-
 namespace dice::engine::cuda {
 
 /// Rows of the wgmma M dimension: the kernel takes 1..64 rows (zero-filled past `rows`).
@@ -85,22 +83,6 @@ std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms);
 /// rows, 304 blocks, took 45.3 us at 6 stages, two blocks a SM, against 40.0 at 4).
 int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm);
 
-/// Widest column tile of the stream-K kernel (its workspace holds two 64 x this fp32 partial
-/// tiles per block).
-inline constexpr int kStreamKMaxTileN = 256;
-/// Most column tiles of a stream-K launch (one counter each).
-inline constexpr std::int64_t kStreamKMaxTiles = std::int64_t{1} << 16;
-
-/// Whether the stream-K kernel (WgmmaGemm::launch_stream_k) computes this GEMM with `tile_n`
-/// columns per tile (64, 128 or 256): 1 <= rows <= 64, in a positive multiple of 64, out a
-/// positive multiple of tile_n with at most kStreamKMaxTiles tiles, x, w and y 16-byte aligned.
-bool stream_k_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int tile_n,
-                        const void* x, const void* w, const void* y);
-
-/// The stream-K kernel's stages of tile_n columns within `optin` bytes of shared memory a block
-/// (2..14: 14 at tile_n 64, 9 at 128, 5 at 256 on sm_90's 227 KiB).
-int stream_k_stages(int tile_n, int optin);
-
 /// Whether the current device runs the wgmma kernels: compute capability 9.x (they are built
 /// for sm_90a only). Throws dice::Error when the device cannot be queried.
 bool wgmma_gemm_supported();
@@ -127,30 +109,9 @@ class WgmmaGemm {
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr) const;
 
-  /// Launches y = x w^T (+ y with `accumulate`, or the SwiGLU epilogue into `swiglu_act` as
-  /// launch()) as a stream-K GEMM (Osama et al., PPoPP 2023): min(blocks or the SMs, units)
-  /// persistent blocks of 160 threads, one per SM, each streaming a contiguous run of the
-  /// (tile_n-column tile, 64-k block) units through one ring of stream_k_stages stages; tiles
-  /// split between blocks meet in this launcher's workspace, the last piece to arrive adding all
-  /// of them in k order (deterministic for a given grid). One launch at a time per WgmmaGemm (the
-  /// workspace): stream-ordered launches, PDL included, are safe. `pdl`, `early_weights` as
-  /// launch(); the kernel lets the next one be scheduled at its start. Throws dice::Error for a
-  /// shape it does not take (stream_k_gemm_fits), accumulate with swiglu_act, or a failed launch.
-  void launch_stream_k(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                       std::int64_t out, bool accumulate, int tile_n, cudaStream_t stream,
-                       bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr,
-                       int blocks = 0) const;
-
-  /// Device memory of the stream-K workspace (partial tiles and counters), bytes.
-  std::size_t workspace_bytes() const { return partials_.bytes() + counters_.bytes(); }
-
  private:
   void* encode_ = nullptr;  ///< PFN_cuTensorMapEncodeTiled_v12000 (cudaTypedefs.h)
   int sms_ = 0;
-  int optin_ = 0;          ///< shared memory a block may opt in to, bytes
-  DeviceBuffer partials_;  ///< stream-K partial tiles: SMs x 2 x 64 x kStreamKMaxTileN fp32
-  DeviceBuffer
-      counters_;  ///< stream-K pieces per tile (kStreamKMaxTiles int32, zero between launches)
   int shared_per_sm_ = 0;  ///< bytes
 };
 

@@ -887,91 +887,6 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
                Error);
 }
 
-TEST_F(CudaOps, StreamKGemmMatchesCublasLtAndIsDeterministic) {
-  // The stream-K wgmma kernel against cuBLASLt (within fp32 rounding: 1e-4 of the row's largest
-  // magnitude) at every tile width and at grids that split tiles into different pieces (every
-  // SM; 7 and 50 blocks), bit for bit the same over two runs (the workspace's counters reset
-  // themselves), rows past `rows` untouched.
-  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernels are built for sm_90a only";
-  const WgmmaGemm wgmma;
-  struct Shape {
-    std::int64_t in, out;
-  };
-  const Shape shapes[] = {{640, 384}, {2048, 2048}, {2048, 4096}, {6144, 2048}};
-  constexpr std::int64_t kMaxRows = kWgmmaRowsLimit;
-  Gemm cublas;
-  for (const Shape& shape : shapes) {
-    const std::int64_t in = shape.in, out = shape.out;
-    const GemmCase data(in, out, kMaxRows, 0x70u, stream());
-    const DeviceBuffer &w = data.w, &x = data.x, &y0 = data.y0;
-    DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes());
-    synchronize();
-    const auto all = download_f32(y0, kMaxRows * out);
-    for (const std::int64_t rows : {1, 17, 64})
-      for (const bool accumulate : {false, true}) {
-        const auto want = data.reference(cublas, y_ref, rows, accumulate, stream());
-        for (const int tile_n : {64, 128, 256})
-          for (const int blocks : {0, 7, 50}) {
-            if (out % tile_n != 0) continue;
-            const std::string what = data.label("stream-K", rows, accumulate) + " tile_n " +
-                                     std::to_string(tile_n) + " blocks " + std::to_string(blocks);
-            ASSERT_TRUE(stream_k_gemm_fits(rows, in, out, tile_n, x.get(), w.get(), y_a.get()))
-                << what;
-            data.start(y_a, kMaxRows, out, stream());
-            wgmma.launch_stream_k(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate,
-                                  tile_n, stream(), false, false, nullptr, blocks);
-            data.start(y_b, kMaxRows, out, stream());
-            wgmma.launch_stream_k(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate,
-                                  tile_n, stream(), true, true, nullptr, blocks);
-            synchronize();
-            const auto got = download_f32(y_a, kMaxRows * out);
-            const auto again = download_f32(y_b, kMaxRows * out);
-            EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
-            ASSERT_TRUE(same_values(again, got)) << what << ": second run (PDL) differs";
-            for (std::size_t i = static_cast<std::size_t>(rows * out); i < got.size(); ++i)
-              ASSERT_EQ(got[i], all[i]) << what << ": wrote past its rows at " << i;
-          }
-      }
-  }
-  EXPECT_THROW(wgmma.launch_stream_k(nullptr, nullptr, nullptr, 65, 640, 384, false, 128, stream()),
-               Error);
-  EXPECT_THROW(wgmma.launch_stream_k(nullptr, nullptr, nullptr, 16, 640, 384, false, 256, stream()),
-               Error);
-}
-
-TEST_F(CudaOps, StreamKGemmSwigluEpilogueIsTheGemmThenSwiglu) {
-  // The stream-K kernel's SwiGLU epilogue against its fp32 output then the SwiGLU kernel: bit for
-  // bit, whole and split tiles, with and without PDL.
-  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernels are built for sm_90a only";
-  const WgmmaGemm wgmma;
-  const std::int64_t in = 2048, out = 4096;
-  constexpr std::int64_t kRows = kWgmmaRowsLimit;
-  DeviceBuffer x(static_cast<std::size_t>(kRows * in) * 2),
-      w(static_cast<std::size_t>(in * out) * 2), y(static_cast<std::size_t>(kRows * out) * 4),
-      act_ref(static_cast<std::size_t>(kRows * out / 2) * 2), act(act_ref.bytes());
-  launch_fill_random(CudaDType::kBF16, x.get(), kRows * in, 1.0f, 91, stream());
-  launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 92, stream());
-  for (const std::int64_t rows : {17, 64})
-    for (const int tile_n : {64, 128, 256})
-      for (const int blocks : {0, 32})
-        for (const bool pdl : {false, true}) {
-          const std::string what = "rows " + std::to_string(rows) + " tile_n " +
-                                   std::to_string(tile_n) + " blocks " + std::to_string(blocks) +
-                                   " pdl " + std::to_string(pdl);
-          wgmma.launch_stream_k(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n,
-                                stream(), false, false, nullptr, blocks);
-          launch_swiglu(CudaDType::kBF16, y.as<float>(), static_cast<std::int32_t>(out / 2),
-                        act_ref.get(), static_cast<std::int32_t>(rows), stream());
-          DICE_CUDA_CHECK(cudaMemsetAsync(act.get(), 0xFF, act.bytes(), stream()));
-          wgmma.launch_stream_k(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, stream(),
-                                pdl, pdl, act.get(), blocks);
-          synchronize();
-          const auto want = download_bytes(act_ref, static_cast<std::size_t>(rows * out / 2) * 2);
-          const auto got = download_bytes(act, static_cast<std::size_t>(rows * out / 2) * 2);
-          ASSERT_EQ(got, want) << what;
-        }
-}
-
 TEST_F(CudaOps, WgmmaMinBlockKLeavesShortBlocksToCublasLt) {
   // set_wgmma's min_block_k: shapes whose blocks stream less k (wgmma_block_k) run cuBLASLt, bit
   // for bit as a Gemm without the wgmma kernel; the others still run it. A negative limit throws.
@@ -2149,7 +2064,8 @@ TEST_F(CudaOps, GemmConfigSearch) {
 // launches of one graph rotate over as many copies of the weights as fill 512 MiB, so that weights
 // come from HBM as in a forward (L2 holds 50 MiB); the time is the graph replay's over its
 // launches, median of 7 replays. GB/s: weight bytes over that time, next to the copy bandwidth
-// measured in the same run (measure_copy_bandwidth).
+// measured in the same run (measure_copy_bandwidth). DICE_SKINNY_SHAPE (e.g. "1.7b gate_up"):
+// that shape only (for Nsight Compute runs of one kernel).
 TEST_F(CudaOps, SkinnyGemmTimings) {
   if (std::getenv("DICE_SKINNY_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_SKINNY_TIMINGS=1 to time the skinny GEMM's tile and split choices";
@@ -2221,16 +2137,6 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                 launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                    shape.accumulate, nullptr, sms, stream(), false, false);
               }));
-      if (wgmma && rows > 16)
-        for (const int tile_n : {64, 128, 256})
-          if (shape.out % tile_n == 0)
-            for (const int blocks : env_ints("DICE_STREAM_K_BLOCKS", {0}))
-              print("streamk t" + std::to_string(tile_n) + " b" + std::to_string(blocks),
-                    time([&](std::int64_t i) {
-                      wgmma->launch_stream_k(x.get(), weights(i), y.as<float>(), rows, shape.in,
-                                             shape.out, shape.accumulate, tile_n, stream(), false,
-                                             false, nullptr, blocks);
-                    }));
       if (wgmma && rows > 16)
         for (const int tile_n : {64, 128}) {
           const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms);
