@@ -45,11 +45,32 @@ def cmd_logits(args: argparse.Namespace) -> int:
 
 
 def records(path: str) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The JSON records of a `dice generate` output file, one per line.
+
+    Raises ValueError naming the file and line when a line is not a JSON object (for example the
+    error message of a run that failed), or when there are no records at all."""
+    found = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path} line {number} is not a JSON record: {line[:200]!r}")
+        found.append(record)
+    if not found:
+        raise ValueError(f"{path} holds no records (did the run fail?)")
+    return found
 
 
 def cmd_outputs(args: argparse.Namespace) -> int:
-    a, b = records(args.a), records(args.b)
+    try:
+        a, b = records(args.a), records(args.b)
+    except (OSError, ValueError) as error:
+        print(f"outputs: {error}: FAIL")
+        return 1
     if len(a) != len(b):
         print(f"outputs: {len(a)} records against {len(b)}: FAIL")
         return 1
