@@ -194,27 +194,18 @@ __device__ void block_argmax(float& v, int& id, Scratch& s) {
   id = s.best_id[0];
 }
 
-/// This thread's share of the allowed ids i = begin + threadIdx.x + kThreads j < end (every id
-/// but `mask`): the largest non-NaN logit and its lowest id (`better`), the lowest NaN id
-/// (INT_MAX if none) and the last allowed id (-1 if none), folded into the values given. The
-/// block's come from block_argmax and block_min_max after it.
-/// The thread's logits are read kScanBatch at a time before any is looked at: a load after the
-/// mask id's `continue` could not be issued ahead of it, which left one load in flight per thread
-/// (the max kernel read 320 rows at 1.47 TB/s on an H200). Ids are still taken in ascending
-/// order, so sums over them keep their order and bits.
+/// How many logits a thread reads before it takes any of them (for_each_logit).
 constexpr int kScanBatch = 8;
 
-__device__ __forceinline__ void scan_allowed(const float* logits, int begin, int end, int mask,
-                                             float& best, int& best_id, int& nan_id, int& last) {
-  const auto take = [&](float v, int i) {
-    if (i == mask) return;
-    last = i;
-    if (isnan(v)) {
-      if (i < nan_id) nan_id = i;
-      return;
-    }
-    better(best, best_id, v, i);
-  };
+/// Calls take(logit, id) for this thread's ids i = begin + threadIdx.x + kThreads j < end, in
+/// ascending order, reading kScanBatch logits before taking any: a load behind the caller's
+/// `if (id == mask) continue;` is not issued ahead of it, which left one load in flight per
+/// thread (the max kernel read 320 rows at 1.47 TB/s on an H200,
+/// bench/results/2026-11-28-vocab-loads-h200). The calls come in the plain loop's order, so sums
+/// over them keep their bits.
+template <typename Take>
+__device__ __forceinline__ void for_each_logit(const float* logits, int begin, int end,
+                                               Take&& take) {
   int i = begin + static_cast<int>(threadIdx.x);
   for (; i + (kScanBatch - 1) * kThreads < end; i += kScanBatch * kThreads) {
     float v[kScanBatch];
@@ -224,6 +215,23 @@ __device__ __forceinline__ void scan_allowed(const float* logits, int begin, int
     for (int j = 0; j < kScanBatch; ++j) take(v[j], i + j * kThreads);
   }
   for (; i < end; i += kThreads) take(logits[i], i);
+}
+
+/// This thread's share of the allowed ids i = begin + threadIdx.x + kThreads j < end (every id
+/// but `mask`): the largest non-NaN logit and its lowest id (`better`), the lowest NaN id
+/// (INT_MAX if none) and the last allowed id (-1 if none), folded into the values given. The
+/// block's come from block_argmax and block_min_max after it.
+__device__ __forceinline__ void scan_allowed(const float* logits, int begin, int end, int mask,
+                                             float& best, int& best_id, int& nan_id, int& last) {
+  for_each_logit(logits, begin, end, [&](float v, int i) {
+    if (i == mask) return;
+    last = i;
+    if (isnan(v)) {
+      if (i < nan_id) nan_id = i;
+      return;
+    }
+    better(best, best_id, v, i);
+  });
 }
 
 /// min (or max with `max`) over the block.
@@ -932,16 +940,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       // At temperature 1 the sampling weight is w itself (d / 1 == d): one exp, the same bits.
       if (sampling) sample += p.temperature == 1.0 ? w : exp(d / p.temperature);
     };
-    // As scan_allowed: kScanBatch loads in flight, the ids added in ascending order.
-    int i = begin + static_cast<int>(threadIdx.x);
-    for (; i + (kScanBatch - 1) * kThreads < end; i += kScanBatch * kThreads) {
-      float v[kScanBatch];
-#pragma unroll
-      for (int j = 0; j < kScanBatch; ++j) v[j] = logits[i + j * kThreads];
-#pragma unroll
-      for (int j = 0; j < kScanBatch; ++j) add(v[j], i + j * kThreads);
-    }
-    for (; i < end; i += kThreads) add(logits[i], i);
+    for_each_logit(logits, begin, end, add);
     sum = block_sum(sum, s.sums);
     weighted = block_sum(weighted, s.sums);
     if (sampling) sample = block_sum(sample, s.sums);
