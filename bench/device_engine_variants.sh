@@ -7,7 +7,9 @@
 #   VARIANTS='--no-pdl;--pdl'   option sets, separated by ';'; a set starting with
 #                               'bin=PATH' runs that dice binary (relative to the repository
 #                               root, e.g. bin=.device/dice_base: a build of the commit before a
-#                               change, staged by hand) with the rest of the set; an empty set
+#                               change, staged by hand; bin=.device/dice_base.xz is unpacked
+#                               beside it first, which keeps extra binaries within the 64 MiB
+#                               that a call carries) with the rest of the set; an empty set
 #                               (';' at either end) is the plain defaults
 #   MODELS=1.7b  SEQUENCES=1  NEW_TOKENS=1024  STORE=fused  REPEATS=2
 #   VARIANTS_LIMIT=400          seconds after which nothing new starts
@@ -28,6 +30,7 @@ echo "models $models; sequences ${SEQUENCES:-1}; new tokens ${NEW_TOKENS:-1024};
   "store ${STORE:-fused}; repeats ${REPEATS:-2}; variants: $variants"
 # (one ';' more: `read` drops a trailing empty field, so 'bin=X;' keeps its empty second set)
 IFS=';' read -r -a sets <<<"$variants;"
+declare -A unpacked=()
 for shape in ${models//,/ }; do
   m="$WORK/models/$shape"
   "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \
@@ -41,6 +44,13 @@ for shape in ${models//,/ }; do
         binary=${options%% *}
         binary="$root/${binary#bin=}"
         [[ $options == *" "* ]] && options=${options#* } || options=""
+        if [[ $binary == *.xz ]]; then  # unpacked beside it (its lib/ is there), once a run
+          if [ -z "${unpacked[$binary]:-}" ]; then
+            xz -dc "$binary" >"${binary%.xz}" && chmod +x "${binary%.xz}" || echo "$binary: xz -d failed"
+            unpacked[$binary]=1
+          fi
+          binary=${binary%.xz}
+        fi
       fi
       # shellcheck disable=SC2086  # an option set is split into its words on purpose
       timeout -k 10 $((limit - SECONDS + 30)) "$binary" engine bench --model "$m" \
