@@ -104,6 +104,19 @@ DeviceBuffer upload_bytes(const std::vector<std::byte>& bytes) {
   return b;
 }
 
+/// Success when `got` and `want` hold the same values (the same length, every pair ==: bit for
+/// bit for finite values), else a failure naming the first index that differs and both values.
+testing::AssertionResult same_values(const std::vector<float>& got,
+                                     const std::vector<float>& want) {
+  if (got.size() != want.size())
+    return testing::AssertionFailure() << got.size() << " values, expected " << want.size();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(got[i] == want[i]))
+      return testing::AssertionFailure()
+             << "differs at " << i << ": " << got[i] << ", expected " << want[i];
+  return testing::AssertionSuccess();
+}
+
 double rel_l2(const std::vector<float>& got, const std::vector<double>& want) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -194,9 +207,7 @@ TEST_F(CudaOps, RmsNormPlainAndGathered) {
                         nullptr, stream(), true, true, true);
         synchronize();
         const auto again = download(early, rows * hidden, dtype);
-        for (std::size_t i = 0; i < got.size(); ++i)
-          ASSERT_EQ(again[i], got[i])
-              << "rms_norm " << name(dtype) << " early weight element " << i;
+        ASSERT_TRUE(same_values(again, got)) << "rms_norm " << name(dtype) << " early weight";
       }
 
       // Gather: block rows of a pass (rows 4..7 of a fused-store pass), padded to 8 rows.
@@ -353,8 +364,7 @@ TEST_F(CudaOps, SwiGluOfABf16GateUpIsTheFp32KernelOnTheSameValues) {
     synchronize();
     const auto want = download(a, rows * inter, CudaDType::kBF16);
     const auto got = download(b, rows * inter, CudaDType::kBF16);
-    for (std::size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(got[i], want[i]) << "inter " << inter << " element " << i;
+    ASSERT_TRUE(same_values(got, want)) << "inter " << inter;
   }
 }
 
@@ -422,8 +432,7 @@ TEST_F(CudaOps, GemmThroughCublasLt) {
                       stream());
             synchronize();
             const auto heuristic = download(d_y2, rows * out, CudaDType::kF32);
-            for (std::size_t i = 0; i < got.size(); ++i)
-              ASSERT_EQ(got[i], heuristic[i]) << what << ": tuned and heuristic differ at " << i;
+            ASSERT_TRUE(same_values(got, heuristic)) << what << ": tuned and heuristic differ";
           }
         }
     if (tune) {
@@ -643,19 +652,6 @@ double worst_row_error(const std::vector<float>& got, const std::vector<float>& 
   return worst;
 }
 
-/// Success when `got` and `want` hold the same values (the same length, every pair ==: bit for
-/// bit for finite values), else a failure naming the first index that differs and both values.
-testing::AssertionResult same_values(const std::vector<float>& got,
-                                     const std::vector<float>& want) {
-  if (got.size() != want.size())
-    return testing::AssertionFailure() << got.size() << " values, expected " << want.size();
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (!(got[i] == want[i]))
-      return testing::AssertionFailure()
-             << "differs at " << i << ": " << got[i] << ", expected " << want[i];
-  return testing::AssertionSuccess();
-}
-
 /// The operands of a GEMM with a fused RMSNorm, made on the device: residual [rows, in] fp32
 /// (std 3), norm weight [in] fp32 (std 1), w [out, in] bf16 (std 0.05), y0 [rows, out] fp32 (std
 /// 1), seeded `seed` to `seed` + 3; h [rows, in] bf16 takes the norm kernel's output.
@@ -731,8 +727,7 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
                              stream());
           synchronize();
           const auto again = download_f32(y_b, rows * out);
-          for (std::size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(again[i], got[i]) << what << ": n tiles " << n << " differs at " << i;
+          ASSERT_TRUE(same_values(again, got)) << what << ": n tiles " << n;
         }
       }
   }
@@ -919,7 +914,7 @@ TEST_F(CudaOps, WgmmaMinBlockKLeavesShortBlocksToCublasLt) {
     const auto got = download_f32(y_on, kRows * kOut);
     const auto cublas = download_f32(y_off, kRows * kOut);
     if (!taken) {
-      for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], cublas[i]) << "at " << i;
+      ASSERT_TRUE(same_values(got, cublas)) << "in " << in;
     } else {
       const auto want = reference_gemm(x, w, {}, static_cast<int>(kRows), static_cast<int>(in),
                                        static_cast<int>(kOut), false);
@@ -1034,8 +1029,7 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
           synchronize();
           const auto want = download_f32(y_plain, rows * out);
           const auto got = download_f32(y_staged, rows * out);
-          for (std::size_t i = 0; i < want.size(); ++i)
-            ASSERT_EQ(got[i], want[i]) << what << ": differs at " << i;
+          ASSERT_TRUE(same_values(got, want)) << what;
         }
   }
   EXPECT_GT(staged_launches, 20);
@@ -1248,8 +1242,7 @@ TEST_F(CudaOps, SkinnyGemmDispatchAndRefusedShapesFallBack) {
     const auto got = download_f32(y_on, c.rows * c.out);
     const auto cublas = download_f32(y_off, c.rows * c.out);
     if (!c.skinny) {
-      for (std::size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(got[i], cublas[i]) << what << " at " << i;
+      ASSERT_TRUE(same_values(got, cublas)) << what;
       continue;
     }
     const auto want = reference_gemm(x, w, {}, static_cast<int>(c.rows), static_cast<int>(c.in),
@@ -1266,8 +1259,7 @@ TEST_F(CudaOps, SkinnyGemmDispatchAndRefusedShapesFallBack) {
     on.run(c.dtype, d_x.get(), d_w.get(), y_on.as<float>(), c.rows, c.in, c.out, false, stream());
     synchronize();
     const auto tuned = download_f32(y_on, c.rows * c.out);
-    for (std::size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(tuned[i], got[i]) << what << " tuned, at " << i;
+    ASSERT_TRUE(same_values(tuned, got)) << what << " tuned";
   }
   const auto choices = on.choices();
   ASSERT_EQ(choices.size(), 2u);
