@@ -354,13 +354,18 @@ std::size_t skinny_stage_bytes(std::int32_t chunks, int n_tiles) {
 }
 
 std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
-  return static_cast<std::size_t>(rows * (in + 8) * 2);
+  return static_cast<std::size_t>(std::max<std::int64_t>(rows, 0)) *
+         static_cast<std::size_t>(std::max<std::int64_t>(in + 8, 0)) * 2;
+}
+
+bool norm_prologue_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
+  return rows >= 1 && rows <= kSkinnyNormRowsLimit && in <= 4 * kNormVec * 256 && norm.eps > 0.0f &&
+         aligned_to(norm.residual, 16) && aligned_to(norm.weight, 16);
 }
 
 bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
-  return rows >= 1 && rows <= kSkinnyNormRowsLimit && in % 32 == 0 && in <= 4 * kNormVec * 256 &&
-         skinny_norm_shared_bytes(rows, in) <= kSkinnyNormSharedLimit && norm.eps > 0.0f &&
-         aligned_to(norm.residual, 16) && aligned_to(norm.weight, 16);
+  return norm_prologue_fits(rows, in, norm) && in % 32 == 0 &&
+         skinny_norm_shared_bytes(rows, in) <= kSkinnyNormSharedLimit;
 }
 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,

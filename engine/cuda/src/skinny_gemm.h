@@ -35,8 +35,15 @@ struct SkinnyNorm {
   float eps = 0.0f;
 };
 
-/// Dynamic shared memory (bytes) of the fused norm for `rows` x `in`: rows * (in + 8) bf16.
+/// Dynamic shared memory (bytes) of the fused norm's normalised rows for `rows` x `in`: rows *
+/// (in + 8) bf16 (0 for rows < 1). The streaming kernel's prologue keeps the same rows
+/// (stream_norm_shared_bytes).
 std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in);
+
+/// What both few-row kernels' fused norm prologues (rms_norm.cuh's normalise_rows) ask of a GEMM:
+/// 1 <= rows <= kSkinnyNormRowsLimit, in <= 4,096, eps > 0, residual and weight 16-byte aligned.
+/// skinny_norm_fits and stream_norm_fits add their kernel's rule for in and its shared memory.
+bool norm_prologue_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm);
 
 /// Whether the fused norm takes this GEMM (on top of skinny_gemm_fits): 1 <= rows <=
 /// kSkinnyNormRowsLimit, in <= 4,096 (a multiple of 32), its shared rows within

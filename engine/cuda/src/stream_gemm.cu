@@ -246,15 +246,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 }  // namespace
 
 std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
-  return kStreamSharedBytes + static_cast<std::size_t>(std::max<std::int64_t>(rows, 0)) *
-                                  static_cast<std::size_t>(std::max<std::int64_t>(in + 8, 0)) * 2;
+  return kStreamSharedBytes + skinny_norm_shared_bytes(rows, in);
 }
 
 bool stream_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
-  return rows >= 1 && rows <= kNormRowsLimit && in >= 4 && in % 4 == 0 &&
-         in <= 4 * kNormVec * 256 &&
-         stream_norm_shared_bytes(rows, in) + kNormStaticBytes <= 227 * 1024 && norm.eps > 0.0f &&
-         aligned_to(norm.residual, 16) && aligned_to(norm.weight, 16);
+  return norm_prologue_fits(rows, in, norm) && in >= 4 && in % 4 == 0 &&
+         stream_norm_shared_bytes(rows, in) + kNormStaticBytes <= 227 * 1024;
 }
 
 bool stream_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,

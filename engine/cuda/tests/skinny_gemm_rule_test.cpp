@@ -160,6 +160,31 @@ TEST(StreamGemmRule, ShapesAndTheFillOfTheSmsSlots) {
   EXPECT_FALSE(stream_gemm_fits(4, 2048, 4096, at(258), at(512), at(1024)));
 }
 
+TEST(SkinnyGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
+  const auto norm = [](std::uintptr_t residual, std::uintptr_t weight, float eps) {
+    return SkinnyNorm{reinterpret_cast<const float*>(residual),
+                      reinterpret_cast<const float*>(weight), eps};
+  };
+  const SkinnyNorm ok = norm(256, 512, 1e-6f);
+  // What both prologues ask: rows 1..16, in up to 4,096, eps > 0, aligned residual and weight.
+  EXPECT_TRUE(norm_prologue_fits(16, 4096, ok));
+  EXPECT_FALSE(norm_prologue_fits(0, 2048, ok));
+  EXPECT_FALSE(norm_prologue_fits(17, 2048, ok));
+  EXPECT_FALSE(norm_prologue_fits(4, 4128, ok));
+  EXPECT_FALSE(norm_prologue_fits(4, 2048, norm(256, 512, 0.0f)));
+  EXPECT_FALSE(norm_prologue_fits(4, 2048, norm(260, 512, 1e-6f)));
+  EXPECT_FALSE(norm_prologue_fits(4, 2048, norm(256, 520, 1e-6f)));
+  // The skinny kernel's: in % 32 == 0 and rows x (in + 8) bf16 within 96 KiB.
+  EXPECT_EQ(skinny_norm_shared_bytes(4, 2048), 4u * 2056u * 2u);
+  EXPECT_EQ(skinny_norm_shared_bytes(0, 2048), 0u);
+  EXPECT_TRUE(skinny_norm_fits(4, 2048, ok));
+  EXPECT_TRUE(skinny_norm_fits(16, 2560, ok));  // 82,176 bytes
+  EXPECT_TRUE(skinny_norm_fits(8, 4096, ok));
+  EXPECT_FALSE(skinny_norm_fits(16, 4096, ok));  // 131,328 bytes
+  EXPECT_FALSE(skinny_norm_fits(4, 2052, ok));   // not a multiple of 32
+  EXPECT_FALSE(skinny_norm_fits(4, 2048, norm(256, 512, 0.0f)));
+}
+
 TEST(StreamGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
   const auto norm = [](std::uintptr_t residual, std::uintptr_t weight, float eps) {
     return SkinnyNorm{reinterpret_cast<const float*>(residual),
