@@ -26,7 +26,6 @@
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
-#include "mbarrier.cuh"
 #include "ops.h"
 
 namespace dice::engine::cuda {
@@ -731,22 +730,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   constexpr std::size_t kPageArea = 2 * kPageTokens * kStride;  // one page's K then V rows
-  // The deep kernel (kStages > 1) brings its K/V pages in by bulk copies (one per row and lane,
-  // cp.async.bulk: the copy engine, not the load/store unit, keeps them in flight), each of the
-  // warp's page areas completing on its own barrier (K and V apart). Bit s of `phases`: the
-  // parity of area s's next phase (every issued page is waited for once, in order).
-  constexpr bool kBulk = kStages > 1;
-  __shared__ __align__(8) std::uint64_t page_bars[kBulk ? kWarps * kStages * 2 : 1];
-  std::uint64_t* const bars = page_bars + (kBulk ? warp * kStages * 2 : 0);
-  std::uint32_t phases = 0;
-  std::uint64_t kv_policy = 0;
-  if constexpr (kBulk) {
-    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(kv_policy));
-    if (lane == 0)
-      for (int b = 0; b < kStages * 2; ++b) barrier_init(bars + b, 1);
-    barrier_init_fence();
-    __syncwarp();
-  }
   auto* k_shared = reinterpret_cast<std::uint16_t*>(shared_raw) +
                    static_cast<std::size_t>(warp) * kStages * kPageArea;
   std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
@@ -817,27 +800,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       copy_page_rows<D, kLaneChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
                                      chunk, w.kv_end, lane, 0);
     };
-    // kBulk: lane r copies row r of the page (D bf16) into area row r by one bulk copy that
-    // completes on `bar`; rows at or past kv_end are zeroed by their lane instead (and not
-    // counted in the barrier's bytes).
-    const auto issue_bulk = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
-                                std::int32_t page, std::uint64_t* bar) {
-      const std::int32_t rows_left = w.kv_end - chunk;
-      const int valid_rows = rows_left < kPageTokens ? rows_left : kPageTokens;
-      if (lane == 0) barrier_expect(bar, static_cast<std::uint32_t>(valid_rows * D * 2));
-      __syncwarp();
-      std::uint16_t* row = dst + lane * kStride;
-      if (lane < valid_rows) {
-        bulk_copy(row, cache + page_offset(page, w.kv_head, a.kv_heads, D) + lane * D, D * 2, bar,
-                  kv_policy);
-      } else {
-#pragma unroll
-        for (int c8 = 0; c8 < D; c8 += 8)
-          *reinterpret_cast<uint4*>(row + c8) = make_uint4(0u, 0u, 0u, 0u);
-        // (a later bulk copy into this row is an async-proxy write after these generic ones)
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      }
-    };
     const auto issue_half = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
                                 std::int32_t page, int first) {
       copy_page_rows<D, kHalfChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
@@ -858,29 +820,25 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
                     q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
       }
       cp_async_commit();
-      if constexpr (kBulk) {
-        // Areas 0 .. kStages - 1: K and V of this warp's first kStages pages by bulk copies.
+      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
+      cp_async_commit();  // group 2: K of the first page
+      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
+      cp_async_commit();  // group 3: V of the first page
+      if constexpr (kStages > 1) {
+        // Groups 4 .. 2 kStages + 1: K and V of the next kStages - 1 pages, stage s at area s.
 #pragma unroll
-        for (int stage = 0; stage < kStages; ++stage) {
+        for (int stage = 1; stage < kStages; ++stage) {
           const std::int32_t chunk = c + stage * step;
-          const std::int32_t page =
-              stage == 0 ? first_page : (stage == 1 ? next_page : page_id(chunk));
+          const std::int32_t page = stage == 1 ? next_page : page_id(chunk);
           std::uint16_t* area = k_shared + stage * kPageArea;
-          if (chunk < w.kv_end) {
-            issue_bulk(area, k_cache, chunk, page, bars + 2 * stage);
-            issue_bulk(area + kPageTokens * kStride, v_cache, chunk, page, bars + 2 * stage + 1);
-          }
+          if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
+          cp_async_commit();
+          if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
+          cp_async_commit();
         }
-        cp_async_wait<0>();  // this thread's Q copies
-        __syncthreads();     // everyone's
-      } else {
-        if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
-        cp_async_commit();  // group 2: K of the first page
-        if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
-        cp_async_commit();   // group 3: V of the first page
-        cp_async_wait<2>();  // this thread's Q copies
-        __syncthreads();     // everyone's
       }
+      cp_async_wait<2 * kStages>();  // this thread's Q copies
+      __syncthreads();               // everyone's
       // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks)
@@ -893,24 +851,21 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         for (int j = 0; c < w.kv_end; c += step, ++j) {
           const std::int32_t refill = c + kStages * step;
           const std::int32_t refill_page = page_id(refill);
-          const int stage = j % kStages;
-          std::uint16_t* k_page = k_shared + stage * kPageArea;
+          std::uint16_t* k_page = k_shared + (j % kStages) * kPageArea;
           std::uint16_t* v_page = k_page + kPageTokens * kStride;
-          const std::uint32_t parity = (phases >> stage) & 1u;
-          phases ^= 1u << stage;
-          barrier_wait(bars + 2 * stage, parity);  // K of this page
-          __syncwarp();                            // (and the lanes' zeroed rows)
+          cp_async_wait<2 * kStages - 1>();  // K of this page
+          __syncwarp();
           float s[4][4];
           page_scores<D, kStride>(s, q_frag, k_page, lane);
           online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
-          barrier_wait(bars + 2 * stage + 1, parity);  // V of this page
+          cp_async_wait<2 * kStages - 2>();  // V of this page
           __syncwarp();
           page_values<D, kStride>(acc, s, v_page, lane);
           __syncwarp();  // every lane has read this area
-          if (refill < w.kv_end) {
-            issue_bulk(k_page, k_cache, refill, refill_page, bars + 2 * stage);
-            issue_bulk(v_page, v_cache, refill, refill_page, bars + 2 * stage + 1);
-          }
+          if (refill < w.kv_end) issue(k_page, k_cache, refill, refill_page);
+          cp_async_commit();
+          if (refill < w.kv_end) issue(v_page, v_cache, refill, refill_page);
+          cp_async_commit();
         }
       } else {
         for (; c < w.kv_end; c += step) {
@@ -1062,10 +1017,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       __syncthreads();
       if (merge_here) merge_splits<D>(a, w, partial0, splits, merge);
     }
-    // The merge area is the next item's K/V rows: with bulk copies, an async-proxy write after
-    // this item's generic ones.
-    if constexpr (kBulk) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
+    __syncthreads();  // the merge area is the next item's K/V rows
   }
   wait_for_prior_grid();  // a block without work exits after its predecessor only (launch.cuh)
 }
