@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
-#include <utility>
 
 #include "cuda_check.h"
 #include "device_query.h"
@@ -469,25 +468,6 @@ __device__ __forceinline__ void cp_async_16(void* shared, const void* global, bo
                : "memory");
 }
 
-/// cp_async_16 from global `global` + kSrcBytes to the shared address `shared` + kDstBytes, the
-/// offsets folded into the instruction (a page's copies then cost one instruction each, not
-/// their address arithmetic), always reading its 16 bytes.
-template <int kDstBytes, int kSrcBytes>
-__device__ __forceinline__ void cp_async_16_at(std::uint32_t shared, const void* global) {
-  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;\n" ::"r"(shared), "l"(global),
-               "n"(kDstBytes), "n"(kSrcBytes)
-               : "memory");
-}
-
-/// cp_async_16_at that reads nothing and writes 16 zero bytes unless `fill`.
-template <int kDstBytes, int kSrcBytes>
-__device__ __forceinline__ void cp_async_16_at(std::uint32_t shared, const void* global,
-                                               bool fill) {
-  asm volatile("cp.async.cg.shared.global [%0+%3], [%1+%4], 16, %2;\n" ::"r"(shared), "l"(global),
-               "r"(fill ? 16 : 0), "n"(kDstBytes), "n"(kSrcBytes)
-               : "memory");
-}
-
 /// Closes this thread's current group of cp.async copies (an empty group if it issued none).
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -560,37 +540,20 @@ __device__ __forceinline__ void page_values(float (&acc)[D / 8][4], const float 
   }
 }
 
-/// Copy i of copy_page_rows: row r0 + i * kRoundRows of the lane's column, at compile-time
-/// offsets from the lane's first row (`dst0`, `src0`); zeros unless `fill`.
-template <int D, int kRoundRows, int... I>
-__device__ __forceinline__ void copy_rows_at(std::uint32_t dst0, const std::uint16_t* src0,
-                                             std::int32_t rows_left, bool full,
-                                             std::integer_sequence<int, I...>) {
-  constexpr int kDstRound = kRoundRows * mma_row_stride<D>() * 2, kSrcRound = kRoundRows * D * 2;
-  if (full)
-    (cp_async_16_at<I * kDstRound, I * kSrcRound>(dst0, src0), ...);
-  else
-    (cp_async_16_at<I * kDstRound, I * kSrcRound>(dst0, src0, I * kRoundRows < rows_left), ...);
-}
-
 /// kCount 16-byte cp.async copies of this lane from one page of K or V rows at `src` (32 rows
 /// of D bf16) into shared rows of stride D + 8 at `dst`: 16-byte chunks v = lane + 32 (first + i)
-/// of the page, row v / (D / 8) = lane / (D / 8) + (32 / (D / 8)) (first + i) and column
-/// (lane % (D / 8)) 8; rows at or past kv_end (position chunk + row) become zeros. One address
-/// per lane, the copies at fixed offsets from it (a whole page: no per-copy test).
+/// of the page, row v / (D / 8); rows at or past kv_end (position chunk + row) become zeros.
 template <int D, int kCount>
 __device__ __forceinline__ void copy_page_rows(std::uint16_t* dst, const std::uint16_t* src,
                                                std::int32_t chunk, std::int32_t kv_end, int lane,
                                                int first) {
   constexpr int kRowChunks = D / 8;
-  static_assert(32 % kRowChunks == 0, "a round of 32 lanes copies whole rows");
-  constexpr int kRoundRows = 32 / kRowChunks;
-  const int r0 = lane / kRowChunks + kRoundRows * first, c8 = (lane % kRowChunks) * 8;
-  const auto dst0 =
-      static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + r0 * mma_row_stride<D>() + c8));
-  copy_rows_at<D, kRoundRows>(dst0, src + r0 * D + c8, kv_end - chunk - r0,
-                              kv_end - chunk >= kPageTokens,
-                              std::make_integer_sequence<int, kCount>{});
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    const int v = lane + 32 * (first + i);
+    const int r = v / kRowChunks, c8 = (v % kRowChunks) * 8;
+    cp_async_16(dst + r * mma_row_stride<D>() + c8, src + r * D + c8, chunk + r < kv_end);
+  }
 }
 
 /// bar.sync on named barrier `id` (1 or 2; 0 is __syncthreads') for the 64 threads of a warp
