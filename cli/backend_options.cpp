@@ -95,13 +95,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       "13-16 sequences), the pipelined attention with three K/V pages in flight per "
       "warp and one block per SM; --no-deep-attention-pipeline: one page per warp, "
       "three blocks per SM, everywhere (default: on)");
-  command
-      ->add_option("--deep-attention-min-keys", args.cuda.attention_deep_min_keys,
-                   "cuda backend: the deep attention kernel also for passes whose tiles fill "
-                   "one to two waves of the SMs, where the longest KV range holds at least this "
-                   "many positions (0: never)")
-      ->check(CLI::Range(0, 1 << 24))
-      ->capture_default_str();
   command->add_flag(
       "--early-start-after-cublas,!--no-early-start-after-cublas",
       args.cuda.early_start_after_cublas,
@@ -298,10 +291,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                  : "") +
             (!args.baseline_kernels && !args.cuda.attention_deep_pipeline ? ", no deep attention"
                                                                           : "") +
-            (!args.baseline_kernels &&
-                     args.cuda.attention_deep_min_keys != defaults.attention_deep_min_keys
-                 ? fmt::format(", deep attention from {} keys", args.cuda.attention_deep_min_keys)
-                 : "") +
             (!args.baseline_kernels &&
                      args.cuda.attention_split_cost != defaults.attention_split_cost
                  ? fmt::format(", attention split cost {}", args.cuda.attention_split_cost)

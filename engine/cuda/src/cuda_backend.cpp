@@ -915,21 +915,9 @@ struct CudaBackend::Impl {
       // pipelined kernel's one page in flight per warp leaves it latency-bound. With fewer
       // tiles the items are split into one-page ranges, where depth does not help (measured
       // 0.5-1% slower at 1 sequence).
-      // Also (attention_deep_min_keys) where the tiles need up to two waves of it but the
-      // longest KV range is long: each SM then streams two items three pages deep per warp.
       PlanShape plan_shape = base_shape;
       const std::int64_t tiles = attention_work_items(pass_items, shape.heads, shape.kv_heads);
-      const auto long_ranges = [&] {
-        std::int64_t longest = 0;
-        for (const PassItem& p : pass_items)
-          longest =
-              std::max<std::int64_t>(longest, p.start + std::ssize(p.commit) + std::ssize(p.block));
-        return longest >= options.attention_deep_min_keys;
-      };
-      const bool deep =
-          deep_grid > 0 && ((tiles <= deep_grid && 4 * tiles >= 3 * std::int64_t{sms}) ||
-                            (options.attention_deep_min_keys > 0 && tiles > deep_grid &&
-                             tiles <= 2 * std::int64_t{deep_grid} && long_ranges()));
+      const bool deep = deep_grid > 0 && tiles <= deep_grid && 4 * tiles >= 3 * std::int64_t{sms};
       if (deep) {
         plan_shape.target_work = deep_grid;
         plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep

@@ -269,23 +269,6 @@ TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
     EXPECT_EQ(chosen.stats().deep_attention_passes > 0, deep) << "prompt " << prompt;
     EXPECT_EQ(chosen.stats().paired_attention_passes > 0, !deep) << "prompt " << prompt;
   }
-  // attention_deep_min_keys: a prompt of 3 x SMs rows is a prefill of 1.5 x SMs tiles (two
-  // waves of the deep kernel, too few to pair): the pipelined kernel by default, the deep one
-  // where its KV range is long enough.
-  const std::int64_t two_waves = 3 * sms / 4 * 4;
-  ASSERT_LE(two_waves + 12, shape.config.max_position_embeddings);
-  CudaBackendOptions long_options = limited();
-  long_options.attention_deep_min_keys = 64;
-  CudaBackend long_ranges(weights, long_options);
-  const auto ids = random_ids(two_waves + 12, shape.config.vocab_size, 6);
-  const auto want = score_blocks(simple, ids, two_waves, 4, true);
-  for (CudaBackend* backend : {&chosen, &long_ranges}) {
-    const bool deep = backend == &long_ranges;
-    backend->reset_stats();
-    const auto got = score_blocks(*backend, ids, two_waves, 4, true);
-    EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << "deep min keys " << deep;
-    EXPECT_EQ(backend->stats().deep_attention_passes > 0, deep) << "deep min keys " << deep;
-  }
 }
 
 /// Five requests for the model `c`: its mask id, every vocabulary row allowed, one stop id inside

@@ -79,12 +79,6 @@ struct CudaBackendOptions {
   /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
   /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
-  /// With attention_deep_pipeline: also passes whose tiles x KV heads number more than the SMs
-  /// but at most twice (two waves of the deep kernel, one block per SM, no splits; about 17-32
-  /// sequences of SDAR-1.7B, 9-16 of SDAR-4B/8B) get the deep kernel, where the pass's longest
-  /// KV range holds at least this many positions: long ranges stream better three pages deep
-  /// per warp than one page deep at three blocks per SM. 0: never.
-  std::int32_t attention_deep_min_keys = 0;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
   /// sequences in the static schedule 62.5% of them; +1.7% tokens/s for SDAR-4B and +3.8% for
