@@ -184,8 +184,7 @@ __device__ __forceinline__ std::uint32_t pack_u16(std::uint16_t lo, std::uint16_
 struct PFragment {
   std::uint32_t r[4];
 };
-template <int kNt>
-__device__ __forceinline__ PFragment p_fragment(const float (&s)[kNt][4], int kk) {
+__device__ __forceinline__ PFragment p_fragment(const float (&s)[4][4], int kk) {
   return {{pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
            pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
            pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])}};
@@ -236,20 +235,19 @@ __device__ __forceinline__ void load_q_fragments(std::uint32_t (&q_frag)[D / 16]
   }
 }
 
-/// One 32-position page (or kNt x 8 positions of it) of a warp's online softmax
-/// (FlashAttention-2, §3.1) for this lane's C rows g and g + 8 (a row's 4 lanes t = 0..3 share
-/// it): s holds S = Q K^T for positions c + 0..8 kNt - 1 (kNt n-tiles of 8); positions at or past
-/// end0 (row g) / end1 (row g + 8) are masked, the rest scaled by scale_log2 (log2 domain).
-/// Updates the running max m and sum l, rescales acc (the O fragments, kDimTiles n-tiles of 8
-/// dimensions) and leaves P = 2^(s - max) in s.
-template <int kDimTiles, int kNt>
-__device__ __forceinline__ void online_softmax_page(float (&s)[kNt][4], float (&m)[2],
-                                                    float (&l)[2], float (&acc)[kDimTiles][4],
-                                                    std::int32_t c, int t, std::int32_t end0,
-                                                    std::int32_t end1, float scale_log2) {
+/// One 32-position page of a warp's online softmax (FlashAttention-2, §3.1) for this lane's C
+/// rows g and g + 8 (a row's 4 lanes t = 0..3 share it): s holds S = Q K^T for positions
+/// c + 0..31 (4 n-tiles of 8); positions at or past end0 (row g) / end1 (row g + 8) are masked,
+/// the rest scaled by scale_log2 (log2 domain). Updates the running max m and sum l, rescales
+/// acc (the O fragments, kDimTiles n-tiles of 8 dimensions) and leaves P = 2^(s - max) in s.
+template <int kDimTiles>
+__device__ __forceinline__ void online_softmax_page(float (&s)[4][4], float (&m)[2], float (&l)[2],
+                                                    float (&acc)[kDimTiles][4], std::int32_t c,
+                                                    int t, std::int32_t end0, std::int32_t end1,
+                                                    float scale_log2) {
   float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int nt = 0; nt < kNt; ++nt)
+  for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const std::int32_t position = c + nt * 8 + 2 * t + (e & 1);
@@ -269,7 +267,7 @@ __device__ __forceinline__ void online_softmax_page(float (&s)[kNt][4], float (&
     l[h] *= alpha[h];
   }
 #pragma unroll
-  for (int nt = 0; nt < kNt; ++nt)
+  for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       s[nt][e] = exp2f(s[nt][e] - shift[e >> 1]);
@@ -503,14 +501,14 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const std::ui
 /// S = Q K^T for the 32 positions of a page whose K rows (stride kStride bf16) are in shared
 /// memory at `k_page`: per pair of n-tiles and k-step, ldmatrix of matrices (n-tile 2np, k lo),
 /// (2np, k hi), (2np + 1, k lo), (2np + 1, k hi) of K's rows. q_frag: the warp's A fragments.
-template <int D, int kStride, int kNt = 4>
-__device__ __forceinline__ void page_scores(float (&s)[kNt][4],
+template <int D, int kStride>
+__device__ __forceinline__ void page_scores(float (&s)[4][4],
                                             const std::uint32_t (&q_frag)[D / 16][4],
                                             const std::uint16_t* k_page, int lane) {
 #pragma unroll
-  for (int nt = 0; nt < kNt; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+  for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-  for (int np = 0; np < kNt / 2; ++np)
+  for (int np = 0; np < 2; ++np)
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       std::uint32_t b[4];
@@ -525,11 +523,11 @@ __device__ __forceinline__ void page_scores(float (&s)[kNt][4],
 /// 2kk, 2kk + 1 (s, after online_softmax_page) are the A fragment of k-step kk; V's B fragments
 /// by ldmatrix.trans of matrices (dim tile 2dp, keys lo), (2dp, keys hi), (2dp + 1, keys lo),
 /// (2dp + 1, keys hi).
-template <int D, int kStride, int kNt = 4>
-__device__ __forceinline__ void page_values(float (&acc)[D / 8][4], const float (&s)[kNt][4],
+template <int D, int kStride>
+__device__ __forceinline__ void page_values(float (&acc)[D / 8][4], const float (&s)[4][4],
                                             const std::uint16_t* v_page, int lane) {
 #pragma unroll
-  for (int kk = 0; kk < kNt / 2; ++kk) {
+  for (int kk = 0; kk < 2; ++kk) {
     const auto p_frag = p_fragment(s, kk);
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
@@ -572,22 +570,13 @@ constexpr int merge_row_stride() {
   return D + 8;
 }
 
-/// Warps of attention_mma_pipelined_kernel<D, kStages>: kWarps page streams, each read by one
-/// warp, or in the deep kernel (kStages > 1) by two, each taking 16 of every page's 32 positions
-/// (twice the warps to hide the page loop's dependent latencies: with one warp per scheduler it
-/// issued an instruction every 4.5 cycles, bench/results/2026-11-28-attention-copies-h200).
-template <int kStages>
-constexpr int pipelined_warps() {
-  return kStages > 1 ? 2 * kWarps : kWarps;
-}
-
 /// Bytes of the K/V area of attention_mma_pipelined (also the warp merge's and the split merge's
-/// scratch): per page stream kStages pages of K and V rows; then the Q tile's rows.
+/// scratch): per warp kStages pages of K and V rows; then the Q tile's rows.
 template <int D, int kStages>
 constexpr std::size_t pipelined_kv_bytes() {
   const std::size_t kv =
       static_cast<std::size_t>(kWarps) * kStages * 2 * kPageTokens * mma_row_stride<D>() * 2;
-  const std::size_t merge = static_cast<std::size_t>(pipelined_warps<kStages>()) *
+  const std::size_t merge = static_cast<std::size_t>(kWarps) *
                                 (kTileQueries * merge_row_stride<D>() + 3 * kTileQueries) * 4 +
                             2 * kPairedQueries * 4;
   return kv > merge ? kv : merge;
@@ -625,13 +614,13 @@ inline constexpr int kMergeBatch = 8;
 /// splits at a time are contiguous in memory and come into shared memory by cp.async (one round
 /// trip per batch). `scratch`: the kernel's dynamic shared memory. Block-wide; starts and ends with
 /// all threads in step.
-template <int D, int kMergeThreads>
+template <int D>
 __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& w,
                                              std::int32_t partial0, std::int32_t splits,
                                              float* scratch) {
   constexpr int kVectors = D / 4;  // float4 per query vector
   constexpr int kTileVectors = kTileQueries * kVectors;
-  constexpr int kPerThread = (kTileVectors + kMergeThreads - 1) / kMergeThreads;
+  constexpr int kPerThread = (kTileVectors + kThreads - 1) / kThreads;
   constexpr int kWeights = (kMaxMergedSplits + 1) * kTileQueries;
   static_assert((kWeights + kMergeBatch * kTileQueries * D) * 4 <= pipelined_shared_bytes<D, 1>());
   float* weight = scratch;                                      // [split][16]
@@ -642,14 +631,14 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   const auto stage_batch = [&](int b0) {
     const int n = splits - b0 < kMergeBatch ? splits - b0 : kMergeBatch;
     const float4* from = partial + static_cast<std::int64_t>(b0) * kTileVectors;
-    for (int i = threadIdx.x; i < n * kTileVectors; i += kMergeThreads)
+    for (int i = threadIdx.x; i < n * kTileVectors; i += kThreads)
       cp_async_16(stage + i, from + i, true);
     cp_async_commit();
   };
   stage_batch(0);
   // The log2-sum-exps are contiguous too: slot j's 16 follow slot j - 1's. L2 reads (__ldcg;
   // cp.async.cg reads L2 as well): other blocks wrote them during this kernel.
-  for (int i = threadIdx.x; i < splits * kTileQueries; i += kMergeThreads)
+  for (int i = threadIdx.x; i < splits * kTileQueries; i += kThreads)
     weight[i] = __ldcg(a.partial_lse + first + i);
   __syncthreads();
   if (threadIdx.x < kTileQueries) {
@@ -680,7 +669,7 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
       if (j >= n) continue;
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
-        const int f = threadIdx.x + kMergeThreads * i;
+        const int f = threadIdx.x + kThreads * i;
         if (f >= kTileVectors) continue;
         const float4 p = stage[j * kTileVectors + f];
         const float wj = weight[(b0 + j) * kTileQueries + f / kVectors];
@@ -699,7 +688,7 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   const int valid_queries = w.rows * a.group;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int f = threadIdx.x + kMergeThreads * i;
+    const int f = threadIdx.x + kThreads * i;
     const int q = f / kVectors, d = (f % kVectors) * 4;
     if (f >= kTileVectors || q >= valid_queries) continue;
     const float inv = total[q];
@@ -725,8 +714,7 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
 /// is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired
 /// item traps.
 template <int D, int kStages, bool kPairs>
-__global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
-                                  pipelined_min_blocks<D, kStages>())
+__global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     attention_mma_pipelined_kernel(AttnArgs a) {
   // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
   // before the wait, Q and the cache after it (launch.cuh, "Early start").
@@ -742,22 +730,18 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   constexpr std::size_t kPageArea = 2 * kPageTokens * kStride;  // one page's K then V rows
-  // The deep kernel's two warps per page stream (warps w and w + kWarps) each copy and read
-  // positions 16 h .. 16 h + 15 of every page, h = w / kWarps (its key half).
-  constexpr bool kSplitKeys = kStages > 1;
-  constexpr int kBlockWarps = pipelined_warps<kStages>(), kBlockThreads = 32 * kBlockWarps;
   auto* k_shared = reinterpret_cast<std::uint16_t*>(shared_raw) +
-                   static_cast<std::size_t>(warp % kWarps) * kStages * kPageArea;
+                   static_cast<std::size_t>(warp) * kStages * kPageArea;
   std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
   auto* q_shared = reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D, kStages>());
   auto* merge = reinterpret_cast<float*>(shared_raw);
-  float* merge_m = merge;                               // [warp][16]
-  float* merge_l = merge + kBlockWarps * kTileQueries;  // [warp][16]
+  float* merge_m = merge;                          // [warp][16]
+  float* merge_l = merge + kWarps * kTileQueries;  // [warp][16]
   constexpr int kOStride = merge_row_stride<D>();
-  float* merge_o = merge + 2 * kBlockWarps * kTileQueries;               // [warp][16][kOStride]
-  float* merge_scale = merge_o + kBlockWarps * kTileQueries * kOStride;  // [warp][16]
-  float* merge_inv = merge_scale + kBlockWarps * kTileQueries;           // [32]: 1 / sum, or 0
-  float* merge_lse = merge_inv + kPairedQueries;                         // [32]
+  float* merge_o = merge + 2 * kWarps * kTileQueries;               // [warp][16][kOStride]
+  float* merge_scale = merge_o + kWarps * kTileQueries * kOStride;  // [warp][16]
+  float* merge_inv = merge_scale + kWarps * kTileQueries;           // [32]: 1 / sum, or 0
+  float* merge_lse = merge_inv + kPairedQueries;                    // [32]
 
   const PassHeader* meta = a.meta;
   const auto* works = pass_section<AttnWork>(meta, meta->work_offset);
@@ -789,8 +773,6 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
     const bool paired = kPairs && two_tiles;
     const int teams = paired ? 2 : kWarps;
     const int team = warp % teams, half = warp / teams;
-    // This warp's rows of each page: all, or (kSplitKeys) its key half's 16.
-    const int key_half = kSplitKeys ? half : 0;
     const std::int32_t step = teams * kPageTokens;  // this warp's next page
     // This warp's pages: c = kv_begin + team * 32 + step * i < kv_end. The item's last row sees
     // all of [kv_begin, kv_end) (the planner takes kv_end from it), so every position before
@@ -802,9 +784,8 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
     };
     const std::int32_t first_page = page_id(c);
     std::int32_t next_page = page_id(c + step);
-    // The two query vectors of this thread's C rows and their visible ends (both key halves of
-    // the deep kernel take the tile's 16).
-    const int q0 = (kSplitKeys ? 0 : half) * kTileQueries + g, q1 = q0 + 8;
+    // The two query vectors of this thread's C rows and their visible ends.
+    const int q0 = half * kTileQueries + g, q1 = q0 + 8;
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
     const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
                        end1 = visible_end(a, w, rows, valid1, q1);
@@ -824,14 +805,6 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
       copy_page_rows<D, kHalfChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
                                      chunk, w.kv_end, lane, first);
     };
-    // A page's K or V rows for this warp: the whole page, or its key half's 16 rows.
-    const auto issue_rows = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
-                                std::int32_t page) {
-      if constexpr (kSplitKeys)
-        issue_half(dst, cache, chunk, page, key_half * kHalfChunks);
-      else
-        issue(dst, cache, chunk, page);
-    };
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float acc[kDimTiles][4];
 #pragma unroll
@@ -839,7 +812,7 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
     std::uint32_t q_frag[kSteps][4];
     if (!paired) {
       // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
-      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kBlockThreads) {
+      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
         const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
         const bool valid = q / a.group < w.rows;
         // (an invalid vector reads nothing, from the item's first row: a valid address)
@@ -847,9 +820,9 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
                     q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
       }
       cp_async_commit();
-      if (c < w.kv_end) issue_rows(k_shared, k_cache, c, first_page);
+      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
       cp_async_commit();  // group 2: K of the first page
-      if (c < w.kv_end) issue_rows(v_shared, v_cache, c, first_page);
+      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
       cp_async_commit();  // group 3: V of the first page
       if constexpr (kStages > 1) {
         // Groups 4 .. 2 kStages + 1: K and V of the next kStages - 1 pages, stage s at area s.
@@ -858,9 +831,9 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
           const std::int32_t chunk = c + stage * step;
           const std::int32_t page = stage == 1 ? next_page : page_id(chunk);
           std::uint16_t* area = k_shared + stage * kPageArea;
-          if (chunk < w.kv_end) issue_rows(area, k_cache, chunk, page);
+          if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
           cp_async_commit();
-          if (chunk < w.kv_end) issue_rows(area + kPageTokens * kStride, v_cache, chunk, page);
+          if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
           cp_async_commit();
         }
       }
@@ -880,21 +853,18 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
           const std::int32_t refill_page = page_id(refill);
           std::uint16_t* k_page = k_shared + (j % kStages) * kPageArea;
           std::uint16_t* v_page = k_page + kPageTokens * kStride;
-          // This warp's 16 positions of the page (kSplitKeys: rows 16 key_half ..).
-          constexpr int kNt = kSplitKeys ? 2 : 4;
-          const std::size_t rows0 = static_cast<std::size_t>(key_half) * 16 * kStride;
           cp_async_wait<2 * kStages - 1>();  // K of this page
           __syncwarp();
-          float s[kNt][4];
-          page_scores<D, kStride, kNt>(s, q_frag, k_page + rows0, lane);
-          online_softmax_page(s, m, l, acc, c + key_half * 16, t, end0, end1, a.scale_log2);
+          float s[4][4];
+          page_scores<D, kStride>(s, q_frag, k_page, lane);
+          online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
           cp_async_wait<2 * kStages - 2>();  // V of this page
           __syncwarp();
-          page_values<D, kStride, kNt>(acc, s, v_page + rows0, lane);
+          page_values<D, kStride>(acc, s, v_page, lane);
           __syncwarp();  // every lane has read this area
-          if (refill < w.kv_end) issue_rows(k_page, k_cache, refill, refill_page);
+          if (refill < w.kv_end) issue(k_page, k_cache, refill, refill_page);
           cp_async_commit();
-          if (refill < w.kv_end) issue_rows(v_page, v_cache, refill, refill_page);
+          if (refill < w.kv_end) issue(v_page, v_cache, refill, refill_page);
           cp_async_commit();
         }
       } else {
@@ -974,7 +944,7 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
     // The warps that computed query vector q (of `queries`): those with k / warps_per_query ==
     // q / 16 (all 4 for a tile, 2h and 2h + 1 for half h of a paired item), at index q % 16 of
     // their staged results, added in warp order.
-    const int warps_per_query = kBlockWarps / (queries / kTileQueries);
+    const int warps_per_query = kWarps / (queries / kTileQueries);
     // Per query vector once: each warp's scale 2^(m_k - max), 1 / sum and the log2-sum-exp
     // (attention_mma's per-element merge but for the multiplication by 1 / sum in place of its
     // division).
@@ -982,11 +952,11 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
       const int q = threadIdx.x, local = q % kTileQueries, half_q = q / kTileQueries;
       float big = -INFINITY;
 #pragma unroll
-      for (int k = 0; k < kBlockWarps; ++k)
+      for (int k = 0; k < kWarps; ++k)
         if (k / warps_per_query == half_q) big = fmaxf(big, merge_m[k * kTileQueries + local]);
       float sum = 0.0f;
 #pragma unroll
-      for (int k = 0; k < kBlockWarps; ++k) {
+      for (int k = 0; k < kWarps; ++k) {
         if (k / warps_per_query != half_q) continue;
         const float scale =
             big == -INFINITY ? 0.0f : exp2f(merge_m[k * kTileQueries + local] - big);
@@ -1005,14 +975,14 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
     constexpr int kGroups = (kPairs ? kPairedQueries : kTileQueries) * kVectors;
     const int valid_queries = w.rows * a.group;
 #pragma unroll 4
-    for (int i = 0; i < (kGroups + kBlockThreads - 1) / kBlockThreads; ++i) {
-      const int f = threadIdx.x + kBlockThreads * i;
+    for (int i = 0; i < (kGroups + kThreads - 1) / kThreads; ++i) {
+      const int f = threadIdx.x + kThreads * i;
       const int q = f / kVectors, d = (f % kVectors) * 4;
       if (f >= queries * kVectors || q >= valid_queries) continue;
       const int local = q % kTileQueries, half_q = q / kTileQueries;
       float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int k = 0; k < kBlockWarps; ++k)
+      for (int k = 0; k < kWarps; ++k)
         if (k / warps_per_query == half_q) {
           const float4 v = *reinterpret_cast<const float4*>(
               merge_o + (static_cast<std::size_t>(k) * kTileQueries + local) * kOStride + d);
@@ -1045,7 +1015,7 @@ __global__ void __launch_bounds__(32 * pipelined_warps<kStages>(),
         merge_here = last;
       }
       __syncthreads();
-      if (merge_here) merge_splits<D, kBlockThreads>(a, w, partial0, splits, merge);
+      if (merge_here) merge_splits<D>(a, w, partial0, splits, merge);
     }
     __syncthreads();  // the merge area is the next item's K/V rows
   }
@@ -1090,13 +1060,12 @@ void check_kernel_dtype(CudaDType dtype, AttentionKernel kernel) {
     throw Error("CUDA attention: the tensor-core kernels need bf16");
 }
 
-/// A kernel of the attention at head_dim D: its name for errors, its function, the dynamic
-/// shared memory every launch of it takes and its threads per block.
+/// A kernel of the attention at head_dim D: its name for errors, its function and the dynamic
+/// shared memory every launch of it takes.
 struct AttentionLaunch {
   const char* name;
   void (*kernel)(AttnArgs);
   std::size_t shared;
-  int threads = kThreads;
 };
 
 /// The kernel `kernel` launches (for kCudaCores, the one for `dtype`): the one mapping of
@@ -1113,8 +1082,7 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
     case AttentionKernel::kTensorCoresDeep:
       return {"attention_mma_pipelined_kernel (deep)",
               attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
-              pipelined_shared_bytes<D, deep_stages<D>()>(),
-              32 * pipelined_warps<deep_stages<D>()>()};
+              pipelined_shared_bytes<D, deep_stages<D>()>()};
     case AttentionKernel::kTensorCores:
       return {"attention_mma_kernel", attention_mma_kernel<D>, mma_shared_bytes<D>()};
     case AttentionKernel::kCudaCores:
@@ -1129,8 +1097,8 @@ template <int D>
 void run_attention(CudaDType dtype, AttentionKernel kernel, const AttnArgs& args, std::int32_t grid,
                    cudaStream_t stream, bool pdl) {
   const AttentionLaunch l = attention_launch<D>(dtype, kernel);
-  launch_kernel(l.name, l.kernel, static_cast<unsigned>(grid), static_cast<unsigned>(l.threads),
-                l.shared, stream, pdl, args);
+  launch_kernel(l.name, l.kernel, static_cast<unsigned>(grid), kThreads, l.shared, stream, pdl,
+                args);
 }
 
 template <int D>
@@ -1148,18 +1116,17 @@ void run_combine(CudaDType dtype, const PassHeader* meta, const float* partial_o
                   static_cast<float*>(out));
 }
 
-/// Raises `kernel`'s dynamic shared memory limit to `bytes` and returns its blocks per SM at
-/// `threads` per block: 0 when `bytes` exceed what one block of this device may opt in to (the
-/// kernel cannot run here).
+/// Raises `kernel`'s dynamic shared memory limit to `bytes` and returns its blocks per SM: 0 when
+/// `bytes` exceed what one block of this device may opt in to (the kernel cannot run here).
 template <typename... Params>
-int blocks_per_sm(void (*kernel)(Params...), std::size_t bytes, int threads) {
+int blocks_per_sm(void (*kernel)(Params...), std::size_t bytes) {
   const int optin = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   int blocks = 0;
   if (bytes > static_cast<std::size_t>(optin)) return 0;
   if (bytes > 0)
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(bytes)));
-  DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, bytes));
+  DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, bytes));
   return blocks;
 }
 
@@ -1167,7 +1134,7 @@ template <int D>
 std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   const AttentionLaunch l = attention_launch<D>(dtype, kernel);
-  return sms * blocks_per_sm(l.kernel, l.shared, l.threads);
+  return sms * blocks_per_sm(l.kernel, l.shared);
 }
 
 AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, const LayerShape& shape,
