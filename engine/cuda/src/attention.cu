@@ -22,11 +22,14 @@
 #include <type_traits>
 
 #include "cuda_check.h"
+#include "device_memory.h"
 #include "device_query.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
+#include "mbarrier.cuh"
 #include "ops.h"
+#include "tensor_map.h"
 
 namespace dice::engine::cuda {
 
@@ -50,6 +53,10 @@ struct AttnArgs {
   std::int32_t kv_heads;
   std::int32_t group;
   float scale_log2;  ///< log2(e) / sqrt(head_dim): scores in the log2 domain
+  /// The deep kernel's TMA pages (CacheLayer::tma_maps): the K and the V cache's tensor maps in
+  /// global memory, and this layer's first row in them; nullptr: pages by cp.async.
+  const CUtensorMap* kv_maps;
+  std::int32_t map_row0;
 };
 
 /// Element offset of (page, kv head, slot 0) in a layer's cache.
@@ -540,6 +547,60 @@ __device__ __forceinline__ void page_values(float (&acc)[D / 8][4], const float 
   }
 }
 
+/// Bytes of one page's K (or V) rows of one KV head as the TMA lands them: D / 64 boxes of 32 rows
+/// x 128 bytes, each with the 128-byte swizzle (tensor_map.h bf16_map).
+template <int D>
+constexpr int tma_page_bytes() {
+  return kPageTokens * D * 2;
+}
+
+/// Shared address of 16-byte chunk j (dimensions 8 j .. 8 j + 7) of row n of a TMA-landed page at
+/// `page` (1,024-byte aligned): box j / 8, row n's 128 bytes, chunk (j % 8) ^ (n % 8).
+__device__ __forceinline__ const std::uint16_t* swizzled_chunk(const unsigned char* page, int n,
+                                                               int j) {
+  return reinterpret_cast<const std::uint16_t*>(page + (j >> 3) * (kPageTokens * 128) + n * 128 +
+                                                (((j & 7) ^ (n & 7)) << 4));
+}
+
+/// page_scores on a TMA-landed K page (swizzled rows of 128 bytes): the same fragments, so the
+/// same bits. The 8 rows of each ldmatrix matrix differ in n % 8, so their chunks fall in 8
+/// distinct 16-byte bank groups.
+template <int D>
+__device__ __forceinline__ void page_scores_swizzled(float (&s)[4][4],
+                                                     const std::uint32_t (&q_frag)[D / 16][4],
+                                                     const unsigned char* k_page, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+  for (int np = 0; np < 2; ++np)
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      std::uint32_t b[4];
+      ldmatrix_x4<false>(b, swizzled_chunk(k_page, np * 16 + (lane >> 4) * 8 + (lane & 7),
+                                           ks * 2 + ((lane >> 3) & 1)));
+      mma_bf16(s[2 * np], q_frag[ks], b[0], b[1]);
+      mma_bf16(s[2 * np + 1], q_frag[ks], b[2], b[3]);
+    }
+}
+
+/// page_values on a TMA-landed V page (swizzled rows): the same fragments, so the same bits.
+template <int D>
+__device__ __forceinline__ void page_values_swizzled(float (&acc)[D / 8][4], const float (&s)[4][4],
+                                                     const unsigned char* v_page, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+    const auto p_frag = p_fragment(s, kk);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      std::uint32_t b[4];
+      ldmatrix_x4<true>(b, swizzled_chunk(v_page, kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
+                                          dp * 2 + (lane >> 4)));
+      mma_bf16(acc[2 * dp], p_frag.r, b[0], b[1]);
+      mma_bf16(acc[2 * dp + 1], p_frag.r, b[2], b[3]);
+    }
+  }
+}
+
 /// kCount 16-byte cp.async copies of this lane from one page of K or V rows at `src` (32 rows
 /// of D bf16) into shared rows of stride D + 8 at `dst`: 16-byte chunks v = lane + 32 (first + i)
 /// of the page, row v / (D / 8); rows at or past kv_end (position chunk + row) become zeros.
@@ -713,7 +774,7 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
 /// Deep). kPairs: the kernel also takes paired items (kTensorCoresPaired); without it their code
 /// is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired
 /// item traps.
-template <int D, int kStages, bool kPairs>
+template <int D, int kStages, bool kPairs, bool kTma = false>
 __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     attention_mma_pipelined_kernel(AttnArgs a) {
   // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
@@ -734,6 +795,37 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
                    static_cast<std::size_t>(warp) * kStages * kPageArea;
   std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
   auto* q_shared = reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D, kStages>());
+  // kTma (AttentionKernel::kTensorCoresDeepTma: the deep kernel, head_dim 64 or 128; a.kv_maps
+  // set, else it traps): TMA pages. Per warp kStages areas of a
+  // page's K then V rows as the TMA lands them (tma_page_bytes each, 1,024-byte aligned for the
+  // swizzle) from the first 1,024-byte boundary of the dynamic shared memory, the Q tile after
+  // them; lane 0 issues a page's copies, which complete on the area's barrier for K and for V.
+  // Bit s of tma_phases: the parity of area s's next phase (every issued page is waited for
+  // once, in order).
+  constexpr bool kTmaCapable = kTma;
+  static_assert(!kTma || (kStages > 1 && !kPairs && (D == 64 || D == 128)));
+  constexpr int kTmaPage = tma_page_bytes<D>();
+  static_assert(!kTmaCapable ||
+                1024 + kWarps * kStages * 2 * kTmaPage + kTileQueries * kStride * 2 <=
+                    pipelined_shared_bytes<D, kStages>());
+  __shared__ __align__(8) std::uint64_t tma_bars[kTmaCapable ? kWarps * kStages * 2 : 1];
+  constexpr bool tma = kTmaCapable;
+  unsigned char* tma_area = nullptr;
+  std::uint64_t* const bars = tma_bars + (kTmaCapable ? warp * kStages * 2 : 0);
+  std::uint32_t tma_phases = 0;
+  std::uint64_t kv_policy = 0;
+  if constexpr (tma) {
+    if (a.kv_maps == nullptr) __trap();  // launch_attention checks this
+    const std::uint32_t pad = (1024u - (shared_address(shared_raw) & 1023u)) & 1023u;
+    tma_area = shared_raw + pad + static_cast<std::size_t>(warp) * kStages * 2 * kTmaPage;
+    q_shared = reinterpret_cast<std::uint16_t*>(
+        shared_raw + pad + static_cast<std::size_t>(kWarps) * kStages * 2 * kTmaPage);
+    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(kv_policy));
+    if (lane == 0)
+      for (int b = 0; b < kStages * 2; ++b) barrier_init(bars + b, 1);
+    barrier_init_fence();
+    __syncwarp();
+  }
   auto* merge = reinterpret_cast<float*>(shared_raw);
   float* merge_m = merge;                          // [warp][16]
   float* merge_l = merge + kWarps * kTileQueries;  // [warp][16]
@@ -810,7 +902,73 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
 #pragma unroll
     for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
     std::uint32_t q_frag[kSteps][4];
-    if (!paired) {
+    if (!paired && tma) {
+      if constexpr (kTmaCapable) {
+        // A page's K and V of this warp's KV head into area `stage` (lane 0).
+        const auto issue_page = [&](int stage, std::int32_t page) {
+          if (lane != 0) return;
+          unsigned char* k_area = tma_area + static_cast<std::size_t>(stage) * 2 * kTmaPage;
+          const int row = a.map_row0 + (page * a.kv_heads + w.kv_head) * kPageTokens;
+          barrier_expect(bars + 2 * stage, kTmaPage);
+#pragma unroll
+          for (int b = 0; b < D / 64; ++b)
+            tma_load(k_area + b * kPageTokens * 128, a.kv_maps, bars + 2 * stage, b * 64, row,
+                     kv_policy);
+          barrier_expect(bars + 2 * stage + 1, kTmaPage);
+#pragma unroll
+          for (int b = 0; b < D / 64; ++b)
+            tma_load(k_area + kTmaPage + b * kPageTokens * 128, a.kv_maps + 1, bars + 2 * stage + 1,
+                     b * 64, row, kv_policy);
+        };
+        for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
+          const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
+          const bool valid = q / a.group < w.rows;
+          cp_async_16(q_shared + q * kStride + c8,
+                      q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
+        }
+        cp_async_commit();
+#pragma unroll
+        for (int stage = 0; stage < kStages; ++stage) {
+          const std::int32_t chunk = c + stage * step;
+          if (chunk < w.kv_end)
+            issue_page(stage, stage == 0 ? first_page : (stage == 1 ? next_page : page_id(chunk)));
+        }
+        cp_async_wait<0>();  // this thread's Q copies
+        __syncthreads();     // everyone's
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks)
+          ldmatrix_x4<false>(q_frag[ks],
+                             q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
+        for (int j = 0; c < w.kv_end; c += step, ++j) {
+          const std::int32_t refill = c + kStages * step;
+          const std::int32_t refill_page = page_id(refill);
+          const int stage = j % kStages;
+          unsigned char* k_page = tma_area + static_cast<std::size_t>(stage) * 2 * kTmaPage;
+          unsigned char* v_page = k_page + kTmaPage;
+          const std::uint32_t parity = (tma_phases >> stage) & 1u;
+          tma_phases ^= 1u << stage;
+          barrier_wait(bars + 2 * stage, parity);  // K of this page
+          float s[4][4];
+          page_scores_swizzled<D>(s, q_frag, k_page, lane);
+          online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
+          barrier_wait(bars + 2 * stage + 1, parity);  // V of this page
+          if (c + kPageTokens > w.kv_end) {
+            // V rows at or past kv_end hold whatever the cache has there: zeros, so that their
+            // zero probabilities give zero terms (0 x NaN would not).
+            const int first_row = w.kv_end - c;
+            for (int e = lane; e < (kPageTokens - first_row) * (D / 8); e += 32)
+              *reinterpret_cast<uint4*>(const_cast<std::uint16_t*>(swizzled_chunk(
+                  v_page, first_row + e / (D / 8), e % (D / 8)))) = make_uint4(0u, 0u, 0u, 0u);
+            // (the area's next copy is an async-proxy write after these generic ones)
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            __syncwarp();
+          }
+          page_values_swizzled<D>(acc, s, v_page, lane);
+          __syncwarp();  // every lane has read this area
+          if (refill < w.kv_end) issue_page(stage, refill_page);
+        }
+      }
+    } else if (!paired) {
       // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
       for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
         const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
@@ -1017,7 +1175,10 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       __syncthreads();
       if (merge_here) merge_splits<D>(a, w, partial0, splits, merge);
     }
-    __syncthreads();  // the merge area is the next item's K/V rows
+    // The merge area is the next item's K/V rows; with TMA pages, an async-proxy write after
+    // this item's generic ones.
+    if constexpr (tma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
   }
   wait_for_prior_grid();  // a block without work exits after its predecessor only (launch.cuh)
 }
@@ -1083,6 +1244,12 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
       return {"attention_mma_pipelined_kernel (deep)",
               attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
               pipelined_shared_bytes<D, deep_stages<D>()>()};
+    case AttentionKernel::kTensorCoresDeepTma:
+      if constexpr (D == 64 || D == 128)
+        return {"attention_mma_pipelined_kernel (deep, TMA pages)",
+                attention_mma_pipelined_kernel<D, deep_stages<D>(), false, true>,
+                pipelined_shared_bytes<D, deep_stages<D>()>()};
+      throw Error("CUDA attention: TMA pages need head_dim 64 or 128, not " + std::to_string(D));
     case AttentionKernel::kTensorCores:
       return {"attention_mma_kernel", attention_mma_kernel<D>, mma_shared_bytes<D>()};
     case AttentionKernel::kCudaCores:
@@ -1152,6 +1319,8 @@ AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, cons
   a.kv_heads = shape.kv_heads;
   a.group = shape.heads / shape.kv_heads;
   a.scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
+  a.kv_maps = static_cast<const CUtensorMap*>(cache.tma_maps);
+  a.map_row0 = static_cast<std::int32_t>(cache.tma_row0);
   return a;
 }
 
@@ -1185,6 +1354,22 @@ void with_head_dim(std::int32_t head_dim, F&& f) {
 
 }  // namespace
 
+DeviceBuffer make_kv_tma_maps(const void* k, const void* v, std::int64_t rows,
+                              std::int32_t head_dim) {
+  if (head_dim != 64 && head_dim != 128)
+    throw Error("CUDA attention: TMA pages need head_dim 64 or 128, not " +
+                std::to_string(head_dim));
+  if (rows < 1 || rows >= (std::int64_t{1} << 31))
+    throw Error("CUDA attention: a KV cache of " + std::to_string(rows) +
+                " rows is outside the TMA's 32-bit row coordinates");
+  const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(tensor_map_encoder());
+  const CUtensorMap maps[2] = {bf16_map(encode, k, rows, head_dim, kPageTokens, "the K cache"),
+                               bf16_map(encode, v, rows, head_dim, kPageTokens, "the V cache")};
+  DeviceBuffer buffer(sizeof maps);
+  DICE_CUDA_CHECK(cudaMemcpy(buffer.get(), maps, sizeof maps, cudaMemcpyHostToDevice));
+  return buffer;
+}
+
 std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_t head_dim) {
   check_kernel_dtype(dtype, kernel);
   std::int32_t grid = 0;
@@ -1199,6 +1384,8 @@ void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader*
   check_kernel_dtype(dtype, kernel);
   if (attention_merges_splits(kernel) && counters == nullptr)
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
+  if (kernel == AttentionKernel::kTensorCoresDeepTma && cache.tma_maps == nullptr)
+    throw Error("CUDA attention: the deep kernel's TMA pages need the cache's tensor maps");
   AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   args.early_reads = pdl && early_reads;
   with_head_dim(shape.head_dim, [&](auto d) {

@@ -145,6 +145,10 @@ struct CudaBackend::Impl {
   std::int32_t attn_grid = 0;
   /// Blocks of the deep attention kernel (attention_deep_pipeline), 0 when it is not used.
   std::int32_t deep_grid = 0;
+  /// The deep kernel the passes launch: kTensorCoresDeepTma with attention_tma_pages (and
+  /// tma_maps, the caches' tensor maps), else kTensorCoresDeep.
+  AttentionKernel deep_kernel = AttentionKernel::kTensorCoresDeep;
+  DeviceBuffer tma_maps;
   /// Blocks of the paired attention kernel (attention_paired_tiles), 0 when it is not used.
   std::int32_t paired_grid = 0;
   std::int32_t combine_grid = 0;
@@ -272,6 +276,15 @@ struct CudaBackend::Impl {
     // blocks cannot opt in to their shared memory.
     if (options.attention_deep_pipeline && attention == AttentionKernel::kTensorCoresPipelined)
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
+    if (deep_grid > 0 && options.attention_tma_pages &&
+        (shape.head_dim == 64 || shape.head_dim == 128)) {
+      const std::int64_t rows =
+          config.num_layers * pages * config.num_kv_heads * std::int64_t{kPageTokens};
+      tma_maps = make_kv_tma_maps(k_cache.get(), v_cache.get(), rows,
+                                  static_cast<std::int32_t>(shape.head_dim));
+      deep_kernel = AttentionKernel::kTensorCoresDeepTma;
+      deep_grid = attention_grid(dtype, deep_kernel, shape.head_dim);
+    }
     if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
       paired_grid = attention_grid(dtype, AttentionKernel::kTensorCoresPaired, shape.head_dim);
     combine_grid = sms * 4;
@@ -514,12 +527,13 @@ struct CudaBackend::Impl {
     const std::int64_t stride = pages * config.num_kv_heads * kPageTokens * config.head_dim *
                                 static_cast<std::int64_t>(elem);
     return CacheLayer{static_cast<char*>(k_cache.get()) + layer * stride,
-                      static_cast<char*>(v_cache.get()) + layer * stride};
+                      static_cast<char*>(v_cache.get()) + layer * stride, tma_maps.get(),
+                      layer * pages * config.num_kv_heads * kPageTokens};
   }
 
   /// Blocks of the persistent attention kernel `kernel` (one the backend set up at start).
   std::int32_t grid_of(AttentionKernel kernel) const {
-    return kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
+    return kernel == deep_kernel                           ? deep_grid
            : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
                                                            : attn_grid;
   }
@@ -724,7 +738,7 @@ struct CudaBackend::Impl {
     host_lap(stats.host_wait_seconds);
     stats.device_seconds += static_cast<double>(pass_end->since(*pass_start)) / 1000.0;
     ++stats.passes;
-    stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
+    stats.deep_attention_passes += kernel == deep_kernel ? 1 : 0;
     stats.paired_attention_passes += kernel == AttentionKernel::kTensorCoresPaired ? 1 : 0;
     stats.rows += plan.rows;
     stats.padded_rows += rows_pad;
@@ -925,7 +939,7 @@ struct CudaBackend::Impl {
       }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into kTensorCoresPaired.
-      const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
+      const AttentionKernel kernel = deep                    ? deep_kernel
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;
       host_lap(stats.host_prepare_seconds);
