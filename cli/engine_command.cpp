@@ -285,6 +285,7 @@ void run_bench(const BenchArgs& args) {
           record["graph_captures"] = st.graph_captures;  // in the timed run (0: none new)
           record["warmup_graph_captures"] = warmup_stats.graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
+          record["tma_attention_passes"] = st.tma_attention_passes;
           record["paired_attention_passes"] = st.paired_attention_passes;
           // (in the graphs captured for this configuration, by the warm-up or the timed run)
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;

@@ -505,13 +505,37 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const std::ui
                  : "memory");
 }
 
-/// S = Q K^T for the 32 positions of a page whose K rows (stride kStride bf16) are in shared
-/// memory at `k_page`: per pair of n-tiles and k-step, ldmatrix of matrices (n-tile 2np, k lo),
-/// (2np, k hi), (2np + 1, k lo), (2np + 1, k hi) of K's rows. q_frag: the warp's A fragments.
-template <int D, int kStride>
+/// A page's K or V rows in shared memory as cp.async copies them (copy_page_rows): row n at
+/// n * kStride bf16 (kStride = mma_row_stride: 16-byte aligned rows, no bank conflicts).
+template <int kStride>
+struct PaddedRows {
+  const std::uint16_t* page;
+  /// 16-byte chunk j (dimensions 8 j .. 8 j + 7) of row n.
+  __device__ __forceinline__ const std::uint16_t* chunk(int n, int j) const {
+    return page + n * kStride + j * 8;
+  }
+};
+
+/// A page's K or V rows as the TMA lands them (AttentionKernel::kTensorCoresDeepTma): D / 64
+/// boxes of kPageTokens rows x 128 bytes from `page` (1,024-byte aligned), each with the 128-byte
+/// swizzle (tensor_map.h bf16_map): chunk j of row n in box j / 8 at chunk (j % 8) ^ (n % 8). The
+/// 8 rows of an ldmatrix matrix differ in n % 8, so their chunks fall in 8 distinct bank groups.
+struct SwizzledRows {
+  const unsigned char* page;
+  __device__ __forceinline__ const std::uint16_t* chunk(int n, int j) const {
+    return reinterpret_cast<const std::uint16_t*>(page + (j >> 3) * (kPageTokens * 128) + n * 128 +
+                                                  (((j & 7) ^ (n & 7)) << 4));
+  }
+};
+
+/// S = Q K^T for the 32 positions of a page whose K rows are in shared memory (`rows`:
+/// PaddedRows or SwizzledRows): per pair of n-tiles and k-step, ldmatrix of matrices (n-tile
+/// 2np, k lo), (2np, k hi), (2np + 1, k lo), (2np + 1, k hi) of K's rows. q_frag: the warp's A
+/// fragments. Either layout gives the same fragments, so the same bits.
+template <int D, typename Rows>
 __device__ __forceinline__ void page_scores(float (&s)[4][4],
                                             const std::uint32_t (&q_frag)[D / 16][4],
-                                            const std::uint16_t* k_page, int lane) {
+                                            const Rows& rows, int lane) {
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
@@ -519,28 +543,28 @@ __device__ __forceinline__ void page_scores(float (&s)[4][4],
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       std::uint32_t b[4];
-      ldmatrix_x4<false>(b, k_page + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * kStride + ks * 16 +
-                                ((lane >> 3) & 1) * 8);
+      ldmatrix_x4<false>(
+          b, rows.chunk(np * 16 + (lane >> 4) * 8 + (lane & 7), ks * 2 + ((lane >> 3) & 1)));
       mma_bf16(s[2 * np], q_frag[ks], b[0], b[1]);
       mma_bf16(s[2 * np + 1], q_frag[ks], b[2], b[3]);
     }
 }
 
-/// O += P V for a page whose V rows are in shared memory at `v_page`: P's C fragments of n-tiles
-/// 2kk, 2kk + 1 (s, after online_softmax_page) are the A fragment of k-step kk; V's B fragments
-/// by ldmatrix.trans of matrices (dim tile 2dp, keys lo), (2dp, keys hi), (2dp + 1, keys lo),
-/// (2dp + 1, keys hi).
-template <int D, int kStride>
+/// O += P V for a page whose V rows are in shared memory (`rows`: PaddedRows or SwizzledRows):
+/// P's C fragments of n-tiles 2kk, 2kk + 1 (s, after online_softmax_page) are the A fragment of
+/// k-step kk; V's B fragments by ldmatrix.trans of matrices (dim tile 2dp, keys lo), (2dp, keys
+/// hi), (2dp + 1, keys lo), (2dp + 1, keys hi).
+template <int D, typename Rows>
 __device__ __forceinline__ void page_values(float (&acc)[D / 8][4], const float (&s)[4][4],
-                                            const std::uint16_t* v_page, int lane) {
+                                            const Rows& rows, int lane) {
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
     const auto p_frag = p_fragment(s, kk);
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
       std::uint32_t b[4];
-      ldmatrix_x4<true>(b, v_page + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
-                               (dp * 2 + (lane >> 4)) * 8);
+      ldmatrix_x4<true>(
+          b, rows.chunk(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), dp * 2 + (lane >> 4)));
       mma_bf16(acc[2 * dp], p_frag.r, b[0], b[1]);
       mma_bf16(acc[2 * dp + 1], p_frag.r, b[2], b[3]);
     }
@@ -552,53 +576,6 @@ __device__ __forceinline__ void page_values(float (&acc)[D / 8][4], const float 
 template <int D>
 constexpr int tma_page_bytes() {
   return kPageTokens * D * 2;
-}
-
-/// Shared address of 16-byte chunk j (dimensions 8 j .. 8 j + 7) of row n of a TMA-landed page at
-/// `page` (1,024-byte aligned): box j / 8, row n's 128 bytes, chunk (j % 8) ^ (n % 8).
-__device__ __forceinline__ const std::uint16_t* swizzled_chunk(const unsigned char* page, int n,
-                                                               int j) {
-  return reinterpret_cast<const std::uint16_t*>(page + (j >> 3) * (kPageTokens * 128) + n * 128 +
-                                                (((j & 7) ^ (n & 7)) << 4));
-}
-
-/// page_scores on a TMA-landed K page (swizzled rows of 128 bytes): the same fragments, so the
-/// same bits. The 8 rows of each ldmatrix matrix differ in n % 8, so their chunks fall in 8
-/// distinct 16-byte bank groups.
-template <int D>
-__device__ __forceinline__ void page_scores_swizzled(float (&s)[4][4],
-                                                     const std::uint32_t (&q_frag)[D / 16][4],
-                                                     const unsigned char* k_page, int lane) {
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-  for (int np = 0; np < 2; ++np)
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      std::uint32_t b[4];
-      ldmatrix_x4<false>(b, swizzled_chunk(k_page, np * 16 + (lane >> 4) * 8 + (lane & 7),
-                                           ks * 2 + ((lane >> 3) & 1)));
-      mma_bf16(s[2 * np], q_frag[ks], b[0], b[1]);
-      mma_bf16(s[2 * np + 1], q_frag[ks], b[2], b[3]);
-    }
-}
-
-/// page_values on a TMA-landed V page (swizzled rows): the same fragments, so the same bits.
-template <int D>
-__device__ __forceinline__ void page_values_swizzled(float (&acc)[D / 8][4], const float (&s)[4][4],
-                                                     const unsigned char* v_page, int lane) {
-#pragma unroll
-  for (int kk = 0; kk < 2; ++kk) {
-    const auto p_frag = p_fragment(s, kk);
-#pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      std::uint32_t b[4];
-      ldmatrix_x4<true>(b, swizzled_chunk(v_page, kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7),
-                                          dp * 2 + (lane >> 4)));
-      mma_bf16(acc[2 * dp], p_frag.r, b[0], b[1]);
-      mma_bf16(acc[2 * dp + 1], p_frag.r, b[2], b[3]);
-    }
-  }
 }
 
 /// kCount 16-byte cp.async copies of this lane from one page of K or V rows at `src` (32 rows
@@ -795,31 +772,29 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
                    static_cast<std::size_t>(warp) * kStages * kPageArea;
   std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
   auto* q_shared = reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D, kStages>());
-  // kTma (AttentionKernel::kTensorCoresDeepTma: the deep kernel, head_dim 64 or 128; a.kv_maps
-  // set, else it traps): TMA pages. Per warp kStages areas of a
-  // page's K then V rows as the TMA lands them (tma_page_bytes each, 1,024-byte aligned for the
-  // swizzle) from the first 1,024-byte boundary of the dynamic shared memory, the Q tile after
-  // them; lane 0 issues a page's copies, which complete on the area's barrier for K and for V.
-  // Bit s of tma_phases: the parity of area s's next phase (every issued page is waited for
-  // once, in order).
-  constexpr bool kTmaCapable = kTma;
-  static_assert(!kTma || (kStages > 1 && !kPairs && (D == 64 || D == 128)));
+  // kTma (AttentionKernel::kTensorCoresDeepTma: the deep kernel; a.kv_maps set, else it traps):
+  // TMA pages. From the first 1,024-byte boundary of the dynamic shared memory (the swizzle's
+  // alignment): per warp kStages areas of a page's K then V rows as the TMA lands them
+  // (tma_page_bytes each, SwizzledRows), then the Q tile, then per warp an mbarrier for each
+  // area's K (2 s) and V (2 s + 1), on which lane 0's copies of a page complete. Bit s of
+  // tma_phases: the parity of area s's next phase (every issued page is waited for once, in
+  // order).
+  static_assert(!kTma || (kStages > 1 && !kPairs && attention_tma_pages_fit(D)));
   constexpr int kTmaPage = tma_page_bytes<D>();
-  static_assert(!kTmaCapable ||
-                1024 + kWarps * kStages * 2 * kTmaPage + kTileQueries * kStride * 2 <=
-                    pipelined_shared_bytes<D, kStages>());
-  __shared__ __align__(8) std::uint64_t tma_bars[kTmaCapable ? kWarps * kStages * 2 : 1];
-  constexpr bool tma = kTmaCapable;
+  constexpr std::size_t kTmaAreas = static_cast<std::size_t>(kWarps) * kStages * 2 * kTmaPage;
+  constexpr std::size_t kQTileBytes = static_cast<std::size_t>(kTileQueries) * kStride * 2;
+  static_assert(!kTma || 1024 + kTmaAreas + kQTileBytes + kWarps * kStages * 2 * 8 <=
+                             pipelined_shared_bytes<D, kStages>());
   unsigned char* tma_area = nullptr;
-  std::uint64_t* const bars = tma_bars + (kTmaCapable ? warp * kStages * 2 : 0);
+  std::uint64_t* bars = nullptr;
   std::uint32_t tma_phases = 0;
   std::uint64_t kv_policy = 0;
-  if constexpr (tma) {
+  if constexpr (kTma) {
     if (a.kv_maps == nullptr) __trap();  // launch_attention checks this
-    const std::uint32_t pad = (1024u - (shared_address(shared_raw) & 1023u)) & 1023u;
-    tma_area = shared_raw + pad + static_cast<std::size_t>(warp) * kStages * 2 * kTmaPage;
-    q_shared = reinterpret_cast<std::uint16_t*>(
-        shared_raw + pad + static_cast<std::size_t>(kWarps) * kStages * 2 * kTmaPage);
+    unsigned char* base = shared_raw + ((1024u - (shared_address(shared_raw) & 1023u)) & 1023u);
+    tma_area = base + static_cast<std::size_t>(warp) * kStages * 2 * kTmaPage;
+    q_shared = reinterpret_cast<std::uint16_t*>(base + kTmaAreas);
+    bars = reinterpret_cast<std::uint64_t*>(base + kTmaAreas + kQTileBytes) + warp * kStages * 2;
     asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(kv_policy));
     if (lane == 0)
       for (int b = 0; b < kStages * 2; ++b) barrier_init(bars + b, 1);
@@ -902,8 +877,27 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
 #pragma unroll
     for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
     std::uint32_t q_frag[kSteps][4];
-    if (!paired && tma) {
-      if constexpr (kTmaCapable) {
+    // The Q tile into shared memory (zeros for vectors past w.rows) as one cp.async group of
+    // this thread's; an invalid vector reads nothing, from the item's first row (a valid address).
+    const auto copy_q_tile = [&] {
+      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
+        const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
+        const bool valid = q / a.group < w.rows;
+        cp_async_16(q_shared + q * kStride + c8,
+                    q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
+      }
+      cp_async_commit();
+    };
+    // The A fragments of Q from the tile (once it is in shared memory): matrices (rows 0-7, k lo),
+    // (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
+    const auto load_q_tile_fragments = [&] {
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks)
+        ldmatrix_x4<false>(q_frag[ks],
+                           q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
+    };
+    if (!paired && kTma) {
+      if constexpr (kTma) {
         // A page's K and V of this warp's KV head into area `stage` (lane 0).
         const auto issue_page = [&](int stage, std::int32_t page) {
           if (lane != 0) return;
@@ -920,13 +914,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
             tma_load(k_area + kTmaPage + b * kPageTokens * 128, a.kv_maps + 1, bars + 2 * stage + 1,
                      b * 64, row, kv_policy);
         };
-        for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
-          const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
-          const bool valid = q / a.group < w.rows;
-          cp_async_16(q_shared + q * kStride + c8,
-                      q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
-        }
-        cp_async_commit();
+        copy_q_tile();
 #pragma unroll
         for (int stage = 0; stage < kStages; ++stage) {
           const std::int32_t chunk = c + stage * step;
@@ -935,10 +923,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         }
         cp_async_wait<0>();  // this thread's Q copies
         __syncthreads();     // everyone's
-#pragma unroll
-        for (int ks = 0; ks < kSteps; ++ks)
-          ldmatrix_x4<false>(q_frag[ks],
-                             q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
+        load_q_tile_fragments();
         for (int j = 0; c < w.kv_end; c += step, ++j) {
           const std::int32_t refill = c + kStages * step;
           const std::int32_t refill_page = page_id(refill);
@@ -949,7 +934,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
           tma_phases ^= 1u << stage;
           barrier_wait(bars + 2 * stage, parity);  // K of this page
           float s[4][4];
-          page_scores_swizzled<D>(s, q_frag, k_page, lane);
+          page_scores<D>(s, q_frag, SwizzledRows{k_page}, lane);
           online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
           barrier_wait(bars + 2 * stage + 1, parity);  // V of this page
           if (c + kPageTokens > w.kv_end) {
@@ -957,27 +942,19 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
             // zero probabilities give zero terms (0 x NaN would not).
             const int first_row = w.kv_end - c;
             for (int e = lane; e < (kPageTokens - first_row) * (D / 8); e += 32)
-              *reinterpret_cast<uint4*>(const_cast<std::uint16_t*>(swizzled_chunk(
-                  v_page, first_row + e / (D / 8), e % (D / 8)))) = make_uint4(0u, 0u, 0u, 0u);
+              *reinterpret_cast<uint4*>(const_cast<std::uint16_t*>(SwizzledRows{v_page}.chunk(
+                  first_row + e / (D / 8), e % (D / 8)))) = make_uint4(0u, 0u, 0u, 0u);
             // (the area's next copy is an async-proxy write after these generic ones)
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             __syncwarp();
           }
-          page_values_swizzled<D>(acc, s, v_page, lane);
+          page_values<D>(acc, s, SwizzledRows{v_page}, lane);
           __syncwarp();  // every lane has read this area
           if (refill < w.kv_end) issue_page(stage, refill_page);
         }
       }
     } else if (!paired) {
-      // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
-      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
-        const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
-        const bool valid = q / a.group < w.rows;
-        // (an invalid vector reads nothing, from the item's first row: a valid address)
-        cp_async_16(q_shared + q * kStride + c8,
-                    q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
-      }
-      cp_async_commit();
+      copy_q_tile();  // this thread's group 1
       if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
       cp_async_commit();  // group 2: K of the first page
       if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
@@ -997,11 +974,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       }
       cp_async_wait<2 * kStages>();  // this thread's Q copies
       __syncthreads();               // everyone's
-      // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks)
-        ldmatrix_x4<false>(q_frag[ks],
-                           q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
+      load_q_tile_fragments();
 
       // Three pages in flight per warp (kStages 3): page j in area j % kStages; once the warp
       // has read it, the page kStages ahead goes there.
@@ -1014,11 +987,11 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
           cp_async_wait<2 * kStages - 1>();  // K of this page
           __syncwarp();
           float s[4][4];
-          page_scores<D, kStride>(s, q_frag, k_page, lane);
+          page_scores<D>(s, q_frag, PaddedRows<kStride>{k_page}, lane);
           online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
           cp_async_wait<2 * kStages - 2>();  // V of this page
           __syncwarp();
-          page_values<D, kStride>(acc, s, v_page, lane);
+          page_values<D>(acc, s, PaddedRows<kStride>{v_page}, lane);
           __syncwarp();  // every lane has read this area
           if (refill < w.kv_end) issue(k_page, k_cache, refill, refill_page);
           cp_async_commit();
@@ -1032,14 +1005,14 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
           cp_async_wait<1>();  // K of this page (its V may still be in flight)
           __syncwarp();
           float s[4][4];
-          page_scores<D, kStride>(s, q_frag, k_shared, lane);
+          page_scores<D>(s, q_frag, PaddedRows<kStride>{k_shared}, lane);
           __syncwarp();  // every lane has read this K page
           if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page);
           cp_async_commit();
           online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
           cp_async_wait<1>();  // V of this page (the next K may still be in flight)
           __syncwarp();
-          page_values<D, kStride>(acc, s, v_shared, lane);
+          page_values<D>(acc, s, PaddedRows<kStride>{v_shared}, lane);
           __syncwarp();  // every lane has read this V page
           if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page);
           cp_async_commit();
@@ -1078,11 +1051,11 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         cp_async_wait<3>();  // this warp's half of K (V and the next page may be in flight)
         pair_barrier(barrier);
         float s[4][4];
-        page_scores<D, kStride>(s, q_frag, k_page, lane);
+        page_scores<D>(s, q_frag, PaddedRows<kStride>{k_page}, lane);
         online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
         cp_async_wait<2>();  // this warp's half of V
         pair_barrier(barrier);
-        page_values<D, kStride>(acc, s, v_page, lane);
+        page_values<D>(acc, s, PaddedRows<kStride>{v_page}, lane);
         pair_barrier(barrier);  // both warps are done with this area
         const std::int32_t c2 = c + 2 * step;
         if (c2 < w.kv_end) issue_half(k_page, k_cache, c2, ahead, half * kHalfChunks);
@@ -1177,7 +1150,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     }
     // The merge area is the next item's K/V rows; with TMA pages, an async-proxy write after
     // this item's generic ones.
-    if constexpr (tma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    if constexpr (kTma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
   }
   wait_for_prior_grid();  // a block without work exits after its predecessor only (launch.cuh)
@@ -1245,7 +1218,7 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
               attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
               pipelined_shared_bytes<D, deep_stages<D>()>()};
     case AttentionKernel::kTensorCoresDeepTma:
-      if constexpr (D == 64 || D == 128)
+      if constexpr (attention_tma_pages_fit(D))
         return {"attention_mma_pipelined_kernel (deep, TMA pages)",
                 attention_mma_pipelined_kernel<D, deep_stages<D>(), false, true>,
                 pipelined_shared_bytes<D, deep_stages<D>()>()};
@@ -1356,7 +1329,7 @@ void with_head_dim(std::int32_t head_dim, F&& f) {
 
 DeviceBuffer make_kv_tma_maps(const void* k, const void* v, std::int64_t rows,
                               std::int32_t head_dim) {
-  if (head_dim != 64 && head_dim != 128)
+  if (!attention_tma_pages_fit(head_dim))
     throw Error("CUDA attention: TMA pages need head_dim 64 or 128, not " +
                 std::to_string(head_dim));
   if (rows < 1 || rows >= (std::int64_t{1} << 31))

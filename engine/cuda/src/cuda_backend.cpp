@@ -276,11 +276,8 @@ struct CudaBackend::Impl {
     // blocks cannot opt in to their shared memory.
     if (options.attention_deep_pipeline && attention == AttentionKernel::kTensorCoresPipelined)
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
-    if (deep_grid > 0 && options.attention_tma_pages &&
-        (shape.head_dim == 64 || shape.head_dim == 128)) {
-      const std::int64_t rows =
-          config.num_layers * pages * config.num_kv_heads * std::int64_t{kPageTokens};
-      tma_maps = make_kv_tma_maps(k_cache.get(), v_cache.get(), rows,
+    if (deep_grid > 0 && options.attention_tma_pages && attention_tma_pages_fit(shape.head_dim)) {
+      tma_maps = make_kv_tma_maps(k_cache.get(), v_cache.get(), config.num_layers * layer_rows(),
                                   static_cast<std::int32_t>(shape.head_dim));
       deep_kernel = AttentionKernel::kTensorCoresDeepTma;
       deep_grid = attention_grid(dtype, deep_kernel, shape.head_dim);
@@ -523,12 +520,14 @@ struct CudaBackend::Impl {
       free_pages.push_back(static_cast<std::int32_t>(p));
   }
 
+  /// Rows of head_dim elements one layer's K (or V) cache holds: pages x kv_heads x kPageTokens.
+  std::int64_t layer_rows() const { return pages * config.num_kv_heads * kPageTokens; }
+
   CacheLayer cache_layer(std::int64_t layer) const {
-    const std::int64_t stride = pages * config.num_kv_heads * kPageTokens * config.head_dim *
-                                static_cast<std::int64_t>(elem);
+    const std::int64_t stride = layer_rows() * config.head_dim * static_cast<std::int64_t>(elem);
     return CacheLayer{static_cast<char*>(k_cache.get()) + layer * stride,
                       static_cast<char*>(v_cache.get()) + layer * stride, tma_maps.get(),
-                      layer * pages * config.num_kv_heads * kPageTokens};
+                      layer * layer_rows()};
   }
 
   /// Blocks of the persistent attention kernel `kernel` (one the backend set up at start).
@@ -739,6 +738,7 @@ struct CudaBackend::Impl {
     stats.device_seconds += static_cast<double>(pass_end->since(*pass_start)) / 1000.0;
     ++stats.passes;
     stats.deep_attention_passes += kernel == deep_kernel ? 1 : 0;
+    stats.tma_attention_passes += kernel == AttentionKernel::kTensorCoresDeepTma ? 1 : 0;
     stats.paired_attention_passes += kernel == AttentionKernel::kTensorCoresPaired ? 1 : 0;
     stats.rows += plan.rows;
     stats.padded_rows += rows_pad;

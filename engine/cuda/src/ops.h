@@ -191,10 +191,18 @@ enum class AttentionKernel {
   kTensorCoresDeep,
   /// kTensorCoresDeep with its K/V pages copied by the TMA (two 2-D tensor copies of 4 KiB a
   /// page's K or V at head_dim 128, 128-byte swizzle; CacheLayer::tma_maps must be set) instead
-  /// of cp.async: the same fragments, so the same bits. head_dim 64 or 128 only. An experiment
+  /// of cp.async: the same fragments, so meant to give the same bits (its tests check that; not
+  /// yet run on a GPU). attention_tma_pages_fit head dims only. An experiment
   /// (CudaBackendOptions::attention_tma_pages).
   kTensorCoresDeepTma,
 };
+
+/// Whether the deep attention kernel can copy its pages with the TMA (kTensorCoresDeepTma) at
+/// head_dim: 64 or 128 (rows of one or two 128-byte swizzle boxes, and three pages of them per
+/// warp in the deep kernel's shared memory).
+constexpr bool attention_tma_pages_fit(std::int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128;
+}
 
 /// Whether `kernel` merges split tiles itself (with merge counters): the pipelined kernels.
 inline bool attention_merges_splits(AttentionKernel kernel) {

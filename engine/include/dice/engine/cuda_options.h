@@ -79,9 +79,10 @@ struct CudaBackendOptions {
   /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
   /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
-  /// An experiment, not yet measured: the deep attention kernel copies its K/V pages with the
-  /// TMA (2-D tensor copies of 4 KiB, the 128-byte swizzle; AttentionKernel::kTensorCoresDeepTma,
-  /// the same bits) instead of cp.async. head_dim 64 or 128 only; elsewhere it stays off.
+  /// An experiment, not yet run on a GPU: the deep attention kernel copies its K/V pages with
+  /// the TMA (2-D tensor copies of 4 KiB, the 128-byte swizzle; AttentionKernel::
+  /// kTensorCoresDeepTma, meant to give the same bits) instead of cp.async. head_dim 64 or 128
+  /// only; elsewhere it stays off.
   bool attention_tma_pages = false;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
