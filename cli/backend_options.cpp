@@ -99,6 +99,13 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     args.cuda.attention_tma_pages,
                     "cuda backend: an experiment: the deep attention kernel copies its K/V pages "
                     "with the TMA instead of cp.async (head_dim 64 or 128; default: off)");
+  command
+      ->add_option("--tma-attention-min-keys", args.cuda.attention_tma_min_keys,
+                   "cuda backend: an experiment: passes with one to two waves of attention tiles "
+                   "whose longest KV range holds at least N positions run the deep attention "
+                   "kernel with TMA pages (0: off)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
+      ->capture_default_str();
   command->add_flag(
       "--early-start-after-cublas,!--no-early-start-after-cublas",
       args.cuda.early_start_after_cublas,

@@ -241,6 +241,7 @@ void run_bench(const BenchArgs& args) {
               {"attention_split_cost", o.attention_split_cost},
               {"attention_deep_pipeline", o.attention_deep_pipeline},
               {"attention_tma_pages", o.attention_tma_pages},
+              {"attention_tma_min_keys", o.attention_tma_min_keys},
               {"early_start_after_cublas", o.early_start_after_cublas},
               {"gemm_tune_cold", o.gemm_tune_cold},
               {"fast_norms", o.fast_norms},

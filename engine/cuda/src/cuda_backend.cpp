@@ -149,6 +149,8 @@ struct CudaBackend::Impl {
   /// tma_maps, the caches' tensor maps), else kTensorCoresDeep.
   AttentionKernel deep_kernel = AttentionKernel::kTensorCoresDeep;
   DeviceBuffer tma_maps;
+  /// Blocks of kTensorCoresDeepTma (attention_tma_pages or attention_tma_min_keys), else 0.
+  std::int32_t tma_grid = 0;
   /// Blocks of the paired attention kernel (attention_paired_tiles), 0 when it is not used.
   std::int32_t paired_grid = 0;
   std::int32_t combine_grid = 0;
@@ -276,11 +278,15 @@ struct CudaBackend::Impl {
     // blocks cannot opt in to their shared memory.
     if (options.attention_deep_pipeline && attention == AttentionKernel::kTensorCoresPipelined)
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
-    if (deep_grid > 0 && options.attention_tma_pages && attention_tma_pages_fit(shape.head_dim)) {
+    if (deep_grid > 0 && (options.attention_tma_pages || options.attention_tma_min_keys > 0) &&
+        attention_tma_pages_fit(shape.head_dim)) {
       tma_maps = make_kv_tma_maps(k_cache.get(), v_cache.get(), config.num_layers * layer_rows(),
                                   static_cast<std::int32_t>(shape.head_dim));
-      deep_kernel = AttentionKernel::kTensorCoresDeepTma;
-      deep_grid = attention_grid(dtype, deep_kernel, shape.head_dim);
+      tma_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeepTma, shape.head_dim);
+      if (options.attention_tma_pages && tma_grid > 0) {
+        deep_kernel = AttentionKernel::kTensorCoresDeepTma;
+        deep_grid = tma_grid;
+      }
     }
     if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
       paired_grid = attention_grid(dtype, AttentionKernel::kTensorCoresPaired, shape.head_dim);
@@ -532,9 +538,10 @@ struct CudaBackend::Impl {
 
   /// Blocks of the persistent attention kernel `kernel` (one the backend set up at start).
   std::int32_t grid_of(AttentionKernel kernel) const {
-    return kernel == deep_kernel                           ? deep_grid
-           : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
-                                                           : attn_grid;
+    return kernel == deep_kernel                            ? deep_grid
+           : kernel == AttentionKernel::kTensorCoresDeepTma ? tma_grid
+           : kernel == AttentionKernel::kTensorCoresPaired  ? paired_grid
+                                                            : attn_grid;
   }
 
   /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
@@ -932,14 +939,28 @@ struct CudaBackend::Impl {
       PlanShape plan_shape = base_shape;
       const std::int64_t tiles = attention_work_items(pass_items, shape.heads, shape.kv_heads);
       const bool deep = deep_grid > 0 && tiles <= deep_grid && 4 * tiles >= 3 * std::int64_t{sms};
-      if (deep) {
-        plan_shape.target_work = deep_grid;
+      // attention_tma_min_keys: passes of one to two waves of tiles over long KV ranges (the
+      // fused store passes of SDAR-4B at 16 sequences: 32 query rows per KV head) run the deep
+      // kernel with TMA pages, each SM streaming two items.
+      const auto long_ranges = [&] {
+        std::int64_t longest = 0;
+        for (const PassItem& p : pass_items)
+          longest =
+              std::max<std::int64_t>(longest, p.start + std::ssize(p.commit) + std::ssize(p.block));
+        return longest >= options.attention_tma_min_keys;
+      };
+      const bool two_waves = !deep && tma_grid > 0 && options.attention_tma_min_keys > 0 &&
+                             tiles > tma_grid && tiles <= 2 * std::int64_t{tma_grid} &&
+                             long_ranges();
+      if (deep || two_waves) {
+        plan_shape.target_work = deep ? deep_grid : tma_grid;
         plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep
                                         // kernel would trap on a pair
       }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into kTensorCoresPaired.
       const AttentionKernel kernel = deep                    ? deep_kernel
+                                     : two_waves             ? AttentionKernel::kTensorCoresDeepTma
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;
       host_lap(stats.host_prepare_seconds);

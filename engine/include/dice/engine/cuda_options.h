@@ -84,6 +84,11 @@ struct CudaBackendOptions {
   /// kTensorCoresDeepTma, meant to give the same bits) instead of cp.async. head_dim 64 or 128
   /// only; elsewhere it stays off.
   bool attention_tma_pages = false;
+  /// An experiment: passes of one to two waves of the deep kernel's tiles (more tiles than
+  /// SMs, so not deep by the rule above) whose longest KV range holds at least this many
+  /// positions run the deep kernel with TMA pages (kTensorCoresDeepTma), two items per SM.
+  /// 0: off. head_dim 64 or 128 only.
+  std::int64_t attention_tma_min_keys = 0;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
   /// sequences in the static schedule 62.5% of them; +1.7% tokens/s for SDAR-4B and +3.8% for
