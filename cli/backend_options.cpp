@@ -95,17 +95,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       "13-16 sequences), the pipelined attention with three K/V pages in flight per "
       "warp and one block per SM; --no-deep-attention-pipeline: one page per warp, "
       "three blocks per SM, everywhere (default: on)");
-  command->add_flag("--tma-attention-pages,!--no-tma-attention-pages",
-                    args.cuda.attention_tma_pages,
-                    "cuda backend: an experiment: the deep attention kernel copies its K/V pages "
-                    "with the TMA instead of cp.async (head_dim 64 or 128; default: off)");
-  command
-      ->add_option("--tma-attention-min-keys", args.cuda.attention_tma_min_keys,
-                   "cuda backend: an experiment: passes with one to two waves of attention tiles "
-                   "whose longest KV range holds at least N positions run the deep attention "
-                   "kernel with TMA pages (0: off)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
-      ->capture_default_str();
   command->add_flag(
       "--early-start-after-cublas,!--no-early-start-after-cublas",
       args.cuda.early_start_after_cublas,
@@ -302,8 +291,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                  : "") +
             (!args.baseline_kernels && !args.cuda.attention_deep_pipeline ? ", no deep attention"
                                                                           : "") +
-            (!args.baseline_kernels && args.cuda.attention_tma_pages ? ", TMA attention pages"
-                                                                     : "") +
             (!args.baseline_kernels &&
                      args.cuda.attention_split_cost != defaults.attention_split_cost
                  ? fmt::format(", attention split cost {}", args.cuda.attention_split_cost)

@@ -240,8 +240,6 @@ void run_bench(const BenchArgs& args) {
               {"attention_paired_tiles", o.attention_paired_tiles},
               {"attention_split_cost", o.attention_split_cost},
               {"attention_deep_pipeline", o.attention_deep_pipeline},
-              {"attention_tma_pages", o.attention_tma_pages},
-              {"attention_tma_min_keys", o.attention_tma_min_keys},
               {"early_start_after_cublas", o.early_start_after_cublas},
               {"gemm_tune_cold", o.gemm_tune_cold},
               {"fast_norms", o.fast_norms},
@@ -286,7 +284,6 @@ void run_bench(const BenchArgs& args) {
           record["graph_captures"] = st.graph_captures;  // in the timed run (0: none new)
           record["warmup_graph_captures"] = warmup_stats.graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
-          record["tma_attention_passes"] = st.tma_attention_passes;
           record["paired_attention_passes"] = st.paired_attention_passes;
           // (in the graphs captured for this configuration, by the warm-up or the timed run)
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;

@@ -22,14 +22,11 @@
 #include <type_traits>
 
 #include "cuda_check.h"
-#include "device_memory.h"
 #include "device_query.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
-#include "mbarrier.cuh"
 #include "ops.h"
-#include "tensor_map.h"
 
 namespace dice::engine::cuda {
 
@@ -53,10 +50,6 @@ struct AttnArgs {
   std::int32_t kv_heads;
   std::int32_t group;
   float scale_log2;  ///< log2(e) / sqrt(head_dim): scores in the log2 domain
-  /// The deep kernel's TMA pages (CacheLayer::tma_maps): the K and the V cache's tensor maps in
-  /// global memory, and this layer's first row in them; nullptr: pages by cp.async.
-  const CUtensorMap* kv_maps;
-  std::int32_t map_row0;
 };
 
 /// Element offset of (page, kv head, slot 0) in a layer's cache.
@@ -505,37 +498,13 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const std::ui
                  : "memory");
 }
 
-/// A page's K or V rows in shared memory as cp.async copies them (copy_page_rows): row n at
-/// n * kStride bf16 (kStride = mma_row_stride: 16-byte aligned rows, no bank conflicts).
-template <int kStride>
-struct PaddedRows {
-  const std::uint16_t* page;
-  /// 16-byte chunk j (dimensions 8 j .. 8 j + 7) of row n.
-  __device__ __forceinline__ const std::uint16_t* chunk(int n, int j) const {
-    return page + n * kStride + j * 8;
-  }
-};
-
-/// A page's K or V rows as the TMA lands them (AttentionKernel::kTensorCoresDeepTma): D / 64
-/// boxes of kPageTokens rows x 128 bytes from `page` (1,024-byte aligned), each with the 128-byte
-/// swizzle (tensor_map.h bf16_map): chunk j of row n in box j / 8 at chunk (j % 8) ^ (n % 8). The
-/// 8 rows of an ldmatrix matrix differ in n % 8, so their chunks fall in 8 distinct bank groups.
-struct SwizzledRows {
-  const unsigned char* page;
-  __device__ __forceinline__ const std::uint16_t* chunk(int n, int j) const {
-    return reinterpret_cast<const std::uint16_t*>(page + (j >> 3) * (kPageTokens * 128) + n * 128 +
-                                                  (((j & 7) ^ (n & 7)) << 4));
-  }
-};
-
-/// S = Q K^T for the 32 positions of a page whose K rows are in shared memory (`rows`:
-/// PaddedRows or SwizzledRows): per pair of n-tiles and k-step, ldmatrix of matrices (n-tile
-/// 2np, k lo), (2np, k hi), (2np + 1, k lo), (2np + 1, k hi) of K's rows. q_frag: the warp's A
-/// fragments. Either layout gives the same fragments, so the same bits.
-template <int D, typename Rows>
+/// S = Q K^T for the 32 positions of a page whose K rows (stride kStride bf16) are in shared
+/// memory at `k_page`: per pair of n-tiles and k-step, ldmatrix of matrices (n-tile 2np, k lo),
+/// (2np, k hi), (2np + 1, k lo), (2np + 1, k hi) of K's rows. q_frag: the warp's A fragments.
+template <int D, int kStride>
 __device__ __forceinline__ void page_scores(float (&s)[4][4],
                                             const std::uint32_t (&q_frag)[D / 16][4],
-                                            const Rows& rows, int lane) {
+                                            const std::uint16_t* k_page, int lane) {
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
@@ -543,39 +512,32 @@ __device__ __forceinline__ void page_scores(float (&s)[4][4],
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       std::uint32_t b[4];
-      ldmatrix_x4<false>(
-          b, rows.chunk(np * 16 + (lane >> 4) * 8 + (lane & 7), ks * 2 + ((lane >> 3) & 1)));
+      ldmatrix_x4<false>(b, k_page + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * kStride + ks * 16 +
+                                ((lane >> 3) & 1) * 8);
       mma_bf16(s[2 * np], q_frag[ks], b[0], b[1]);
       mma_bf16(s[2 * np + 1], q_frag[ks], b[2], b[3]);
     }
 }
 
-/// O += P V for a page whose V rows are in shared memory (`rows`: PaddedRows or SwizzledRows):
-/// P's C fragments of n-tiles 2kk, 2kk + 1 (s, after online_softmax_page) are the A fragment of
-/// k-step kk; V's B fragments by ldmatrix.trans of matrices (dim tile 2dp, keys lo), (2dp, keys
-/// hi), (2dp + 1, keys lo), (2dp + 1, keys hi).
-template <int D, typename Rows>
+/// O += P V for a page whose V rows are in shared memory at `v_page`: P's C fragments of n-tiles
+/// 2kk, 2kk + 1 (s, after online_softmax_page) are the A fragment of k-step kk; V's B fragments
+/// by ldmatrix.trans of matrices (dim tile 2dp, keys lo), (2dp, keys hi), (2dp + 1, keys lo),
+/// (2dp + 1, keys hi).
+template <int D, int kStride>
 __device__ __forceinline__ void page_values(float (&acc)[D / 8][4], const float (&s)[4][4],
-                                            const Rows& rows, int lane) {
+                                            const std::uint16_t* v_page, int lane) {
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
     const auto p_frag = p_fragment(s, kk);
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
       std::uint32_t b[4];
-      ldmatrix_x4<true>(
-          b, rows.chunk(kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), dp * 2 + (lane >> 4)));
+      ldmatrix_x4<true>(b, v_page + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
+                               (dp * 2 + (lane >> 4)) * 8);
       mma_bf16(acc[2 * dp], p_frag.r, b[0], b[1]);
       mma_bf16(acc[2 * dp + 1], p_frag.r, b[2], b[3]);
     }
   }
-}
-
-/// Bytes of one page's K (or V) rows of one KV head as the TMA lands them: D / 64 boxes of 32 rows
-/// x 128 bytes, each with the 128-byte swizzle (tensor_map.h bf16_map).
-template <int D>
-constexpr int tma_page_bytes() {
-  return kPageTokens * D * 2;
 }
 
 /// kCount 16-byte cp.async copies of this lane from one page of K or V rows at `src` (32 rows
@@ -751,7 +713,7 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
 /// Deep). kPairs: the kernel also takes paired items (kTensorCoresPaired); without it their code
 /// is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired
 /// item traps.
-template <int D, int kStages, bool kPairs, bool kTma = false>
+template <int D, int kStages, bool kPairs>
 __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     attention_mma_pipelined_kernel(AttnArgs a) {
   // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
@@ -772,35 +734,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
                    static_cast<std::size_t>(warp) * kStages * kPageArea;
   std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
   auto* q_shared = reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D, kStages>());
-  // kTma (AttentionKernel::kTensorCoresDeepTma: the deep kernel; a.kv_maps set, else it traps):
-  // TMA pages. From the first 1,024-byte boundary of the dynamic shared memory (the swizzle's
-  // alignment): per warp kStages areas of a page's K then V rows as the TMA lands them
-  // (tma_page_bytes each, SwizzledRows), then the Q tile, then per warp an mbarrier for each
-  // area's K (2 s) and V (2 s + 1), on which lane 0's copies of a page complete. Bit s of
-  // tma_phases: the parity of area s's next phase (every issued page is waited for once, in
-  // order).
-  static_assert(!kTma || (kStages > 1 && !kPairs && attention_tma_pages_fit(D)));
-  constexpr int kTmaPage = tma_page_bytes<D>();
-  constexpr std::size_t kTmaAreas = static_cast<std::size_t>(kWarps) * kStages * 2 * kTmaPage;
-  constexpr std::size_t kQTileBytes = static_cast<std::size_t>(kTileQueries) * kStride * 2;
-  static_assert(!kTma || 1024 + kTmaAreas + kQTileBytes + kWarps * kStages * 2 * 8 <=
-                             pipelined_shared_bytes<D, kStages>());
-  unsigned char* tma_area = nullptr;
-  std::uint64_t* bars = nullptr;
-  std::uint32_t tma_phases = 0;
-  std::uint64_t kv_policy = 0;
-  if constexpr (kTma) {
-    if (a.kv_maps == nullptr) __trap();  // launch_attention checks this
-    unsigned char* base = shared_raw + ((1024u - (shared_address(shared_raw) & 1023u)) & 1023u);
-    tma_area = base + static_cast<std::size_t>(warp) * kStages * 2 * kTmaPage;
-    q_shared = reinterpret_cast<std::uint16_t*>(base + kTmaAreas);
-    bars = reinterpret_cast<std::uint64_t*>(base + kTmaAreas + kQTileBytes) + warp * kStages * 2;
-    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(kv_policy));
-    if (lane == 0)
-      for (int b = 0; b < kStages * 2; ++b) barrier_init(bars + b, 1);
-    barrier_init_fence();
-    __syncwarp();
-  }
   auto* merge = reinterpret_cast<float*>(shared_raw);
   float* merge_m = merge;                          // [warp][16]
   float* merge_l = merge + kWarps * kTileQueries;  // [warp][16]
@@ -877,84 +810,16 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
 #pragma unroll
     for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
     std::uint32_t q_frag[kSteps][4];
-    // The Q tile into shared memory (zeros for vectors past w.rows) as one cp.async group of
-    // this thread's; an invalid vector reads nothing, from the item's first row (a valid address).
-    const auto copy_q_tile = [&] {
+    if (!paired) {
+      // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
       for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
         const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
         const bool valid = q / a.group < w.rows;
+        // (an invalid vector reads nothing, from the item's first row: a valid address)
         cp_async_16(q_shared + q * kStride + c8,
                     q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
       }
       cp_async_commit();
-    };
-    // The A fragments of Q from the tile (once it is in shared memory): matrices (rows 0-7, k lo),
-    // (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
-    const auto load_q_tile_fragments = [&] {
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks)
-        ldmatrix_x4<false>(q_frag[ks],
-                           q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
-    };
-    if (!paired && kTma) {
-      if constexpr (kTma) {
-        // A page's K and V of this warp's KV head into area `stage` (lane 0).
-        const auto issue_page = [&](int stage, std::int32_t page) {
-          if (lane != 0) return;
-          unsigned char* k_area = tma_area + static_cast<std::size_t>(stage) * 2 * kTmaPage;
-          const int row = a.map_row0 + (page * a.kv_heads + w.kv_head) * kPageTokens;
-          barrier_expect(bars + 2 * stage, kTmaPage);
-#pragma unroll
-          for (int b = 0; b < D / 64; ++b)
-            tma_load(k_area + b * kPageTokens * 128, a.kv_maps, bars + 2 * stage, b * 64, row,
-                     kv_policy);
-          barrier_expect(bars + 2 * stage + 1, kTmaPage);
-#pragma unroll
-          for (int b = 0; b < D / 64; ++b)
-            tma_load(k_area + kTmaPage + b * kPageTokens * 128, a.kv_maps + 1, bars + 2 * stage + 1,
-                     b * 64, row, kv_policy);
-        };
-        copy_q_tile();
-#pragma unroll
-        for (int stage = 0; stage < kStages; ++stage) {
-          const std::int32_t chunk = c + stage * step;
-          if (chunk < w.kv_end)
-            issue_page(stage, stage == 0 ? first_page : (stage == 1 ? next_page : page_id(chunk)));
-        }
-        cp_async_wait<0>();  // this thread's Q copies
-        __syncthreads();     // everyone's
-        load_q_tile_fragments();
-        for (int j = 0; c < w.kv_end; c += step, ++j) {
-          const std::int32_t refill = c + kStages * step;
-          const std::int32_t refill_page = page_id(refill);
-          const int stage = j % kStages;
-          unsigned char* k_page = tma_area + static_cast<std::size_t>(stage) * 2 * kTmaPage;
-          unsigned char* v_page = k_page + kTmaPage;
-          const std::uint32_t parity = (tma_phases >> stage) & 1u;
-          tma_phases ^= 1u << stage;
-          barrier_wait(bars + 2 * stage, parity);  // K of this page
-          float s[4][4];
-          page_scores<D>(s, q_frag, SwizzledRows{k_page}, lane);
-          online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
-          barrier_wait(bars + 2 * stage + 1, parity);  // V of this page
-          if (c + kPageTokens > w.kv_end) {
-            // V rows at or past kv_end hold whatever the cache has there: zeros, so that their
-            // zero probabilities give zero terms (0 x NaN would not).
-            const int first_row = w.kv_end - c;
-            for (int e = lane; e < (kPageTokens - first_row) * (D / 8); e += 32)
-              *reinterpret_cast<uint4*>(const_cast<std::uint16_t*>(SwizzledRows{v_page}.chunk(
-                  first_row + e / (D / 8), e % (D / 8)))) = make_uint4(0u, 0u, 0u, 0u);
-            // (the area's next copy is an async-proxy write after these generic ones)
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            __syncwarp();
-          }
-          page_values<D>(acc, s, SwizzledRows{v_page}, lane);
-          __syncwarp();  // every lane has read this area
-          if (refill < w.kv_end) issue_page(stage, refill_page);
-        }
-      }
-    } else if (!paired) {
-      copy_q_tile();  // this thread's group 1
       if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
       cp_async_commit();  // group 2: K of the first page
       if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
@@ -974,7 +839,11 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       }
       cp_async_wait<2 * kStages>();  // this thread's Q copies
       __syncthreads();               // everyone's
-      load_q_tile_fragments();
+      // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks)
+        ldmatrix_x4<false>(q_frag[ks],
+                           q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
 
       // Three pages in flight per warp (kStages 3): page j in area j % kStages; once the warp
       // has read it, the page kStages ahead goes there.
@@ -987,11 +856,11 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
           cp_async_wait<2 * kStages - 1>();  // K of this page
           __syncwarp();
           float s[4][4];
-          page_scores<D>(s, q_frag, PaddedRows<kStride>{k_page}, lane);
+          page_scores<D, kStride>(s, q_frag, k_page, lane);
           online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
           cp_async_wait<2 * kStages - 2>();  // V of this page
           __syncwarp();
-          page_values<D>(acc, s, PaddedRows<kStride>{v_page}, lane);
+          page_values<D, kStride>(acc, s, v_page, lane);
           __syncwarp();  // every lane has read this area
           if (refill < w.kv_end) issue(k_page, k_cache, refill, refill_page);
           cp_async_commit();
@@ -1005,14 +874,14 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
           cp_async_wait<1>();  // K of this page (its V may still be in flight)
           __syncwarp();
           float s[4][4];
-          page_scores<D>(s, q_frag, PaddedRows<kStride>{k_shared}, lane);
+          page_scores<D, kStride>(s, q_frag, k_shared, lane);
           __syncwarp();  // every lane has read this K page
           if (c_next < w.kv_end) issue(k_shared, k_cache, c_next, next_page);
           cp_async_commit();
           online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
           cp_async_wait<1>();  // V of this page (the next K may still be in flight)
           __syncwarp();
-          page_values<D>(acc, s, PaddedRows<kStride>{v_shared}, lane);
+          page_values<D, kStride>(acc, s, v_shared, lane);
           __syncwarp();  // every lane has read this V page
           if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page);
           cp_async_commit();
@@ -1051,11 +920,11 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         cp_async_wait<3>();  // this warp's half of K (V and the next page may be in flight)
         pair_barrier(barrier);
         float s[4][4];
-        page_scores<D>(s, q_frag, PaddedRows<kStride>{k_page}, lane);
+        page_scores<D, kStride>(s, q_frag, k_page, lane);
         online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
         cp_async_wait<2>();  // this warp's half of V
         pair_barrier(barrier);
-        page_values<D>(acc, s, PaddedRows<kStride>{v_page}, lane);
+        page_values<D, kStride>(acc, s, v_page, lane);
         pair_barrier(barrier);  // both warps are done with this area
         const std::int32_t c2 = c + 2 * step;
         if (c2 < w.kv_end) issue_half(k_page, k_cache, c2, ahead, half * kHalfChunks);
@@ -1148,10 +1017,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       __syncthreads();
       if (merge_here) merge_splits<D>(a, w, partial0, splits, merge);
     }
-    // The merge area is the next item's K/V rows; with TMA pages, an async-proxy write after
-    // this item's generic ones.
-    if constexpr (kTma) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
+    __syncthreads();  // the merge area is the next item's K/V rows
   }
   wait_for_prior_grid();  // a block without work exits after its predecessor only (launch.cuh)
 }
@@ -1217,12 +1083,6 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
       return {"attention_mma_pipelined_kernel (deep)",
               attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
               pipelined_shared_bytes<D, deep_stages<D>()>()};
-    case AttentionKernel::kTensorCoresDeepTma:
-      if constexpr (attention_tma_pages_fit(D))
-        return {"attention_mma_pipelined_kernel (deep, TMA pages)",
-                attention_mma_pipelined_kernel<D, deep_stages<D>(), false, true>,
-                pipelined_shared_bytes<D, deep_stages<D>()>()};
-      throw Error("CUDA attention: TMA pages need head_dim 64 or 128, not " + std::to_string(D));
     case AttentionKernel::kTensorCores:
       return {"attention_mma_kernel", attention_mma_kernel<D>, mma_shared_bytes<D>()};
     case AttentionKernel::kCudaCores:
@@ -1292,8 +1152,6 @@ AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, cons
   a.kv_heads = shape.kv_heads;
   a.group = shape.heads / shape.kv_heads;
   a.scale_log2 = kLog2e / sqrtf(static_cast<float>(shape.head_dim));
-  a.kv_maps = static_cast<const CUtensorMap*>(cache.tma_maps);
-  a.map_row0 = static_cast<std::int32_t>(cache.tma_row0);
   return a;
 }
 
@@ -1327,22 +1185,6 @@ void with_head_dim(std::int32_t head_dim, F&& f) {
 
 }  // namespace
 
-DeviceBuffer make_kv_tma_maps(const void* k, const void* v, std::int64_t rows,
-                              std::int32_t head_dim) {
-  if (!attention_tma_pages_fit(head_dim))
-    throw Error("CUDA attention: TMA pages need head_dim 64 or 128, not " +
-                std::to_string(head_dim));
-  if (rows < 1 || rows >= (std::int64_t{1} << 31))
-    throw Error("CUDA attention: a KV cache of " + std::to_string(rows) +
-                " rows is outside the TMA's 32-bit row coordinates");
-  const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(tensor_map_encoder());
-  const CUtensorMap maps[2] = {bf16_map(encode, k, rows, head_dim, kPageTokens, "the K cache"),
-                               bf16_map(encode, v, rows, head_dim, kPageTokens, "the V cache")};
-  DeviceBuffer buffer(sizeof maps);
-  DICE_CUDA_CHECK(cudaMemcpy(buffer.get(), maps, sizeof maps, cudaMemcpyHostToDevice));
-  return buffer;
-}
-
 std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_t head_dim) {
   check_kernel_dtype(dtype, kernel);
   std::int32_t grid = 0;
@@ -1357,8 +1199,6 @@ void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader*
   check_kernel_dtype(dtype, kernel);
   if (attention_merges_splits(kernel) && counters == nullptr)
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
-  if (kernel == AttentionKernel::kTensorCoresDeepTma && cache.tma_maps == nullptr)
-    throw Error("CUDA attention: the deep kernel's TMA pages need the cache's tensor maps");
   AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   args.early_reads = pdl && early_reads;
   with_head_dim(shape.head_dim, [&](auto d) {

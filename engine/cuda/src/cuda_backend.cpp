@@ -145,12 +145,6 @@ struct CudaBackend::Impl {
   std::int32_t attn_grid = 0;
   /// Blocks of the deep attention kernel (attention_deep_pipeline), 0 when it is not used.
   std::int32_t deep_grid = 0;
-  /// The deep kernel the passes launch: kTensorCoresDeepTma with attention_tma_pages (and
-  /// tma_maps, the caches' tensor maps), else kTensorCoresDeep.
-  AttentionKernel deep_kernel = AttentionKernel::kTensorCoresDeep;
-  DeviceBuffer tma_maps;
-  /// Blocks of kTensorCoresDeepTma (attention_tma_pages or attention_tma_min_keys), else 0.
-  std::int32_t tma_grid = 0;
   /// Blocks of the paired attention kernel (attention_paired_tiles), 0 when it is not used.
   std::int32_t paired_grid = 0;
   std::int32_t combine_grid = 0;
@@ -278,16 +272,6 @@ struct CudaBackend::Impl {
     // blocks cannot opt in to their shared memory.
     if (options.attention_deep_pipeline && attention == AttentionKernel::kTensorCoresPipelined)
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
-    if (deep_grid > 0 && (options.attention_tma_pages || options.attention_tma_min_keys > 0) &&
-        attention_tma_pages_fit(shape.head_dim)) {
-      tma_maps = make_kv_tma_maps(k_cache.get(), v_cache.get(), config.num_layers * layer_rows(),
-                                  static_cast<std::int32_t>(shape.head_dim));
-      tma_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeepTma, shape.head_dim);
-      if (options.attention_tma_pages && tma_grid > 0) {
-        deep_kernel = AttentionKernel::kTensorCoresDeepTma;
-        deep_grid = tma_grid;
-      }
-    }
     if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
       paired_grid = attention_grid(dtype, AttentionKernel::kTensorCoresPaired, shape.head_dim);
     combine_grid = sms * 4;
@@ -526,22 +510,18 @@ struct CudaBackend::Impl {
       free_pages.push_back(static_cast<std::int32_t>(p));
   }
 
-  /// Rows of head_dim elements one layer's K (or V) cache holds: pages x kv_heads x kPageTokens.
-  std::int64_t layer_rows() const { return pages * config.num_kv_heads * kPageTokens; }
-
   CacheLayer cache_layer(std::int64_t layer) const {
-    const std::int64_t stride = layer_rows() * config.head_dim * static_cast<std::int64_t>(elem);
+    const std::int64_t stride = pages * config.num_kv_heads * kPageTokens * config.head_dim *
+                                static_cast<std::int64_t>(elem);
     return CacheLayer{static_cast<char*>(k_cache.get()) + layer * stride,
-                      static_cast<char*>(v_cache.get()) + layer * stride, tma_maps.get(),
-                      layer * layer_rows()};
+                      static_cast<char*>(v_cache.get()) + layer * stride};
   }
 
   /// Blocks of the persistent attention kernel `kernel` (one the backend set up at start).
   std::int32_t grid_of(AttentionKernel kernel) const {
-    return kernel == deep_kernel                            ? deep_grid
-           : kernel == AttentionKernel::kTensorCoresDeepTma ? tma_grid
-           : kernel == AttentionKernel::kTensorCoresPaired  ? paired_grid
-                                                            : attn_grid;
+    return kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
+           : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
+                                                           : attn_grid;
   }
 
   /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
@@ -744,8 +724,7 @@ struct CudaBackend::Impl {
     host_lap(stats.host_wait_seconds);
     stats.device_seconds += static_cast<double>(pass_end->since(*pass_start)) / 1000.0;
     ++stats.passes;
-    stats.deep_attention_passes += kernel == deep_kernel ? 1 : 0;
-    stats.tma_attention_passes += kernel == AttentionKernel::kTensorCoresDeepTma ? 1 : 0;
+    stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
     stats.paired_attention_passes += kernel == AttentionKernel::kTensorCoresPaired ? 1 : 0;
     stats.rows += plan.rows;
     stats.padded_rows += rows_pad;
@@ -939,28 +918,14 @@ struct CudaBackend::Impl {
       PlanShape plan_shape = base_shape;
       const std::int64_t tiles = attention_work_items(pass_items, shape.heads, shape.kv_heads);
       const bool deep = deep_grid > 0 && tiles <= deep_grid && 4 * tiles >= 3 * std::int64_t{sms};
-      // attention_tma_min_keys: passes of one to two waves of tiles over long KV ranges (the
-      // fused store passes of SDAR-4B at 16 sequences: 32 query rows per KV head) run the deep
-      // kernel with TMA pages, each SM streaming two items.
-      const auto long_ranges = [&] {
-        std::int64_t longest = 0;
-        for (const PassItem& p : pass_items)
-          longest =
-              std::max<std::int64_t>(longest, p.start + std::ssize(p.commit) + std::ssize(p.block));
-        return longest >= options.attention_tma_min_keys;
-      };
-      const bool two_waves = !deep && tma_grid > 0 && options.attention_tma_min_keys > 0 &&
-                             tiles > tma_grid && tiles <= 2 * std::int64_t{tma_grid} &&
-                             long_ranges();
-      if (deep || two_waves) {
-        plan_shape.target_work = deep ? deep_grid : tma_grid;
+      if (deep) {
+        plan_shape.target_work = deep_grid;
         plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep
                                         // kernel would trap on a pair
       }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into kTensorCoresPaired.
-      const AttentionKernel kernel = deep                    ? deep_kernel
-                                     : two_waves             ? AttentionKernel::kTensorCoresDeepTma
+      const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;
       host_lap(stats.host_prepare_seconds);

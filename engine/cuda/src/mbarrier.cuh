@@ -1,9 +1,8 @@
 #pragma once
 // Shared-memory barriers (mbarrier) and bulk asynchronous copies (the Tensor Memory Accelerator's
 // cp.async.bulk), sm_90 (PTX ISA, "Parallel Synchronization and Communication Instructions:
-// mbarrier" and "Data Movement: cp.async.bulk"). Used by the wgmma GEMM (2-D tensor copies), the
-// streaming skinny GEMM (1-D copies into a ring of stages) and the deep attention kernel's TMA
-// pages (2-D tensor copies).
+// mbarrier" and "Data Movement: cp.async.bulk"). Used by the wgmma GEMM (2-D tensor copies) and
+// the streaming skinny GEMM (1-D copies into a ring of stages).
 
 #include <cuda.h>
 

@@ -15,7 +15,6 @@
 
 #include <cstdint>
 
-#include "device_memory.h"
 #include "dice/engine/cuda_backend.h"
 
 namespace dice::engine::cuda {
@@ -126,21 +125,7 @@ struct LayerShape {
 struct CacheLayer {
   void* k;
   void* v;
-  /// The deep attention kernel's TMA pages (CudaBackendOptions::attention_tma_pages): the
-  /// device copy of make_kv_tma_maps' two tensor maps over the whole K and V caches, and this
-  /// layer's first row in them (layer x pages x kv_heads x kPageTokens). nullptr: pages by
-  /// cp.async (every other kernel ignores them).
-  const void* tma_maps = nullptr;
-  std::int64_t tma_row0 = 0;
 };
-
-/// The K and the V cache's tensor maps for the deep attention kernel's TMA pages, in device
-/// memory (CacheLayer::tma_maps): `k` and `v` are whole bf16 caches of `rows` rows of head_dim
-/// elements (rows = layers x pages x kv_heads x kPageTokens), read in boxes of 64 dimensions x
-/// kPageTokens rows with the 128-byte swizzle. Throws dice::Error unless head_dim is 64 or 128
-/// and rows fit the TMA's 32-bit coordinates, or when the driver cannot encode them.
-DeviceBuffer make_kv_tma_maps(const void* k, const void* v, std::int64_t rows,
-                              std::int32_t head_dim);
 
 /// x[r] = embedding[token of row r] as fp32, [rows_pad, hidden]; rows at or past header->rows get
 /// zeros. `table` is [vocab, hidden] of `dtype`.
@@ -189,27 +174,13 @@ enum class AttentionKernel {
   /// block per SM): for passes whose work items do not outnumber the SMs, where one page per
   /// warp leaves the kernel waiting on latency. The same page order per warp, so the same bits.
   kTensorCoresDeep,
-  /// kTensorCoresDeep with its K/V pages copied by the TMA (two 2-D tensor copies of 4 KiB a
-  /// page's K or V at head_dim 128, 128-byte swizzle; CacheLayer::tma_maps must be set) instead
-  /// of cp.async: the same fragments, so meant to give the same bits (its tests check that; not
-  /// yet run on a GPU). attention_tma_pages_fit head dims only. An experiment
-  /// (CudaBackendOptions::attention_tma_pages).
-  kTensorCoresDeepTma,
 };
-
-/// Whether the deep attention kernel can copy its pages with the TMA (kTensorCoresDeepTma) at
-/// head_dim: 64 or 128 (rows of one or two 128-byte swizzle boxes, and three pages of them per
-/// warp in the deep kernel's shared memory).
-constexpr bool attention_tma_pages_fit(std::int64_t head_dim) {
-  return head_dim == 64 || head_dim == 128;
-}
 
 /// Whether `kernel` merges split tiles itself (with merge counters): the pipelined kernels.
 inline bool attention_merges_splits(AttentionKernel kernel) {
   return kernel == AttentionKernel::kTensorCoresPipelined ||
          kernel == AttentionKernel::kTensorCoresPaired ||
-         kernel == AttentionKernel::kTensorCoresDeep ||
-         kernel == AttentionKernel::kTensorCoresDeepTma;
+         kernel == AttentionKernel::kTensorCoresDeep;
 }
 
 /// Whether split tiles of `kernel` need launch_attention_combine after it.

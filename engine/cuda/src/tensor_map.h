@@ -1,7 +1,7 @@
 #pragma once
 // Tensor maps for the Tensor Memory Accelerator's 2-D copies (cp.async.bulk.tensor, mbarrier.cuh
 // tma_load): cuTensorMapEncodeTiled taken from the driver the CUDA runtime uses, so that nothing
-// links against libcuda. Used by the wgmma GEMM and the deep attention kernel's TMA pages.
+// links against libcuda. Used by the wgmma GEMM.
 
 #include <cuda.h>
 #include <cudaTypedefs.h>

@@ -504,31 +504,6 @@ bool same_bits(const ScoredLogits& a, const ScoredLogits& b) {
          std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)) == 0;
 }
 
-TEST_F(CudaBackendTest, TmaAttentionPagesGiveTheDeepKernelsBits) {
-  // attention_tma_pages: the deep kernel's K/V pages by TMA copies into a swizzled layout. A
-  // prefill whose tiles fill 3/4 to all of the SMs runs the deep kernel (as in
-  // DeepAndPairedAttentionMatchTheCudaCoreKernel): the same bits as with cp.async pages.
-  const auto shape = shapes()[1];  // head_dim 64
-  ASSERT_EQ(shape.config.head_dim, 64);
-  const int sms = cuda::device_attribute(cudaDevAttrMultiProcessorCount);
-  const CpuWeights weights = random_weights(shape.config, shape.std, true);
-  CudaBackend plain(weights, limited());
-  CudaBackendOptions options = limited();
-  options.attention_tma_pages = true;
-  CudaBackend tma(weights, options);
-  const std::int64_t prompt = 7 * sms / 16 * 4;
-  ASSERT_LE(prompt + 12, shape.config.max_position_embeddings);
-  const auto ids = random_ids(prompt + 12, shape.config.vocab_size, 5);
-  const auto want = score_blocks(plain, ids, prompt, 4, true);
-  const auto got = score_blocks(tma, ids, prompt, 4, true);
-  EXPECT_GT(plain.stats().deep_attention_passes, 0);
-  EXPECT_EQ(plain.stats().tma_attention_passes, 0);
-  // Every deep pass copied its pages with the TMA (so the bits below compare the two paths).
-  EXPECT_GT(tma.stats().tma_attention_passes, 0);
-  EXPECT_EQ(tma.stats().tma_attention_passes, tma.stats().deep_attention_passes);
-  EXPECT_TRUE(same_bits(got, want)) << "TMA pages: other bits than cp.async pages";
-}
-
 /// Expects two backends on the same weights to give the same bits: block logits after a 250-token
 /// prompt with the fused store pass and without, and the tokens of sampled and greedy decoding.
 void expect_same_bits(CudaBackend& a, CudaBackend& b, const model::ModelConfig& config,

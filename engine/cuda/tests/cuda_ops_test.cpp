@@ -1327,8 +1327,6 @@ const char* name(AttentionKernel kernel) {
       return "mma paired";
     case AttentionKernel::kTensorCoresDeep:
       return "mma deep";
-    case AttentionKernel::kTensorCoresDeepTma:
-      return "mma deep, TMA pages";
   }
   return "?";
 }
@@ -1554,15 +1552,13 @@ TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
     const auto d_k = upload(k, CudaDType::kBF16), d_v = upload(v, CudaDType::kBF16);
     // The paired kernel on the pairing plan; the pipelined one without pairs, then the paired
     // and the deep kernel (three pages in flight per warp) on that same plan (more items than
-    // blocks either way: no splits), which must give its output bit for bit; so must the deep
-    // kernel with TMA pages (the same fragments from a swizzled layout).
+    // blocks either way: no splits), which must give its output bit for bit.
     std::pair<std::vector<std::byte>, std::vector<float>> pipelined;
     for (const auto& [kernel, pair] : std::vector<std::pair<AttentionKernel, bool>>{
              {AttentionKernel::kTensorCoresPaired, true},
              {AttentionKernel::kTensorCoresPipelined, false},
              {AttentionKernel::kTensorCoresPaired, false},
              {AttentionKernel::kTensorCoresDeep, false},
-             {AttentionKernel::kTensorCoresDeepTma, false},
              {AttentionKernel::kTensorCores, false},
              {AttentionKernel::kCudaCores, false}}) {
       const std::string what = std::string(name(kernel)) + (pair ? ", paired tiles" : "") +
@@ -1588,10 +1584,8 @@ TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
           partial_lse(4096ull * kTileQueries * 4), counters(4096ull * 4);
       DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
       const LayerShape shape{kHeads * kD, kHeads, kKvHeads, kD, 64, 1e-6};
-      const DeviceBuffer maps =
-          make_kv_tma_maps(d_k.get(), d_v.get(), static_cast<std::int64_t>(cache_n) / kD, kD);
       launch_attention(CudaDType::kBF16, kernel, meta.as<PassHeader>(), d_q.get(),
-                       CacheLayer{d_k.get(), d_v.get(), maps.get()}, shape, d_out.get(),
+                       CacheLayer{d_k.get(), d_v.get()}, shape, d_out.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
                        counters.as<std::uint32_t>(), grid, stream());
       synchronize();
@@ -1659,7 +1653,6 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
       item.pages = p;
     }
     const LayerShape shape{heads * kD, heads, kKvHeads, kD, 64, 1e-6};
-    const DeviceBuffer maps = make_kv_tma_maps(d_k.get(), d_v.get(), cache_elems / kD, kD);
     // The reference once per model.
     std::vector<std::vector<double>> want(static_cast<std::size_t>(kSequences) * kRows);
     for (int r = 0; r < kSequences * kRows; ++r) {
@@ -1674,8 +1667,8 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
     }
     for (const auto kernel :
          {AttentionKernel::kTensorCoresPipelined, AttentionKernel::kTensorCoresPaired,
-          AttentionKernel::kTensorCoresDeep, AttentionKernel::kTensorCoresDeepTma,
-          AttentionKernel::kTensorCores, AttentionKernel::kCudaCores})
+          AttentionKernel::kTensorCoresDeep, AttentionKernel::kTensorCores,
+          AttentionKernel::kCudaCores})
       for (const int planner : {0, 1, 2}) {  // balanced, earlier, balanced with paired tiles
         // Paired plans for the paired kernel only (the others trap on paired items).
         if ((planner == 2) != (kernel == AttentionKernel::kTensorCoresPaired)) continue;
@@ -1702,9 +1695,8 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
             partial_lse(4096ull * kTileQueries * 4), counters(4096ull * 4);
         DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
         launch_attention(CudaDType::kBF16, kernel, meta.as<PassHeader>(), d_q.get(),
-                         CacheLayer{d_k.get(), d_v.get(), maps.get()}, shape, d_out,
-                         partial_out.as<float>(), partial_lse.as<float>(),
-                         counters.as<std::uint32_t>(), grid, stream());
+                         CacheLayer{d_k.get(), d_v.get()}, shape, d_out, partial_out.as<float>(),
+                         partial_lse.as<float>(), counters.as<std::uint32_t>(), grid, stream());
         synchronize();
         const auto fenced =
             download(d_fenced, static_cast<std::size_t>(q_elems + 2 * kGuard), CudaDType::kBF16);
@@ -2211,7 +2203,7 @@ TEST_F(CudaOps, AttentionTimings) {
   // tiles; pipe_cost0: no split cost in the wave rule (the previous default); deep: the deep
   // kernel (three pages in flight per warp, one block per SM), planned for its grid; deep_s1 /
   // deep_s2 / deep_s4: the deep kernel with at most 1 / 2 / 4 splits (fewer merges at 1
-  // sequence, more pages per warp in flight); deep_tma: the deep kernel with TMA pages.
+  // sequence, more pages per warp in flight).
   const std::vector<Variant> variants{
       {"first", AttentionKernel::kTensorCores, 256, 0, false, false},
       {"pipe", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true},
@@ -2227,8 +2219,7 @@ TEST_F(CudaOps, AttentionTimings) {
       {"deep", AttentionKernel::kTensorCoresDeep, 256, 16, true, true},
       {"deep_s1", AttentionKernel::kTensorCoresDeep, 256, 1, true, true},
       {"deep_s2", AttentionKernel::kTensorCoresDeep, 256, 2, true, true},
-      {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true},
-      {"deep_tma", AttentionKernel::kTensorCoresDeepTma, 256, 16, true, true}};
+      {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true}};
   // DICE_ATTENTION_ROWS=4: block-only passes (a block of 4 per sequence, no commit rows).
   constexpr int kD = 128, kLayers = 28;
   const int kRowsPerSequence = env_ints("DICE_ATTENTION_ROWS", {8}).front() == 4 ? 4 : 8;
@@ -2262,8 +2253,6 @@ TEST_F(CudaOps, AttentionTimings) {
         const LayerShape shape{heads * kD, heads, kv_heads, kD, 64, 1e-6};
         std::vector<double> times;
         std::vector<std::vector<float>> outputs;
-        const DeviceBuffer tma_maps =
-            make_kv_tma_maps(k.get(), v.get(), layers * layer_elems / kD, kD);
         for (const auto& variant : variants) {
           const std::int32_t grid = attention_grid(CudaDType::kBF16, variant.kernel, kD);
           PlanShape plan_shape{
@@ -2282,8 +2271,7 @@ TEST_F(CudaOps, AttentionTimings) {
           const auto meta = upload_bytes(plan.bytes);
           const auto launch = [&](std::int64_t layer) {
             const CacheLayer cache{static_cast<std::uint16_t*>(k.get()) + layer * layer_elems,
-                                   static_cast<std::uint16_t*>(v.get()) + layer * layer_elems,
-                                   tma_maps.get(), layer * layer_elems / kD};
+                                   static_cast<std::uint16_t*>(v.get()) + layer * layer_elems};
             launch_attention(CudaDType::kBF16, variant.kernel, meta.as<PassHeader>(), q.get(),
                              cache, shape, out.get(), partial_out.as<float>(),
                              partial_lse.as<float>(), counters.as<std::uint32_t>(), grid, stream());

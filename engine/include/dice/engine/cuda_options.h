@@ -79,16 +79,6 @@ struct CudaBackendOptions {
   /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
   /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
-  /// An experiment, not yet run on a GPU: the deep attention kernel copies its K/V pages with
-  /// the TMA (2-D tensor copies of 4 KiB, the 128-byte swizzle; AttentionKernel::
-  /// kTensorCoresDeepTma, meant to give the same bits) instead of cp.async. head_dim 64 or 128
-  /// only; elsewhere it stays off.
-  bool attention_tma_pages = false;
-  /// An experiment: passes of one to two waves of the deep kernel's tiles (more tiles than
-  /// SMs, so not deep by the rule above) whose longest KV range holds at least this many
-  /// positions run the deep kernel with TMA pages (kTensorCoresDeepTma), two items per SM.
-  /// 0: off. head_dim 64 or 128 only.
-  std::int64_t attention_tma_min_keys = 0;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
   /// sequences in the static schedule 62.5% of them; +1.7% tokens/s for SDAR-4B and +3.8% for

@@ -130,9 +130,6 @@ struct CudaForwardStats {
   /// Passes run (graph replays included) whose attention ran the deep kernel
   /// (CudaBackendOptions::attention_deep_pipeline).
   std::int64_t deep_attention_passes = 0;
-  /// Of those, the passes whose deep kernel copied its pages with the TMA
-  /// (CudaBackendOptions::attention_tma_pages, AttentionKernel::kTensorCoresDeepTma).
-  std::int64_t tma_attention_passes = 0;
   /// Passes run (graph replays included) whose attention ran the paired kernel: plans with paired
   /// tiles (CudaBackendOptions::attention_paired_tiles).
   std::int64_t paired_attention_passes = 0;
