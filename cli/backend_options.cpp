@@ -132,11 +132,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "few-row GEMM loads its first weights, and the attention its work items' "
                     "metadata, before it waits for the kernel before it (same results) "
                     "(default: on)");
-  command->add_flag("--early-attention-pages,!--no-early-attention-pages",
-                    args.cuda.attention_early_pages,
-                    "cuda backend: an experiment: with early reads, the attention also requests "
-                    "its first K/V pages of positions written by earlier passes before it waits "
-                    "(same results) (default: off)");
   command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
                     "cuda backend: with early reads, the few-row o projection copies its "
                     "weights into shared memory while the attention runs, where they fit "

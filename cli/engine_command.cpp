@@ -251,7 +251,6 @@ void run_bench(const BenchArgs& args) {
               {"programmatic_launch", o.programmatic_launch},
               {"programmatic_launch_few_rows", o.programmatic_launch_few_rows},
               {"pdl_early_reads", o.pdl_early_reads},
-              {"attention_early_pages", o.attention_early_pages},
               {"stage_o_weights", o.stage_o_weights},
               {"wgmma_gemm", o.wgmma_gemm},
               {"wgmma_min_block_k", o.wgmma_min_block_k.value_or(-1)},  // (the backend sets it)

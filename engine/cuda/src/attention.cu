@@ -46,7 +46,6 @@ struct AttnArgs {
   float* partial_lse;
   std::uint32_t* counters;  ///< attention_mma_pipelined: one per AttnCombine, zero between passes
   bool early_reads;         ///< attention_mma_pipelined: metadata before wait_for_prior_grid()
-  bool early_pages;         ///< with early_reads: pages below AttnWork::kv_fixed before it too
   std::int32_t heads;
   std::int32_t kv_heads;
   std::int32_t group;
@@ -481,20 +480,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/// cp_async_wait<N>() for N = 2 * pages (0 <= pages <= kMaxPages) known at run time only.
-template <int kMaxPages>
-__device__ __forceinline__ void cp_async_wait_pages(int pages) {
-  if constexpr (kMaxPages > 0) {
-    if (pages >= kMaxPages) {
-      cp_async_wait<2 * kMaxPages>();
-      return;
-    }
-    cp_async_wait_pages<kMaxPages - 1>(pages);
-  } else {
-    cp_async_wait<0>();
-  }
-}
-
 /// ldmatrix.m8n8.x4.b16: lanes 8j .. 8j + 7 give the addresses of the 8 rows (16 bytes each) of
 /// matrix j; r[j] of lane (g, t) receives row g, columns 2t and 2t + 1 of matrix j, or with
 /// `kTrans` rows 2t and 2t + 1 of column g (the lower-indexed element in the low half).
@@ -740,7 +725,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
   constexpr int kRowChunks = D / 8;                           // 16-byte chunks of a K, V or Q row
   constexpr int kLaneChunks = kPageTokens * kRowChunks / 32;  // of a page, per lane
   constexpr int kHalfChunks = kLaneChunks / 2;                // of a pair's page, per lane
-  constexpr bool kEarlyPages = kStages > 1;
   extern __shared__ __align__(16) unsigned char shared_raw[];
   __shared__ int merge_here;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -805,6 +789,10 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
     const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
                        end1 = visible_end(a, w, rows, valid1, q1);
+    // Q and the K/V pages come from the kernels before this one (returns at once after the
+    // first item).
+    wait_for_prior_grid();
+    allow_next_grid();
     // This lane's copies of a page's K or V rows: all of them (a warp's own page), or its half
     // from chunk round `first` on (a pair's page).
     const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
@@ -812,29 +800,6 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       copy_page_rows<D, kLaneChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
                                      chunk, w.kv_end, lane, 0);
     };
-    // With early_pages (the deep kernel only: in the one-stage kernels the early issue costs
-    // registers their limit does not have), the first of this warp's kStages pages that lie wholly
-    // below kv_fixed (written by earlier passes; no kernel of this pass writes them) are requested
-    // before the wait, K and V one group each, in stage order.
-    int early_stages = 0;
-    if (kEarlyPages && a.early_pages && !paired) {
-      for (; early_stages < kStages; ++early_stages) {
-        const std::int32_t chunk = c + early_stages * step;
-        if (chunk >= w.kv_end || chunk + kPageTokens > w.kv_fixed) break;
-        const std::int32_t page = early_stages == 0   ? first_page
-                                  : early_stages == 1 ? next_page
-                                                      : page_id(chunk);
-        std::uint16_t* area = k_shared + early_stages * kPageArea;
-        issue(area, k_cache, chunk, page);
-        cp_async_commit();
-        issue(area + kPageTokens * kStride, v_cache, chunk, page);
-        cp_async_commit();
-      }
-    }
-    // Q and the other K/V pages come from the kernels before this one (returns at once after
-    // the first item).
-    wait_for_prior_grid();
-    allow_next_grid();
     const auto issue_half = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
                                 std::int32_t page, int first) {
       copy_page_rows<D, kHalfChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
@@ -854,23 +819,26 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         cp_async_16(q_shared + q * kStride + c8,
                     q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
       }
-      cp_async_commit();  // the Q group: after the early pages' groups, before the others
-      // K and V of the first kStages pages not requested early, stage s at area s (the groups
-      // before the main loop: kStages pages' K and V and the Q group, in some order; its waits
-      // count the groups after a page's, which the Q group only adds to).
+      cp_async_commit();
+      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
+      cp_async_commit();  // group 2: K of the first page
+      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
+      cp_async_commit();  // group 3: V of the first page
+      if constexpr (kStages > 1) {
+        // Groups 4 .. 2 kStages + 1: K and V of the next kStages - 1 pages, stage s at area s.
 #pragma unroll
-      for (int stage = 0; stage < kStages; ++stage) {
-        if (stage < early_stages) continue;
-        const std::int32_t chunk = c + stage * step;
-        const std::int32_t page = stage == 0 ? first_page : stage == 1 ? next_page : page_id(chunk);
-        std::uint16_t* area = k_shared + stage * kPageArea;
-        if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
-        cp_async_commit();
-        if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
-        cp_async_commit();
+        for (int stage = 1; stage < kStages; ++stage) {
+          const std::int32_t chunk = c + stage * step;
+          const std::int32_t page = stage == 1 ? next_page : page_id(chunk);
+          std::uint16_t* area = k_shared + stage * kPageArea;
+          if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
+          cp_async_commit();
+          if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
+          cp_async_commit();
+        }
       }
-      cp_async_wait_pages<kStages>(kStages - early_stages);  // this thread's Q copies
-      __syncthreads();                                       // everyone's
+      cp_async_wait<2 * kStages>();  // this thread's Q copies
+      __syncthreads();               // everyone's
       // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks)
@@ -1227,14 +1195,12 @@ std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
-                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads,
-                      bool early_pages) {
+                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads) {
   check_kernel_dtype(dtype, kernel);
   if (attention_merges_splits(kernel) && counters == nullptr)
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
   AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   args.early_reads = pdl && early_reads;
-  args.early_pages = args.early_reads && early_pages;
   with_head_dim(shape.head_dim, [&](auto d) {
     run_attention<decltype(d)::value>(dtype, kernel, args, grid, stream, pdl);
   });

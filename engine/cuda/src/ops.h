@@ -54,9 +54,6 @@ struct AttnWork {
   std::int32_t table;     ///< index of the sequence's first page id in the tables section
   std::int32_t partial;   ///< -1: write the normalized output; else the partial slot
   std::int32_t combine;   ///< the tile's AttnCombine entry (and merge counter) if split, else -1
-  /// Positions [0, kv_fixed) of the item's sequence were written before this pass (its
-  /// PassItem::start): no kernel of the pass writes their pages.
-  std::int32_t kv_fixed;
 };
 
 /// A tile whose KV range was split: its partial slots [partial, partial + splits) are merged.
@@ -207,13 +204,12 @@ inline std::int32_t attention_split_align(AttentionKernel kernel) {
 /// first launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`: blocks of the
 /// persistent kernel (attention_grid). `early_reads` (kTensorCoresPipelined/Paired/Deep): each work
 /// item's metadata is read before waiting for the kernel before this one (launch.cuh, "Early
-/// start"); with `early_pages` too (kTensorCoresDeep), a warp's first K/V pages that lie wholly
-/// below the item's AttnWork::kv_fixed (the same bits).
+/// start").
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
                       std::int32_t grid, cudaStream_t stream, bool pdl = false,
-                      bool early_reads = false, bool early_pages = false);
+                      bool early_reads = false);
 /// Merges the split tiles' partial results into `out`.
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,

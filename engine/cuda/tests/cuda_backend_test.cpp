@@ -521,26 +521,6 @@ void expect_same_bits(CudaBackend& a, CudaBackend& b, const model::ModelConfig& 
   expect_same(generate(a, greedy), generate(b, greedy), what + ", greedy");
 }
 
-TEST_F(CudaBackendTest, EarlyAttentionPagesInTheDeepKernelChangeNoBits) {
-  // attention_early_pages: the deep kernel requests the pages below each item's kv_fixed before
-  // its PDL wait. A prompt of twice the deep test's, prefilled in passes of at most that many
-  // rows: the second prefill pass (start > 0, its tiles filling 3/4 to all of the SMs) runs the
-  // deep kernel with pages written by the first, the same bits as without early pages.
-  const auto shape = shapes()[1];
-  const int sms = cuda::device_attribute(cudaDevAttrMultiProcessorCount);
-  const std::int64_t chunk = 7 * sms / 16 * 4, prompt = 2 * chunk;
-  ASSERT_LE(prompt + 12, shape.config.max_position_embeddings) << sms << " SMs";
-  const CpuWeights weights = random_weights(shape.config, shape.std, true);
-  CudaBackend plain(weights, limited({.max_rows = chunk}));
-  CudaBackend early(weights, limited({.max_rows = chunk, .attention_early_pages = true}));
-  const auto ids = random_ids(prompt + 12, shape.config.vocab_size, 8);
-  const auto want = score_blocks(plain, ids, prompt, 4, true);
-  const auto got = score_blocks(early, ids, prompt, 4, true);
-  EXPECT_TRUE(same_bits(got, want)) << max_row_rel_l2(got, want);
-  EXPECT_GT(plain.stats().deep_attention_passes, 0);
-  EXPECT_EQ(early.stats().deep_attention_passes, plain.stats().deep_attention_passes);
-}
-
 TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   // PDL only lets a kernel be scheduled before its predecessor drains; every kernel waits for it
   // first, so logits and tokens are bit for bit those of plain launches, with PDL in every pass
@@ -581,12 +561,8 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     few.programmatic_launch_few_rows = true;
     CudaBackendOptions late = few;  // reads after the wait only (no early start reads)
     late.pdl_early_reads = false;
-    CudaBackendOptions pages = few;  // and the attention's first K/V pages before its wait
-    pages.attention_early_pages = true;
-    CudaBackend off(weights, plain), on(weights, pdl), some(weights, few), waiting(weights, late),
-        early_pages(weights, pages);
+    CudaBackend off(weights, plain), on(weights, pdl), some(weights, few), waiting(weights, late);
     expect_same_bits(on, off, shape.config, v.name);
-    expect_same_bits(early_pages, off, shape.config, v.name + ", early attention pages");
     expect_same_bits(some, off, shape.config, v.name + ", PDL in few-row passes");
     expect_same_bits(waiting, off, shape.config, v.name + ", few-row PDL without early reads");
     EXPECT_EQ(waiting.stats().programmatic_passes, some.stats().programmatic_passes) << v.name;

@@ -168,12 +168,6 @@ struct CudaBackendOptions {
   /// (+0.7% on SDAR-1.7B at 1 sequence, H200: bench/results/2026-11-28-stream-norm-h200). Same
   /// bits either way.
   bool pdl_early_reads = true;
-  /// With pdl_early_reads, an experiment: the deep attention kernel (attention_deep_pipeline)
-  /// also requests each warp's first K/V pages (up to three) before its wait where the pages lie
-  /// wholly below the positions the pass writes (AttnWork::kv_fixed, written by earlier passes), so
-  /// that they are in flight while the q/k norm + RoPE kernel before them runs. Same bits either
-  /// way.
-  bool attention_early_pages = false;
   /// With pdl_early_reads: the o projection's skinny blocks, which start while the attention
   /// runs, copy the rest of their weight share into shared memory (when it fits in 96 KiB a
   /// block; skinny_staged_chunks) before they wait for it, so that no weight load is left after
