@@ -4,8 +4,6 @@
 // mbarrier" and "Data Movement: cp.async.bulk"). Used by the wgmma GEMM (2-D tensor copies) and
 // the streaming skinny GEMM (1-D copies into a ring of stages).
 
-#include <cuda.h>
-
 #include <cstdint>
 
 namespace dice::engine::cuda {
@@ -62,19 +60,6 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, std::uint3
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
       " [%0], [%1], %2, [%3], %4;" ::"r"(shared_address(dst)),
       "l"(reinterpret_cast<std::uint64_t>(src)), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
-      : "memory");
-}
-
-/// A 2-D TMA copy of the box at (c0, c1) (innermost coordinate first) of the tensor map `map`
-/// (in global, constant or grid-constant parameter memory) into shared `dst`, completing on
-/// `bar`, under the L2 cache policy `policy`.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, std::uint64_t* bar,
-                                         int c0, int c1, std::uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(shared_address(dst)),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(shared_address(bar)), "r"(c0), "r"(c1),
-      "l"(policy)
       : "memory");
 }
 

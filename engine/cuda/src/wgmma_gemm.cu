@@ -41,7 +41,6 @@
 #include "launch.cuh"
 #include "mbarrier.cuh"
 #include "swiglu.cuh"
-#include "tensor_map.h"
 #include "wgmma_gemm.h"
 
 namespace dice::engine::cuda {
@@ -69,6 +68,17 @@ static_assert(dynamic_shared_bytes(128, kMaxStages) <= 227 * 1024);
 static_assert(64 * reduce_stride(64) * 4 <= kMinStages * stage_bytes(64));
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+/// A 2-D TMA copy of the box at (c0 = k, c1 = row) of `map` into `dst`, completing on `bar`.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, std::uint64_t* bar,
+                                         int c0, int c1, std::uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(shared_address(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(shared_address(bar)), "r"(c0), "r"(c1),
+      "l"(policy)
+      : "memory");
+}
 
 /// The descriptor of a K-major tile with 128-byte swizzle at shared address `address`.
 __device__ __forceinline__ std::uint64_t tile_descriptor(std::uint32_t address) {
@@ -270,6 +280,37 @@ __global__ void __launch_bounds__(kThreads, 1)
 #else
   __trap();
 #endif
+}
+
+/// cuTensorMapEncodeTiled from the driver the runtime uses (no link against libcuda).
+void* tensor_map_encoder() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  DICE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                   cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || fn == nullptr)
+    throw Error("wgmma GEMM: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later needed)");
+  return fn;
+}
+
+/// The tensor map of a row-major bf16 [rows, in] matrix read in boxes of 64 k x box_rows rows
+/// with the 128-byte swizzle (rows past `rows` read as zeros).
+CUtensorMap bf16_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const void* base, std::int64_t rows,
+                     std::int64_t in, int box_rows, const char* what) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(in), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(in) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult status =
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (status != CUDA_SUCCESS)
+    throw Error(std::string("wgmma GEMM: cuTensorMapEncodeTiled failed for ") + what + " [" +
+                std::to_string(rows) + ", " + std::to_string(in) + "] (CUresult " +
+                std::to_string(static_cast<int>(status)) + ")");
+  return map;
 }
 
 /// Raises the kernel's dynamic shared-memory limit to its largest launch (kMaxStages stages).
