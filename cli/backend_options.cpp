@@ -150,17 +150,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "shape (default: the device's, a block streaming for 7.5 us at its SM's "
                    "share of the peak bandwidth: 1536 on an H100, the SDAR MLP projections)")
       ->check(CLI::Range(0, 1 << 20));
-  command
-      ->add_option("--wgmma-balanced", args.cuda.wgmma_balanced,
-                   "cuda backend (EXPERIMENT): 1..4 runs the wgmma kernel's balanced launch "
-                   "(stream-K, no clusters, this many blocks a SM) instead of its cluster launch; "
-                   "0: the cluster launch (default: 0)")
-      ->check(CLI::Range(0, 4));
-  command
-      ->add_option("--wgmma-balanced-tile", args.cuda.wgmma_balanced_tile_n,
-                   "cuda backend (EXPERIMENT): the balanced launch's columns a tile, 64 or 128 "
-                   "(default: 128)")
-      ->check(CLI::IsMember({64, 128}));
   command->add_flag("--stream-gemm,!--no-stream-gemm", args.cuda.stream_gemm,
                     "cuda backend: GEMMs of at most 16 rows (about 1 sequence) whose tiles fill "
                     "the SMs (--stream-gemm-min-fill) run dice's streaming kernel, one persistent "

@@ -697,6 +697,18 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   }
 }
 
+/// atom.add.acq_rel.gpu: adds 1 to *counter and returns the old value; release orders the
+/// writes this thread has observed (the block's, through the barrier before it) before the add,
+/// acquire orders the reads after it after the other blocks' releases.
+__device__ __forceinline__ unsigned count_in(unsigned* counter) {
+  unsigned old = 0;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
+               : "=r"(old)
+               : "l"(counter)
+               : "memory");
+  return old;
+}
+
 /// kStages: pages in flight per warp (1: AttentionKernel::kTensorCoresPipelined and Paired, 3:
 /// Deep). kPairs: the kernel also takes paired items (kTensorCoresPaired); without it their code
 /// is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired

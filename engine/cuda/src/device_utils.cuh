@@ -79,18 +79,4 @@ __device__ T block_sum(T v, T* scratch) {
   return scratch[0];
 }
 
-/// atom.add.acq_rel.gpu: adds 1 to *counter and returns the old value; release orders the
-/// writes this thread has observed (the block's, through the barrier before it) before the add,
-/// acquire orders the reads after it after the other blocks' releases (the last-arriver pattern of
-/// CUTLASS's generic barrier and the CUDA samples' threadFenceReduction; the attention's split
-/// merge and the balanced wgmma launch's tile merge).
-__device__ __forceinline__ unsigned count_in(unsigned* counter) {
-  unsigned old = 0;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
-               : "=r"(old)
-               : "l"(counter)
-               : "memory");
-  return old;
-}
-
 }  // namespace dice::engine::cuda

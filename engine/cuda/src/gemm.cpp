@@ -94,17 +94,10 @@ bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int6
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
 }
 
-void Gemm::set_wgmma(bool on, std::int64_t min_block_k, int balanced, int balanced_tile_n) {
+void Gemm::set_wgmma(bool on, std::int64_t min_block_k) {
   if (min_block_k < 0)
     throw Error(fmt::format("wgmma GEMM minimum k per block {}: expected 0 or more", min_block_k));
-  if (balanced < 0 || balanced > kWgmmaBalancedMaxBlocksPerSm ||
-      (balanced_tile_n != 64 && balanced_tile_n != 128))
-    throw Error(fmt::format(
-        "wgmma GEMM balanced launch: {} blocks a SM with tile_n {}: expected 0..{} and 64 or 128",
-        balanced, balanced_tile_n, kWgmmaBalancedMaxBlocksPerSm));
   wgmma_min_block_k_ = min_block_k;
-  wgmma_balanced_ = balanced;
-  wgmma_balanced_tile_n_ = balanced_tile_n;
   if (on && wgmma_gemm_supported()) {
     if (!wgmma_) wgmma_.emplace();
   } else {
@@ -117,20 +110,14 @@ bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64
   return wgmma_.has_value() && dtype == CudaDType::kBF16 &&
          !skinny(dtype, rows, in, out, x, w, y) &&
          wgmma_gemm_fits(rows, in, out, kWgmmaTileN, x, w, y) &&
-         (wgmma_balanced_ == 0 ||
-          wgmma_gemm_fits(rows, in, out, wgmma_balanced_tile_n_, x, w, y)) &&
          wgmma_block_k(in, out, kWgmmaTileN, sms_) >= wgmma_min_block_k_;
 }
 
 void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                      std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
-  if (wgmma_balanced_ > 0)
-    wgmma_->launch_balanced(x, w, y, rows, in, out, accumulate, wgmma_balanced_tile_n_,
-                            wgmma_balanced_, stream, pdl_, early_weights_, act);
-  else
-    wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
-                   wgmma_default_splits(in, out, kWgmmaTileN, sms_), stream, pdl_, early_weights_,
-                   act);
+  wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
+                 wgmma_default_splits(in, out, kWgmmaTileN, sms_), stream, pdl_, early_weights_,
+                 act);
   ++wgmma_launches_;
 }
 

@@ -130,11 +130,7 @@ class Gemm {
   /// off. `min_block_k` (0: every shape): only shapes whose blocks stream at least this much k
   /// (wgmma_block_k, elements) go to it. Throws dice::Error when the wgmma launcher cannot be
   /// made (WgmmaGemm) or `min_block_k` is negative.
-  /// `balanced` (EXPERIMENT; 0..4): with 1..4, the wgmma() shapes run
-  /// WgmmaGemm::launch_balanced with that many blocks a SM and `balanced_tile_n` (64 or 128)
-  /// columns a tile instead of the cluster launch; other values throw dice::Error.
-  void set_wgmma(bool on, std::int64_t min_block_k = 0, int balanced = 0,
-                 int balanced_tile_n = 128);
+  void set_wgmma(bool on, std::int64_t min_block_k = 0);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
   /// skinny(), wgmma_gemm_fits, wgmma_block_k at least set_wgmma's `min_block_k`).
   bool wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
@@ -214,8 +210,6 @@ class Gemm {
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
-  int wgmma_balanced_ = 0;              ///< set_wgmma
-  int wgmma_balanced_tile_n_ = 128;     ///< set_wgmma
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)

@@ -31,14 +31,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <string>
 
 #include "cuda_check.h"
 #include "device_memory.h"
 #include "device_query.h"
-#include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "mbarrier.cuh"
@@ -284,201 +282,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-/// A balanced launch's epilogue of one finished column tile at n0: y (+ y with `accumulate`) or
-/// the SwiGLU pairs, from the accumulators in the m64nNk16 D fragment, rows below `rows` only.
-template <int kTileN, bool kSwiglu>
-__device__ __forceinline__ void write_tile(const float (&acc)[kTileN / 2], float* __restrict__ y,
-                                           __nv_bfloat16* __restrict__ act, int rows, int out,
-                                           int n0, bool accumulate) {
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-#pragma unroll
-  for (int c = 0; c < kTileN / 8; ++c)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = warp * 16 + lane / 4 + 8 * h;
-      const int col = n0 + 8 * c + 2 * (lane % 4);
-      if (row >= rows) continue;
-      const float a = acc[4 * c + 2 * h], b = acc[4 * c + 2 * h + 1];
-      if constexpr (kSwiglu) {
-        act[static_cast<std::int64_t>(row) * (out / 2) + col / 2] =
-            __float2bfloat16_rn(silu_times(a, b));
-      } else {
-        float2* const dst =
-            reinterpret_cast<float2*>(y + static_cast<std::int64_t>(row) * out + col);
-        float2 v = make_float2(a, b);
-        if (accumulate) {
-          const float2 old = *dst;
-          v = make_float2(old.x + a, old.y + b);
-        }
-        *dst = v;
-      }
-    }
-}
-
-/// The block whose chunk range holds flat chunk `c` of `total` over `blocks` blocks (block b
-/// takes chunks [b total / blocks, (b + 1) total / blocks)).
-__device__ __forceinline__ std::int64_t block_of_chunk(std::int64_t c, std::int64_t total,
-                                                       std::int64_t blocks) {
-  return ((c + 1) * blocks - 1) / total;
-}
-
-/// The balanced launch (WgmmaGemm::launch_balanced): the (column tile, k chunk) pairs in tile
-/// order, split into `gridDim.x` equal contiguous ranges, one a block, so every block streams
-/// the same weight bytes (stream-K: Osama et al. 2023, "Stream-K: Work-centric Parallel
-/// Decomposition for Dense Matrix Multiplication on the GPU"). A block runs its range through
-/// the stage ring as the cluster kernel does; where its range ends a tile's k, the tile's
-/// segment is finished: a tile wholly in its range is written at once; a tile shared by
-/// several blocks gets each block's partial sums in `partials` (slot 2 b for a block's first
-/// segment, 2 b + 1 for its last), and the block that arrives last at the tile's counter
-/// (counters[first block of the tile], atomic, reset by that block) adds the partials in block
-/// order and writes the tile: the same bits every run for the same grid.
-template <int kTileN, bool kSwiglu>
-__global__ void __launch_bounds__(kThreads, 1)
-    wgmma_balanced_kernel(const __grid_constant__ CUtensorMap x_map,
-                          const __grid_constant__ CUtensorMap w_map, float* __restrict__ y,
-                          __nv_bfloat16* __restrict__ act, float* __restrict__ partials,
-                          unsigned* __restrict__ counters, std::int32_t rows, std::int32_t in,
-                          std::int32_t out, std::int32_t stages, bool accumulate,
-                          bool early_weights) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ unsigned char shared_raw[];
-  __shared__ alignas(8) std::uint64_t full[kMaxStages];
-  __shared__ int reduce_here;
-  unsigned char* const base = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
-  constexpr std::uint32_t kStageBytes = stage_bytes(kTileN);
-  const int tid = static_cast<int>(threadIdx.x);
-  const std::int64_t k_blocks = in / 64;
-  const std::int64_t total = static_cast<std::int64_t>(out / kTileN) * k_blocks;
-  const std::int64_t blocks = gridDim.x, block = blockIdx.x;
-  const std::int64_t c_begin = block * total / blocks;
-  const int count = static_cast<int>((block + 1) * total / blocks - c_begin);
-  const auto x_tile = [&](int s) { return base + s * kStageBytes; };
-  const auto w_tile = [&](int s) { return base + s * kStageBytes + kXStageBytes; };
-
-  std::uint64_t w_policy = 0, x_policy = 0;
-  if (tid == 0) {
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(w_policy));
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(x_policy));
-    for (int s = 0; s < stages; ++s) barrier_init(&full[s], 1);
-    barrier_init_fence();
-  }
-  __syncthreads();
-  // Chunk c: k block c % k_blocks of column tile c / k_blocks. The loop walks (tile, k block)
-  // pairs by increments (a 64-bit division per stage on the issuing thread's path halved the
-  // rate).
-  const int kb_count = static_cast<int>(k_blocks);
-  const int tile_begin = static_cast<int>(c_begin / k_blocks);
-  const int kb_begin = static_cast<int>(c_begin % k_blocks);
-  const auto advance = [kb_count](int& tile, int& kb) {
-    if (++kb == kb_count) {
-      kb = 0;
-      ++tile;
-    }
-  };
-  const int first = count < stages ? count : stages;
-  if (tid == 0) {
-    int tile = tile_begin, kb = kb_begin;
-    for (int s = 0; s < first; ++s, advance(tile, kb)) {
-      barrier_expect(&full[s], kStageBytes);
-      if (early_weights) tma_load(w_tile(s), &w_map, &full[s], kb * 64, tile * kTileN, w_policy);
-    }
-  }
-  wait_for_prior_grid();
-  allow_next_grid();
-  int load_tile = tile_begin, load_kb = kb_begin;  // the next chunk to request (thread 0)
-  if (tid == 0) {
-    for (int s = 0; s < first; ++s, advance(load_tile, load_kb)) {
-      if (!early_weights)
-        tma_load(w_tile(s), &w_map, &full[s], load_kb * 64, load_tile * kTileN, w_policy);
-      tma_load(x_tile(s), &x_map, &full[s], load_kb * 64, 0, x_policy);
-    }
-  }
-
-  float acc[kTileN / 2];
-#pragma unroll
-  for (int i = 0; i < kTileN / 2; ++i) acc[i] = 0.0f;
-  int tile = tile_begin, kb = kb_begin, segment_kb = kb_begin;  // the chunk consumed
-  for (int i = 0; i < count; ++i, advance(tile, kb)) {
-    const int s = i % stages;
-    barrier_wait(&full[s], static_cast<std::uint32_t>((i / stages) & 1));
-    fence_registers(acc);
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-    const std::uint64_t a = tile_descriptor(shared_address(x_tile(s)));
-    const std::uint64_t b = tile_descriptor(shared_address(w_tile(s)));
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_tile<kTileN>(acc, a + 2 * kk, b + 2 * kk);
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    fence_registers(acc);
-    __syncthreads();  // every warp's MMAs on stage s are done: it may be refilled
-    if (tid == 0 && i + stages < count) {
-      barrier_expect(&full[s], kStageBytes);
-      tma_load(w_tile(s), &w_map, &full[s], load_kb * 64, load_tile * kTileN, w_policy);
-      tma_load(x_tile(s), &x_map, &full[s], load_kb * 64, 0, x_policy);
-      advance(load_tile, load_kb);
-    }
-    if (kb + 1 != kb_count && i + 1 != count) continue;
-    // The segment [segment_kb, kb] of column tile `tile` is done.
-    const std::int64_t tile_first = std::int64_t{tile} * k_blocks,
-                       tile_last = tile_first + k_blocks - 1;
-    const int n0 = tile * kTileN;
-    if (segment_kb == 0 && kb + 1 == kb_count) {
-      write_tile<kTileN, kSwiglu>(acc, y, act, rows, out, n0, accumulate);
-    } else {
-      const std::int64_t b_first = block_of_chunk(tile_first, total, blocks);
-      const std::int64_t b_last = block_of_chunk(tile_last, total, blocks);
-      const auto slot = [&](std::int64_t j) {
-        return reinterpret_cast<float4*>(partials) +
-               (2 * j + (j * total / blocks < tile_first ? 1 : 0)) * (64 * kTileN / 4);
-      };
-      float4* const mine = slot(block);
-#pragma unroll
-      for (int v = 0; v < kTileN / 8; ++v)
-        mine[v * kThreads + tid] =
-            make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]);
-      __syncthreads();
-      if (tid == 0)
-        reduce_here =
-            count_in(&counters[b_first]) == static_cast<unsigned>(b_last - b_first) ? 1 : 0;
-      __syncthreads();
-      if (reduce_here != 0) {
-#pragma unroll
-        for (int v = 0; v < kTileN / 2; ++v) acc[v] = 0.0f;
-        // Slot j + 1's loads are in flight while slot j is added (one L2 round trip a slot
-        // would add up over the ~10 blocks of a tile).
-        float4 next[kTileN / 8];
-        const auto load = [&](std::int64_t j) {
-          const float4* const p = slot(j);
-#pragma unroll
-          for (int v = 0; v < kTileN / 8; ++v) next[v] = __ldcg(p + v * kThreads + tid);
-        };
-        load(b_first);
-        for (std::int64_t j = b_first; j <= b_last; ++j) {
-          float4 q[kTileN / 8];
-#pragma unroll
-          for (int v = 0; v < kTileN / 8; ++v) q[v] = next[v];
-          if (j < b_last) load(j + 1);
-#pragma unroll
-          for (int v = 0; v < kTileN / 8; ++v) {
-            acc[4 * v] += q[v].x;
-            acc[4 * v + 1] += q[v].y;
-            acc[4 * v + 2] += q[v].z;
-            acc[4 * v + 3] += q[v].w;
-          }
-        }
-        write_tile<kTileN, kSwiglu>(acc, y, act, rows, out, n0, accumulate);
-        if (tid == 0) counters[b_first] = 0;
-      }
-    }
-    segment_kb = 0;
-#pragma unroll
-    for (int v = 0; v < kTileN / 2; ++v) acc[v] = 0.0f;
-  }
-#else
-  __trap();
-#endif
-}
-
 /// cuTensorMapEncodeTiled from the driver the runtime uses (no link against libcuda).
 void* tensor_map_encoder() {
   void* fn = nullptr;
@@ -516,13 +319,6 @@ void allow_shared_memory() {
   DICE_CUDA_CHECK(cudaFuncSetAttribute(wgmma_gemm_kernel<kTileN, kSwiglu>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(dynamic_shared_bytes(kTileN, kMaxStages))));
-  DICE_CUDA_CHECK(cudaFuncSetAttribute(wgmma_balanced_kernel<kTileN, kSwiglu>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(dynamic_shared_bytes(kTileN, kMaxStages))));
-  if (const char* carveout = std::getenv("DICE_WGMMA_CARVEOUT"); carveout != nullptr)
-    DICE_CUDA_CHECK(cudaFuncSetAttribute(wgmma_balanced_kernel<kTileN, kSwiglu>,
-                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         std::atoi(carveout)));
 }
 
 /// The launch configuration of `splits`-block clusters along k over out / kTileN column tiles.
@@ -562,29 +358,6 @@ void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, v
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
                                 accumulate, pdl && early_weights),
              "wgmma_gemm_kernel", __FILE__, __LINE__);
-}
-
-template <int kTileN, bool kSwiglu>
-void launch_balanced_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, void* act,
-                          float* partials, unsigned* counters, std::int64_t rows, std::int64_t in,
-                          std::int64_t out, bool accumulate, int blocks, int stages,
-                          cudaStream_t stream, bool pdl, bool early_weights) {
-  cudaLaunchAttribute attributes[1]{};
-  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = dynamic_shared_bytes(kTileN, stages);
-  config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = pdl ? 1 : 0;
-  check_cuda(cudaLaunchKernelEx(&config, wgmma_balanced_kernel<kTileN, kSwiglu>, x_map, w_map, y,
-                                static_cast<__nv_bfloat16*>(act), partials, counters,
-                                static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
-                                static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
-                                accumulate, pdl && early_weights),
-             "wgmma_balanced_kernel", __FILE__, __LINE__);
 }
 
 }  // namespace
@@ -649,9 +422,6 @@ WgmmaGemm::WgmmaGemm() {
   sms_ = device_attribute(cudaDevAttrMultiProcessorCount);
   shared_per_sm_ = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
   encode_ = tensor_map_encoder();
-  const auto slots = static_cast<std::size_t>(2 * kWgmmaBalancedMaxBlocksPerSm * sms_);
-  partials_ = DeviceBuffer(slots * 64 * 128 * sizeof(float));
-  counters_ = DeviceBuffer(slots * sizeof(unsigned));
   allow_shared_memory<64, false>();
   allow_shared_memory<64, true>();
   allow_shared_memory<128, false>();
@@ -707,57 +477,6 @@ int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n
         cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<64, false>, &config));
   }
   return clusters;
-}
-
-int wgmma_balanced_stages(int tile_n, int blocks_per_sm, int shared_per_sm) {
-  const std::int64_t room = shared_per_sm / std::max(blocks_per_sm, 1) - 4096;
-  return static_cast<int>(
-      std::clamp<std::int64_t>(room / stage_bytes(tile_n), kMinStages, kMaxStages));
-}
-
-void WgmmaGemm::launch_balanced(const void* x, const void* w, float* y, std::int64_t rows,
-                                std::int64_t in, std::int64_t out, bool accumulate, int tile_n,
-                                int blocks_per_sm, cudaStream_t stream, bool pdl,
-                                bool early_weights, void* swiglu_act, std::int64_t blocks) const {
-  const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
-  if (!wgmma_gemm_fits(rows, in, out, tile_n, x, w, y_or_act) || blocks_per_sm < 1 ||
-      blocks_per_sm > kWgmmaBalancedMaxBlocksPerSm || blocks < 0 ||
-      blocks > std::int64_t{kWgmmaBalancedMaxBlocksPerSm} * sms_)
-    throw Error("wgmma GEMM, balanced: rows " + std::to_string(rows) + " in " + std::to_string(in) +
-                " out " + std::to_string(out) + " with tile_n " + std::to_string(tile_n) + " and " +
-                std::to_string(blocks_per_sm) +
-                " blocks a SM is not a launch it makes (rows 1..64, in a multiple of 64, out a "
-                "multiple of tile_n 64 or 128, 1..4 blocks a SM, 16-byte aligned)");
-  if (swiglu_act != nullptr && accumulate)
-    throw Error("wgmma GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
-                std::to_string(out) + " asks to accumulate, which the epilogue does not do");
-  const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);
-  const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
-  const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
-  const std::int64_t chunks = (out / tile_n) * (in / kWgmmaTileK);
-  const std::int64_t grid =
-      std::min<std::int64_t>(chunks, blocks > 0 ? blocks : std::int64_t{blocks_per_sm} * sms_);
-  const int per_sm = static_cast<int>((grid + sms_ - 1) / sms_);
-  const int stages = wgmma_balanced_stages(tile_n, per_sm, shared_per_sm_);
-  const bool swiglu = swiglu_act != nullptr;
-  const auto launch =
-      tile_n == 128 ? (swiglu ? launch_balanced_tile<128, true> : launch_balanced_tile<128, false>)
-                    : (swiglu ? launch_balanced_tile<64, true> : launch_balanced_tile<64, false>);
-  launch(x_map, w_map, y, swiglu_act, partials_.as<float>(), counters_.as<unsigned>(), rows, in,
-         out, accumulate, static_cast<int>(grid), stages, stream, pdl, early_weights);
-}
-
-int WgmmaGemm::balanced_blocks_per_sm(int tile_n, std::int64_t blocks) const {
-  const int per_sm = static_cast<int>((blocks + sms_ - 1) / sms_);
-  const int stages = wgmma_balanced_stages(tile_n, per_sm, shared_per_sm_);
-  int resident = 0;
-  if (tile_n == 128)
-    DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &resident, wgmma_balanced_kernel<128, false>, kThreads, dynamic_shared_bytes(128, stages)));
-  else
-    DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &resident, wgmma_balanced_kernel<64, false>, kThreads, dynamic_shared_bytes(64, stages)));
-  return resident;
 }
 
 }  // namespace dice::engine::cuda

@@ -21,8 +21,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "device_memory.h"
-
 namespace dice::engine::cuda {
 
 /// Rows of the wgmma M dimension: the kernel takes 1..64 rows (zero-filled past `rows`).
@@ -85,13 +83,6 @@ std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms);
 /// rows, 304 blocks, took 45.3 us at 6 stages, two blocks a SM, against 40.0 at 4).
 int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm);
 
-/// Most blocks a SM of a balanced launch (WgmmaGemm::launch_balanced).
-inline constexpr int kWgmmaBalancedMaxBlocksPerSm = 4;
-
-/// The shared-memory stages of a balanced launch with `blocks_per_sm` blocks on each SM of
-/// `shared_per_sm` bytes (2..8).
-int wgmma_balanced_stages(int tile_n, int blocks_per_sm, int shared_per_sm);
-
 /// Whether the current device runs the wgmma kernels: compute capability 9.x (they are built
 /// for sm_90a only). Throws dice::Error when the device cannot be queried.
 bool wgmma_gemm_supported();
@@ -118,41 +109,18 @@ class WgmmaGemm {
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr) const;
 
-  /// The balanced launch (stream-K; EXPERIMENT): min(blocks_per_sm x SMs, column tiles x k
-  /// chunks) blocks of 128 threads, no clusters; the (column tile, 64-k chunk) pairs in tile order
-  /// are split into equal contiguous ranges, one a block, so every SM streams the same weight
-  /// bytes (the cluster launch places a cluster's blocks on one GPC and leaves SMs empty while
-  /// others hold two: SDAR-4B's 64-row down projection at ~0.6 of the copy rate). Tiles shared by
-  /// blocks meet through this launcher's workspace: partial sums added in block order by the
-  /// block that arrives last (deterministic for a given SM count; other bits than launch()'s).
-  /// Same arguments and errors as launch(), with `blocks_per_sm` (1..4) for the split count;
-  /// `blocks` > 0 (at most 4 x SMs) launches that many blocks instead (stages for
-  /// ceil(blocks / SMs) blocks a SM).
-  /// Launches of one WgmmaGemm must not run concurrently (they share the workspace); stream
-  /// order, and PDL launches' waits, keep them apart.
-  void launch_balanced(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                       std::int64_t out, bool accumulate, int tile_n, int blocks_per_sm,
-                       cudaStream_t stream, bool pdl = false, bool early_weights = false,
-                       void* swiglu_act = nullptr, std::int64_t blocks = 0) const;
-
-  /// EXPERIMENT: how many blocks of a balanced launch of `blocks` blocks (no SwiGLU) each SM can
-  /// hold (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
-  int balanced_blocks_per_sm(int tile_n, std::int64_t blocks) const;
-
   /// How many clusters of launch()'s configuration for this shape (tile_n 64 or 128, `splits`
   /// blocks a cluster, wgmma_stages stages, no SwiGLU) can be resident on the device at once
   /// (cudaOccupancyMaxActiveClusters): a launch of more than out / tile_n clusters runs in more
-  /// than one wave. Throws dice::Error for a tile width or split count launch() does not take, or
-  /// a failed query.
+  /// than one wave (CudaOps.SkinnyGemmTimings prints it; every SDAR shape fits in one,
+  /// bench/results/2026-11-28-wgmma-balanced-h200). Throws dice::Error for a tile width or split
+  /// count launch() does not take, or a failed query.
   int max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits) const;
 
  private:
   void* encode_ = nullptr;  ///< PFN_cuTensorMapEncodeTiled_v12000 (cudaTypedefs.h)
   int sms_ = 0;
   int shared_per_sm_ = 0;  ///< bytes
-  /// launch_balanced's partial sums (2 slots of 64 x 128 fp32 a block) and per-tile counters
-  /// (zero between launches).
-  DeviceBuffer partials_, counters_;
 };
 
 }  // namespace dice::engine::cuda

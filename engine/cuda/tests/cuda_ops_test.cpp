@@ -834,7 +834,7 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
   struct Shape {
     std::int64_t in, out;
   };
-  const Shape shapes[] = {{640, 384}, {2048, 2048}, {2048, 4096}, {6144, 2048}, {9728, 2560}};
+  const Shape shapes[] = {{640, 384}, {2048, 2048}, {2048, 4096}, {6144, 2048}};
   constexpr std::int64_t kMaxRows = kWgmmaRowsLimit;
   Gemm cublas;
   for (const Shape& shape : shapes) {
@@ -851,29 +851,18 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
     for (const std::int64_t rows : {1, 16, 17, 40, 64})
       for (const bool accumulate : {false, true}) {
         const auto want = data.reference(cublas, y_ref, rows, accumulate, stream());
-        for (const int tile_n : {64, 128}) {
-          // Cluster launches (split counts 1..), then balanced ones (-1..-4: 1..4 blocks a
-          // SM; the second of the two runs with PDL and early weights).
-          std::vector<int> launches = wgmma_split_options(in);
-          launches.insert(launches.end(), {-1, -2, -3, -4});
-          for (const int splits : launches) {
-            const std::string what =
-                data.label("wgmma", rows, accumulate) + " tile_n " + std::to_string(tile_n) +
-                (splits > 0 ? " splits " + std::to_string(splits)
-                            : " balanced, blocks a SM " + std::to_string(-splits));
+        for (const int tile_n : {64, 128})
+          for (const int splits : wgmma_split_options(in)) {
+            const std::string what = data.label("wgmma", rows, accumulate) + " tile_n " +
+                                     std::to_string(tile_n) + " splits " + std::to_string(splits);
             ASSERT_TRUE(wgmma_gemm_fits(rows, in, out, tile_n, x.get(), w.get(), y_a.get()))
                 << what;
-            const auto run = [&](const DeviceBuffer& y, bool pdl) {
-              reset(y);
-              if (splits > 0)
-                wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, accumulate, tile_n,
-                             splits, stream(), pdl, pdl);
-              else
-                wgmma.launch_balanced(x.get(), w.get(), y.as<float>(), rows, in, out, accumulate,
-                                      tile_n, -splits, stream(), pdl, pdl);
-            };
-            run(y_a, false);
-            run(y_b, splits < 0);
+            reset(y_a);
+            wgmma.launch(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, tile_n,
+                         splits, stream());
+            reset(y_b);
+            wgmma.launch(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, tile_n,
+                         splits, stream());
             synchronize();
             const auto got = download_f32(y_a, kMaxRows * out);
             const auto again = download_f32(y_b, kMaxRows * out);
@@ -885,14 +874,10 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
               }
             }
           }
-        }
       }
   }
   EXPECT_THROW(wgmma.launch(nullptr, nullptr, nullptr, 65, 640, 384, false, 128, 1, stream()),
                Error);
-  EXPECT_THROW(
-      wgmma.launch_balanced(nullptr, nullptr, nullptr, 16, 640, 384, false, 128, 5, stream()),
-      Error);
   EXPECT_THROW(wgmma.launch(nullptr, nullptr, nullptr, 16, 96, 384, false, 128, 1, stream()),
                Error);
 }
@@ -953,24 +938,18 @@ TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
   launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 82, stream());
   for (const std::int64_t rows : {17, 40, 64})
     for (const int tile_n : {64, 128})
-      for (const int splits : {1, 3, 8, -1, -2, -4})  // < 0: balanced, -splits blocks a SM
+      for (const int splits : {1, 3, 8})
         for (const bool pdl : {false, true}) {
           const std::string what = "rows " + std::to_string(rows) + " tile_n " +
                                    std::to_string(tile_n) + " splits " + std::to_string(splits) +
                                    " pdl " + std::to_string(pdl);
-          const auto run = [&](float* y_out, void* act_out, bool programmatic) {
-            if (splits > 0)
-              wgmma.launch(x.get(), w.get(), y_out, rows, in, out, false, tile_n, splits, stream(),
-                           programmatic, programmatic, act_out);
-            else
-              wgmma.launch_balanced(x.get(), w.get(), y_out, rows, in, out, false, tile_n, -splits,
-                                    stream(), programmatic, programmatic, act_out);
-          };
-          run(y.as<float>(), nullptr, false);
+          wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n, splits,
+                       stream());
           launch_swiglu(CudaDType::kBF16, y.as<float>(), static_cast<std::int32_t>(out / 2),
                         act_ref.get(), static_cast<std::int32_t>(rows), stream());
           DICE_CUDA_CHECK(cudaMemsetAsync(act.get(), 0xFF, act.bytes(), stream()));
-          run(nullptr, act.get(), pdl);
+          wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits, stream(),
+                       pdl, pdl, act.get());
           synchronize();
           const auto want = download_bytes(act_ref, static_cast<std::size_t>(rows * out / 2) * 2);
           const auto got = download_bytes(act, static_cast<std::size_t>(rows * out / 2) * 2);
@@ -2080,8 +2059,8 @@ TEST_F(CudaOps, GemmConfigSearch) {
 // measured in the same run (measure_copy_bandwidth). DICE_SKINNY_SHAPE (e.g. "1.7b gate_up"):
 // that shape only (for Nsight Compute runs of one kernel). DICE_SKINNY_WGMMA_ONLY=1: the wgmma
 // kernel only; DICE_SKINNY_WGMMA_TILES / DICE_SKINNY_WGMMA_SPLITS (comma lists): those tile
-// widths / split counts only. The wgmma rows name how many of the launch's clusters can be
-// resident at once (WgmmaGemm::max_active_clusters).
+// widths / split counts only. The wgmma rows name c<clusters>/<how many can be resident at
+// once> (WgmmaGemm::max_active_clusters; bench/results/2026-11-28-wgmma-balanced-h200).
 TEST_F(CudaOps, SkinnyGemmTimings) {
   if (std::getenv("DICE_SKINNY_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_SKINNY_TIMINGS=1 to time the skinny GEMM's tile and split choices";
@@ -2174,21 +2153,6 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                                 shape.accumulate, tile_n, splits, stream());
                 }));
           }
-          // Balanced launches: 1..4 blocks a SM, then as many blocks as the rule's cluster
-          // launch (the same chunks a block, placed by the block scheduler, reduced in global
-          // memory).
-          std::vector<std::int64_t> grids;
-          for (int per_sm = 1; per_sm <= kWgmmaBalancedMaxBlocksPerSm; ++per_sm)
-            grids.push_back(std::int64_t{per_sm} * sms);
-          grids.push_back(shape.out / tile_n * rule);
-          for (const std::int64_t grid : grids)
-            print("wgmma t" + std::to_string(tile_n) + " balanced " + std::to_string(grid) + " r" +
-                      std::to_string(wgmma->balanced_blocks_per_sm(tile_n, grid)),
-                  time([&](std::int64_t i) {
-                    wgmma->launch_balanced(x.get(), weights(i), y.as<float>(), rows, shape.in,
-                                           shape.out, shape.accumulate, tile_n, 1, stream(), false,
-                                           false, nullptr, grid);
-                  }));
         }
     }
   }

@@ -196,11 +196,6 @@ struct CudaBackendOptions {
   /// against cuBLASLt (bench/results/2026-11-27-wgmma-min-block-k-h200), hence the larger limit
   /// there.
   std::optional<std::int64_t> wgmma_min_block_k;
-  /// EXPERIMENT. With wgmma_gemm: 1..4 runs the wgmma kernel's balanced launch (stream-K, no
-  /// clusters, this many blocks a SM; WgmmaGemm::launch_balanced) with wgmma_balanced_tile_n
-  /// columns a tile, instead of its cluster launch; 0: the cluster launch. Other bits.
-  int wgmma_balanced = 0;
-  int wgmma_balanced_tile_n = 128;  ///< 64 or 128
   /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
   /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
