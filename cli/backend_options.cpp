@@ -150,6 +150,12 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "shape (default: the device's, a block streaming for 7.5 us at its SM's "
                    "share of the peak bandwidth: 1536 on an H100, the SDAR MLP projections)")
       ->check(CLI::Range(0, 1 << 20));
+  command
+      ->add_option("--wgmma-stage-k", args.cuda.wgmma_stage_k,
+                   "cuda backend: the k each pipeline stage of the wgmma kernel holds, 64 or "
+                   "128 (128: half the waits per byte; +0.5-1.1% for SDAR-4B at 16 sequences on "
+                   "an H200) (default: 128)")
+      ->check(CLI::IsMember({64, 128}));
   command->add_flag("--stream-gemm,!--no-stream-gemm", args.cuda.stream_gemm,
                     "cuda backend: GEMMs of at most 16 rows (about 1 sequence) whose tiles fill "
                     "the SMs (--stream-gemm-min-fill) run dice's streaming kernel, one persistent "

@@ -130,7 +130,10 @@ class Gemm {
   /// off. `min_block_k` (0: every shape): only shapes whose blocks stream at least this much k
   /// (wgmma_block_k, elements) go to it. Throws dice::Error when the wgmma launcher cannot be
   /// made (WgmmaGemm) or `min_block_k` is negative.
-  void set_wgmma(bool on, std::int64_t min_block_k = 0);
+  /// `stage_k`: the kernel's k per stage, 64 or 128 (kWgmmaStageK; WgmmaGemm::launch, at most in
+  /// / stage_k splits); shapes whose `in` it does not divide go to cuBLASLt. Other values throw
+  /// dice::Error.
+  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
   /// skinny(), wgmma_gemm_fits, wgmma_block_k at least set_wgmma's `min_block_k`).
   bool wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
@@ -210,6 +213,7 @@ class Gemm {
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
+  int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)

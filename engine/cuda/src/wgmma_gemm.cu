@@ -2,8 +2,9 @@
 // 17-64 rows, compiled for sm_90a only (wgmma and the TMA are Hopper's).
 //
 // Shared memory (dynamic, 1,024-byte aligned for the 128-byte swizzle): `stages` stages
-// (wgmma_stages), each an x tile (64 rows x 64 k bf16, 8 KiB) and a w tile (tile_n rows x 64 k, 128
-// bytes a row), as the TMA writes them with CU_TENSOR_MAP_SWIZZLE_128B: row r's 16-byte chunk c at
+// (wgmma_stages), each kHalves (stage_k / 64) x tiles (64 rows x 64 k bf16, 8 KiB), then kHalves w
+// tiles (tile_n rows x 64 k, 128 bytes a row), as the TMA writes them with
+// CU_TENSOR_MAP_SWIZZLE_128B: row r's 16-byte chunk c at
 // chunk c ^ (r % 8). A wgmma shared-memory descriptor (PTX ISA, "Matrix Descriptor Format") of such
 // a K-major tile has the tile's address, stride byte offset 1,024 (8 rows of 128 bytes) and swizzle
 // mode 128B; the k16 steps inside the 128-byte row advance its address by 32 bytes.
@@ -11,7 +12,7 @@
 // One warpgroup (128 threads) runs the block. Thread 0 issues the TMA copies: for the first
 // stages, the weights before griddepcontrol.wait with early weights (weights do not depend on
 // the kernel before), x after it; every stage's mbarrier expects both tiles' bytes. Per stage the
-// warpgroup waits on the stage's mbarrier, runs 4 wgmma k16 steps into fp32 registers (D
+// warpgroup waits on the stage's mbarrier, runs 4 wgmma k16 steps a half into fp32 registers (D
 // fragment of m64nNk16: thread t of warp w holds rows 16 w + t / 4 (+ 8) and columns
 // 8 c + 2 (t % 4) (+ 1) of n8 chunk c, registers 4 c + {0, 1} and 4 c + {2, 3}), waits for them,
 // and the block syncs; thread 0 then refills the stage with the copies `stages` stages ahead.
@@ -52,20 +53,28 @@ constexpr int kMinStages = 2;
 constexpr int kThreads = 128;
 constexpr std::uint32_t kXStageBytes = 64 * 128;
 
-constexpr std::uint32_t stage_bytes(int tile_n) {
-  return kXStageBytes + static_cast<std::uint32_t>(tile_n) * 128;
+constexpr std::size_t kMaxDynamicShared = 227 * 1024;  // what a Hopper block may opt in to
+
+/// A stage of `halves` 64-k halves: the x tiles (8 KiB each), then the w tiles (tile_n x 128
+/// bytes each), each 1,024-byte aligned for the 128-byte swizzle.
+constexpr std::uint32_t stage_bytes(int tile_n, int halves = 1) {
+  return static_cast<std::uint32_t>(halves) *
+         (kXStageBytes + static_cast<std::uint32_t>(tile_n) * 128);
 }
 constexpr int reduce_stride(int tile_n) {
   return tile_n + 8;
 }
-constexpr std::size_t dynamic_shared_bytes(int tile_n, int stages) {
-  return static_cast<std::size_t>(stages) * stage_bytes(tile_n) + 1024;
+constexpr std::size_t dynamic_shared_bytes(int tile_n, int stages, int halves = 1) {
+  return static_cast<std::size_t>(stages) * stage_bytes(tile_n, halves) + 1024;
+}
+/// The most stages of `halves` halves within kMaxDynamicShared (at most kMaxStages).
+constexpr int max_stages(int tile_n, int halves) {
+  const std::size_t fit = (kMaxDynamicShared - 1024) / stage_bytes(tile_n, halves);
+  return fit < static_cast<std::size_t>(kMaxStages) ? static_cast<int>(fit) : kMaxStages;
 }
 static_assert(64 * reduce_stride(128) * 4 <= kMinStages * stage_bytes(128));
-// WgmmaGemm raises every kernel's limit to kMaxStages stages once: that must stay within the
-// 227 KiB a Hopper block may opt in to.
-static_assert(dynamic_shared_bytes(128, kMaxStages) <= 227 * 1024);
 static_assert(64 * reduce_stride(64) * 4 <= kMinStages * stage_bytes(64));
+static_assert(max_stages(128, 1) == kMaxStages && max_stages(128, 2) >= kMinStages);
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -158,7 +167,7 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[kTileN / 2], std::uint64_t
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <int kTileN, bool kSwiglu>
+template <int kTileN, bool kSwiglu, int kHalves>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap x_map,
                       const __grid_constant__ CUtensorMap w_map, float* __restrict__ y,
@@ -168,15 +177,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[kMaxStages];
   unsigned char* const base = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
-  constexpr std::uint32_t kStageBytes = stage_bytes(kTileN);
+  constexpr std::uint32_t kStageBytes = stage_bytes(kTileN, kHalves);
   const int tid = static_cast<int>(threadIdx.x);
   const int n0 = static_cast<int>(blockIdx.x) * kTileN;
   const int split = static_cast<int>(blockIdx.y), splits = static_cast<int>(gridDim.y);
-  const int k_blocks = in / 64;
+  const int k_blocks = in / (64 * kHalves);
   const int kb_begin = split * k_blocks / splits;
   const int count = (split + 1) * k_blocks / splits - kb_begin;
-  const auto x_tile = [&](int s) { return base + s * kStageBytes; };
-  const auto w_tile = [&](int s) { return base + s * kStageBytes + kXStageBytes; };
+  const auto x_tile = [&](int s, int h) { return base + s * kStageBytes + h * kXStageBytes; };
+  const auto w_tile = [&](int s, int h) {
+    return base + s * kStageBytes + kHalves * kXStageBytes + h * (kTileN * 128);
+  };
+  // Stage s holds k block kb's halves: k (kb kHalves + h) 64, h < kHalves.
+  const auto load_w = [&](int s, int kb, std::uint64_t policy) {
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h)
+      tma_load(w_tile(s, h), &w_map, &full[s], (kb * kHalves + h) * 64, n0, policy);
+  };
+  const auto load_x = [&](int s, int kb, std::uint64_t policy) {
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h)
+      tma_load(x_tile(s, h), &x_map, &full[s], (kb * kHalves + h) * 64, 0, policy);
+  };
 
   std::uint64_t w_policy = 0, x_policy = 0;
   if (tid == 0) {
@@ -190,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) {
     for (int s = 0; s < first; ++s) {
       barrier_expect(&full[s], kStageBytes);
-      if (early_weights) tma_load(w_tile(s), &w_map, &full[s], (kb_begin + s) * 64, n0, w_policy);
+      if (early_weights) load_w(s, kb_begin + s, w_policy);
     }
   }
   wait_for_prior_grid();
@@ -200,8 +222,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   allow_next_grid();
   if (tid == 0) {
     for (int s = 0; s < first; ++s) {
-      if (!early_weights) tma_load(w_tile(s), &w_map, &full[s], (kb_begin + s) * 64, n0, w_policy);
-      tma_load(x_tile(s), &x_map, &full[s], (kb_begin + s) * 64, 0, x_policy);
+      if (!early_weights) load_w(s, kb_begin + s, w_policy);
+      load_x(s, kb_begin + s, x_policy);
     }
   }
 
@@ -213,10 +235,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     barrier_wait(&full[s], static_cast<std::uint32_t>((i / stages) & 1));
     fence_registers(acc);
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-    const std::uint64_t a = tile_descriptor(shared_address(x_tile(s)));
-    const std::uint64_t b = tile_descriptor(shared_address(w_tile(s)));
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_tile<kTileN>(acc, a + 2 * kk, b + 2 * kk);
+    for (int h = 0; h < kHalves; ++h) {
+      const std::uint64_t a = tile_descriptor(shared_address(x_tile(s, h)));
+      const std::uint64_t b = tile_descriptor(shared_address(w_tile(s, h)));
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_tile<kTileN>(acc, a + 2 * kk, b + 2 * kk);
+    }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     fence_registers(acc);
@@ -224,8 +249,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid == 0 && i + stages < count) {
       const int kb = kb_begin + i + stages;
       barrier_expect(&full[s], kStageBytes);
-      tma_load(w_tile(s), &w_map, &full[s], kb * 64, n0, w_policy);
-      tma_load(x_tile(s), &x_map, &full[s], kb * 64, 0, x_policy);
+      load_w(s, kb, w_policy);
+      load_x(s, kb, x_policy);
     }
   }
 
@@ -313,18 +338,18 @@ CUtensorMap bf16_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const void* base,
   return map;
 }
 
-/// Raises the kernel's dynamic shared-memory limit to its largest launch (kMaxStages stages).
-template <int kTileN, bool kSwiglu>
+/// Raises the kernel's dynamic shared-memory limit to its largest launch (max_stages stages).
+template <int kTileN, bool kSwiglu, int kHalves>
 void allow_shared_memory() {
-  DICE_CUDA_CHECK(cudaFuncSetAttribute(wgmma_gemm_kernel<kTileN, kSwiglu>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(dynamic_shared_bytes(kTileN, kMaxStages))));
+  DICE_CUDA_CHECK(cudaFuncSetAttribute(
+      wgmma_gemm_kernel<kTileN, kSwiglu, kHalves>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(dynamic_shared_bytes(kTileN, max_stages(kTileN, kHalves), kHalves))));
 }
 
 /// The launch configuration of `splits`-block clusters along k over out / kTileN column tiles.
 /// `attributes` (two) receives the cluster dimension and the programmatic launch flag; with `pdl`
 /// false only the first is in the config.
-template <int kTileN>
+template <int kTileN, int kHalves>
 cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int64_t out, int splits,
                                  int stages, cudaStream_t stream, bool pdl) {
   attributes[0] = {};
@@ -338,21 +363,21 @@ cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int6
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(out / kTileN), static_cast<unsigned>(splits));
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = dynamic_shared_bytes(kTileN, stages);
+  config.dynamicSmemBytes = dynamic_shared_bytes(kTileN, stages, kHalves);
   config.stream = stream;
   config.attrs = attributes;
   config.numAttrs = pdl ? 2 : 1;
   return config;
 }
 
-template <int kTileN, bool kSwiglu>
+template <int kTileN, bool kSwiglu, int kHalves>
 void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, void* act,
                  std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate, int splits,
                  int stages, cudaStream_t stream, bool pdl, bool early_weights) {
-  const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu>;
+  const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves>;
   cudaLaunchAttribute attributes[2];
   const cudaLaunchConfig_t config =
-      launch_config<kTileN>(attributes, out, splits, stages, stream, pdl);
+      launch_config<kTileN, kHalves>(attributes, out, splits, stages, stream, pdl);
   check_cuda(cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
                                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
@@ -370,7 +395,8 @@ bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int t
          aligned_to(y, 16);
 }
 
-int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm) {
+int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm, int stage_k) {
+  const int halves = stage_k == 128 ? 2 : 1;
   // At least two blocks per SM: a cluster's blocks must find room on SMs of one GPC (at one block
   // per SM with 8 stages, SDAR-1.7B's o in clusters of 4 took 14.3 against 8.6 us at 6 stages).
   const std::int64_t per_sm = std::clamp<std::int64_t>((blocks + sms - 1) / std::max(sms, 1), 2, 3);
@@ -378,8 +404,8 @@ int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm) {
   // barriers: 7 stages of 16 KiB leave no room for a second block (SDAR-1.7B's gate/up, 192
   // blocks, took 31.4 us at 7 stages against 22.2 us at 4).
   const std::int64_t room = shared_per_sm / per_sm - 4096;
-  return static_cast<int>(
-      std::clamp<std::int64_t>(room / stage_bytes(tile_n), kMinStages, kMaxStages));
+  return static_cast<int>(std::clamp<std::int64_t>(room / stage_bytes(tile_n, halves), kMinStages,
+                                                   max_stages(tile_n, halves)));
 }
 
 std::vector<int> wgmma_split_options(std::int64_t in) {
@@ -422,18 +448,27 @@ WgmmaGemm::WgmmaGemm() {
   sms_ = device_attribute(cudaDevAttrMultiProcessorCount);
   shared_per_sm_ = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
   encode_ = tensor_map_encoder();
-  allow_shared_memory<64, false>();
-  allow_shared_memory<64, true>();
-  allow_shared_memory<128, false>();
-  allow_shared_memory<128, true>();
+  allow_shared_memory<64, false, 1>();
+  allow_shared_memory<64, true, 1>();
+  allow_shared_memory<128, false, 1>();
+  allow_shared_memory<128, true, 1>();
+  allow_shared_memory<64, false, 2>();
+  allow_shared_memory<64, true, 2>();
+  allow_shared_memory<128, false, 2>();
+  allow_shared_memory<128, true, 2>();
 }
 
 void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                        std::int64_t out, bool accumulate, int tile_n, int splits,
-                       cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act) const {
+                       cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act,
+                       int stage_k) const {
   const std::vector<int> options = wgmma_split_options(in);
   const bool known_split = splits >= 1 && !options.empty() && splits <= options.back();
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
+  if ((stage_k != 64 && stage_k != 128) || in % stage_k != 0 || splits > in / stage_k)
+    throw Error("wgmma GEMM: stage k " + std::to_string(stage_k) + " with in " +
+                std::to_string(in) + " and " + std::to_string(splits) +
+                " splits: expected 64 or 128 dividing in, at most in / stage k splits");
   if (!wgmma_gemm_fits(rows, in, out, tile_n, x, w, y_or_act) || !known_split)
     throw Error("wgmma GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) + " out " +
                 std::to_string(out) + " with tile_n " + std::to_string(tile_n) + " and " +
@@ -446,36 +481,39 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
   const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);
   const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
   const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
-  const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_);
+  const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
   const bool swiglu = swiglu_act != nullptr;
-  const auto launch = tile_n == 128 ? (swiglu ? launch_tile<128, true> : launch_tile<128, false>)
-                                    : (swiglu ? launch_tile<64, true> : launch_tile<64, false>);
+  const auto launch =
+      stage_k == 128
+          ? (tile_n == 128 ? (swiglu ? launch_tile<128, true, 2> : launch_tile<128, false, 2>)
+                           : (swiglu ? launch_tile<64, true, 2> : launch_tile<64, false, 2>))
+          : (tile_n == 128 ? (swiglu ? launch_tile<128, true, 1> : launch_tile<128, false, 1>)
+                           : (swiglu ? launch_tile<64, true, 1> : launch_tile<64, false, 1>));
   launch(x_map, w_map, y, swiglu_act, rows, in, out, accumulate, splits, stages, stream, pdl,
          early_weights);
 }
 
-int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n,
-                                   int splits) const {
+int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
+                                   int stage_k) const {
   const std::vector<int> options = wgmma_split_options(in);
-  if ((tile_n != 64 && tile_n != 128) || out <= 0 || out % tile_n != 0 || splits < 1 ||
-      options.empty() || splits > options.back())
+  if ((tile_n != 64 && tile_n != 128) || (stage_k != 64 && stage_k != 128) || out <= 0 ||
+      out % tile_n != 0 || splits < 1 || options.empty() || splits > options.back())
     throw Error("wgmma GEMM occupancy: in " + std::to_string(in) + " out " + std::to_string(out) +
-                " with tile_n " + std::to_string(tile_n) + " and " + std::to_string(splits) +
-                " splits is not a launch it makes");
-  const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_);
+                " with tile_n " + std::to_string(tile_n) + ", stage k " + std::to_string(stage_k) +
+                " and " + std::to_string(splits) + " splits is not a launch it makes");
+  const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
   cudaLaunchAttribute attributes[2];
   int clusters = 0;
-  if (tile_n == 128) {
+  const auto query = [&]<int kTileN, int kHalves>() {
     const cudaLaunchConfig_t config =
-        launch_config<128>(attributes, out, splits, stages, nullptr, false);
-    DICE_CUDA_CHECK(
-        cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<128, false>, &config));
-  } else {
-    const cudaLaunchConfig_t config =
-        launch_config<64>(attributes, out, splits, stages, nullptr, false);
-    DICE_CUDA_CHECK(
-        cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<64, false>, &config));
-  }
+        launch_config<kTileN, kHalves>(attributes, out, splits, stages, nullptr, false);
+    DICE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(
+        &clusters, wgmma_gemm_kernel<kTileN, false, kHalves>, &config));
+  };
+  if (tile_n == 128)
+    stage_k == 128 ? query.operator()<128, 2>() : query.operator()<128, 1>();
+  else
+    stage_k == 128 ? query.operator()<64, 2>() : query.operator()<64, 1>();
   return clusters;
 }
 

@@ -3,9 +3,10 @@
 // rows, cuBLASLt streams the SDAR layer weights at 1.3-2.4 TB/s of ~3.0 TB/s,
 // bench/results/2026-11-24-panel-gemm-h100): y[rows, out] (fp32) = x[rows, in] (bf16)
 // w[out, in]^T (bf16), fp32 accumulation, optionally adding into y. Each block owns `tile_n`
-// output columns and one contiguous split of k; the Tensor Memory Accelerator brings x (64 x 64,
-// rows past `rows` zero-filled) and w (tile_n x 64) per stage into a ring of shared-memory
-// stages (128-byte swizzle, one mbarrier per stage), and one warpgroup multiplies them with
+// output columns and one contiguous split of k; the Tensor Memory Accelerator brings x (64 x 64
+// boxes, rows past `rows` zero-filled) and w (tile_n x 64 boxes), stage_k / 64 of each per stage,
+// into a ring of shared-memory stages (128-byte swizzle, one mbarrier per stage), and one
+// warpgroup multiplies them with
 // wgmma.mma_async m64n{tile_n}k16 (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply").
 // The splits of one column tile form a thread block cluster; their partial sums meet in
 // distributed shared memory and block r of the cluster adds rows r of every partial in split
@@ -25,8 +26,15 @@ namespace dice::engine::cuda {
 
 /// Rows of the wgmma M dimension: the kernel takes 1..64 rows (zero-filled past `rows`).
 inline constexpr std::int64_t kWgmmaRowsLimit = 64;
-/// k per stage: 64 bf16 = one 128-byte swizzle row.
+/// k per TMA box: 64 bf16 = one 128-byte swizzle row.
 inline constexpr std::int64_t kWgmmaTileK = 64;
+/// k per pipeline stage of the engine's launches (Gemm::set_wgmma, CudaBackendOptions::
+/// wgmma_stage_k): two boxes, so one mbarrier wait, block barrier and refill per 128 k (the
+/// block's loop, not the memory, bounded the kernel at 64: 1.5x slower than cuBLASLt at base
+/// clocks). At 64 rows on an H200 4-19% less time a launch on the SDAR down, o and qkv shapes
+/// (4B down 20.6 -> 18.5 us, below cuBLASLt's 19.3), even on the gate/up ones; +0.5-1.1% tok/s
+/// on SDAR-4B at 16 sequences (bench/results/2026-11-28-wgmma-balanced-h200).
+inline constexpr int kWgmmaStageK = 128;
 /// Most splits of k (one cluster; 8 is the portable cluster size).
 inline constexpr int kWgmmaMaxSplits = 8;
 /// Output columns per block of the engine's launches (Gemm::set_wgmma): at 64 rows 64 was as fast
@@ -81,7 +89,9 @@ std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms);
 /// 64: 6 or 4 stages of 16 KiB). Two at least, since a cluster's blocks need room on SMs of one
 /// GPC; three for large grids, so that they run in one wave (SDAR-4B's gate/up projection at 64
 /// rows, 304 blocks, took 45.3 us at 6 stages, two blocks a SM, against 40.0 at 4).
-int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm);
+/// `stage_k` (64 or 128): the k a stage holds (kWgmmaStageK); 128 k stages take twice the bytes.
+int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm,
+                 int stage_k = kWgmmaStageK);
 
 /// Whether the current device runs the wgmma kernels: compute capability 9.x (they are built
 /// for sm_90a only). Throws dice::Error when the device cannot be queried.
@@ -104,10 +114,13 @@ class WgmmaGemm {
   /// up (swiglu.cuh) and the blocks write swiglu_act [rows, out / 2] (bf16) = silu(gate) * up of
   /// each summed output pair (not with `accumulate`). Throws dice::Error for a shape it does not
   /// take (wgmma_gemm_fits), a split count outside wgmma_split_options, accumulate with
-  /// swiglu_act, or a failed encode or launch.
+  /// swiglu_act, or a failed encode or launch. `stage_k`: 64, or 128 (each stage
+  /// two 64-k boxes of x and of w, one barrier wait, block barrier and refill per 128 k; `in` a
+  /// multiple of 128, at most in / 128 splits).
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
-              bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr) const;
+              bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr,
+              int stage_k = kWgmmaStageK) const;
 
   /// How many clusters of launch()'s configuration for this shape (tile_n 64 or 128, `splits`
   /// blocks a cluster, wgmma_stages stages, no SwiGLU) can be resident on the device at once
@@ -115,7 +128,8 @@ class WgmmaGemm {
   /// than one wave (CudaOps.SkinnyGemmTimings prints it; every SDAR shape fits in one,
   /// bench/results/2026-11-28-wgmma-balanced-h200). Throws dice::Error for a tile width or split
   /// count launch() does not take, or a failed query.
-  int max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits) const;
+  int max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
+                          int stage_k = kWgmmaStageK) const;
 
  private:
   void* encode_ = nullptr;  ///< PFN_cuTensorMapEncodeTiled_v12000 (cudaTypedefs.h)

@@ -198,16 +198,19 @@ TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
   // GEMMs, the gate/up projection with the SwiGLU epilogue, on the wgmma kernel where the shape
   // fits (the 1,000-token vocabulary's lm_head does not: cuBLASLt): bf16 logits against the CPU
   // reference.
+  // Also with 128 k a stage (wgmma_stage_k; the test model's 128-wide inputs).
   if (!cuda::wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
-  for (const auto& shape : shapes()) {
-    CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
-    options.wgmma_gemm = true;
-    options.wgmma_min_block_k = 0;  // every shape (the test model's blocks are short)
-    const CudaForwardStats stats = expect_logits_like_the_cpu(shape, options, 5);
-    // At least the first prefill's four layer GEMMs per layer ran on the wgmma kernel (launches
-    // into a graph count once).
-    EXPECT_GE(stats.wgmma_gemms, 4 * shape.config.num_layers) << shape.name;
-  }
+  for (const int stage_k : {64, 128})
+    for (const auto& shape : shapes()) {
+      CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
+      options.wgmma_gemm = true;
+      options.wgmma_min_block_k = 0;  // every shape (the test model's blocks are short)
+      options.wgmma_stage_k = stage_k;
+      const CudaForwardStats stats = expect_logits_like_the_cpu(shape, options, 5);
+      // At least the first prefill's four layer GEMMs per layer ran on the wgmma kernel (launches
+      // into a graph count once).
+      EXPECT_GE(stats.wgmma_gemms, 4 * shape.config.num_layers) << shape.name;
+    }
 }
 
 TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {

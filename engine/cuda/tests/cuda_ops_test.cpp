@@ -851,32 +851,38 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
     for (const std::int64_t rows : {1, 16, 17, 40, 64})
       for (const bool accumulate : {false, true}) {
         const auto want = data.reference(cublas, y_ref, rows, accumulate, stream());
-        for (const int tile_n : {64, 128})
-          for (const int splits : wgmma_split_options(in)) {
-            const std::string what = data.label("wgmma", rows, accumulate) + " tile_n " +
-                                     std::to_string(tile_n) + " splits " + std::to_string(splits);
-            ASSERT_TRUE(wgmma_gemm_fits(rows, in, out, tile_n, x.get(), w.get(), y_a.get()))
-                << what;
-            reset(y_a);
-            wgmma.launch(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, tile_n,
-                         splits, stream());
-            reset(y_b);
-            wgmma.launch(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, tile_n,
-                         splits, stream());
-            synchronize();
-            const auto got = download_f32(y_a, kMaxRows * out);
-            const auto again = download_f32(y_b, kMaxRows * out);
-            EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
-            for (std::size_t i = 0; i < got.size(); ++i) {
-              ASSERT_EQ(again[i], got[i]) << what << ": second run differs at " << i;
-              if (static_cast<std::int64_t>(i) >= rows * out) {
-                ASSERT_EQ(got[i], all[i]) << what << ": wrote past its rows at " << i;
+        for (const int stage_k : {64, 128})
+          for (const int tile_n : {64, 128})
+            for (const int splits : wgmma_split_options(in)) {
+              if (in % stage_k != 0 || splits > in / stage_k) continue;
+              const std::string what =
+                  data.label("wgmma", rows, accumulate) + " tile_n " + std::to_string(tile_n) +
+                  " splits " + std::to_string(splits) + " stage_k " + std::to_string(stage_k);
+              ASSERT_TRUE(wgmma_gemm_fits(rows, in, out, tile_n, x.get(), w.get(), y_a.get()))
+                  << what;
+              reset(y_a);
+              wgmma.launch(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, tile_n,
+                           splits, stream(), false, false, nullptr, stage_k);
+              reset(y_b);
+              wgmma.launch(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, tile_n,
+                           splits, stream(), stage_k == 128, stage_k == 128, nullptr, stage_k);
+              synchronize();
+              const auto got = download_f32(y_a, kMaxRows * out);
+              const auto again = download_f32(y_b, kMaxRows * out);
+              EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
+              for (std::size_t i = 0; i < got.size(); ++i) {
+                ASSERT_EQ(again[i], got[i]) << what << ": second run differs at " << i;
+                if (static_cast<std::int64_t>(i) >= rows * out) {
+                  ASSERT_EQ(got[i], all[i]) << what << ": wrote past its rows at " << i;
+                }
               }
             }
-          }
       }
   }
   EXPECT_THROW(wgmma.launch(nullptr, nullptr, nullptr, 65, 640, 384, false, 128, 1, stream()),
+               Error);
+  EXPECT_THROW(wgmma.launch(nullptr, nullptr, nullptr, 16, 640, 384, false, 128, 1, stream(), false,
+                            false, nullptr, 96),
                Error);
   EXPECT_THROW(wgmma.launch(nullptr, nullptr, nullptr, 16, 96, 384, false, 128, 1, stream()),
                Error);
@@ -939,22 +945,24 @@ TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
   for (const std::int64_t rows : {17, 40, 64})
     for (const int tile_n : {64, 128})
       for (const int splits : {1, 3, 8})
-        for (const bool pdl : {false, true}) {
-          const std::string what = "rows " + std::to_string(rows) + " tile_n " +
-                                   std::to_string(tile_n) + " splits " + std::to_string(splits) +
-                                   " pdl " + std::to_string(pdl);
-          wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n, splits,
-                       stream());
-          launch_swiglu(CudaDType::kBF16, y.as<float>(), static_cast<std::int32_t>(out / 2),
-                        act_ref.get(), static_cast<std::int32_t>(rows), stream());
-          DICE_CUDA_CHECK(cudaMemsetAsync(act.get(), 0xFF, act.bytes(), stream()));
-          wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits, stream(),
-                       pdl, pdl, act.get());
-          synchronize();
-          const auto want = download_bytes(act_ref, static_cast<std::size_t>(rows * out / 2) * 2);
-          const auto got = download_bytes(act, static_cast<std::size_t>(rows * out / 2) * 2);
-          ASSERT_EQ(got, want) << what;
-        }
+        for (const int stage_k : {64, 128})
+          for (const bool pdl : {false, true}) {
+            const std::string what = "rows " + std::to_string(rows) + " tile_n " +
+                                     std::to_string(tile_n) + " splits " + std::to_string(splits) +
+                                     " stage_k " + std::to_string(stage_k) + " pdl " +
+                                     std::to_string(pdl);
+            wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n, splits,
+                         stream(), false, false, nullptr, stage_k);
+            launch_swiglu(CudaDType::kBF16, y.as<float>(), static_cast<std::int32_t>(out / 2),
+                          act_ref.get(), static_cast<std::int32_t>(rows), stream());
+            DICE_CUDA_CHECK(cudaMemsetAsync(act.get(), 0xFF, act.bytes(), stream()));
+            wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits, stream(),
+                         pdl, pdl, act.get(), stage_k);
+            synchronize();
+            const auto want = download_bytes(act_ref, static_cast<std::size_t>(rows * out / 2) * 2);
+            const auto got = download_bytes(act, static_cast<std::size_t>(rows * out / 2) * 2);
+            ASSERT_EQ(got, want) << what;
+          }
   EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, 40, in, out, true, 64, 1, stream(), false,
                             false, act.get()),
                Error);
@@ -2058,9 +2066,11 @@ TEST_F(CudaOps, GemmConfigSearch) {
 // launches, median of 7 replays. GB/s: weight bytes over that time, next to the copy bandwidth
 // measured in the same run (measure_copy_bandwidth). DICE_SKINNY_SHAPE (e.g. "1.7b gate_up"):
 // that shape only (for Nsight Compute runs of one kernel). DICE_SKINNY_WGMMA_ONLY=1: the wgmma
-// kernel only; DICE_SKINNY_WGMMA_TILES / DICE_SKINNY_WGMMA_SPLITS (comma lists): those tile
-// widths / split counts only. The wgmma rows name c<clusters>/<how many can be resident at
-// once> (WgmmaGemm::max_active_clusters; bench/results/2026-11-28-wgmma-balanced-h200).
+// kernel only; DICE_SKINNY_WGMMA_TILES / DICE_SKINNY_WGMMA_SPLITS / DICE_SKINNY_WGMMA_STAGE_K
+// (comma lists; stage k default kWgmmaStageK): those tile widths / split counts / k per stage
+// only. The wgmma rows name c<clusters>/<how many can be resident at once>
+// (WgmmaGemm::max_active_clusters; bench/results/2026-11-28-wgmma-balanced-h200). "4b up" is
+// SDAR-4B's up projection alone: the down projection's weight bytes in short rows.
 TEST_F(CudaOps, SkinnyGemmTimings) {
   if (std::getenv("DICE_SKINNY_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_SKINNY_TIMINGS=1 to time the skinny GEMM's tile and split choices";
@@ -2077,7 +2087,8 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
   const Shape shapes[] = {{"1.7b qkv", 2048, 4096, false},      {"1.7b o", 2048, 2048, true},
                           {"1.7b gate_up", 2048, 12288, false}, {"1.7b down", 6144, 2048, true},
                           {"4b qkv", 2560, 6144, false},        {"4b o", 4096, 2560, true},
-                          {"4b gate_up", 2560, 19456, false},   {"4b down", 9728, 2560, true}};
+                          {"4b gate_up", 2560, 19456, false},   {"4b down", 9728, 2560, true},
+                          {"4b up", 2560, 9728, false}};
   constexpr std::int64_t kPoolBytes = 512ll << 20;
   Gemm cublas, tuned;
   std::optional<WgmmaGemm> wgmma;  // sm_90 only
@@ -2137,23 +2148,27 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
       }
       const std::vector<int> only_splits = env_ints("DICE_SKINNY_WGMMA_SPLITS", {});
       if (wgmma && rows > 16)
-        for (const int tile_n : env_ints("DICE_SKINNY_WGMMA_TILES", {64, 128})) {
-          const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms);
-          for (const int splits : wgmma_split_options(shape.in)) {
-            if (!only_splits.empty() &&
-                std::find(only_splits.begin(), only_splits.end(), splits) == only_splits.end())
-              continue;
-            const std::int64_t clusters = shape.out / tile_n;
-            print(
-                "wgmma t" + std::to_string(tile_n) + " s" + std::to_string(splits) +
-                    (splits == rule ? "*" : "") + " c" + std::to_string(clusters) + "/" +
-                    std::to_string(wgmma->max_active_clusters(shape.in, shape.out, tile_n, splits)),
-                time([&](std::int64_t i) {
-                  wgmma->launch(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
-                                shape.accumulate, tile_n, splits, stream());
-                }));
+        for (const int stage_k : env_ints("DICE_SKINNY_WGMMA_STAGE_K", {kWgmmaStageK}))
+          for (const int tile_n : env_ints("DICE_SKINNY_WGMMA_TILES", {64, 128})) {
+            const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms);
+            for (const int splits : wgmma_split_options(shape.in)) {
+              if (!only_splits.empty() &&
+                  std::find(only_splits.begin(), only_splits.end(), splits) == only_splits.end())
+                continue;
+              const std::int64_t clusters = shape.out / tile_n;
+              if (shape.in % stage_k != 0 || splits > shape.in / stage_k) continue;
+              print("wgmma t" + std::to_string(tile_n) + (stage_k == 128 ? " k128" : "") + " s" +
+                        std::to_string(splits) + (splits == rule ? "*" : "") + " c" +
+                        std::to_string(clusters) + "/" +
+                        std::to_string(wgmma->max_active_clusters(shape.in, shape.out, tile_n,
+                                                                  splits, stage_k)),
+                    time([&](std::int64_t i) {
+                      wgmma->launch(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                    shape.accumulate, tile_n, splits, stream(), false, false,
+                                    nullptr, stage_k);
+                    }));
+            }
           }
-        }
     }
   }
 }

@@ -100,12 +100,18 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_EQ(wgmma_split_options(640), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(wgmma_split_options(192), (std::vector<int>{1, 2, 3}));
   EXPECT_TRUE(wgmma_split_options(32).empty());
-  // Two blocks a SM up to 2 x SMs blocks (6 stages of 16 KiB), three above (4 stages).
-  EXPECT_EQ(wgmma_stages(64, 128, kSms, kShared), 6);
-  EXPECT_EQ(wgmma_stages(64, 264, kSms, kShared), 6);
-  EXPECT_EQ(wgmma_stages(64, 304, kSms, kShared), 4);  // 4B gate/up: one wave of 3 a SM
-  EXPECT_EQ(wgmma_stages(128, 128, kSms, kShared), 4);
-  EXPECT_EQ(wgmma_stages(128, 1000, kSms, kShared), 3);
+  // 64 k a stage: two blocks a SM up to 2 x SMs blocks (6 stages of 16 KiB), three above (4).
+  EXPECT_EQ(wgmma_stages(64, 128, kSms, kShared, 64), 6);
+  EXPECT_EQ(wgmma_stages(64, 264, kSms, kShared, 64), 6);
+  EXPECT_EQ(wgmma_stages(64, 304, kSms, kShared, 64), 4);  // 4B gate/up: one wave of 3 a SM
+  EXPECT_EQ(wgmma_stages(128, 128, kSms, kShared, 64), 4);
+  EXPECT_EQ(wgmma_stages(128, 1000, kSms, kShared, 64), 3);
+  // 128 k a stage (the default): stages of 32 KiB (tile_n 64) and 48 KiB (128), at least two.
+  EXPECT_EQ(kWgmmaStageK, 128);
+  EXPECT_EQ(wgmma_stages(64, 160, kSms, kShared), 3);  // 4B down: 160 blocks, two a SM
+  EXPECT_EQ(wgmma_stages(64, 304, kSms, kShared), 2);
+  EXPECT_EQ(wgmma_stages(128, 128, kSms, kShared), 2);
+  EXPECT_EQ(wgmma_stages(128, 1000, kSms, kShared), 2);
   EXPECT_TRUE(wgmma_gemm_fits(64, 2048, 4096, 64, at(256), at(512), at(1024)));
   EXPECT_FALSE(wgmma_gemm_fits(65, 2048, 4096, 64, at(256), at(512), at(1024)));
   EXPECT_FALSE(wgmma_gemm_fits(64, 2016, 4096, 64, at(256), at(512), at(1024)));   // in % 64

@@ -196,6 +196,13 @@ struct CudaBackendOptions {
   /// against cuBLASLt (bench/results/2026-11-27-wgmma-min-block-k-h200), hence the larger limit
   /// there.
   std::optional<std::int64_t> wgmma_min_block_k;
+  /// With wgmma_gemm: the k each of the kernel's pipeline stages holds, 64 or 128 (two 64-k boxes
+  /// a stage: half the mbarrier waits, block barriers and refills per byte; shapes whose `in` it
+  /// does not divide run cuBLASLt). 128: 4-19% less time a launch at 64 rows on an H200 on the
+  /// down, o and qkv shapes (the gate/up ones even), +0.5-1.1% tok/s on SDAR-4B at 16 x 1,024 and
+  /// 16 x 4,096 (bench/results/2026-11-28-wgmma-balanced-h200). Other bits than 64 where the split
+  /// boundaries move, the same run to run.
+  int wgmma_stage_k = 128;
   /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
   /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
