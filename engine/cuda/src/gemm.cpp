@@ -112,15 +112,15 @@ bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64
                  const void* x, const void* w, const void* y) const {
   return wgmma_.has_value() && dtype == CudaDType::kBF16 &&
          !skinny(dtype, rows, in, out, x, w, y) &&
-         wgmma_gemm_fits(rows, in, out, kWgmmaTileN, x, w, y) && in % wgmma_stage_k_ == 0 &&
-         wgmma_block_k(in, out, kWgmmaTileN, sms_) >= wgmma_min_block_k_;
+         wgmma_gemm_fits(rows, in, out, kWgmmaTileN, x, w, y) &&
+         !wgmma_split_options(in, wgmma_stage_k_).empty() &&
+         wgmma_block_k(in, out, kWgmmaTileN, sms_, wgmma_stage_k_) >= wgmma_min_block_k_;
 }
 
 void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                      std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
-  const int splits = std::min<int>(wgmma_default_splits(in, out, kWgmmaTileN, sms_),
-                                   static_cast<int>(in / wgmma_stage_k_));
-  wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN, splits, stream, pdl_,
+  wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
+                 wgmma_default_splits(in, out, kWgmmaTileN, sms_, wgmma_stage_k_), stream, pdl_,
                  early_weights_, act, wgmma_stage_k_);
   ++wgmma_launches_;
 }

@@ -130,12 +130,13 @@ class Gemm {
   /// off. `min_block_k` (0: every shape): only shapes whose blocks stream at least this much k
   /// (wgmma_block_k, elements) go to it. Throws dice::Error when the wgmma launcher cannot be
   /// made (WgmmaGemm) or `min_block_k` is negative.
-  /// `stage_k`: the kernel's k per stage, 64 or 128 (kWgmmaStageK; WgmmaGemm::launch, at most in
-  /// / stage_k splits); shapes whose `in` it does not divide go to cuBLASLt. Other values throw
-  /// dice::Error.
+  /// `stage_k`: the kernel's k per stage, 64 or 128 (kWgmmaStageK; WgmmaGemm::launch, split
+  /// counts from wgmma_split_options(in, stage_k)); shapes whose `in` it does not divide go to
+  /// cuBLASLt. Other values throw dice::Error.
   void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
-  /// skinny(), wgmma_gemm_fits, wgmma_block_k at least set_wgmma's `min_block_k`).
+  /// skinny(), wgmma_gemm_fits, a split option at set_wgmma's `stage_k`, wgmma_block_k at least
+  /// set_wgmma's `min_block_k`).
   bool wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
              const void* w, const void* y) const;
   /// Whether run() gives this GEMM to one of dice's kernels (skinny() or wgmma()), which write

@@ -408,22 +408,23 @@ int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm, in
                                                    max_stages(tile_n, halves)));
 }
 
-std::vector<int> wgmma_split_options(std::int64_t in) {
+std::vector<int> wgmma_split_options(std::int64_t in, int stage_k) {
   std::vector<int> options;
-  for (int s = 1; s <= kWgmmaMaxSplits && s <= in / kWgmmaTileK; ++s) options.push_back(s);
+  if ((stage_k != 64 && stage_k != 128) || in % stage_k != 0) return options;
+  for (int s = 1; s <= kWgmmaMaxSplits && s <= in / stage_k; ++s) options.push_back(s);
   return options;
 }
 
-int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms) {
+int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k) {
   const std::int64_t tiles = out / tile_n;
-  const std::vector<int> options = wgmma_split_options(in);
+  const std::vector<int> options = wgmma_split_options(in, stage_k);
   for (const int s : options)
     if (16 * tiles * s >= 15 * static_cast<std::int64_t>(sms)) return s;
   return options.empty() ? 1 : options.back();
 }
 
-std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms) {
-  return in / wgmma_default_splits(in, out, tile_n, sms);
+std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k) {
+  return in / wgmma_default_splits(in, out, tile_n, sms, stage_k);
 }
 
 std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms) {
@@ -462,19 +463,15 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
                        std::int64_t out, bool accumulate, int tile_n, int splits,
                        cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act,
                        int stage_k) const {
-  const std::vector<int> options = wgmma_split_options(in);
+  const std::vector<int> options = wgmma_split_options(in, stage_k);
   const bool known_split = splits >= 1 && !options.empty() && splits <= options.back();
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
-  if ((stage_k != 64 && stage_k != 128) || in % stage_k != 0 || splits > in / stage_k)
-    throw Error("wgmma GEMM: stage k " + std::to_string(stage_k) + " with in " +
-                std::to_string(in) + " and " + std::to_string(splits) +
-                " splits: expected 64 or 128 dividing in, at most in / stage k splits");
   if (!wgmma_gemm_fits(rows, in, out, tile_n, x, w, y_or_act) || !known_split)
     throw Error("wgmma GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) + " out " +
-                std::to_string(out) + " with tile_n " + std::to_string(tile_n) + " and " +
-                std::to_string(splits) +
-                " splits is not a shape it takes (rows 1..64, in a multiple of 64, out a "
-                "multiple of tile_n 64 or 128, 1..min(8, in / 64) splits, 16-byte aligned)");
+                std::to_string(out) + " with tile_n " + std::to_string(tile_n) + ", " +
+                std::to_string(splits) + " splits and stage k " + std::to_string(stage_k) +
+                " is not a shape it takes (rows 1..64, stage k 64 or 128 dividing in, out a "
+                "multiple of tile_n 64 or 128, 1..min(8, in / stage k) splits, 16-byte aligned)");
   if (swiglu_act != nullptr && accumulate)
     throw Error("wgmma GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
                 std::to_string(out) + " asks to accumulate, which the epilogue does not do");
@@ -495,9 +492,9 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
 
 int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
                                    int stage_k) const {
-  const std::vector<int> options = wgmma_split_options(in);
-  if ((tile_n != 64 && tile_n != 128) || (stage_k != 64 && stage_k != 128) || out <= 0 ||
-      out % tile_n != 0 || splits < 1 || options.empty() || splits > options.back())
+  const std::vector<int> options = wgmma_split_options(in, stage_k);
+  if ((tile_n != 64 && tile_n != 128) || out <= 0 || out % tile_n != 0 || splits < 1 ||
+      options.empty() || splits > options.back())
     throw Error("wgmma GEMM occupancy: in " + std::to_string(in) + " out " + std::to_string(out) +
                 " with tile_n " + std::to_string(tile_n) + ", stage k " + std::to_string(stage_k) +
                 " and " + std::to_string(splits) + " splits is not a launch it makes");

@@ -49,20 +49,24 @@ inline constexpr int kWgmmaTileN = 64;
 bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int tile_n,
                      const void* x, const void* w, const void* y);
 
-/// The split counts that may run `in` (1..kWgmmaMaxSplits, at most in / 64 so every split has a
-/// stage). Each split count gives its own (deterministic) bits.
-std::vector<int> wgmma_split_options(std::int64_t in);
+/// The split counts that may run `in` with `stage_k` k a stage (1..kWgmmaMaxSplits, at most
+/// in / stage_k so every split has a stage); none when stage_k is not 64 or 128 or does not divide
+/// `in`. Each split count gives its own (deterministic) bits. The one place the kernel's k
+/// constraints live: launch() takes exactly these, Gemm takes a shape when there is one.
+std::vector<int> wgmma_split_options(std::int64_t in, int stage_k = kWgmmaTileK);
 
-/// The split count of the rule: the fewest splits whose blocks (out / tile_n column tiles x
-/// splits) number at least 15/16 of `sms`, else the most (at most min(8, in / 64)). A fixed rule,
-/// not a timing, since the split count changes the bits. Measured at 32 and 64 rows on the SDAR
-/// layer shapes (bench/results/2026-11-25-wgmma-gemm-h100).
-int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms);
+/// The split count of the rule: the fewest splits of wgmma_split_options(in, stage_k) whose
+/// blocks (out / tile_n column tiles x splits) number at least 15/16 of `sms`, else the most (1
+/// when there is none). A fixed rule, not a timing, since the split count changes the bits.
+/// Measured at 32 and 64 rows on the SDAR layer shapes (bench/results/2026-11-25-wgmma-gemm-h100).
+int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms,
+                         int stage_k = kWgmmaTileK);
 
 /// The k (elements of `in`) each block streams under the split rule: in / wgmma_default_splits.
 /// A block's fixed cost (first copies, cluster barriers, epilogue) is paid once per this much k,
 /// so short blocks lose to cuBLASLt (Gemm::set_wgmma's `min_block_k`).
-std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms);
+std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms,
+                           int stage_k = kWgmmaTileK);
 
 /// Seconds of weight streaming a block must have for the wgmma kernel to be worth its fixed cost
 /// (wgmma_auto_min_block_k): 7.5 us, which on an H100 rounds up to blocks of 1,536 k (below).
@@ -113,10 +117,9 @@ class WgmmaGemm {
   /// wait for the kernel before them. `swiglu_act`: y is not written; w's rows alternate gate and
   /// up (swiglu.cuh) and the blocks write swiglu_act [rows, out / 2] (bf16) = silu(gate) * up of
   /// each summed output pair (not with `accumulate`). Throws dice::Error for a shape it does not
-  /// take (wgmma_gemm_fits), a split count outside wgmma_split_options, accumulate with
-  /// swiglu_act, or a failed encode or launch. `stage_k`: 64, or 128 (each stage
-  /// two 64-k boxes of x and of w, one barrier wait, block barrier and refill per 128 k; `in` a
-  /// multiple of 128, at most in / 128 splits).
+  /// take (wgmma_gemm_fits), a split count outside wgmma_split_options(in, stage_k), accumulate
+  /// with swiglu_act, or a failed encode or launch. `stage_k`: 64, or 128 (each stage two 64-k
+  /// boxes of x and of w: one barrier wait, block barrier and refill per 128 k).
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr,
@@ -126,8 +129,8 @@ class WgmmaGemm {
   /// blocks a cluster, wgmma_stages stages, no SwiGLU) can be resident on the device at once
   /// (cudaOccupancyMaxActiveClusters): a launch of more than out / tile_n clusters runs in more
   /// than one wave (CudaOps.SkinnyGemmTimings prints it; every SDAR shape fits in one,
-  /// bench/results/2026-11-28-wgmma-balanced-h200). Throws dice::Error for a tile width or split
-  /// count launch() does not take, or a failed query.
+  /// bench/results/2026-11-28-wgmma-balanced-h200). Throws dice::Error for a tile width, or a
+  /// split count outside wgmma_split_options(in, stage_k), or a failed query.
   int max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
                           int stage_k = kWgmmaStageK) const;
 

@@ -853,8 +853,7 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
         const auto want = data.reference(cublas, y_ref, rows, accumulate, stream());
         for (const int stage_k : {64, 128})
           for (const int tile_n : {64, 128})
-            for (const int splits : wgmma_split_options(in)) {
-              if (in % stage_k != 0 || splits > in / stage_k) continue;
+            for (const int splits : wgmma_split_options(in, stage_k)) {
               const std::string what =
                   data.label("wgmma", rows, accumulate) + " tile_n " + std::to_string(tile_n) +
                   " splits " + std::to_string(splits) + " stage_k " + std::to_string(stage_k);
@@ -2150,13 +2149,12 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
       if (wgmma && rows > 16)
         for (const int stage_k : env_ints("DICE_SKINNY_WGMMA_STAGE_K", {kWgmmaStageK}))
           for (const int tile_n : env_ints("DICE_SKINNY_WGMMA_TILES", {64, 128})) {
-            const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms);
-            for (const int splits : wgmma_split_options(shape.in)) {
+            const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms, stage_k);
+            for (const int splits : wgmma_split_options(shape.in, stage_k)) {
               if (!only_splits.empty() &&
                   std::find(only_splits.begin(), only_splits.end(), splits) == only_splits.end())
                 continue;
               const std::int64_t clusters = shape.out / tile_n;
-              if (shape.in % stage_k != 0 || splits > shape.in / stage_k) continue;
               print("wgmma t" + std::to_string(tile_n) + (stage_k == 128 ? " k128" : "") + " s" +
                         std::to_string(splits) + (splits == rule ? "*" : "") + " c" +
                         std::to_string(clusters) + "/" +

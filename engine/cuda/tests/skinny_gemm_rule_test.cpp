@@ -100,6 +100,11 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_EQ(wgmma_split_options(640), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(wgmma_split_options(192), (std::vector<int>{1, 2, 3}));
   EXPECT_TRUE(wgmma_split_options(32).empty());
+  // 128 k a stage: at most in / 128 splits, none where 128 does not divide `in`.
+  EXPECT_EQ(wgmma_split_options(640, 128), (std::vector<int>{1, 2, 3, 4, 5}));
+  EXPECT_TRUE(wgmma_split_options(192, 128).empty());
+  EXPECT_TRUE(wgmma_split_options(640, 96).empty());
+  EXPECT_EQ(wgmma_default_splits(128, 64, 64, kSms, 128), 1);  // at most in / 128
   // 64 k a stage: two blocks a SM up to 2 x SMs blocks (6 stages of 16 KiB), three above (4).
   EXPECT_EQ(wgmma_stages(64, 128, kSms, kShared, 64), 6);
   EXPECT_EQ(wgmma_stages(64, 264, kSms, kShared, 64), 6);
