@@ -6,7 +6,6 @@
 
 #include <cctype>
 #include <cmath>
-#include <map>
 
 #include "dice/core/error.h"
 #include "dice/engine/cpu_backend.h"
@@ -157,18 +156,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "128 (128: half the waits per byte; +0.5-1.1% for SDAR-4B at 16 sequences on "
                    "an H200) (default: 128)")
       ->check(CLI::IsMember({64, 128}));
-  command
-      ->add_option("--wgmma-pipeline", args.cuda.wgmma_pipeline,
-                   "cuda backend: how the wgmma kernel refills its stages: barrier (one "
-                   "warpgroup, a block barrier after each stage's MMAs), producer (a fifth warp "
-                   "issues the copies as each stage is released) or overlap (producer, with one "
-                   "MMA group in flight) (default: barrier)")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, engine::WgmmaPipeline>{
-              {"barrier", engine::WgmmaPipeline::kBlockBarrier},
-              {"producer", engine::WgmmaPipeline::kProducerWarp},
-              {"overlap", engine::WgmmaPipeline::kProducerWarpOverlap}},
-          CLI::ignore_case));
   command->add_flag("--stream-gemm,!--no-stream-gemm", args.cuda.stream_gemm,
                     "cuda backend: GEMMs of at most 16 rows (about 1 sequence) whose tiles fill "
                     "the SMs (--stream-gemm-min-fill) run dice's streaming kernel, one persistent "

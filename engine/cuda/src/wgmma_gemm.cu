@@ -9,13 +9,14 @@
 // a K-major tile has the tile's address, stride byte offset 1,024 (8 rows of 128 bytes) and swizzle
 // mode 128B; the k16 steps inside the 128-byte row advance its address by 32 bytes.
 //
-// One warpgroup (128 threads) runs the block. Thread 0 issues the TMA copies: for the first
-// stages, the weights before griddepcontrol.wait with early weights (weights do not depend on
-// the kernel before), x after it; every stage's mbarrier expects both tiles' bytes. Per stage the
-// warpgroup waits on the stage's mbarrier, runs 4 wgmma k16 steps a half into fp32 registers (D
-// fragment of m64nNk16: thread t of warp w holds rows 16 w + t / 4 (+ 8) and columns
-// 8 c + 2 (t % 4) (+ 1) of n8 chunk c, registers 4 c + {0, 1} and 4 c + {2, 3}), waits for them,
-// and the block syncs; thread 0 then refills the stage with the copies `stages` stages ahead.
+// One warpgroup (128 threads) runs the block. Thread 0 prefetches both tensor maps and issues the
+// TMA copies: for the first stages, the weights before griddepcontrol.wait with early weights
+// (weights do not depend on the kernel before), x after it; every stage's mbarrier expects both
+// tiles' bytes. Per stage the warpgroup waits on the stage's mbarrier, runs 4 wgmma k16 steps a
+// half into fp32 registers (D fragment of m64nNk16: thread t of warp w holds rows 16 w + t / 4 (+
+// 8) and columns 8 c + 2 (t % 4) (+ 1) of n8 chunk c, registers 4 c + {0, 1} and 4 c + {2, 3}),
+// waits for them, and the block syncs; thread 0 then refills the stage with the copies `stages`
+// stages ahead.
 //
 // Split-K: the splits of one column tile are one cluster (dims 1 x splits). Each block writes its
 // partial 64 x tile_n sums into shared memory (rows padded by 8 floats: the float2 stores of a
@@ -50,8 +51,7 @@ namespace {
 
 constexpr int kMaxStages = 8;
 constexpr int kMinStages = 2;
-constexpr int kThreads = 128;                    // the warpgroup that multiplies
-constexpr int kProducerThreads = kThreads + 32;  // and the producer warp (WgmmaPipeline)
+constexpr int kThreads = 128;
 constexpr std::uint32_t kXStageBytes = 64 * 128;
 
 constexpr std::size_t kMaxDynamicShared = 227 * 1024;  // what a Hopper block may opt in to
@@ -168,22 +168,18 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[kTileN / 2], std::uint64_t
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <int kTileN, bool kSwiglu, int kHalves, bool kProducer>
-__global__ void __launch_bounds__(kProducerThreads, 1)
+template <int kTileN, bool kSwiglu, int kHalves>
+__global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap x_map,
                       const __grid_constant__ CUtensorMap w_map, float* __restrict__ y,
                       __nv_bfloat16* __restrict__ act, std::int32_t rows, std::int32_t in,
-                      std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights,
-                      bool overlap) {
+                      std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[kMaxStages];
-  __shared__ alignas(8) std::uint64_t empty[kMaxStages];  // kProducer: consumer warps' releases
   unsigned char* const base = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
   constexpr std::uint32_t kStageBytes = stage_bytes(kTileN, kHalves);
   const int tid = static_cast<int>(threadIdx.x);
-  // The thread that issues the copies: the producer warp's first, or the warpgroup's first.
-  const bool issuer = tid == (kProducer ? kThreads : 0);
   const int n0 = static_cast<int>(blockIdx.x) * kTileN;
   const int split = static_cast<int>(blockIdx.y), splits = static_cast<int>(gridDim.y);
   const int k_blocks = in / (64 * kHalves);
@@ -206,24 +202,22 @@ __global__ void __launch_bounds__(kProducerThreads, 1)
   };
 
   std::uint64_t w_policy = 0, x_policy = 0;
-  if (issuer) {
+  if (tid == 0) {
     // The TMA unit reads each tensor map from the kernel's parameters on its first copy: fetch
-    // them now, while the barriers are set up.
+    // them now, while the barriers are set up (0.05-0.1 us a launch,
+    // bench/results/2026-11-28-wgmma-producer-h200).
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&x_map))
                  : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(&w_map))
                  : "memory");
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(w_policy));
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(x_policy));
-    for (int s = 0; s < stages; ++s) {
-      barrier_init(&full[s], 1);
-      if constexpr (kProducer) barrier_init(&empty[s], kThreads / 32);
-    }
+    for (int s = 0; s < stages; ++s) barrier_init(&full[s], 1);
     barrier_init_fence();
   }
   __syncthreads();
   const int first = count < stages ? count : stages;
-  if (issuer) {
+  if (tid == 0) {
     for (int s = 0; s < first; ++s) {
       barrier_expect(&full[s], kStageBytes);
       if (early_weights) load_w(s, kb_begin + s, w_policy);
@@ -234,18 +228,17 @@ __global__ void __launch_bounds__(kProducerThreads, 1)
   // GEMM brings its first weights while this one streams (+1.5-2.3% tok/s at 16 sequences
   // against no trigger, bench/results/2026-11-25-wgmma-gemm-h100).
   allow_next_grid();
-  if (issuer) {
+  if (tid == 0) {
     for (int s = 0; s < first; ++s) {
       if (!early_weights) load_w(s, kb_begin + s, w_policy);
       load_x(s, kb_begin + s, x_policy);
     }
   }
 
-  // The warpgroup's MMAs on the stage held by `i`: wait for its copies, issue, commit.
   float acc[kTileN / 2];
 #pragma unroll
   for (int i = 0; i < kTileN / 2; ++i) acc[i] = 0.0f;
-  const auto multiply = [&](int i) {
+  for (int i = 0; i < count; ++i) {
     const int s = i % stages;
     barrier_wait(&full[s], static_cast<std::uint32_t>((i / stages) & 1));
     fence_registers(acc);
@@ -258,52 +251,14 @@ __global__ void __launch_bounds__(kProducerThreads, 1)
       for (int kk = 0; kk < 4; ++kk) wgmma_tile<kTileN>(acc, a + 2 * kk, b + 2 * kk);
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-  };
-  if constexpr (kProducer) {
-    if (tid >= kThreads) {
-      // The producer warp: refill stage s with k block j once every consumer warp released it.
-      if (issuer) {
-        for (int j = stages; j < count; ++j) {
-          const int s = j % stages;
-          barrier_wait(&empty[s], static_cast<std::uint32_t>((j / stages - 1) & 1));
-          barrier_expect(&full[s], kStageBytes);
-          load_w(s, kb_begin + j, w_policy);
-          load_x(s, kb_begin + j, x_policy);
-        }
-      }
-    } else {
-      const auto release = [&](int i) {
-        __syncwarp();
-        if (tid % 32 == 0) barrier_arrive(&empty[i % stages]);
-      };
-      for (int i = 0; i < count; ++i) {
-        multiply(i);
-        if (overlap) {
-          // One group stays in flight: the stage of the one before is free.
-          asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-          if (i > 0) release(i - 1);
-        } else {
-          asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-          release(i);
-        }
-      }
-      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-      fence_registers(acc);
-    }
-    __syncthreads();  // every warp's MMAs are done: the stages may hold the partial sums
-  } else {
-    for (int i = 0; i < count; ++i) {
-      const int s = i % stages;
-      multiply(i);
-      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-      fence_registers(acc);
-      __syncthreads();  // every warp's MMAs on stage s are done: it may be refilled
-      if (issuer && i + stages < count) {
-        const int kb = kb_begin + i + stages;
-        barrier_expect(&full[s], kStageBytes);
-        load_w(s, kb, w_policy);
-        load_x(s, kb, x_policy);
-      }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    fence_registers(acc);
+    __syncthreads();  // every warp's MMAs on stage s are done: it may be refilled
+    if (tid == 0 && i + stages < count) {
+      const int kb = kb_begin + i + stages;
+      barrier_expect(&full[s], kStageBytes);
+      load_w(s, kb, w_policy);
+      load_x(s, kb, x_policy);
     }
   }
 
@@ -312,23 +267,20 @@ __global__ void __launch_bounds__(kProducerThreads, 1)
   float* const partial = reinterpret_cast<float*>(base);
   const int warp = tid / 32, lane = tid % 32;
   const int row0 = warp * 16 + lane / 4;
-  if (tid < kThreads) {
 #pragma unroll
-    for (int c = 0; c < kTileN / 8; ++c)
+  for (int c = 0; c < kTileN / 8; ++c)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int col = 8 * c + 2 * (lane % 4);
-        *reinterpret_cast<float2*>(&partial[(row0 + 8 * h) * kStride + col]) =
-            make_float2(acc[4 * c + 2 * h], acc[4 * c + 2 * h + 1]);
-      }
-  }
+    for (int h = 0; h < 2; ++h) {
+      const int col = 8 * c + 2 * (lane % 4);
+      *reinterpret_cast<float2*>(&partial[(row0 + 8 * h) * kStride + col]) =
+          make_float2(acc[4 * c + 2 * h], acc[4 * c + 2 * h + 1]);
+    }
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
   const int row_begin = split * rows / splits, row_end = (split + 1) * rows / splits;
   constexpr int kVectors = kTileN / 4;
-  // (the warpgroup's threads; a producer warp only meets the cluster barriers)
-  for (int idx = tid; tid < kThreads && idx < (row_end - row_begin) * kVectors; idx += kThreads) {
+  for (int idx = tid; idx < (row_end - row_begin) * kVectors; idx += kThreads) {
     const int row = row_begin + idx / kVectors, c4 = idx % kVectors;
     const int offset = row * kStride + 4 * c4;
     float4 sum = *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, 0) + offset);
@@ -395,34 +347,17 @@ CUtensorMap bf16_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const void* base,
 }
 
 /// Raises the kernel's dynamic shared-memory limit to its largest launch (max_stages stages).
-template <int kTileN, bool kSwiglu, int kHalves, bool kProducer>
+template <int kTileN, bool kSwiglu, int kHalves>
 void allow_shared_memory() {
   DICE_CUDA_CHECK(cudaFuncSetAttribute(
-      wgmma_gemm_kernel<kTileN, kSwiglu, kHalves, kProducer>,
-      cudaFuncAttributeMaxDynamicSharedMemorySize,
+      wgmma_gemm_kernel<kTileN, kSwiglu, kHalves>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(dynamic_shared_bytes(kTileN, max_stages(kTileN, kHalves), kHalves))));
-}
-
-/// Calls f.template operator()<kTileN, kHalves, kProducer>() for the launch's tile width (64 or
-/// 128), k per stage (64 or 128) and pipeline.
-template <typename F>
-void dispatch(int tile_n, int stage_k, WgmmaPipeline pipeline, F&& f) {
-  const bool producer = pipeline != WgmmaPipeline::kBlockBarrier;
-  const auto by_producer = [&]<int kTileN, int kHalves>() {
-    producer ? f.template operator()<kTileN, kHalves, true>()
-             : f.template operator()<kTileN, kHalves, false>();
-  };
-  const auto by_halves = [&]<int kTileN>() {
-    stage_k == 128 ? by_producer.template operator()<kTileN, 2>()
-                   : by_producer.template operator()<kTileN, 1>();
-  };
-  tile_n == 128 ? by_halves.template operator()<128>() : by_halves.template operator()<64>();
 }
 
 /// The launch configuration of `splits`-block clusters along k over out / kTileN column tiles.
 /// `attributes` (two) receives the cluster dimension and the programmatic launch flag; with `pdl`
 /// false only the first is in the config.
-template <int kTileN, int kHalves, bool kProducer>
+template <int kTileN, int kHalves>
 cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int64_t out, int splits,
                                  int stages, cudaStream_t stream, bool pdl) {
   attributes[0] = {};
@@ -435,7 +370,7 @@ cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int6
   attributes[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(out / kTileN), static_cast<unsigned>(splits));
-  config.blockDim = dim3(kProducer ? kProducerThreads : kThreads);
+  config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = dynamic_shared_bytes(kTileN, stages, kHalves);
   config.stream = stream;
   config.attrs = attributes;
@@ -443,18 +378,18 @@ cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int6
   return config;
 }
 
-template <int kTileN, bool kSwiglu, int kHalves, bool kProducer>
+template <int kTileN, bool kSwiglu, int kHalves>
 void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, void* act,
                  std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate, int splits,
-                 int stages, cudaStream_t stream, bool pdl, bool early_weights, bool overlap) {
-  const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves, kProducer>;
+                 int stages, cudaStream_t stream, bool pdl, bool early_weights) {
+  const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves>;
   cudaLaunchAttribute attributes[2];
   const cudaLaunchConfig_t config =
-      launch_config<kTileN, kHalves, kProducer>(attributes, out, splits, stages, stream, pdl);
+      launch_config<kTileN, kHalves>(attributes, out, splits, stages, stream, pdl);
   check_cuda(cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
                                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
-                                accumulate, pdl && early_weights, overlap),
+                                accumulate, pdl && early_weights),
              "wgmma_gemm_kernel", __FILE__, __LINE__);
 }
 
@@ -522,20 +457,20 @@ WgmmaGemm::WgmmaGemm() {
   sms_ = device_attribute(cudaDevAttrMultiProcessorCount);
   shared_per_sm_ = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
   encode_ = tensor_map_encoder();
-  for (const int tile_n : {64, 128})
-    for (const int stage_k : {64, 128})
-      for (const WgmmaPipeline pipeline :
-           {WgmmaPipeline::kBlockBarrier, WgmmaPipeline::kProducerWarp})
-        dispatch(tile_n, stage_k, pipeline, [&]<int kTileN, int kHalves, bool kProducer>() {
-          allow_shared_memory<kTileN, false, kHalves, kProducer>();
-          allow_shared_memory<kTileN, true, kHalves, kProducer>();
-        });
+  allow_shared_memory<64, false, 1>();
+  allow_shared_memory<64, true, 1>();
+  allow_shared_memory<128, false, 1>();
+  allow_shared_memory<128, true, 1>();
+  allow_shared_memory<64, false, 2>();
+  allow_shared_memory<64, true, 2>();
+  allow_shared_memory<128, false, 2>();
+  allow_shared_memory<128, true, 2>();
 }
 
 void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                        std::int64_t out, bool accumulate, int tile_n, int splits,
                        cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act,
-                       int stage_k, WgmmaPipeline pipeline, int stages) const {
+                       int stage_k) const {
   const std::vector<int> options = wgmma_split_options(in, stage_k);
   const bool known_split = splits >= 1 && !options.empty() && splits <= options.back();
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
@@ -551,41 +486,39 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
   const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);
   const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
   const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
-  const int most = max_stages(tile_n, stage_k / 64);
-  if (stages != 0 && (stages < kMinStages || stages > most))
-    throw Error("wgmma GEMM: " + std::to_string(stages) + " stages of tile_n " +
-                std::to_string(tile_n) + " and stage k " + std::to_string(stage_k) +
-                ": expected 0 (the rule) or " + std::to_string(kMinStages) + ".." +
-                std::to_string(most));
-  if (stages == 0)
-    stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
-  const bool overlap = pipeline == WgmmaPipeline::kProducerWarpOverlap;
-  dispatch(tile_n, stage_k, pipeline, [&]<int kTileN, int kHalves, bool kProducer>() {
-    const auto launch = swiglu_act != nullptr ? launch_tile<kTileN, true, kHalves, kProducer>
-                                              : launch_tile<kTileN, false, kHalves, kProducer>;
-    launch(x_map, w_map, y, swiglu_act, rows, in, out, accumulate, splits, stages, stream, pdl,
-           early_weights, overlap);
-  });
+  const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
+  const bool swiglu = swiglu_act != nullptr;
+  const auto launch =
+      stage_k == 128
+          ? (tile_n == 128 ? (swiglu ? launch_tile<128, true, 2> : launch_tile<128, false, 2>)
+                           : (swiglu ? launch_tile<64, true, 2> : launch_tile<64, false, 2>))
+          : (tile_n == 128 ? (swiglu ? launch_tile<128, true, 1> : launch_tile<128, false, 1>)
+                           : (swiglu ? launch_tile<64, true, 1> : launch_tile<64, false, 1>));
+  launch(x_map, w_map, y, swiglu_act, rows, in, out, accumulate, splits, stages, stream, pdl,
+         early_weights);
 }
 
 int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
-                                   int stage_k, WgmmaPipeline pipeline, int stages) const {
+                                   int stage_k) const {
   const std::vector<int> options = wgmma_split_options(in, stage_k);
   if ((tile_n != 64 && tile_n != 128) || out <= 0 || out % tile_n != 0 || splits < 1 ||
       options.empty() || splits > options.back())
     throw Error("wgmma GEMM occupancy: in " + std::to_string(in) + " out " + std::to_string(out) +
                 " with tile_n " + std::to_string(tile_n) + ", stage k " + std::to_string(stage_k) +
                 " and " + std::to_string(splits) + " splits is not a launch it makes");
-  if (stages == 0)
-    stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
+  const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
   cudaLaunchAttribute attributes[2];
   int clusters = 0;
-  dispatch(tile_n, stage_k, pipeline, [&]<int kTileN, int kHalves, bool kProducer>() {
+  const auto query = [&]<int kTileN, int kHalves>() {
     const cudaLaunchConfig_t config =
-        launch_config<kTileN, kHalves, kProducer>(attributes, out, splits, stages, nullptr, false);
+        launch_config<kTileN, kHalves>(attributes, out, splits, stages, nullptr, false);
     DICE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(
-        &clusters, wgmma_gemm_kernel<kTileN, false, kHalves, kProducer>, &config));
-  });
+        &clusters, wgmma_gemm_kernel<kTileN, false, kHalves>, &config));
+  };
+  if (tile_n == 128)
+    stage_k == 128 ? query.operator()<128, 2>() : query.operator()<128, 1>();
+  else
+    stage_k == 128 ? query.operator()<64, 2>() : query.operator()<64, 1>();
   return clusters;
 }
 

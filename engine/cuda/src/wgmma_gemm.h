@@ -22,8 +22,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "dice/engine/cuda_options.h"
-
 namespace dice::engine::cuda {
 
 /// Rows of the wgmma M dimension: the kernel takes 1..64 rows (zero-filled past `rows`).
@@ -31,14 +29,13 @@ inline constexpr std::int64_t kWgmmaRowsLimit = 64;
 /// k per TMA box: 64 bf16 = one 128-byte swizzle row.
 inline constexpr std::int64_t kWgmmaTileK = 64;
 /// k per pipeline stage of the engine's launches (Gemm::set_wgmma, CudaBackendOptions::
-/// wgmma_stage_k): two boxes, so one mbarrier wait, block barrier and refill per 128 k (the
-/// block's loop, not the memory, bounded the kernel at 64: 1.5x slower than cuBLASLt at base
-/// clocks). At 64 rows on an H200 4-19% less time a launch on the SDAR down, o and qkv shapes
-/// (4B down 20.6 -> 18.5 us, below cuBLASLt's 19.3), even on the gate/up ones; +0.5-1.1% tok/s
-/// on SDAR-4B at 16 sequences (bench/results/2026-11-28-wgmma-balanced-h200).
+/// wgmma_stage_k): two boxes, so one mbarrier wait, block barrier and refill per 128 k. At 64
+/// rows on an H200 4-19% less time a launch on the SDAR down, o and qkv shapes (4B down 20.6 ->
+/// 18.5 us, below cuBLASLt's 19.3), even on the gate/up ones; +0.5-1.1% tok/s on SDAR-4B at 16
+/// sequences (bench/results/2026-11-28-wgmma-balanced-h200). With it a launch takes ~5.6 us plus
+/// its bytes at the copy rate on every SDAR shape; a producer warp, an MMA group in flight or
+/// deeper pipelines did not shorten it (bench/results/2026-11-28-wgmma-producer-h200).
 inline constexpr int kWgmmaStageK = 128;
-/// The pipeline of the engine's launches (CudaBackendOptions::wgmma_pipeline).
-inline constexpr WgmmaPipeline kWgmmaPipeline = WgmmaPipeline::kBlockBarrier;
 /// Most splits of k (one cluster; 8 is the portable cluster size).
 inline constexpr int kWgmmaMaxSplits = 8;
 /// Output columns per block of the engine's launches (Gemm::set_wgmma): at 64 rows 64 was as fast
@@ -114,24 +111,20 @@ class WgmmaGemm {
  public:
   WgmmaGemm();
 
-  /// Launches y = x w^T (+ y with `accumulate`) as (out / tile_n) x splits blocks of 128 (160)
-  /// threads, clusters of `splits` along k, wgmma_stages stages. Capture-safe (tensor maps are
-  /// encoded on the host per launch and passed by value). `pdl`: programmatic dependent launch
+  /// Launches y = x w^T (+ y with `accumulate`) as (out / tile_n) x splits blocks of 128 threads,
+  /// clusters of `splits` along k, wgmma_stages stages. Capture-safe (tensor maps are encoded on
+  /// the host per launch and passed by value). `pdl`: programmatic dependent launch
   /// (launch.cuh); with `early_weights` the blocks request their first stages' weights before they
   /// wait for the kernel before them. `swiglu_act`: y is not written; w's rows alternate gate and
   /// up (swiglu.cuh) and the blocks write swiglu_act [rows, out / 2] (bf16) = silu(gate) * up of
   /// each summed output pair (not with `accumulate`). Throws dice::Error for a shape it does not
   /// take (wgmma_gemm_fits), a split count outside wgmma_split_options(in, stage_k), accumulate
   /// with swiglu_act, or a failed encode or launch. `stage_k`: 64, or 128 (each stage two 64-k
-  /// boxes of x and of w: one barrier wait, block barrier and refill per 128 k). `pipeline`: how
-  /// the stages are refilled (WgmmaPipeline; with a producer warp the blocks have 160 threads);
-  /// the same bits either way. `stages`: 0, wgmma_stages' rule; else that many (2 up to what
-  /// 227 KiB of shared memory hold, at most 8; more throws dice::Error).
+  /// boxes of x and of w: one barrier wait, block barrier and refill per 128 k).
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr,
-              int stage_k = kWgmmaStageK, WgmmaPipeline pipeline = kWgmmaPipeline,
-              int stages = 0) const;
+              int stage_k = kWgmmaStageK) const;
 
   /// How many clusters of launch()'s configuration for this shape (tile_n 64 or 128, `splits`
   /// blocks a cluster, wgmma_stages stages, no SwiGLU) can be resident on the device at once
@@ -140,8 +133,7 @@ class WgmmaGemm {
   /// bench/results/2026-11-28-wgmma-balanced-h200). Throws dice::Error for a tile width, or a
   /// split count outside wgmma_split_options(in, stage_k), or a failed query.
   int max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
-                          int stage_k = kWgmmaStageK, WgmmaPipeline pipeline = kWgmmaPipeline,
-                          int stages = 0) const;
+                          int stage_k = kWgmmaStageK) const;
 
  private:
   void* encode_ = nullptr;  ///< PFN_cuTensorMapEncodeTiled_v12000 (cudaTypedefs.h)

@@ -198,20 +198,14 @@ TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
   // GEMMs, the gate/up projection with the SwiGLU epilogue, on the wgmma kernel where the shape
   // fits (the 1,000-token vocabulary's lm_head does not: cuBLASLt): bf16 logits against the CPU
   // reference.
-  // Also with 128 k a stage (wgmma_stage_k; the test model's 128-wide inputs), and with 128 k a
-  // stage on each producer-warp pipeline (wgmma_pipeline).
+  // Also with 128 k a stage (wgmma_stage_k; the test model's 128-wide inputs).
   if (!cuda::wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
-  const std::pair<int, WgmmaPipeline> variants[] = {{64, WgmmaPipeline::kBlockBarrier},
-                                                    {128, WgmmaPipeline::kBlockBarrier},
-                                                    {128, WgmmaPipeline::kProducerWarp},
-                                                    {128, WgmmaPipeline::kProducerWarpOverlap}};
-  for (const auto& [stage_k, pipeline] : variants)
+  for (const int stage_k : {64, 128})
     for (const auto& shape : shapes()) {
       CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
       options.wgmma_gemm = true;
       options.wgmma_min_block_k = 0;  // every shape (the test model's blocks are short)
       options.wgmma_stage_k = stage_k;
-      options.wgmma_pipeline = pipeline;
       const CudaForwardStats stats = expect_logits_like_the_cpu(shape, options, 5);
       // At least the first prefill's four layer GEMMs per layer ran on the wgmma kernel (launches
       // into a graph count once).

@@ -862,24 +862,18 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
               reset(y_a);
               wgmma.launch(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, tile_n,
                            splits, stream(), false, false, nullptr, stage_k);
+              reset(y_b);
+              wgmma.launch(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, tile_n,
+                           splits, stream(), stage_k == 128, stage_k == 128, nullptr, stage_k);
               synchronize();
               const auto got = download_f32(y_a, kMaxRows * out);
+              const auto again = download_f32(y_b, kMaxRows * out);
               EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
-              for (std::size_t i = static_cast<std::size_t>(rows * out); i < got.size(); ++i)
-                ASSERT_EQ(got[i], all[i]) << what << ": wrote past its rows at " << i;
-              // Again, and with each pipeline (a producer warp: 160 threads), the same bits.
-              for (const WgmmaPipeline pipeline :
-                   {WgmmaPipeline::kBlockBarrier, WgmmaPipeline::kProducerWarp,
-                    WgmmaPipeline::kProducerWarpOverlap}) {
-                reset(y_b);
-                wgmma.launch(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, tile_n,
-                             splits, stream(), stage_k == 128, stage_k == 128, nullptr, stage_k,
-                             pipeline);
-                synchronize();
-                const auto again = download_f32(y_b, kMaxRows * out);
-                for (std::size_t i = 0; i < got.size(); ++i)
-                  ASSERT_EQ(again[i], got[i])
-                      << what << " pipeline " << static_cast<int>(pipeline) << ": differs at " << i;
+              for (std::size_t i = 0; i < got.size(); ++i) {
+                ASSERT_EQ(again[i], got[i]) << what << ": second run differs at " << i;
+                if (static_cast<std::int64_t>(i) >= rows * out) {
+                  ASSERT_EQ(got[i], all[i]) << what << ": wrote past its rows at " << i;
+                }
               }
             }
       }
@@ -952,21 +946,17 @@ TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
       for (const int splits : {1, 3, 8})
         for (const int stage_k : {64, 128})
           for (const bool pdl : {false, true}) {
-            // (each pipeline in turn: pdl off the block barrier, on a producer warp)
-            const WgmmaPipeline pipeline = !pdl ? WgmmaPipeline::kBlockBarrier
-                                                : (splits == 3 ? WgmmaPipeline::kProducerWarpOverlap
-                                                               : WgmmaPipeline::kProducerWarp);
-            const std::string what =
-                "rows " + std::to_string(rows) + " tile_n " + std::to_string(tile_n) + " splits " +
-                std::to_string(splits) + " stage_k " + std::to_string(stage_k) + " pdl " +
-                std::to_string(pdl) + " pipeline " + std::to_string(static_cast<int>(pipeline));
+            const std::string what = "rows " + std::to_string(rows) + " tile_n " +
+                                     std::to_string(tile_n) + " splits " + std::to_string(splits) +
+                                     " stage_k " + std::to_string(stage_k) + " pdl " +
+                                     std::to_string(pdl);
             wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n, splits,
                          stream(), false, false, nullptr, stage_k);
             launch_swiglu(CudaDType::kBF16, y.as<float>(), static_cast<std::int32_t>(out / 2),
                           act_ref.get(), static_cast<std::int32_t>(rows), stream());
             DICE_CUDA_CHECK(cudaMemsetAsync(act.get(), 0xFF, act.bytes(), stream()));
             wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits, stream(),
-                         pdl, pdl, act.get(), stage_k, pipeline);
+                         pdl, pdl, act.get(), stage_k);
             synchronize();
             const auto want = download_bytes(act_ref, static_cast<std::size_t>(rows * out / 2) * 2);
             const auto got = download_bytes(act, static_cast<std::size_t>(rows * out / 2) * 2);
@@ -2076,12 +2066,10 @@ TEST_F(CudaOps, GemmConfigSearch) {
 // measured in the same run (measure_copy_bandwidth). DICE_SKINNY_SHAPE (e.g. "1.7b gate_up"):
 // that shape only (for Nsight Compute runs of one kernel). DICE_SKINNY_WGMMA_ONLY=1: the wgmma
 // kernel only; DICE_SKINNY_WGMMA_TILES / DICE_SKINNY_WGMMA_SPLITS / DICE_SKINNY_WGMMA_STAGE_K
-// / DICE_SKINNY_WGMMA_PIPELINE / DICE_SKINNY_WGMMA_STAGES (stages 0: the rule; comma lists; stage k
-// default kWgmmaStageK, pipeline kWgmmaPipeline as WgmmaPipeline's index: 0 barrier, 1 producer, 2
-// overlap): those tile widths / split counts / k per stage / pipelines only. The wgmma rows name
-// c<clusters>/<how many can be resident at once> (WgmmaGemm::max_active_clusters;
-// bench/results/2026-11-28-wgmma-balanced-h200). "4b up" is SDAR-4B's up projection alone: the down
-// projection's weight bytes in short rows.
+// (comma lists; stage k default kWgmmaStageK): those tile widths / split counts / k per stage
+// only. The wgmma rows name c<clusters>/<how many can be resident at once>
+// (WgmmaGemm::max_active_clusters; bench/results/2026-11-28-wgmma-balanced-h200). "4b up" is
+// SDAR-4B's up projection alone: the down projection's weight bytes in short rows.
 TEST_F(CudaOps, SkinnyGemmTimings) {
   if (std::getenv("DICE_SKINNY_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_SKINNY_TIMINGS=1 to time the skinny GEMM's tile and split choices";
@@ -2159,33 +2147,26 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
       }
       const std::vector<int> only_splits = env_ints("DICE_SKINNY_WGMMA_SPLITS", {});
       if (wgmma && rows > 16)
-        for (const int pipeline_index :
-             env_ints("DICE_SKINNY_WGMMA_PIPELINE", {static_cast<int>(kWgmmaPipeline)}))
-          for (const int stages : env_ints("DICE_SKINNY_WGMMA_STAGES", {0}))
-            for (const int stage_k : env_ints("DICE_SKINNY_WGMMA_STAGE_K", {kWgmmaStageK}))
-              for (const int tile_n : env_ints("DICE_SKINNY_WGMMA_TILES", {64, 128})) {
-                const auto pipeline = static_cast<WgmmaPipeline>(pipeline_index);
-                const char* const pipeline_name[] = {"", " producer", " overlap"};
-                const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms, stage_k);
-                for (const int splits : wgmma_split_options(shape.in, stage_k)) {
-                  if (!only_splits.empty() && std::find(only_splits.begin(), only_splits.end(),
-                                                        splits) == only_splits.end())
-                    continue;
-                  const std::int64_t clusters = shape.out / tile_n;
-                  print("wgmma t" + std::to_string(tile_n) + (stage_k == 128 ? " k128" : "") +
-                            pipeline_name[pipeline_index % 3] +
-                            (stages != 0 ? " st" + std::to_string(stages) : std::string()) + " s" +
-                            std::to_string(splits) + (splits == rule ? "*" : "") + " c" +
-                            std::to_string(clusters) + "/" +
-                            std::to_string(wgmma->max_active_clusters(
-                                shape.in, shape.out, tile_n, splits, stage_k, pipeline, stages)),
-                        time([&](std::int64_t i) {
-                          wgmma->launch(x.get(), weights(i), y.as<float>(), rows, shape.in,
-                                        shape.out, shape.accumulate, tile_n, splits, stream(),
-                                        false, false, nullptr, stage_k, pipeline, stages);
-                        }));
-                }
-              }
+        for (const int stage_k : env_ints("DICE_SKINNY_WGMMA_STAGE_K", {kWgmmaStageK}))
+          for (const int tile_n : env_ints("DICE_SKINNY_WGMMA_TILES", {64, 128})) {
+            const int rule = wgmma_default_splits(shape.in, shape.out, tile_n, sms, stage_k);
+            for (const int splits : wgmma_split_options(shape.in, stage_k)) {
+              if (!only_splits.empty() &&
+                  std::find(only_splits.begin(), only_splits.end(), splits) == only_splits.end())
+                continue;
+              const std::int64_t clusters = shape.out / tile_n;
+              print("wgmma t" + std::to_string(tile_n) + (stage_k == 128 ? " k128" : "") + " s" +
+                        std::to_string(splits) + (splits == rule ? "*" : "") + " c" +
+                        std::to_string(clusters) + "/" +
+                        std::to_string(wgmma->max_active_clusters(shape.in, shape.out, tile_n,
+                                                                  splits, stage_k)),
+                    time([&](std::int64_t i) {
+                      wgmma->launch(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                    shape.accumulate, tile_n, splits, stream(), false, false,
+                                    nullptr, stage_k);
+                    }));
+            }
+          }
     }
   }
 }

@@ -21,20 +21,6 @@ enum class CudaAttention {
   kTensorCores,  ///< mma.sync m16n8k16 bf16 (bf16 only; head_dim a multiple of 16)
 };
 
-/// How the wgmma GEMM (CudaBackendOptions::wgmma_gemm) refills its shared-memory stages.
-enum class WgmmaPipeline {
-  /// One warpgroup; after its MMAs on a stage are done (wgmma.wait_group 0) a block barrier, then
-  /// its first thread refills the stage.
-  kBlockBarrier,
-  /// A fifth warp issues the copies: it refills a stage once each of the warpgroup's four warps
-  /// has released it (an "empty" mbarrier per stage) after its MMAs on it (wait_group 0); no block
-  /// barrier in the loop.
-  kProducerWarp,
-  /// As kProducerWarp, with one MMA group left in flight (wait_group 1): the tensor cores take the
-  /// next stage while the last one drains, and a stage is released one stage later.
-  kProducerWarpOverlap,
-};
-
 /// Options of the CUDA backend.
 struct CudaBackendOptions {
   CudaDType dtype = CudaDType::kBF16;
@@ -217,8 +203,6 @@ struct CudaBackendOptions {
   /// 16 x 4,096 (bench/results/2026-11-28-wgmma-balanced-h200). Other bits than 64 where the split
   /// boundaries move, the same run to run.
   int wgmma_stage_k = 128;
-  /// With wgmma_gemm: how the kernel refills its stages (WgmmaPipeline).
-  WgmmaPipeline wgmma_pipeline = WgmmaPipeline::kBlockBarrier;
   /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
   /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
