@@ -2067,9 +2067,10 @@ TEST_F(CudaOps, GemmConfigSearch) {
 // that shape only (for Nsight Compute runs of one kernel). DICE_SKINNY_WGMMA_ONLY=1: the wgmma
 // kernel only; DICE_SKINNY_WGMMA_TILES / DICE_SKINNY_WGMMA_SPLITS / DICE_SKINNY_WGMMA_STAGE_K
 // (comma lists; stage k default kWgmmaStageK): those tile widths / split counts / k per stage
-// only. The wgmma rows name c<clusters>/<how many can be resident at once>
-// (WgmmaGemm::max_active_clusters; bench/results/2026-11-28-wgmma-balanced-h200). "4b up" is
-// SDAR-4B's up projection alone: the down projection's weight bytes in short rows.
+// only; DICE_SKINNY_WGMMA_PDL=1: each launch programmatic with early weights, as in the engine. The
+// wgmma rows name c<clusters>/<how many can be resident at once> (WgmmaGemm::max_active_clusters;
+// bench/results/2026-11-28-wgmma-balanced-h200). "4b up" is SDAR-4B's up projection alone: the down
+// projection's weight bytes in short rows.
 TEST_F(CudaOps, SkinnyGemmTimings) {
   if (std::getenv("DICE_SKINNY_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_SKINNY_TIMINGS=1 to time the skinny GEMM's tile and split choices";
@@ -2146,6 +2147,7 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                 }));
       }
       const std::vector<int> only_splits = env_ints("DICE_SKINNY_WGMMA_SPLITS", {});
+      const bool pdl = std::getenv("DICE_SKINNY_WGMMA_PDL") != nullptr;
       if (wgmma && rows > 16)
         for (const int stage_k : env_ints("DICE_SKINNY_WGMMA_STAGE_K", {kWgmmaStageK}))
           for (const int tile_n : env_ints("DICE_SKINNY_WGMMA_TILES", {64, 128})) {
@@ -2155,15 +2157,15 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                   std::find(only_splits.begin(), only_splits.end(), splits) == only_splits.end())
                 continue;
               const std::int64_t clusters = shape.out / tile_n;
-              print("wgmma t" + std::to_string(tile_n) + (stage_k == 128 ? " k128" : "") + " s" +
-                        std::to_string(splits) + (splits == rule ? "*" : "") + " c" +
-                        std::to_string(clusters) + "/" +
+              print("wgmma t" + std::to_string(tile_n) + (stage_k == 128 ? " k128" : "") +
+                        (pdl ? " pdl" : "") + " s" + std::to_string(splits) +
+                        (splits == rule ? "*" : "") + " c" + std::to_string(clusters) + "/" +
                         std::to_string(wgmma->max_active_clusters(shape.in, shape.out, tile_n,
                                                                   splits, stage_k)),
                     time([&](std::int64_t i) {
                       wgmma->launch(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
-                                    shape.accumulate, tile_n, splits, stream(), false, false,
-                                    nullptr, stage_k);
+                                    shape.accumulate, tile_n, splits, stream(), pdl, pdl, nullptr,
+                                    stage_k);
                     }));
             }
           }
