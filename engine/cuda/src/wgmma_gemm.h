@@ -53,21 +53,21 @@ bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int t
 /// The split counts that may run `in` with `stage_k` k a stage (1..kWgmmaMaxSplits, at most
 /// in / stage_k so every split has a stage); none when stage_k is not 64 or 128 or does not divide
 /// `in`. Each split count gives its own (deterministic) bits. The one place the kernel's k
-/// constraints live: launch() takes exactly these, Gemm takes a shape when there is one.
-std::vector<int> wgmma_split_options(std::int64_t in, int stage_k = kWgmmaTileK);
+/// constraints live: launch() takes exactly these, Gemm takes a shape when there is one. No
+/// default `stage_k` here or in the rules below: a split count is only valid with the stage k it
+/// was chosen for (launch's default is kWgmmaStageK).
+std::vector<int> wgmma_split_options(std::int64_t in, int stage_k);
 
 /// The split count of the rule: the fewest splits of wgmma_split_options(in, stage_k) whose
 /// blocks (out / tile_n column tiles x splits) number at least 15/16 of `sms`, else the most (1
 /// when there is none). A fixed rule, not a timing, since the split count changes the bits.
 /// Measured at 32 and 64 rows on the SDAR layer shapes (bench/results/2026-11-25-wgmma-gemm-h100).
-int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms,
-                         int stage_k = kWgmmaTileK);
+int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k);
 
 /// The k (elements of `in`) each block streams under the split rule: in / wgmma_default_splits.
 /// A block's fixed cost (first copies, cluster barriers, epilogue) is paid once per this much k,
 /// so short blocks lose to cuBLASLt (Gemm::set_wgmma's `min_block_k`).
-std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms,
-                           int stage_k = kWgmmaTileK);
+std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k);
 
 /// Seconds of weight streaming a block must have for the wgmma kernel to be worth its fixed cost
 /// (wgmma_auto_min_block_k): 7.5 us, which on an H100 rounds up to blocks of 1,536 k (below).
@@ -95,8 +95,7 @@ std::int64_t wgmma_auto_min_block_k(double peak_bytes_per_s, int sms);
 /// GPC; three for large grids, so that they run in one wave (SDAR-4B's gate/up projection at 64
 /// rows, 304 blocks, took 45.3 us at 6 stages, two blocks a SM, against 40.0 at 4).
 /// `stage_k` (64 or 128): the k a stage holds (kWgmmaStageK); 128 k stages take twice the bytes.
-int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm,
-                 int stage_k = kWgmmaStageK);
+int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm, int stage_k);
 
 /// Whether the current device runs the wgmma kernels: compute capability 9.x (they are built
 /// for sm_90a only). Throws dice::Error when the device cannot be queried.

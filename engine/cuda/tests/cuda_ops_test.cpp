@@ -894,8 +894,8 @@ TEST_F(CudaOps, WgmmaMinBlockKLeavesShortBlocksToCublasLt) {
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   constexpr std::int64_t kRows = 64, kOut = 512;
   const std::int64_t short_in = 1024, long_in = 4096;
-  const std::int64_t limit = wgmma_block_k(long_in, kOut, kWgmmaTileN, sms);
-  ASSERT_LT(wgmma_block_k(short_in, kOut, kWgmmaTileN, sms), limit);
+  const std::int64_t limit = wgmma_block_k(long_in, kOut, kWgmmaTileN, sms, kWgmmaStageK);
+  ASSERT_LT(wgmma_block_k(short_in, kOut, kWgmmaTileN, sms, kWgmmaStageK), limit);
   Gemm off, on;
   on.set_wgmma(true, limit);
   EXPECT_THROW(off.set_wgmma(true, -1), Error);

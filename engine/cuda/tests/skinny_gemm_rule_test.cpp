@@ -82,24 +82,24 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   // The measured choices at 64 rows on an H100 (132 SMs, 228 KiB of shared memory a SM):
   // bench/results/2026-11-25-wgmma-gemm-h100.
   constexpr int kSms = 132, kShared = 233472;
-  EXPECT_EQ(wgmma_default_splits(2048, 4096, 64, kSms), 2);   // 1.7B qkv: 128 blocks
-  EXPECT_EQ(wgmma_default_splits(2048, 2048, 64, kSms), 4);   // 1.7B o
-  EXPECT_EQ(wgmma_default_splits(2048, 12288, 64, kSms), 1);  // 1.7B gate/up: 192 tiles
-  EXPECT_EQ(wgmma_default_splits(6144, 2048, 64, kSms), 4);   // 1.7B down
-  EXPECT_EQ(wgmma_default_splits(4096, 2560, 64, kSms), 4);   // 4B o: 40 tiles, 160 blocks
-  EXPECT_EQ(wgmma_default_splits(128, 64, 64, kSms), 2);      // at most in / 64 splits
+  EXPECT_EQ(wgmma_default_splits(2048, 4096, 64, kSms, 64), 2);   // 1.7B qkv: 128 blocks
+  EXPECT_EQ(wgmma_default_splits(2048, 2048, 64, kSms, 64), 4);   // 1.7B o
+  EXPECT_EQ(wgmma_default_splits(2048, 12288, 64, kSms, 64), 1);  // 1.7B gate/up: 192 tiles
+  EXPECT_EQ(wgmma_default_splits(6144, 2048, 64, kSms, 64), 4);   // 1.7B down
+  EXPECT_EQ(wgmma_default_splits(4096, 2560, 64, kSms, 64), 4);   // 4B o: 40 tiles, 160 blocks
+  EXPECT_EQ(wgmma_default_splits(128, 64, 64, kSms, 64), 2);      // at most in / 64 splits
   // k per block (wgmma_min_block_k's measure): the qkv and o projections stream 512-1,280, the
   // MLP ones 1,536-2,560.
-  EXPECT_EQ(wgmma_block_k(2048, 2048, 64, kSms), 512);    // 1.7B o: 4 splits
-  EXPECT_EQ(wgmma_block_k(2048, 4096, 64, kSms), 1024);   // 1.7B qkv: 2
-  EXPECT_EQ(wgmma_block_k(2560, 6144, 64, kSms), 1280);   // 4B qkv: 96 tiles, 2 splits
-  EXPECT_EQ(wgmma_block_k(6144, 2048, 64, kSms), 1536);   // 1.7B down: 4
-  EXPECT_EQ(wgmma_block_k(2048, 12288, 64, kSms), 2048);  // 1.7B gate/up: 1
-  EXPECT_EQ(wgmma_block_k(9728, 2560, 64, kSms), 2432);   // 4B down: 4
-  EXPECT_EQ(wgmma_block_k(2560, 19456, 64, kSms), 2560);  // 4B gate/up: 1
-  EXPECT_EQ(wgmma_split_options(640), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
-  EXPECT_EQ(wgmma_split_options(192), (std::vector<int>{1, 2, 3}));
-  EXPECT_TRUE(wgmma_split_options(32).empty());
+  EXPECT_EQ(wgmma_block_k(2048, 2048, 64, kSms, 64), 512);    // 1.7B o: 4 splits
+  EXPECT_EQ(wgmma_block_k(2048, 4096, 64, kSms, 64), 1024);   // 1.7B qkv: 2
+  EXPECT_EQ(wgmma_block_k(2560, 6144, 64, kSms, 64), 1280);   // 4B qkv: 96 tiles, 2 splits
+  EXPECT_EQ(wgmma_block_k(6144, 2048, 64, kSms, 64), 1536);   // 1.7B down: 4
+  EXPECT_EQ(wgmma_block_k(2048, 12288, 64, kSms, 64), 2048);  // 1.7B gate/up: 1
+  EXPECT_EQ(wgmma_block_k(9728, 2560, 64, kSms, 64), 2432);   // 4B down: 4
+  EXPECT_EQ(wgmma_block_k(2560, 19456, 64, kSms, 64), 2560);  // 4B gate/up: 1
+  EXPECT_EQ(wgmma_split_options(640, 64), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(wgmma_split_options(192, 64), (std::vector<int>{1, 2, 3}));
+  EXPECT_TRUE(wgmma_split_options(32, 64).empty());
   // 128 k a stage: at most in / 128 splits, none where 128 does not divide `in`.
   EXPECT_EQ(wgmma_split_options(640, 128), (std::vector<int>{1, 2, 3, 4, 5}));
   EXPECT_TRUE(wgmma_split_options(192, 128).empty());
@@ -113,10 +113,10 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_EQ(wgmma_stages(128, 1000, kSms, kShared, 64), 3);
   // 128 k a stage (the default): stages of 32 KiB (tile_n 64) and 48 KiB (128), at least two.
   EXPECT_EQ(kWgmmaStageK, 128);
-  EXPECT_EQ(wgmma_stages(64, 160, kSms, kShared), 3);  // 4B down: 160 blocks, two a SM
-  EXPECT_EQ(wgmma_stages(64, 304, kSms, kShared), 2);
-  EXPECT_EQ(wgmma_stages(128, 128, kSms, kShared), 2);
-  EXPECT_EQ(wgmma_stages(128, 1000, kSms, kShared), 2);
+  EXPECT_EQ(wgmma_stages(64, 160, kSms, kShared, 128), 3);  // 4B down: 160 blocks, two a SM
+  EXPECT_EQ(wgmma_stages(64, 304, kSms, kShared, 128), 2);
+  EXPECT_EQ(wgmma_stages(128, 128, kSms, kShared, 128), 2);
+  EXPECT_EQ(wgmma_stages(128, 1000, kSms, kShared, 128), 2);
   EXPECT_TRUE(wgmma_gemm_fits(64, 2048, 4096, 64, at(256), at(512), at(1024)));
   EXPECT_FALSE(wgmma_gemm_fits(65, 2048, 4096, 64, at(256), at(512), at(1024)));
   EXPECT_FALSE(wgmma_gemm_fits(64, 2016, 4096, 64, at(256), at(512), at(1024)));   // in % 64
@@ -135,11 +135,11 @@ TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
   EXPECT_EQ(on_h100, 1536);
   EXPECT_EQ(on_h200, 2240);
   // H100: the MLP projections of both models on the kernel, qkv and o not.
-  EXPECT_GE(wgmma_block_k(6144, 2048, kWgmmaTileN, kSms), on_h100);  // 1.7B down
-  EXPECT_LT(wgmma_block_k(2560, 6144, kWgmmaTileN, kSms), on_h100);  // 4B qkv
+  EXPECT_GE(wgmma_block_k(6144, 2048, kWgmmaTileN, kSms, kWgmmaStageK), on_h100);  // 1.7B down
+  EXPECT_LT(wgmma_block_k(2560, 6144, kWgmmaTileN, kSms, kWgmmaStageK), on_h100);  // 4B qkv
   // H200: SDAR-4B's MLP projections only (1.7B's gate/up streams 2,048 a block).
-  EXPECT_LT(wgmma_block_k(2048, 12288, kWgmmaTileN, kSms), on_h200);
-  EXPECT_GE(wgmma_block_k(9728, 2560, kWgmmaTileN, kSms), on_h200);  // 4B down
+  EXPECT_LT(wgmma_block_k(2048, 12288, kWgmmaTileN, kSms, kWgmmaStageK), on_h200);
+  EXPECT_GE(wgmma_block_k(9728, 2560, kWgmmaTileN, kSms, kWgmmaStageK), on_h200);  // 4B down
   // Half the SMs for the same bandwidth: twice the k a block (rounded up to kWgmmaTileK).
   EXPECT_EQ(wgmma_auto_min_block_k(h100, kSms / 2), 3008);
   // A device that reports no bandwidth (or no SMs) gives no shape to the kernel.
