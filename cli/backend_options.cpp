@@ -39,7 +39,7 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
   command->add_flag("--cuda-baseline-kernels", args.baseline_kernels,
                     "cuda backend: the first kernel layouts (one-block-per-row vocabulary pass "
                     "and norms, the first mma attention split down to 64 positions, the SwiGLU "
-                    "kernel, no PDL unless --pdl), for before/after timings");
+                    "kernel and norm kernels, no PDL unless --pdl), for before/after timings");
   command->add_flag("--no-gemm-autotune", args.no_gemm_autotune,
                     "cuda backend: keep cuBLASLt's heuristic algorithm for every GEMM instead of "
                     "timing its candidates on the first pass of each shape");
@@ -119,6 +119,16 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "them, else the skinny kernel in one wave; same bits, a launch fewer per "
                     "layer; measured 2-6% slower at 1 sequence on an H100, 7-10% on an H200) "
                     "(default: off)");
+  command->add_flag("--fold-qkv-norm,!--no-fold-qkv-norm", args.cuda.fold_qkv_norm,
+                    "cuda backend: at 17-64 rows on the wgmma GEMM, the down projection writes "
+                    "the next layer's RMSNorm input and row sums of squares, and the q/k norm "
+                    "kernel applies the 1 / rms: no norm kernel before qkv after the first layer "
+                    "(other rounding, the same bits run to run); --no-fold-qkv-norm: the norm "
+                    "kernel (default: on)");
+  command->add_flag("--fold-mlp-norm,!--no-fold-mlp-norm", args.cuda.fold_mlp_norm,
+                    "cuda backend: likewise the RMSNorm before gate/up (the o projection writes "
+                    "its input, the SwiGLU epilogue applies the 1 / rms); "
+                    "--no-fold-mlp-norm: the norm kernel before gate/up (default: on)");
   command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.cuda.fused_swiglu,
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
@@ -272,6 +282,8 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.gemm_tune_cold = false;
     options.masked_rows_only = false;
     options.fused_norm_gemm = false;
+    options.fold_qkv_norm = false;
+    options.fold_mlp_norm = false;
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
     options.pipelined_attention = false;
@@ -312,7 +324,9 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                                                                   : "") +
             (!args.baseline_kernels && !args.cuda.masked_rows_only ? ", logits of every block row"
                                                                    : "") +
-            (!args.baseline_kernels && !args.cuda.wgmma_gemm ? ", no wgmma GEMM" : ""),
+            (!args.baseline_kernels && !args.cuda.wgmma_gemm ? ", no wgmma GEMM" : "") +
+            (!args.baseline_kernels && !args.cuda.fold_qkv_norm ? ", qkv norm not folded" : "") +
+            (!args.baseline_kernels && !args.cuda.fold_mlp_norm ? ", MLP norm not folded" : ""),
         args.cuda.skinny_gemm_rows,
         options.early_start_after_cublas ? "on, early after cuBLASLt"
         : args.pdl                       ? "on"

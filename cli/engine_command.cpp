@@ -246,6 +246,8 @@ void run_bench(const BenchArgs& args) {
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},
               {"fused_norm_gemm", o.fused_norm_gemm},
+              {"fold_qkv_norm", o.fold_qkv_norm},
+              {"fold_mlp_norm", o.fold_mlp_norm},
               {"fused_swiglu", o.fused_swiglu},
               {"bf16_gate_up", o.bf16_gate_up},
               {"programmatic_launch", o.programmatic_launch},
@@ -290,6 +292,8 @@ void run_bench(const BenchArgs& args) {
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;
           // GEMM launches on the streaming kernel, in the graphs captured for this configuration
           record["stream_gemms"] = st.stream_gemms + warmup_stats.stream_gemms;
+          // RMSNorms folded into wgmma GEMMs, in the graphs captured for this configuration
+          record["folded_norms"] = st.folded_norms + warmup_stats.folded_norms;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)

@@ -23,6 +23,7 @@
 #include "dice/model/dtype.h"
 #include "forward_plan.h"
 #include "gemm.h"
+#include "norm_fold.h"
 #include "ops.h"
 
 namespace dice::engine {
@@ -176,6 +177,7 @@ struct CudaBackend::Impl {
   DeviceBuffer embed, lm_head, final_norm, rope;
   std::vector<Layer> layers;
   DeviceBuffer x, h, qkv, q, attn, gate_up, act, hn, logits, partial_out, partial_lse, proposals;
+  DeviceBuffer square_sums;  // fp32 [rows, hidden / 64]: the folded norms' (norm_fold.h)
   // The chunked vocabulary pass's scratch (VocabWorkspace).
   DeviceBuffer vocab_partials, vocab_counters, vocab_bin_counts, vocab_bin_masses;
   DeviceBuffer attn_counters;  // the pipelined attention's merge counters
@@ -443,6 +445,7 @@ struct CudaBackend::Impl {
                        kvd = c.num_kv_heads * c.head_dim;
     x = work_buffer(r * c.hidden_size * 4);
     h = work_buffer(r * c.hidden_size * e);
+    square_sums = work_buffer(r * ((c.hidden_size + kFoldColumns - 1) / kFoldColumns) * 4);
     qkv = work_buffer(r * (qd + 2 * kvd) * 4);
     q = work_buffer(r * qd * e);
     attn = work_buffer(r * qd * e);
@@ -527,6 +530,29 @@ struct CudaBackend::Impl {
   /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
   /// kernel (CudaBackendOptions::bf16_gate_up): bf16, and a GEMM that cuBLASLt runs (the
   /// skinny and the wgmma kernel's rows have the SwiGLU in their epilogue or an fp32 output).
+  /// Which RMSNorms a pass of rows_pad rows folds into the wgmma GEMMs (norm_fold.h), both only
+  /// in bf16 with fast_norms, head_dim 128 and a hidden size that 64 divides: the one before qkv
+  /// with CudaBackendOptions::fold_qkv_norm where the wgmma kernel takes the down projection
+  /// (Gemm::folds_norm); the one before gate/up with fold_mlp_norm and fused_swiglu where it takes
+  /// the o and gate/up projections and the hidden size is at most 4,096 (WgmmaNormFold).
+  struct NormFolds {
+    bool qkv = false, mlp = false;
+  };
+  NormFolds norm_folds(std::int32_t rows_pad) const {
+    const auto& c = config;
+    const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim, in = c.intermediate_size;
+    const Layer& l = layers.front();
+    const bool fits = options.fast_norms && dtype == CudaDType::kBF16 && c.head_dim == 128 &&
+                      hd % kFoldColumns == 0;
+    NormFolds folds;
+    folds.qkv = fits && options.fold_qkv_norm &&
+                gemm->folds_norm(dtype, rows_pad, in, hd, act.get(), l.down.get(), x.get());
+    folds.mlp = fits && options.fold_mlp_norm && options.fused_swiglu && hd <= 4096 &&
+                gemm->folds_norm(dtype, rows_pad, qd, hd, attn.get(), l.o.get(), x.get()) &&
+                gemm->folds_norm(dtype, rows_pad, hd, 2 * in, h.get(), l.gate_up.get(), act.get());
+    return folds;
+  }
+
   bool gate_up_in_bf16(std::int32_t rows_pad) const {
     return options.bf16_gate_up && dtype == CudaDType::kBF16 &&
            !gemm->own_kernel(dtype, rows_pad, config.hidden_size, 2 * config.intermediate_size,
@@ -587,31 +613,67 @@ struct CudaBackend::Impl {
     };
     const bool swiglu = options.fused_swiglu && dtype == CudaDType::kBF16;
     const bool gate_up_bf16 = gate_up_in_bf16(rows_pad);
+    const NormFolds folds = norm_folds(rows_pad);
+    // A folded norm's output side: x written by o / down, then bf16(x * next) into h and x's
+    // squares into square_sums for the next GEMM's reader (WgmmaNormFold).
+    const auto fold_out = [&](const DeviceBuffer& next) {
+      WgmmaNormFold f;
+      f.norm_weight = next.as<float>();
+      f.normed = h.get();
+      f.square_sums = square_sums.as<float>();
+      return f;
+    };
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
-      normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
+      // Layer 0's input comes from the embedding: its norm is not folded.
+      const bool fold_in = folds.qkv && i > 0;
+      if (fold_in)
+        gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false,
+                  s);
+      else
+        normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
-                          s, options.fast_norms, pdl);
+                          s, options.fast_norms, pdl, fold_in ? square_sums.as<float>() : nullptr,
+                          static_cast<std::int32_t>(hd));
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
                        attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
-      gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
-                options.stage_o_weights);
-      if (gate_up_bf16) {
-        norm_into_h(l.post_norm);
-        gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
-        launch_swiglu_bf16_input(gate_up.as<__nv_bfloat16>(), shape.intermediate, act.get(),
-                                 rows_pad, s, pdl);
-      } else if (!normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in,
-                              swiglu ? act.get() : nullptr)) {
-        launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s, pdl);
+      if (folds.mlp) {
+        gemm->run_folded(attn.get(), l.o.get(), x.as<float>(), nullptr, rows_pad, qd, hd, true,
+                         fold_out(l.post_norm), s);
+        WgmmaNormFold in_side;
+        in_side.in_square_sums = square_sums.as<float>();
+        in_side.eps = static_cast<float>(shape.eps);
+        gemm->run_folded(h.get(), l.gate_up.get(), nullptr, act.get(), rows_pad, hd, 2 * in, false,
+                         in_side, s);
+        ++stats.folded_norms;
+        ++stats.fused_swiglu_gemms;
+      } else {
+        gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
+                  options.stage_o_weights);
+        if (gate_up_bf16) {
+          norm_into_h(l.post_norm);
+          gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
+          launch_swiglu_bf16_input(gate_up.as<__nv_bfloat16>(), shape.intermediate, act.get(),
+                                   rows_pad, s, pdl);
+        } else if (!normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in,
+                                swiglu ? act.get() : nullptr)) {
+          launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s,
+                        pdl);
+        }
       }
-      gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
+      if (folds.qkv && i + 1 < layers.size()) {
+        gemm->run_folded(act.get(), l.down.get(), x.as<float>(), nullptr, rows_pad, in, hd, true,
+                         fold_out(layers[i + 1].input_norm), s);
+        ++stats.folded_norms;
+      } else {
+        gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
+      }
     }
     if (block_rows_pad > 0) {
       launch_rms_norm(dtype, x.as<float>(), final_norm.as<float>(), shape.hidden, shape.eps,

@@ -108,21 +108,39 @@ void Gemm::set_wgmma(bool on, std::int64_t min_block_k, int stage_k) {
   }
 }
 
-bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                 const void* x, const void* w, const void* y) const {
+bool Gemm::folds_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                      const void* x, const void* w, const void* y) const {
   return wgmma_.has_value() && dtype == CudaDType::kBF16 &&
          !skinny(dtype, rows, in, out, x, w, y) &&
          wgmma_gemm_fits(rows, in, out, kWgmmaTileN, x, w, y) &&
-         !wgmma_split_options(in, wgmma_stage_k_).empty() &&
+         !wgmma_split_options(in, wgmma_stage_k_).empty();
+}
+
+bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                 const void* x, const void* w, const void* y) const {
+  return folds_norm(dtype, rows, in, out, x, w, y) &&
          wgmma_block_k(in, out, kWgmmaTileN, sms_, wgmma_stage_k_) >= wgmma_min_block_k_;
 }
 
 void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
-                     std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream) {
+                     std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
+                     const WgmmaNormFold& fold) {
   wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
                  wgmma_default_splits(in, out, kWgmmaTileN, sms_, wgmma_stage_k_), stream, pdl_,
-                 early_weights_, act, wgmma_stage_k_);
+                 early_weights_, act, wgmma_stage_k_, fold);
   ++wgmma_launches_;
+}
+
+void Gemm::run_folded(const void* x, const void* w, float* y, void* act, std::int64_t rows,
+                      std::int64_t in, std::int64_t out, bool accumulate, const WgmmaNormFold& fold,
+                      cudaStream_t stream) {
+  if (rows <= 0) return;
+  if (!folds_norm(CudaDType::kBF16, rows, in, out, x, w, act != nullptr ? act : y))
+    throw Error(
+        fmt::format("GEMM with a folded RMSNorm: rows {} in {} out {} is not a shape the "
+                    "wgmma kernel takes (set_wgmma off, skinny rows limit {}, or no fit)",
+                    rows, in, out, skinny_max_rows_));
+  run_wgmma(x, w, y, act, rows, in, out, accumulate, stream, fold);
 }
 
 void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,

@@ -139,6 +139,17 @@ class Gemm {
   /// set_wgmma's `min_block_k`).
   bool wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
              const void* w, const void* y) const;
+  /// Whether run_folded() takes this GEMM: wgmma() but for set_wgmma's `min_block_k` (the fold
+  /// saves a norm launch, so a shape may go to the wgmma kernel that cuBLASLt streams faster).
+  bool folds_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
+                  const void* x, const void* w, const void* y) const;
+  /// y = x w^T (+ y with `accumulate`), or with `act` the SwiGLU epilogue into act as in
+  /// run_swiglu(), on the wgmma kernel with the RMSNorm folds `fold` (WgmmaNormFold:
+  /// CudaBackendOptions::fold_qkv_norm, fold_mlp_norm). Throws dice::Error when folds_norm() does
+  /// not hold (y or act in y's place) or the launch refuses the fold (WgmmaGemm::launch).
+  void run_folded(const void* x, const void* w, float* y, void* act, std::int64_t rows,
+                  std::int64_t in, std::int64_t out, bool accumulate, const WgmmaNormFold& fold,
+                  cudaStream_t stream);
   /// Whether run() gives this GEMM to one of dice's kernels (skinny() or wgmma()), which write
   /// fp32 or the SwiGLU epilogue's bf16, never cuBLASLt's bf16 output.
   bool own_kernel(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -196,7 +207,8 @@ class Gemm {
   /// The wgmma kernel's launch of wgmma() shapes (tile_n kWgmmaTileN, the rule's split count;
   /// `act`: the SwiGLU epilogue's output instead of y), counted in wgmma_launches_.
   void run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
-                 std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream);
+                 std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
+                 const WgmmaNormFold& fold = {});
   /// The streaming kernel's launch of streams() shapes (`act`: the SwiGLU epilogue's output
   /// instead of y; `norm`: its fused RMSNorm, x unread), counted in stream_launches_.
   void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,

@@ -153,11 +153,18 @@ void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::
 /// `dtype`). Rows at or past header->rows are skipped. `warp_per_vector`: one warp per (row,
 /// head vector) over many blocks, norm sums in float for bf16; otherwise the first layout (one
 /// block per row, its 8 warps looping over the vectors, double sums). fp32 sums in double.
+/// `square_sums` (CudaBackendOptions::fold_qkv_norm, norm_fold.h; bf16, head_dim 128,
+/// warp_per_vector only): qkv is the projection of bf16(w x) instead of RMSNorm(x) = w x / r, and
+/// square_sums [rows_pad, fold_width / 64] fp32 holds each row's sums of squares of x per 64
+/// columns (WgmmaNormFold): q and k are normalised with eps r^2 (what their r^2-fold mean squares
+/// need for the same result), V is multiplied by 1 / r. Throws dice::Error for a fold outside those
+/// conditions.
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
                          std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector = true,
-                         bool pdl = false);
+                         bool pdl = false, const float* square_sums = nullptr,
+                         std::int32_t fold_width = 0);
 
 /// The attention kernels (attention.cu).
 enum class AttentionKernel {

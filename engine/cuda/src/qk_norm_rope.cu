@@ -7,10 +7,14 @@
 
 #include <cuda_bf16.h>
 
+#include <string>
+
 #include "cuda_check.h"
 #include "device_utils.cuh"
+#include "dice/core/error.h"
 #include "launch.cuh"
 #include "ops.h"
+#include "rms_norm.cuh"
 
 namespace dice::engine::cuda {
 
@@ -97,7 +101,8 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
 __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv,
                                         const float* q_norm, const float* k_norm,
                                         const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
-                                        __nv_bfloat16* k_cache, __nv_bfloat16* v_cache) {
+                                        __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+                                        const float* square_sums, std::int32_t fold_width) {
   wait_for_prior_grid();
   allow_next_grid();
   constexpr int kDim = 128, kHalf = 64;
@@ -114,12 +119,31 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
   const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
   __nv_bfloat16* dst = head_destination(shape, info, row, v, q_out, k_cache, v_cache);
   dst += 4 * lane;
+  // The folded input norm (launch_qk_norm_rope): qkv projects bf16(w x), r^2 times too large in
+  // q's and k's mean squares; the q/k norm divides it out with eps r^2, V takes 1 / r. Lane l
+  // adds the row's sums l, l + 32, ...; then the warp's fixed tree (every warp of the row alike).
+  float r2 = 1.0f;
+  if (square_sums != nullptr) {
+    const std::int32_t parts = fold_width / kFoldColumns;
+    const float* sums = square_sums + static_cast<std::int64_t>(row) * parts;
+    float part = 0.0f;
+    for (std::int32_t p = lane; p < parts; p += 32) part = __fadd_rn(part, sums[p]);
+    r2 = folded_mean_square(warp_sum(part), fold_width, static_cast<float>(shape.eps));
+  }
   if (!is_q && !is_k) {  // V: as projected
-    store4(dst, x.x, x.y, x.z, x.w);
+    if (square_sums != nullptr) {
+      const float inv_r = __fdiv_rn(1.0f, __fsqrt_rn(r2));
+      store4(dst, __fmul_rn(x.x, inv_r), __fmul_rn(x.y, inv_r), __fmul_rn(x.z, inv_r),
+             __fmul_rn(x.w, inv_r));
+    } else {
+      store4(dst, x.x, x.y, x.z, x.w);
+    }
     return;
   }
   const float sum = warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w);
-  const float scale = 1.0f / sqrtf(sum / static_cast<float>(kDim) + static_cast<float>(shape.eps));
+  const float eps = square_sums != nullptr ? __fmul_rn(static_cast<float>(shape.eps), r2)
+                                           : static_cast<float>(shape.eps);
+  const float scale = 1.0f / sqrtf(sum / static_cast<float>(kDim) + eps);
   const float4 w = reinterpret_cast<const float4*>(is_q ? q_norm : k_norm)[lane];
   const float own[4] = {
       __fmul_rn(w.x, __fmul_rn(x.x, scale)), __fmul_rn(w.y, __fmul_rn(x.y, scale)),
@@ -145,9 +169,16 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
-                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector,
-                         bool pdl) {
+                         std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector, bool pdl,
+                         const float* square_sums, std::int32_t fold_width) {
   if (rows_pad <= 0) return;
+  if (square_sums != nullptr &&
+      (!warp_per_vector || dtype != CudaDType::kBF16 || shape.head_dim != 128 || fold_width <= 0 ||
+       fold_width % kFoldColumns != 0))
+    throw Error(
+        "q/k norm + RoPE with a folded input norm: needs bf16, head_dim 128, the "
+        "warp-per-vector layout and a width that 64 divides (head_dim " +
+        std::to_string(shape.head_dim) + ", width " + std::to_string(fold_width) + ")");
   auto* bq = static_cast<__nv_bfloat16*>(q_out);
   auto* bk = static_cast<__nv_bfloat16*>(cache.k);
   auto* bv = static_cast<__nv_bfloat16*>(cache.v);
@@ -161,7 +192,8 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
     const auto grid = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
     if (dtype == CudaDType::kBF16 && shape.head_dim == 128)
       launch_kernel("qk_norm_rope_vec_kernel", qk_norm_rope_vec_kernel, grid, kWarps * 32, 0,
-                    stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
+                    stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv, square_sums,
+                    fold_width);
     else if (dtype == CudaDType::kBF16)
       launch_kernel(name, qk_norm_rope_kernel<__nv_bfloat16, float, true>, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "device_utils.cuh"
+#include "norm_fold.h"
 
 namespace dice::engine::cuda {
 
@@ -32,6 +33,13 @@ __device__ __forceinline__ float rms_scale(float sum, std::int32_t hidden, float
 /// One normalised element before its rounding to bf16: weight * (x * scale).
 __device__ __forceinline__ float rms_apply(float weight, float x, float scale) {
   return __fmul_rn(weight, __fmul_rn(x, scale));
+}
+
+/// The folded RMSNorm's row statistic mean(x^2) + eps (norm_fold.h) from the sum of the row's
+/// sums of squares (each reader adds the width / kFoldColumns sums in its own fixed order: the
+/// wgmma SwiGLU epilogue, the q/k norm kernel), rounded operations.
+__device__ __forceinline__ float folded_mean_square(float total, std::int32_t width, float eps) {
+  return __fadd_rn(__fdiv_rn(total, static_cast<float>(width)), eps);
 }
 
 /// float4s of a row per thread in normalise_rows (as rms_norm_vec_kernel's kVec): in <= 4,096.

@@ -42,6 +42,7 @@
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "mbarrier.cuh"
+#include "rms_norm.cuh"
 #include "swiglu.cuh"
 #include "wgmma_gemm.h"
 
@@ -55,6 +56,10 @@ constexpr int kThreads = 128;
 constexpr std::uint32_t kXStageBytes = 64 * 128;
 
 constexpr std::size_t kMaxDynamicShared = 227 * 1024;  // what a Hopper block may opt in to
+/// Square sums each of a row's two threads holds for the norm fold's input side: rows up to 64 x
+/// kFoldColumns x 2 = 4,096 wide.
+constexpr int kFoldPartsPerThread = 32;
+static_assert(2 * kWgmmaRowsLimit <= kThreads);
 
 /// A stage of `halves` 64-k halves: the x tiles (8 KiB each), then the w tiles (tile_n x 128
 /// bytes each), each 1,024-byte aligned for the 128-byte swizzle.
@@ -173,7 +178,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap x_map,
                       const __grid_constant__ CUtensorMap w_map, float* __restrict__ y,
                       __nv_bfloat16* __restrict__ act, std::int32_t rows, std::int32_t in,
-                      std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights) {
+                      std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights,
+                      const WgmmaNormFold fold) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[kMaxStages];
@@ -235,6 +241,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
 
+  // The norm fold's input side (WgmmaNormFold): threads 2 j and 2 j + 1 load the even and odd
+  // square sums of the block's row row_begin + j now, into registers, so that the loads complete
+  // under the k loop; the epilogue adds them.
+  const int row_begin = split * rows / splits, row_end = (split + 1) * rows / splits;
+  const bool fold_in = kSwiglu && fold.in_square_sums != nullptr;
+  const int fold_row = row_begin + tid / 2, fold_half = tid % 2;
+  float fold_parts[kFoldPartsPerThread];
+#pragma unroll
+  for (int j = 0; j < kFoldPartsPerThread; ++j) fold_parts[j] = 0.0f;
+  if (fold_in && fold_row < row_end) {
+    const int parts = in / kFoldColumns;
+    const float* sums = fold.in_square_sums + static_cast<std::int64_t>(fold_row) * parts;
+#pragma unroll
+    for (int j = 0; j < kFoldPartsPerThread; ++j)
+      if (2 * j + fold_half < parts) fold_parts[j] = sums[2 * j + fold_half];
+  }
+
   float acc[kTileN / 2];
 #pragma unroll
   for (int i = 0; i < kTileN / 2; ++i) acc[i] = 0.0f;
@@ -262,6 +285,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
 
+  // The input side's 1 / r of this block's rows: even sums in order, odd sums in order, then
+  // even + odd (the cluster barrier below orders the writes before the epilogue's reads).
+  __shared__ float row_scale[kWgmmaRowsLimit];
+  if (fold_in) {
+    float half_total = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kFoldPartsPerThread; ++j) half_total = __fadd_rn(half_total, fold_parts[j]);
+    const float odd = __shfl_xor_sync(0xffffffffu, half_total, 1);
+    if (fold_half == 0 && fold_row < row_end)
+      row_scale[fold_row - row_begin] =
+          __fdiv_rn(1.0f, __fsqrt_rn(folded_mean_square(__fadd_rn(half_total, odd), in, fold.eps)));
+  }
   // Partial sums into shared memory (the stages are free: every copy was consumed).
   constexpr int kStride = reduce_stride(kTileN);
   float* const partial = reinterpret_cast<float*>(base);
@@ -278,8 +313,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
-  const int row_begin = split * rows / splits, row_end = (split + 1) * rows / splits;
   constexpr int kVectors = kTileN / 4;
+  // Rows of a kVectors-thread group are whole (kThreads % kVectors == 0), so a 16-lane half warp
+  // is all in or all out of the loop: the output side's shuffles run over the half's mask.
+  static_assert(kThreads % kVectors == 0 && kVectors % 16 == 0);
   for (int idx = tid; idx < (row_end - row_begin) * kVectors; idx += kThreads) {
     const int row = row_begin + idx / kVectors, c4 = idx % kVectors;
     const int offset = row * kStride + 4 * c4;
@@ -293,6 +330,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       sum.w += p.w;
     }
     if constexpr (kSwiglu) {
+      if (fold_in) {
+        const float scale = row_scale[row - row_begin];
+        sum = make_float4(__fmul_rn(sum.x, scale), __fmul_rn(sum.y, scale), __fmul_rn(sum.z, scale),
+                          __fmul_rn(sum.w, scale));
+      }
       // Columns (gate, up) pairs: act[row, (n0 + 4 c4) / 2 + {0, 1}].
       __nv_bfloat162 pair;
       pair.x = __float2bfloat16_rn(silu_times(sum.x, sum.y));
@@ -307,6 +349,23 @@ __global__ void __launch_bounds__(kThreads, 1)
         sum = make_float4(old.x + sum.x, old.y + sum.y, old.z + sum.z, old.w + sum.w);
       }
       *dst = sum;
+      if (fold.norm_weight != nullptr) {
+        const int col = n0 + 4 * c4;
+        const float4 g = *reinterpret_cast<const float4*>(fold.norm_weight + col);
+        __nv_bfloat16* const normed =
+            static_cast<__nv_bfloat16*>(fold.normed) + static_cast<std::int64_t>(row) * out + col;
+        store4(normed, __fmul_rn(sum.x, g.x), __fmul_rn(sum.y, g.y), __fmul_rn(sum.z, g.z),
+               __fmul_rn(sum.w, g.w));
+        // The 16 lanes of this 64-column group (c4 / 16) add their squares in a fixed tree.
+        float squares = add_squares(0.0f, sum);
+        const unsigned half_mask = 0xFFFFu << (lane & 16);
+#pragma unroll
+        for (int offset = 8; offset > 0; offset /= 2)
+          squares = __fadd_rn(squares, __shfl_xor_sync(half_mask, squares, offset));
+        if (c4 % 16 == 0)
+          fold.square_sums[static_cast<std::int64_t>(row) * (out / kFoldColumns) +
+                           col / kFoldColumns] = squares;
+      }
     }
   }
   cluster.sync();
@@ -381,7 +440,8 @@ cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int6
 template <int kTileN, bool kSwiglu, int kHalves>
 void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, void* act,
                  std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate, int splits,
-                 int stages, cudaStream_t stream, bool pdl, bool early_weights) {
+                 int stages, cudaStream_t stream, bool pdl, bool early_weights,
+                 const WgmmaNormFold& fold) {
   const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves>;
   cudaLaunchAttribute attributes[2];
   const cudaLaunchConfig_t config =
@@ -389,7 +449,7 @@ void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, v
   check_cuda(cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
                                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
-                                accumulate, pdl && early_weights),
+                                accumulate, pdl && early_weights, fold),
              "wgmma_gemm_kernel", __FILE__, __LINE__);
 }
 
@@ -470,7 +530,7 @@ WgmmaGemm::WgmmaGemm() {
 void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                        std::int64_t out, bool accumulate, int tile_n, int splits,
                        cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act,
-                       int stage_k) const {
+                       int stage_k, const WgmmaNormFold& fold) const {
   const std::vector<int> options = wgmma_split_options(in, stage_k);
   const bool known_split = splits >= 1 && !options.empty() && splits <= options.back();
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
@@ -483,6 +543,19 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
   if (swiglu_act != nullptr && accumulate)
     throw Error("wgmma GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
                 std::to_string(out) + " asks to accumulate, which the epilogue does not do");
+  const bool output_side =
+      fold.norm_weight != nullptr || fold.normed != nullptr || fold.square_sums != nullptr;
+  if (output_side &&
+      (swiglu_act != nullptr || fold.norm_weight == nullptr || fold.normed == nullptr ||
+       fold.square_sums == nullptr || out % kFoldColumns != 0 || !aligned_to(fold.normed, 8) ||
+       !aligned_to(fold.norm_weight, 16)))
+    throw Error("wgmma GEMM norm fold: the output side (out " + std::to_string(out) +
+                ") needs norm_weight (16-byte aligned), normed (8-byte aligned) and square_sums, "
+                "out a multiple of 64 and no SwiGLU epilogue");
+  if (fold.in_square_sums != nullptr && (swiglu_act == nullptr || in % kFoldColumns != 0 ||
+                                         in > std::int64_t{2} * kFoldPartsPerThread * kFoldColumns))
+    throw Error("wgmma GEMM norm fold: the input side (in " + std::to_string(in) +
+                ") needs the SwiGLU epilogue and in a multiple of 64, at most 4,096");
   const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);
   const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
   const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
@@ -495,7 +568,7 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
           : (tile_n == 128 ? (swiglu ? launch_tile<128, true, 1> : launch_tile<128, false, 1>)
                            : (swiglu ? launch_tile<64, true, 1> : launch_tile<64, false, 1>));
   launch(x_map, w_map, y, swiglu_act, rows, in, out, accumulate, splits, stages, stream, pdl,
-         early_weights);
+         early_weights, fold);
 }
 
 int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,

@@ -15,12 +15,15 @@
 // Gemm takes it only on sm_90 (Gemm::set_wgmma). Per launch about even with cuBLASLt at 64 rows
 // where its blocks stream much k, 2-3 us slower where they stream little
 // (bench/results/2026-11-25-wgmma-gemm-h100); what it gains is its programmatic early start, so
-// the backend gives it the long-block shapes only (wgmma_auto_min_block_k).
+// the backend gives it the long-block shapes only (wgmma_auto_min_block_k), and the o, gate/up and
+// down projections where it folds the RMSNorms into them (WgmmaNormFold, norm_fold.h).
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <vector>
+
+#include "norm_fold.h"
 
 namespace dice::engine::cuda {
 
@@ -42,6 +45,22 @@ inline constexpr int kWgmmaMaxSplits = 8;
 /// as or faster than 128 on every SDAR-1.7B and -4B layer shape (at 32 rows 128 won SDAR-4B's o,
 /// 12.5 against 13.6 us; bench/results/2026-11-25-wgmma-gemm-h100, sweep-4-stages-call2.txt).
 inline constexpr int kWgmmaTileN = 64;
+
+/// The wgmma kernel's RMSNorm folds (norm_fold.h). Output side (`norm_weight` set; y written,
+/// not SwiGLU): after a block writes y[row, n0..n0 + tile_n) it writes normed[row, col] = bf16(y *
+/// norm_weight[col]) and square_sums[row, col / kFoldColumns] = the sum of y^2 over those
+/// kFoldColumns columns (a fixed shuffle tree: deterministic). Input side (`in_square_sums` set;
+/// SwiGLU only; in at most 4,096): x is such a bf16(w * x) of width `in`, and gate and up are
+/// multiplied by 1 / sqrt(folded_mean_square(total, in, eps)) (rms_norm.cuh) before silu(gate) *
+/// up, total = (the row's even sums added in order) + (its odd sums added in order). The sums
+/// are loaded before the k loop, so their latency hides under it.
+struct WgmmaNormFold {
+  const float* norm_weight = nullptr;     ///< fp32 [out]
+  void* normed = nullptr;                 ///< bf16 [rows, out]
+  float* square_sums = nullptr;           ///< fp32 [rows, out / 64]
+  const float* in_square_sums = nullptr;  ///< fp32 [rows, in / 64]
+  float eps = 0.0f;                       ///< the input side's RMSNorm epsilon
+};
 
 /// Whether the kernel computes this GEMM with `tile_n` columns per block (64 or 128): 1 <= rows
 /// <= kWgmmaRowsLimit, in a positive multiple of 64, out a positive multiple of tile_n, x and w
@@ -119,11 +138,14 @@ class WgmmaGemm {
   /// each summed output pair (not with `accumulate`). Throws dice::Error for a shape it does not
   /// take (wgmma_gemm_fits), a split count outside wgmma_split_options(in, stage_k), accumulate
   /// with swiglu_act, or a failed encode or launch. `stage_k`: 64, or 128 (each stage two 64-k
-  /// boxes of x and of w: one barrier wait, block barrier and refill per 128 k).
+  /// boxes of x and of w: one barrier wait, block barrier and refill per 128 k). `fold`: the
+  /// RMSNorm folds (WgmmaNormFold); throws dice::Error for an output side with swiglu_act, an
+  /// input side without it or with in above 4,096, a side with a null buffer, or a width (out,
+  /// resp. in) that 64 does not divide.
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr,
-              int stage_k = kWgmmaStageK) const;
+              int stage_k = kWgmmaStageK, const WgmmaNormFold& fold = {}) const;
 
   /// How many clusters of launch()'s configuration for this shape (tile_n 64 or 128, `splits`
   /// blocks a cluster, wgmma_stages stages, no SwiGLU) can be resident on the device at once

@@ -160,17 +160,23 @@ std::vector<Shape> shapes() {
 /// fused and unfused, on a CudaBackend with `options` and on the CPU backend over the same
 /// weights: every row's rel. L2 below 1e-2 (bf16). Returns the GPU backend's work counters.
 CudaForwardStats expect_logits_like_the_cpu(const Shape& shape, const CudaBackendOptions& options,
-                                            std::uint32_t ids_seed) {
+                                            std::uint32_t ids_seed, std::int32_t block_length = 4) {
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
   CpuBackend cpu(weights);
   CudaBackend gpu(weights, options);
   const auto ids = random_ids(60, shape.config.vocab_size, ids_seed);
   for (const bool fused : {true, false}) {
-    const auto want = score_blocks(cpu, ids, 40, 4, fused);
-    const auto got = score_blocks(gpu, ids, 40, 4, fused);
+    const auto want = score_blocks(cpu, ids, 40, block_length, fused);
+    const auto got = score_blocks(gpu, ids, 40, block_length, fused);
     EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << shape.name << (fused ? ", fused" : ", unfused");
   }
   return gpu.stats();
+}
+
+/// Whether two runs' logits are the same bits (NaN included).
+bool same_bits(const ScoredLogits& a, const ScoredLogits& b) {
+  return a.rows == b.rows && a.logits.size() == b.logits.size() &&
+         std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)) == 0;
 }
 
 TEST_F(CudaBackendTest, LogitsMatchTheCpuReference) {
@@ -211,6 +217,41 @@ TEST_F(CudaBackendTest, WgmmaGemmLogitsMatchTheCpuReference) {
       // into a graph count once).
       EXPECT_GE(stats.wgmma_gemms, 4 * shape.config.num_layers) << shape.name;
     }
+}
+
+TEST_F(CudaBackendTest, FoldedNormsMatchTheCpuReference) {
+  // fold_qkv_norm and fold_mlp_norm (the defaults) on the SDAR-1.7B-wide shape (head_dim 128) with
+  // blocks of 16: the prefill (48 rows) and the fused store passes (32 rows) run the o, gate/up
+  // and down projections on the wgmma kernel with the norms folded (counted; whatever
+  // wgmma_min_block_k says), the unfused block passes of 16 rows the skinny kernel and the norm
+  // kernel: bf16 logits against the CPU reference, also with each fold alone, and the same bits
+  // from two backends. Without either nothing is folded. Shapes of other head widths never fold.
+  if (!cuda::wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  const Shape shape = shapes()[2];
+  const std::int64_t layers = shape.config.num_layers;
+  for (const auto& [qkv, mlp] :
+       {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
+    CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
+    options.fold_qkv_norm = qkv;
+    options.fold_mlp_norm = mlp;
+    const CudaForwardStats stats = expect_logits_like_the_cpu(shape, options, 7, 16);
+    // Per folding pass: layers - 1 norms before qkv, `layers` before gate/up.
+    const std::int64_t per_pass = (qkv ? layers - 1 : 0) + (mlp ? layers : 0);
+    if (per_pass > 0) {
+      EXPECT_EQ(stats.folded_norms % per_pass, 0)
+          << "qkv " << qkv << ", MLP " << mlp << ": " << stats.folded_norms;
+    }
+    EXPECT_EQ(stats.folded_norms > 0, per_pass > 0) << "qkv " << qkv << ", MLP " << mlp;
+  }
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackend a(weights, limited()), b(weights, limited());
+  const auto ids = random_ids(60, shape.config.vocab_size, 8);
+  EXPECT_TRUE(same_bits(score_blocks(a, ids, 40, 16, true), score_blocks(b, ids, 40, 16, true)));
+  EXPECT_GT(a.stats().folded_norms, 0);
+  const Shape narrow = shapes()[1];
+  CudaBackend other(random_weights(narrow.config, narrow.std, true), limited());
+  score_blocks(other, random_ids(60, narrow.config.vocab_size, 8), 40, 16, true);
+  EXPECT_EQ(other.stats().folded_norms, 0) << narrow.name;
 }
 
 TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {
@@ -501,12 +542,6 @@ TEST_F(CudaBackendTest, GraphsAndChunkedPrefillDoNotChangeLogits) {
   EXPECT_GT(chunked.stats().passes, chunked.stats().forwards);  // the prefill took several passes
 }
 
-/// Whether two runs' logits are the same bits (NaN included).
-bool same_bits(const ScoredLogits& a, const ScoredLogits& b) {
-  return a.rows == b.rows && a.logits.size() == b.logits.size() &&
-         std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)) == 0;
-}
-
 /// Expects two backends on the same weights to give the same bits: block logits after a 250-token
 /// prompt with the fused store pass and without, and the tokens of sampled and greedy decoding.
 void expect_same_bits(CudaBackend& a, CudaBackend& b, const model::ModelConfig& config,
@@ -618,6 +653,10 @@ TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
       separate.stream_gemm_min_fill = 0.0;
       separate.fused_norm_gemm = false;
       separate.fused_swiglu = false;
+      // (the wgmma norm folds need fused_swiglu and change the bits of 17-64-row passes:
+      // FoldedNormsMatchTheCpuReference)
+      separate.fold_qkv_norm = false;
+      separate.fold_mlp_norm = false;
       CudaBackend off(weights, separate);
       for (const auto& [norm, swiglu] : {std::pair{true, false}, {false, true}, {true, true}}) {
         CudaBackendOptions fused = separate;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -77,6 +78,9 @@ DeviceBuffer upload(const std::vector<float>& v, CudaDType dtype) {
   } else {
     DICE_CUDA_CHECK(cudaMemcpy(b.get(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
   }
+  // A pageable cudaMemcpy may return before its DMA lands, and the tests' non-blocking stream
+  // does not wait for it.
+  DICE_CUDA_CHECK(cudaDeviceSynchronize());
   return b;
 }
 
@@ -101,6 +105,7 @@ std::vector<std::byte> download_bytes(const DeviceBuffer& b, std::size_t n) {
 DeviceBuffer upload_bytes(const std::vector<std::byte>& bytes) {
   DeviceBuffer b(bytes.size());
   DICE_CUDA_CHECK(cudaMemcpy(b.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  DICE_CUDA_CHECK(cudaDeviceSynchronize());  // (as upload)
   return b;
 }
 
@@ -964,6 +969,227 @@ TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
           }
   EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, 40, in, out, true, 64, 1, stream(), false,
                             false, act.get()),
+               Error);
+}
+
+TEST_F(CudaOps, WgmmaGemmNormFoldOutputSide) {
+  // The wgmma kernel's norm-fold output side (WgmmaNormFold): y as without it (bit for bit), then
+  // normed = bf16(y * norm_weight) bit for bit as the host rounds it, and the sums of squares of y
+  // per 64 columns within fp32 rounding of the host's, the same bits over two runs (one with PDL
+  // and early weights); at every tile width and a few split counts; rows past `rows` untouched.
+  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  const WgmmaGemm wgmma;
+  const std::int64_t in = 4096, out = 2560, parts = out / kFoldColumns;
+  constexpr std::int64_t kRows = kWgmmaRowsLimit;
+  DeviceBuffer x(static_cast<std::size_t>(kRows * in) * 2),
+      w(static_cast<std::size_t>(in * out) * 2), y0(static_cast<std::size_t>(kRows * out) * 4),
+      y_ref(y0.bytes()), y(y0.bytes()), normed(static_cast<std::size_t>(kRows * out) * 2),
+      sums(static_cast<std::size_t>(kRows * parts) * 4), sums_again(sums.bytes());
+  launch_fill_random(CudaDType::kBF16, x.get(), kRows * in, 1.0f, 91, stream());
+  launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.02f, 92, stream());
+  launch_fill_random(CudaDType::kF32, y0.get(), kRows * out, 1.0f, 93, stream());
+  const auto weight = random_vector(static_cast<std::size_t>(out), 94, 0.2f);
+  const DeviceBuffer d_weight = upload(weight, CudaDType::kF32);
+  const auto copy = [&](const DeviceBuffer& to, const DeviceBuffer& from) {
+    DICE_CUDA_CHECK(
+        cudaMemcpyAsync(to.get(), from.get(), from.bytes(), cudaMemcpyDeviceToDevice, stream()));
+  };
+  for (const std::int64_t rows : {17, 40, 64})
+    for (const int tile_n : {64, 128})
+      for (const int splits : {1, 3, 4})
+        for (const int stage_k : {64, 128}) {
+          const std::string what = "rows " + std::to_string(rows) + " tile_n " +
+                                   std::to_string(tile_n) + " splits " + std::to_string(splits) +
+                                   " stage_k " + std::to_string(stage_k);
+          copy(y_ref, y0);
+          wgmma.launch(x.get(), w.get(), y_ref.as<float>(), rows, in, out, true, tile_n, splits,
+                       stream(), false, false, nullptr, stage_k);
+          WgmmaNormFold fold;
+          fold.norm_weight = d_weight.as<float>();
+          fold.normed = normed.get();
+          fold.square_sums = sums.as<float>();
+          DICE_CUDA_CHECK(cudaMemsetAsync(normed.get(), 0xFF, normed.bytes(), stream()));
+          DICE_CUDA_CHECK(cudaMemsetAsync(sums.get(), 0xFF, sums.bytes(), stream()));
+          copy(y, y0);
+          wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, true, tile_n, splits,
+                       stream(), false, false, nullptr, stage_k, fold);
+          synchronize();
+          const auto want_y = download_f32(y_ref, kRows * out);
+          ASSERT_TRUE(same_values(download_f32(y, kRows * out), want_y)) << what << ": y";
+          const auto got_normed =
+              download(normed, static_cast<std::size_t>(kRows * out), CudaDType::kBF16);
+          const auto got_sums = download_f32(sums, kRows * parts);
+          for (std::int64_t r = 0; r < kRows; ++r)
+            for (std::int64_t p = 0; p < parts; ++p) {
+              double want_sum = 0;
+              for (std::int64_t c = p * kFoldColumns; c < (p + 1) * kFoldColumns; ++c) {
+                const auto i = static_cast<std::size_t>(r * out + c);
+                const float v = want_y[i];
+                want_sum += static_cast<double>(v) * v;
+                const float want_normed =
+                    model::bf16_to_f32(model::f32_to_bf16(v * weight[static_cast<std::size_t>(c)]));
+                if (r < rows)
+                  ASSERT_EQ(got_normed[i], want_normed) << what << " row " << r << " col " << c;
+                else
+                  ASSERT_TRUE(std::isnan(got_normed[i])) << what << ": normed past rows, row " << r;
+              }
+              const float got = got_sums[static_cast<std::size_t>(r * parts + p)];
+              if (r < rows)
+                ASSERT_NEAR(got, want_sum, 1e-5 * want_sum)
+                    << what << " row " << r << " part " << p;
+              else
+                ASSERT_TRUE(std::isnan(got)) << what << ": sums past rows, row " << r;
+            }
+          fold.square_sums = sums_again.as<float>();
+          copy(y, y0);
+          wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, true, tile_n, splits,
+                       stream(), true, true, nullptr, stage_k, fold);
+          synchronize();
+          ASSERT_EQ(download_bytes(sums_again, static_cast<std::size_t>(rows * parts) * 4),
+                    download_bytes(sums, static_cast<std::size_t>(rows * parts) * 4))
+              << what << ": second run";
+        }
+  WgmmaNormFold partial;  // no sums buffer
+  partial.norm_weight = d_weight.as<float>();
+  partial.normed = normed.get();
+  EXPECT_THROW(wgmma.launch(x.get(), w.get(), y.as<float>(), 40, in, out, true, 64, 1, stream(),
+                            false, false, nullptr, kWgmmaStageK, partial),
+               Error);
+}
+
+TEST_F(CudaOps, WgmmaGemmNormFoldInputSide) {
+  // The norm-fold input side: the SwiGLU epilogue with in_square_sums multiplies gate and up by
+  // 1 / sqrt(mean square + eps) of the row's sums: bit for bit the fp32 output scaled on the host
+  // with the same rounded operations, then the SwiGLU kernel; refused without SwiGLU and above
+  // 4,096 inputs.
+  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  const WgmmaGemm wgmma;
+  const std::int64_t in = 2560, out = 4096, parts = in / kFoldColumns;
+  const float eps = 1e-6f;
+  constexpr std::int64_t kRows = kWgmmaRowsLimit;
+  DeviceBuffer x(static_cast<std::size_t>(kRows * in) * 2),
+      w(static_cast<std::size_t>(in * out) * 2), y(static_cast<std::size_t>(kRows * out) * 4),
+      act_ref(static_cast<std::size_t>(kRows * out / 2) * 2), act(act_ref.bytes());
+  launch_fill_random(CudaDType::kBF16, x.get(), kRows * in, 3.0f, 95, stream());
+  launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 96, stream());
+  std::vector<float> sums = random_vector(static_cast<std::size_t>(kRows * parts), 97, 30.0f);
+  for (auto& s : sums) s = s * s;  // sums of squares: non-negative, up to ~1e4
+  const DeviceBuffer d_sums = upload(sums, CudaDType::kF32);
+  std::vector<float> scale(kRows);
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    float even = 0.0f, odd = 0.0f;  // the kernel's order and roundings
+    for (std::int64_t p = 0; p < parts; ++p)
+      (p % 2 == 0 ? even : odd) += sums[static_cast<std::size_t>(r * parts + p)];
+    const float mean_square = (even + odd) / static_cast<float>(in) + eps;
+    scale[static_cast<std::size_t>(r)] = 1.0f / std::sqrt(mean_square);
+  }
+  for (const std::int64_t rows : {17, 64})
+    for (const int tile_n : {64, 128})
+      for (const int splits : {1, 5}) {
+        const std::string what = "rows " + std::to_string(rows) + " tile_n " +
+                                 std::to_string(tile_n) + " splits " + std::to_string(splits);
+        wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n, splits,
+                     stream(), false, false, nullptr, kWgmmaStageK);
+        synchronize();
+        auto scaled = download_f32(y, kRows * out);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t c = 0; c < out; ++c)
+            scaled[static_cast<std::size_t>(r * out + c)] *= scale[static_cast<std::size_t>(r)];
+        const DeviceBuffer d_scaled = upload(scaled, CudaDType::kF32);
+        launch_swiglu(CudaDType::kBF16, d_scaled.as<float>(), static_cast<std::int32_t>(out / 2),
+                      act_ref.get(), static_cast<std::int32_t>(rows), stream());
+        WgmmaNormFold fold;
+        fold.in_square_sums = d_sums.as<float>();
+        fold.eps = eps;
+        DICE_CUDA_CHECK(cudaMemsetAsync(act.get(), 0xFF, act.bytes(), stream()));
+        wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits, stream(),
+                     true, true, act.get(), kWgmmaStageK, fold);
+        synchronize();
+        const auto n = static_cast<std::size_t>(rows * out / 2);
+        ASSERT_TRUE(
+            same_values(download(act, n, CudaDType::kBF16), download(act_ref, n, CudaDType::kBF16)))
+            << what;
+      }
+  WgmmaNormFold fold;
+  fold.in_square_sums = d_sums.as<float>();
+  EXPECT_THROW(wgmma.launch(x.get(), w.get(), y.as<float>(), 40, in, out, false, 64, 1, stream(),
+                            false, false, nullptr, kWgmmaStageK, fold),
+               Error);
+  DeviceBuffer wide(static_cast<std::size_t>(4160 * out) * 2);  // in 4,160 > 4,096
+  EXPECT_THROW(wgmma.launch(wide.get(), wide.get(), nullptr, 1, 4160, out, false, 64, 1, stream(),
+                            false, false, act.get(), 64, fold),
+               Error);
+}
+
+TEST_F(CudaOps, QkNormRopeWithAFoldedInputNorm) {
+  // launch_qk_norm_rope with square_sums: q, k and v projected from bf16(w x) (r times those of
+  // RMSNorm(x)) give what the plain kernel gives on the unscaled projection, to bf16 rounding:
+  // q and k through eps r^2, v through 1 / r. Refused for fp32 and the block-per-row layout.
+  const int heads = 4, kv_heads = 2, vectors = heads + 2 * kv_heads, d = 128, rows = 8;
+  const std::int32_t width = 256;
+  const LayerShape shape{width, heads, kv_heads, d, 128, 1e-6};
+  const std::vector<std::int32_t> tokens(rows, 1);
+  const std::vector<std::int32_t> page_ids{3, 1};
+  const PassPlan plan = commit_pass(tokens, 28, page_ids, heads, kv_heads);
+  const auto meta = upload_bytes(plan.bytes);
+  const auto qkv = random_vector(rows * vectors * d, 14, 2.0f);
+  auto qn = random_vector(d, 15, 0.1f), kn = random_vector(d, 16, 0.1f);
+  for (auto& v : qn) v += 1.0f;
+  for (auto& v : kn) v += 1.0f;
+  // Row r's sums of squares: 4 parts of 64 columns, mean squares from ~0.3 to ~3,000.
+  std::vector<float> sums(static_cast<std::size_t>(rows * width / kFoldColumns));
+  for (std::size_t i = 0; i < sums.size(); ++i)
+    sums[i] = 16.0f * std::pow(10.0f, static_cast<float>(i % 13) / 3.0f);
+  std::vector<float> scaled = qkv;
+  for (int r = 0; r < rows; ++r) {
+    double total = 0;
+    for (int p = 0; p < width / kFoldColumns; ++p)
+      total += sums[static_cast<std::size_t>(r * 4 + p)];
+    const double rms = std::sqrt(total / width + 1e-6);
+    for (int i = 0; i < vectors * d; ++i)
+      scaled[static_cast<std::size_t>(r * vectors * d + i)] =
+          static_cast<float>(qkv[static_cast<std::size_t>(r * vectors * d + i)] * rms);
+  }
+  const auto table = rope_table(64, d, 1e6);
+  const auto d_qn = upload(qn, CudaDType::kF32), d_kn = upload(kn, CudaDType::kF32),
+             d_sums = upload(sums, CudaDType::kF32);
+  DeviceBuffer d_rope(table.size() * sizeof(float2));
+  DICE_CUDA_CHECK(cudaMemcpy(d_rope.get(), table.data(), table.size() * sizeof(float2),
+                             cudaMemcpyHostToDevice));
+  const std::size_t cache_n = static_cast<std::size_t>(4 * kv_heads * kPageTokens * d);
+  const auto run = [&](const std::vector<float>& input, const float* square_sums) {
+    const auto d_qkv = upload(input, CudaDType::kF32);
+    const auto k_cache = upload(std::vector<float>(cache_n, 0.0f), CudaDType::kBF16),
+               v_cache = upload(std::vector<float>(cache_n, 0.0f), CudaDType::kBF16);
+    DeviceBuffer q_out(static_cast<std::size_t>(rows * heads * d) * 2);
+    launch_qk_norm_rope(CudaDType::kBF16, meta.as<PassHeader>(), d_qkv.as<float>(),
+                        d_qn.as<float>(), d_kn.as<float>(), d_rope.as<float2>(), shape, q_out.get(),
+                        CacheLayer{k_cache.get(), v_cache.get()}, rows, stream(), true, false,
+                        square_sums, width);
+    synchronize();
+    return std::array{download(q_out, static_cast<std::size_t>(rows * heads * d), CudaDType::kBF16),
+                      download(k_cache, cache_n, CudaDType::kBF16),
+                      download(v_cache, cache_n, CudaDType::kBF16)};
+  };
+  const auto want = run(qkv, nullptr);
+  const auto got = run(scaled, d_sums.as<float>());
+  const char* names[] = {"q", "k", "v"};
+  for (int t = 0; t < 3; ++t)
+    for (std::size_t i = 0; i < want[t].size(); ++i)
+      ASSERT_NEAR(got[t][i], want[t][i], 1e-2f * std::abs(want[t][i]) + 1e-5f)
+          << "folded qk_norm_rope: " << names[t] << " at " << i;
+  const auto d_qkv = upload(qkv, CudaDType::kF32);
+  DeviceBuffer q_out(static_cast<std::size_t>(rows * heads * d) * 4);
+  DeviceBuffer cache(cache_n * 4);
+  EXPECT_THROW(launch_qk_norm_rope(CudaDType::kF32, meta.as<PassHeader>(), d_qkv.as<float>(),
+                                   d_qn.as<float>(), d_kn.as<float>(), d_rope.as<float2>(), shape,
+                                   q_out.get(), CacheLayer{cache.get(), cache.get()}, rows,
+                                   stream(), true, false, d_sums.as<float>(), width),
+               Error);
+  EXPECT_THROW(launch_qk_norm_rope(CudaDType::kBF16, meta.as<PassHeader>(), d_qkv.as<float>(),
+                                   d_qn.as<float>(), d_kn.as<float>(), d_rope.as<float2>(), shape,
+                                   q_out.get(), CacheLayer{cache.get(), cache.get()}, rows,
+                                   stream(), false, false, d_sums.as<float>(), width),
                Error);
 }
 

@@ -131,6 +131,20 @@ struct CudaBackendOptions {
   /// reads recovered only part of it (bench/results/2026-11-28-stream-norm-h200). false: the norm
   /// kernel, then the GEMM.
   bool fused_norm_gemm = false;
+  /// The RMSNorm before qkv folded into the wgmma GEMMs (engine/cuda/src/norm_fold.h): in passes
+  /// whose down projection the wgmma kernel takes (17-64 rows with wgmma_gemm, bf16 with
+  /// fast_norms, head_dim 128), the down projection also writes bf16(w * x) for the next layer's
+  /// input norm weight w and x's sums of squares, qkv projects that, and the q/k norm kernel
+  /// applies the 1 / rms: no norm kernel before qkv but layer 0's, and the down projection runs on
+  /// the wgmma kernel whatever wgmma_min_block_k says. Other rounding than the norm kernel's
+  /// (bf16(w x) before the projection, not bf16(w x / r)); the same bits run to run. false: the
+  /// norm kernel before qkv.
+  bool fold_qkv_norm = true;
+  /// The RMSNorm before gate/up folded likewise (hidden size at most 4,096): in passes whose o and
+  /// gate/up projections the wgmma kernel takes (with fused_swiglu; whatever wgmma_min_block_k
+  /// says), the o projection writes bf16(w * x) and the sums of squares, and the gate/up SwiGLU
+  /// epilogue applies the 1 / rms. false: the norm kernel before gate/up.
+  bool fold_mlp_norm = true;
   /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
   /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
   /// projection and the SwiGLU launch goes (the same bits: the projection's weight rows are
