@@ -6,7 +6,6 @@
 
 #include <cctype>
 #include <cmath>
-#include <limits>
 
 #include "dice/core/error.h"
 #include "dice/engine/cpu_backend.h"
@@ -167,12 +166,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "128 (128: half the waits per byte; +0.5-1.1% for SDAR-4B at 16 sequences on "
                    "an H200) (default: 128)")
       ->check(CLI::IsMember({64, 128}));
-  command
-      ->add_option("--wgmma-early-weights-max-block-k", args.cuda.wgmma_early_weights_max_block_k,
-                   "cuda backend: the wgmma kernel's blocks request their first weights before "
-                   "waiting for the kernel before them only where each streams at most this many "
-                   "elements of k (default: every block)")
-      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()));
   command->add_flag("--stream-gemm,!--no-stream-gemm", args.cuda.stream_gemm,
                     "cuda backend: GEMMs of at most 16 rows (about 1 sequence) whose tiles fill "
                     "the SMs (--stream-gemm-min-fill) run dice's streaming kernel, one persistent "

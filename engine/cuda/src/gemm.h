@@ -12,7 +12,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -134,11 +133,7 @@ class Gemm {
   /// `stage_k`: the kernel's k per stage, 64 or 128 (kWgmmaStageK; WgmmaGemm::launch, split
   /// counts from wgmma_split_options(in, stage_k)); shapes whose `in` it does not divide go to
   /// cuBLASLt. Other values throw dice::Error.
-  /// `early_max_block_k`: with early weights (set_programmatic_launch), only launches whose blocks
-  /// stream at most this much k request them before their wait
-  /// (CudaBackendOptions::wgmma_early_weights_max_block_k; negative throws dice::Error).
-  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK,
-                 std::int64_t early_max_block_k = std::numeric_limits<std::int64_t>::max());
+  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
   /// skinny(), wgmma_gemm_fits, a split option at set_wgmma's `stage_k`, wgmma_block_k at least
   /// set_wgmma's `min_block_k`).
@@ -230,9 +225,8 @@ class Gemm {
   bool stream_ = false;           ///< set_stream_gemm
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
-  std::int64_t wgmma_min_block_k_ = 0;                                               ///< set_wgmma
-  int wgmma_stage_k_ = kWgmmaStageK;                                                 ///< set_wgmma
-  std::int64_t wgmma_early_max_block_k_ = std::numeric_limits<std::int64_t>::max();  ///< set_wgmma
+  std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
+  int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)

@@ -3,7 +3,6 @@
 // can hold and parse them in every build, with or without nvcc.
 
 #include <cstdint>
-#include <limits>
 #include <optional>
 
 namespace dice::engine {
@@ -218,12 +217,6 @@ struct CudaBackendOptions {
   /// 16 x 4,096 (bench/results/2026-11-28-wgmma-balanced-h200). Other bits than 64 where the split
   /// boundaries move, the same run to run.
   int wgmma_stage_k = 128;
-  /// With programmatic launches and pdl_early_reads: the wgmma kernel's blocks request their first
-  /// stages' weights before their wait only where each streams at most this much k (in / split
-  /// count); longer blocks wait first. Programmatic launches with early weights take ~1.5 us off
-  /// a launch's fixed cost but slowed the streaming ~11% in a chain of GEMMs
-  /// (bench/results/2026-11-28-wgmma-producer-h200, call 6). Unlimited by default.
-  std::int64_t wgmma_early_weights_max_block_k = std::numeric_limits<std::int64_t>::max();
   /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
   /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
