@@ -230,6 +230,12 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
         "--wgmma-min-block-k {}: the wgmma kernel is off (--no-wgmma-gemm), so the limit would "
         "change nothing; drop one of the two",
         *args.cuda.wgmma_min_block_k));
+  if (!args.cuda.wgmma_gemm &&
+      args.cuda.wgmma_stage_k != engine::CudaBackendOptions{}.wgmma_stage_k)
+    throw InputError(fmt::format(
+        "--wgmma-stage-k {}: the wgmma kernel is off (--no-wgmma-gemm), so the stage size would "
+        "change nothing; drop one of the two",
+        args.cuda.wgmma_stage_k));
   const std::int64_t memory_limit =
       args.gpu_memory.empty() ? 0 : parse_bytes(args.gpu_memory, "--gpu-memory");
   const std::string which = resolve_backend(args);

@@ -527,9 +527,6 @@ struct CudaBackend::Impl {
                                                            : attn_grid;
   }
 
-  /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
-  /// kernel (CudaBackendOptions::bf16_gate_up): bf16, and a GEMM that cuBLASLt runs (the
-  /// skinny and the wgmma kernel's rows have the SwiGLU in their epilogue or an fp32 output).
   /// Which RMSNorms a pass of rows_pad rows folds into the wgmma GEMMs (norm_fold.h), both only
   /// in bf16 with fast_norms, head_dim 128 and a hidden size that 64 divides: the one before qkv
   /// with CudaBackendOptions::fold_qkv_norm where the wgmma kernel takes the down projection
@@ -553,6 +550,9 @@ struct CudaBackend::Impl {
     return folds;
   }
 
+  /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
+  /// kernel (CudaBackendOptions::bf16_gate_up): bf16, and a GEMM that cuBLASLt runs (the
+  /// skinny and the wgmma kernel's rows have the SwiGLU in their epilogue or an fp32 output).
   bool gate_up_in_bf16(std::int32_t rows_pad) const {
     return options.bf16_gate_up && dtype == CudaDType::kBF16 &&
            !gemm->own_kernel(dtype, rows_pad, config.hidden_size, 2 * config.intermediate_size,
