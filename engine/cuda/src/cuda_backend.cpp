@@ -531,7 +531,7 @@ struct CudaBackend::Impl {
   /// in bf16 with fast_norms, head_dim 128 and a hidden size that 64 divides: the one before qkv
   /// with CudaBackendOptions::fold_qkv_norm where the wgmma kernel takes the down projection
   /// (Gemm::folds_norm); the one before gate/up with fold_mlp_norm and fused_swiglu where it takes
-  /// the o and gate/up projections and the hidden size is at most 4,096 (WgmmaNormFold).
+  /// the o and gate/up projections and the hidden size is at most kWgmmaFoldMaxIn (WgmmaNormFold).
   struct NormFolds {
     bool qkv = false, mlp = false;
   };
@@ -544,7 +544,7 @@ struct CudaBackend::Impl {
     NormFolds folds;
     folds.qkv = fits && options.fold_qkv_norm &&
                 gemm->folds_norm(dtype, rows_pad, in, hd, act.get(), l.down.get(), x.get());
-    folds.mlp = fits && options.fold_mlp_norm && options.fused_swiglu && hd <= 4096 &&
+    folds.mlp = fits && options.fold_mlp_norm && options.fused_swiglu && hd <= kWgmmaFoldMaxIn &&
                 gemm->folds_norm(dtype, rows_pad, qd, hd, attn.get(), l.o.get(), x.get()) &&
                 gemm->folds_norm(dtype, rows_pad, hd, 2 * in, h.get(), l.gate_up.get(), act.get());
     return folds;
@@ -623,6 +623,10 @@ struct CudaBackend::Impl {
       f.square_sums = square_sums.as<float>();
       return f;
     };
+    // Its input side: the gate/up SwiGLU epilogue reads the sums the o projection wrote.
+    WgmmaNormFold fold_in_swiglu;
+    fold_in_swiglu.in_square_sums = square_sums.as<float>();
+    fold_in_swiglu.eps = static_cast<float>(shape.eps);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       // Layer 0's input comes from the embedding: its norm is not folded.
@@ -646,11 +650,8 @@ struct CudaBackend::Impl {
       if (folds.mlp) {
         gemm->run_folded(attn.get(), l.o.get(), x.as<float>(), nullptr, rows_pad, qd, hd, true,
                          fold_out(l.post_norm), s);
-        WgmmaNormFold in_side;
-        in_side.in_square_sums = square_sums.as<float>();
-        in_side.eps = static_cast<float>(shape.eps);
         gemm->run_folded(h.get(), l.gate_up.get(), nullptr, act.get(), rows_pad, hd, 2 * in, false,
-                         in_side, s);
+                         fold_in_swiglu, s);
         ++stats.folded_norms;
         ++stats.fused_swiglu_gemms;
       } else {

@@ -56,9 +56,8 @@ constexpr int kThreads = 128;
 constexpr std::uint32_t kXStageBytes = 64 * 128;
 
 constexpr std::size_t kMaxDynamicShared = 227 * 1024;  // what a Hopper block may opt in to
-/// Square sums each of a row's two threads holds for the norm fold's input side: rows up to 64 x
-/// kFoldColumns x 2 = 4,096 wide.
-constexpr int kFoldPartsPerThread = 32;
+/// Square sums each of a row's two threads holds for the norm fold's input side (kWgmmaFoldMaxIn).
+constexpr int kFoldPartsPerThread = static_cast<int>(kWgmmaFoldMaxIn / (2 * kFoldColumns));
 static_assert(2 * kWgmmaRowsLimit <= kThreads);
 
 /// A stage of `halves` 64-k halves: the x tiles (8 KiB each), then the w tiles (tile_n x 128
@@ -552,8 +551,8 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
     throw Error("wgmma GEMM norm fold: the output side (out " + std::to_string(out) +
                 ") needs norm_weight (16-byte aligned), normed (8-byte aligned) and square_sums, "
                 "out a multiple of 64 and no SwiGLU epilogue");
-  if (fold.in_square_sums != nullptr && (swiglu_act == nullptr || in % kFoldColumns != 0 ||
-                                         in > std::int64_t{2} * kFoldPartsPerThread * kFoldColumns))
+  if (fold.in_square_sums != nullptr &&
+      (swiglu_act == nullptr || in % kFoldColumns != 0 || in > kWgmmaFoldMaxIn))
     throw Error("wgmma GEMM norm fold: the input side (in " + std::to_string(in) +
                 ") needs the SwiGLU epilogue and in a multiple of 64, at most 4,096");
   const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);

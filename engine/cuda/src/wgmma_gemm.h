@@ -57,10 +57,13 @@ inline constexpr int kWgmmaTileN = 64;
 struct WgmmaNormFold {
   const float* norm_weight = nullptr;     ///< fp32 [out]
   void* normed = nullptr;                 ///< bf16 [rows, out]
-  float* square_sums = nullptr;           ///< fp32 [rows, out / 64]
-  const float* in_square_sums = nullptr;  ///< fp32 [rows, in / 64]
+  float* square_sums = nullptr;           ///< fp32 [rows, out / kFoldColumns]
+  const float* in_square_sums = nullptr;  ///< fp32 [rows, in / kFoldColumns]
   float eps = 0.0f;                       ///< the input side's RMSNorm epsilon
 };
+/// The widest `in` the norm fold's input side takes: each row's square sums are held in the
+/// registers of two threads, 32 each.
+inline constexpr std::int64_t kWgmmaFoldMaxIn = 4096;
 
 /// Whether the kernel computes this GEMM with `tile_n` columns per block (64 or 128): 1 <= rows
 /// <= kWgmmaRowsLimit, in a positive multiple of 64, out a positive multiple of tile_n, x and w

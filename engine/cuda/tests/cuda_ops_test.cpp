@@ -62,6 +62,13 @@ std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float scale 
   return v;
 }
 
+/// An RMSNorm weight as checkpoints hold them: 1 + normal(0, 0.1), `n` values from `seed`.
+std::vector<float> rms_norm_weight(std::size_t n, std::uint32_t seed) {
+  auto w = random_vector(n, seed, 0.1f);
+  for (auto& v : w) v += 1.0f;
+  return w;
+}
+
 /// Values as the device holds them: bf16-rounded (widened back) or unchanged.
 std::vector<float> as_dtype(std::vector<float> v, CudaDType dtype) {
   if (dtype == CudaDType::kBF16)
@@ -194,8 +201,7 @@ TEST_F(CudaOps, RmsNormPlainAndGathered) {
       const std::string kernel = vectorised ? " vectorised" : " first kernel";
       const int rows = 9, hidden = 2560;
       const auto x = random_vector(rows * hidden, 2, 3.0f);
-      auto w = random_vector(hidden, 3, 0.1f);
-      for (auto& v : w) v += 1.0f;
+      const auto w = rms_norm_weight(hidden, 3);
       const auto want = as_dtype(cpu_rms_norm(x, rows, hidden, w, 1e-6), dtype);
       const auto d_x = upload(x, CudaDType::kF32), d_w = upload(w, CudaDType::kF32);
       DeviceBuffer out(rows * hidden * 4);
@@ -257,6 +263,15 @@ std::vector<float2> rope_table(int positions, int d, double theta) {
   return t;
 }
 
+/// `table` on the device (float2 [positions, d / 2]), as the backend's `rope` buffer.
+DeviceBuffer upload_rope(const std::vector<float2>& table) {
+  DeviceBuffer d_rope(table.size() * sizeof(float2));
+  DICE_CUDA_CHECK(cudaMemcpy(d_rope.get(), table.data(), table.size() * sizeof(float2),
+                             cudaMemcpyHostToDevice));
+  DICE_CUDA_CHECK(cudaDeviceSynchronize());  // (as upload)
+  return d_rope;
+}
+
 TEST_F(CudaOps, QkNormRopeAndCacheWrite) {
   for (const bool warp_per_vector : {false, true})
     for (const auto dtype : {CudaDType::kF32, CudaDType::kBF16})
@@ -268,15 +283,11 @@ TEST_F(CudaOps, QkNormRopeAndCacheWrite) {
         const PassPlan plan = commit_pass(tokens, 28, page_ids, heads, kv_heads);
         const auto meta = upload_bytes(plan.bytes);
         const auto qkv = random_vector(8 * vectors * d, 4, 2.0f);
-        auto qn = random_vector(d, 5, 0.1f), kn = random_vector(d, 6, 0.1f);
-        for (auto& v : qn) v += 1.0f;
-        for (auto& v : kn) v += 1.0f;
+        const auto qn = rms_norm_weight(d, 5), kn = rms_norm_weight(d, 6);
         const auto table = rope_table(64, d, 1e6);
         const auto d_qkv = upload(qkv, CudaDType::kF32), d_qn = upload(qn, CudaDType::kF32),
                    d_kn = upload(kn, CudaDType::kF32);
-        DeviceBuffer d_rope(table.size() * sizeof(float2));
-        DICE_CUDA_CHECK(cudaMemcpy(d_rope.get(), table.data(), table.size() * sizeof(float2),
-                                   cudaMemcpyHostToDevice));
+        const DeviceBuffer d_rope = upload_rope(table);
         const std::size_t cache_n = static_cast<std::size_t>(pages * kv_heads * kPageTokens * d);
         const std::vector<float> poison(cache_n, 3.0f);
         const auto k_cache = upload(poison, dtype), v_cache = upload(poison, dtype);
@@ -1133,9 +1144,7 @@ TEST_F(CudaOps, QkNormRopeWithAFoldedInputNorm) {
   const PassPlan plan = commit_pass(tokens, 28, page_ids, heads, kv_heads);
   const auto meta = upload_bytes(plan.bytes);
   const auto qkv = random_vector(rows * vectors * d, 14, 2.0f);
-  auto qn = random_vector(d, 15, 0.1f), kn = random_vector(d, 16, 0.1f);
-  for (auto& v : qn) v += 1.0f;
-  for (auto& v : kn) v += 1.0f;
+  const auto qn = rms_norm_weight(d, 15), kn = rms_norm_weight(d, 16);
   // Row r's sums of squares: 4 parts of 64 columns, mean squares from ~0.3 to ~3,000.
   std::vector<float> sums(static_cast<std::size_t>(rows * width / kFoldColumns));
   for (std::size_t i = 0; i < sums.size(); ++i)
@@ -1153,9 +1162,7 @@ TEST_F(CudaOps, QkNormRopeWithAFoldedInputNorm) {
   const auto table = rope_table(64, d, 1e6);
   const auto d_qn = upload(qn, CudaDType::kF32), d_kn = upload(kn, CudaDType::kF32),
              d_sums = upload(sums, CudaDType::kF32);
-  DeviceBuffer d_rope(table.size() * sizeof(float2));
-  DICE_CUDA_CHECK(cudaMemcpy(d_rope.get(), table.data(), table.size() * sizeof(float2),
-                             cudaMemcpyHostToDevice));
+  const DeviceBuffer d_rope = upload_rope(table);
   const std::size_t cache_n = static_cast<std::size_t>(4 * kv_heads * kPageTokens * d);
   const auto run = [&](const std::vector<float>& input, const float* square_sums) {
     const auto d_qkv = upload(input, CudaDType::kF32);

@@ -137,13 +137,16 @@ struct CudaBackendOptions {
   /// input norm weight w and x's sums of squares, qkv projects that, and the q/k norm kernel
   /// applies the 1 / rms: no norm kernel before qkv but layer 0's, and the down projection runs on
   /// the wgmma kernel whatever wgmma_min_block_k says. Other rounding than the norm kernel's
-  /// (bf16(w x) before the projection, not bf16(w x / r)); the same bits run to run. false: the
-  /// norm kernel before qkv.
+  /// (bf16(w x) before the projection, not bf16(w x / r)); the same bits run to run. On an H200
+  /// at 16 x 1,024 with fold_mlp_norm: +1% SDAR-1.7B, even to -0.5% SDAR-4B against that fold
+  /// alone (bench/results/2026-11-28-norm-fold-h200). false: the norm kernel before qkv.
   bool fold_qkv_norm = true;
   /// The RMSNorm before gate/up folded likewise (hidden size at most 4,096): in passes whose o and
   /// gate/up projections the wgmma kernel takes (with fused_swiglu; whatever wgmma_min_block_k
   /// says), the o projection writes bf16(w * x) and the sums of squares, and the gate/up SwiGLU
-  /// epilogue applies the 1 / rms. false: the norm kernel before gate/up.
+  /// epilogue applies the 1 / rms. Both folds against none on an H200: +1.0-1.8% SDAR-4B,
+  /// +1.8-2.7% SDAR-1.7B tok/s at 16 x 1,024 and 16 x 4,096
+  /// (bench/results/2026-11-28-norm-fold-h200). false: the norm kernel before gate/up.
   bool fold_mlp_norm = true;
   /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
   /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
