@@ -96,6 +96,18 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       "warp and one block per SM; --no-deep-attention-pipeline: one page per warp, "
       "three blocks per SM, everywhere (default: on)");
   command->add_flag(
+      "--deep-attention-pairs,!--no-deep-attention-pairs", args.cuda.attention_deep_pairs,
+      "cuda backend: where the attention tiles outnumber the SMs but their pairs (two tiles of "
+      "one sequence reading the same pages) fill 3/4 to all of them (SDAR-4B's fused store "
+      "passes at 13-16 sequences), the pairs on the deep kernel, each page read once; "
+      "--no-deep-attention-pairs: the pipelined kernel there (default: on)");
+  command
+      ->add_option("--deep-attention-pairs-min-keys", args.cuda.attention_deep_pairs_min_keys,
+                   "cuda backend: the deep paired attention only in passes whose longest "
+                   "sequence holds at least this many positions")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  command->add_flag(
       "--early-start-after-cublas,!--no-early-start-after-cublas",
       args.cuda.early_start_after_cublas,
       "cuda backend: dice's kernels launched with programmatic dependent launch in every pass, "
@@ -284,6 +296,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;
+    options.attention_deep_pairs = false;
     options.early_start_after_cublas = false;
     options.gemm_tune_cold = false;
     options.masked_rows_only = false;

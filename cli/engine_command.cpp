@@ -240,6 +240,8 @@ void run_bench(const BenchArgs& args) {
               {"attention_paired_tiles", o.attention_paired_tiles},
               {"attention_split_cost", o.attention_split_cost},
               {"attention_deep_pipeline", o.attention_deep_pipeline},
+              {"attention_deep_pairs", o.attention_deep_pairs},
+              {"attention_deep_pairs_min_keys", o.attention_deep_pairs_min_keys},
               {"early_start_after_cublas", o.early_start_after_cublas},
               {"gemm_tune_cold", o.gemm_tune_cold},
               {"fast_norms", o.fast_norms},
@@ -288,6 +290,7 @@ void run_bench(const BenchArgs& args) {
           record["warmup_graph_captures"] = warmup_stats.graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
           record["paired_attention_passes"] = st.paired_attention_passes;
+          record["deep_paired_attention_passes"] = st.deep_paired_attention_passes;
           // (in the graphs captured for this configuration, by the warm-up or the timed run)
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;
           // GEMM launches on the streaming kernel, in the graphs captured for this configuration

@@ -456,7 +456,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(AttnArgs a) {
 // Two more instantiations (bench/results/2026-11-23-engine-paired-tiles-h100): kTensorCoresPaired
 // also takes paired items (two tiles of a pass item, 32 query vectors: warp pairs share each
 // page, see the kernel), kTensorCoresDeep keeps three pages per warp in flight (a ring of three
-// K/V areas, one block per SM) for passes with about one work item per SM.
+// K/V areas, one block per SM) for passes with about one work item per SM, and
+// kTensorCoresDeepPaired is both: a warp pair's ring of six areas for paired items.
 
 /// 16-byte asynchronous copy global -> shared (cp.async.cg: through L2 only). With `fill` false
 /// nothing is read and the 16 bytes become zeros (src-size 0), `global` must still be a valid
@@ -710,9 +711,10 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
 }
 
 /// kStages: pages in flight per warp (1: AttentionKernel::kTensorCoresPipelined and Paired, 3:
-/// Deep). kPairs: the kernel also takes paired items (kTensorCoresPaired); without it their code
-/// is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired
-/// item traps.
+/// Deep and DeepPaired; a warp pair of a paired item has 2 kStages). kPairs: the kernel also
+/// takes paired items (kTensorCoresPaired, kTensorCoresDeepPaired); without it their code is
+/// compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired item
+/// traps.
 template <int D, int kStages, bool kPairs>
 __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     attention_mma_pipelined_kernel(AttnArgs a) {
@@ -889,44 +891,45 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         }
       }
     } else if constexpr (kPairs) {
-      // The pair's areas (this warp's and its partner's) hold its pages in turn; this warp
-      // copies chunk rounds [half * 8, half * 8 + 8) of each. Per page, K and V are one cp.async
-      // group each; two pages are in flight ahead of the one being read.
+      // The pair's kRing page areas (its two warps' kStages areas each, alternating between the
+      // warps) hold its pages in turn; this warp copies chunk rounds [half * 8, half * 8 + 8) of
+      // each. Per page, K and V are one cp.async group each; kRing pages are in flight, the one
+      // being read and those after it (two in kTensorCoresPaired, six in kTensorCoresDeepPaired).
+      constexpr int kRing = 2 * kStages;
       const auto area = [&](int j) {
+        const int a = j % kRing;
         return reinterpret_cast<std::uint16_t*>(shared_raw) +
-               static_cast<std::size_t>(team + 2 * (j & 1)) * kStages * kPageArea;
+               (static_cast<std::size_t>(team + 2 * (a & 1)) * kStages + (a >> 1)) * kPageArea;
       };
       const int barrier = 1 + team;
-      if (c < w.kv_end) issue_half(area(0), k_cache, c, first_page, half * kHalfChunks);
-      cp_async_commit();
-      if (c < w.kv_end)
-        issue_half(area(0) + kPageTokens * kStride, v_cache, c, first_page, half * kHalfChunks);
-      cp_async_commit();
-      if (c + step < w.kv_end)
-        issue_half(area(1), k_cache, c + step, next_page, half * kHalfChunks);
-      cp_async_commit();
-      if (c + step < w.kv_end)
-        issue_half(area(1) + kPageTokens * kStride, v_cache, c + step, next_page,
-                   half * kHalfChunks);
-      cp_async_commit();
-      std::int32_t ahead = page_id(c + 2 * step);  // the page after the two in flight
+#pragma unroll
+      for (int p = 0; p < kRing; ++p) {
+        const std::int32_t chunk = c + p * step;
+        const std::int32_t page = p == 0 ? first_page : p == 1 ? next_page : page_id(chunk);
+        if (chunk < w.kv_end) issue_half(area(p), k_cache, chunk, page, half * kHalfChunks);
+        cp_async_commit();
+        if (chunk < w.kv_end)
+          issue_half(area(p) + kPageTokens * kStride, v_cache, chunk, page, half * kHalfChunks);
+        cp_async_commit();
+      }
+      std::int32_t ahead = page_id(c + kRing * step);  // the page after those in flight
       // A fragments of this warp's 16 query vectors straight from global memory (the Q area
       // holds one tile only).
       load_q_fragments<D>(q_frag, a, w, q_all, valid0, q0, valid1, q1, t);
       for (int j = 0; c < w.kv_end; c += step, ++j) {
-        const std::int32_t beyond = page_id(c + 3 * step);
+        const std::int32_t beyond = page_id(c + (kRing + 1) * step);
         std::uint16_t* k_page = area(j);
         std::uint16_t* v_page = k_page + kPageTokens * kStride;
-        cp_async_wait<3>();  // this warp's half of K (V and the next page may be in flight)
+        cp_async_wait<2 * kRing - 1>();  // this warp's half of K (V, later pages in flight)
         pair_barrier(barrier);
         float s[4][4];
         page_scores<D, kStride>(s, q_frag, k_page, lane);
         online_softmax_page(s, m, l, acc, c, t, end0, end1, a.scale_log2);
-        cp_async_wait<2>();  // this warp's half of V
+        cp_async_wait<2 * kRing - 2>();  // this warp's half of V
         pair_barrier(barrier);
         page_values<D, kStride>(acc, s, v_page, lane);
         pair_barrier(barrier);  // both warps are done with this area
-        const std::int32_t c2 = c + 2 * step;
+        const std::int32_t c2 = c + kRing * step;
         if (c2 < w.kv_end) issue_half(k_page, k_cache, c2, ahead, half * kHalfChunks);
         cp_async_commit();
         if (c2 < w.kv_end) issue_half(v_page, v_cache, c2, ahead, half * kHalfChunks);
@@ -1082,6 +1085,10 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
     case AttentionKernel::kTensorCoresDeep:
       return {"attention_mma_pipelined_kernel (deep)",
               attention_mma_pipelined_kernel<D, deep_stages<D>(), false>,
+              pipelined_shared_bytes<D, deep_stages<D>()>()};
+    case AttentionKernel::kTensorCoresDeepPaired:
+      return {"attention_mma_pipelined_kernel (deep, paired)",
+              attention_mma_pipelined_kernel<D, deep_stages<D>(), true>,
               pipelined_shared_bytes<D, deep_stages<D>()>()};
     case AttentionKernel::kTensorCores:
       return {"attention_mma_kernel", attention_mma_kernel<D>, mma_shared_bytes<D>()};

@@ -148,6 +148,8 @@ struct CudaBackend::Impl {
   std::int32_t deep_grid = 0;
   /// Blocks of the paired attention kernel (attention_paired_tiles), 0 when it is not used.
   std::int32_t paired_grid = 0;
+  /// Blocks of the deep paired attention kernel (attention_deep_pairs), 0 when it is not used.
+  std::int32_t deep_paired_grid = 0;
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -276,6 +278,9 @@ struct CudaBackend::Impl {
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
     if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
       paired_grid = attention_grid(dtype, AttentionKernel::kTensorCoresPaired, shape.head_dim);
+    if (options.attention_deep_pairs && deep_grid > 0)
+      deep_paired_grid =
+          attention_grid(dtype, AttentionKernel::kTensorCoresDeepPaired, shape.head_dim);
     combine_grid = sms * 4;
   }
 
@@ -522,9 +527,10 @@ struct CudaBackend::Impl {
 
   /// Blocks of the persistent attention kernel `kernel` (one the backend set up at start).
   std::int32_t grid_of(AttentionKernel kernel) const {
-    return kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
-           : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
-                                                           : attn_grid;
+    return kernel == AttentionKernel::kTensorCoresDeep         ? deep_grid
+           : kernel == AttentionKernel::kTensorCoresPaired     ? paired_grid
+           : kernel == AttentionKernel::kTensorCoresDeepPaired ? deep_paired_grid
+                                                               : attn_grid;
   }
 
   /// Which RMSNorms a pass of rows_pad rows folds into the wgmma GEMMs (norm_fold.h), both only
@@ -789,6 +795,7 @@ struct CudaBackend::Impl {
     ++stats.passes;
     stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
     stats.paired_attention_passes += kernel == AttentionKernel::kTensorCoresPaired ? 1 : 0;
+    stats.deep_paired_attention_passes += kernel == AttentionKernel::kTensorCoresDeepPaired ? 1 : 0;
     stats.rows += plan.rows;
     stats.padded_rows += rows_pad;
     stats.block_rows += plan.block_rows;
@@ -978,17 +985,38 @@ struct CudaBackend::Impl {
       // pipelined kernel's one page in flight per warp leaves it latency-bound. With fewer
       // tiles the items are split into one-page ranges, where depth does not help (measured
       // 0.5-1% slower at 1 sequence).
+      // With more tiles than that, the deep paired kernel where pairing the tiles (two of one
+      // item, reading the same pages) brings them there: SDAR-4B's fused store passes at 13-16
+      // sequences, which the pipelined kernel would read twice, tile by tile.
       PlanShape plan_shape = base_shape;
       const std::int64_t tiles = attention_work_items(pass_items, shape.heads, shape.kv_heads);
-      const bool deep = deep_grid > 0 && tiles <= deep_grid && 4 * tiles >= 3 * std::int64_t{sms};
+      const auto fills_the_sms = [&](std::int64_t work, std::int32_t grid) {
+        return grid > 0 && work <= grid && 4 * work >= 3 * std::int64_t{sms};
+      };
+      const bool deep = fills_the_sms(tiles, deep_grid);
+      const std::int64_t pairs =
+          deep || deep_paired_grid == 0
+              ? tiles
+              : attention_paired_work_items(pass_items, shape.heads, shape.kv_heads);
+      std::int64_t longest = 0;
+      for (const PassItem& p : pass_items)
+        longest = std::max(longest, p.start + std::ssize(p.commit) + std::ssize(p.block));
+      const bool deep_pairs = pairs < tiles && fills_the_sms(pairs, deep_paired_grid) &&
+                              longest >= options.attention_deep_pairs_min_keys;
       if (deep) {
         plan_shape.target_work = deep_grid;
         plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep
                                         // kernel would trap on a pair
+      } else if (deep_pairs) {
+        // Work for exactly the pairs: every tile that can pair does, and none is split (a pair
+        // never is).
+        plan_shape.target_work = static_cast<std::int32_t>(pairs);
+        plan_shape.pair_tiles = true;
       }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
-      // The pipelined kernel's pair code is compiled only into kTensorCoresPaired.
-      const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
+      // The pipelined kernel's pair code is compiled only into the paired kernels.
+      const AttentionKernel kernel = deep         ? AttentionKernel::kTensorCoresDeep
+                                     : deep_pairs ? AttentionKernel::kTensorCoresDeepPaired
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;
       host_lap(stats.host_prepare_seconds);

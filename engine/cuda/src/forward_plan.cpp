@@ -383,6 +383,16 @@ std::int64_t attention_work_items(std::span<const PassItem> items, std::int32_t 
   return tiles * kv_heads;
 }
 
+std::int64_t attention_paired_work_items(std::span<const PassItem> items, std::int32_t heads,
+                                         std::int32_t kv_heads) {
+  const std::int64_t tile_rows = tile_rows_for(heads, kv_heads);
+  std::int64_t work = 0;
+  for (const PassItem& item : items)
+    work += ceil_div(ceil_div(std::ssize(item.commit) + std::ssize(item.block), tile_rows),
+                     std::int64_t{2});
+  return work * kv_heads;
+}
+
 std::int32_t bucket_rows(std::int32_t rows) {
   const auto round = [&](std::int32_t m) { return (rows + m - 1) / m * m; };
   if (rows <= 0) return 0;

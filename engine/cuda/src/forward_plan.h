@@ -175,6 +175,12 @@ class PassPlanner {
 std::int64_t attention_work_items(std::span<const PassItem> items, std::int32_t heads,
                                   std::int32_t kv_heads);
 
+/// Work items plan_pass makes for `items` with every tile paired that can be (PlanShape::
+/// pair_tiles: each item's tiles two by two, its last one alone when their count is odd), none
+/// split, times kv_heads.
+std::int64_t attention_paired_work_items(std::span<const PassItem> items, std::int32_t heads,
+                                         std::int32_t kv_heads);
+
 /// Rows rounded up to the bucket of CUDA graph shapes: multiples of 8 up to 64, of 32 up to 256,
 /// of 64 up to 1024, then of 128.
 std::int32_t bucket_rows(std::int32_t rows);

@@ -181,13 +181,20 @@ enum class AttentionKernel {
   /// block per SM): for passes whose work items do not outnumber the SMs, where one page per
   /// warp leaves the kernel waiting on latency. The same page order per warp, so the same bits.
   kTensorCoresDeep,
+  /// kTensorCoresDeep that also takes paired items (a warp pair keeps six pages in flight): for
+  /// passes whose paired items, not their tiles, about match the SMs (SDAR-4B's fused store
+  /// passes at 13-16 sequences: 4 commit rows + a block of 4, group 4, two tiles per KV head that
+  /// would otherwise each read every page). The same bits as kTensorCoresPaired on a plan with
+  /// pairs and as kTensorCoresPipelined on one without.
+  kTensorCoresDeepPaired,
 };
 
 /// Whether `kernel` merges split tiles itself (with merge counters): the pipelined kernels.
 inline bool attention_merges_splits(AttentionKernel kernel) {
   return kernel == AttentionKernel::kTensorCoresPipelined ||
          kernel == AttentionKernel::kTensorCoresPaired ||
-         kernel == AttentionKernel::kTensorCoresDeep;
+         kernel == AttentionKernel::kTensorCoresDeep ||
+         kernel == AttentionKernel::kTensorCoresDeepPaired;
 }
 
 /// Whether split tiles of `kernel` need launch_attention_combine after it.
@@ -196,8 +203,9 @@ inline bool attention_needs_combine(AttentionKernel kernel) {
 }
 
 /// Positions per unit of a split KV range the planner should use for `kernel`
-/// (PlanShape::split_align): kTensorCoresPipelined/Paired/Deep give each of their 4 warps one page
-/// of a 128-position range at once; 0 (the others): the first planner's page-aligned ranges.
+/// (PlanShape::split_align): kTensorCoresPipelined/Paired/Deep/DeepPaired give each of their 4
+/// warps one page of a 128-position range at once; 0 (the others): the first planner's page-aligned
+/// ranges.
 inline std::int32_t attention_split_align(AttentionKernel kernel) {
   return attention_merges_splits(kernel) ? 4 * kPageTokens : 0;
 }
@@ -206,12 +214,12 @@ inline std::int32_t attention_split_align(AttentionKernel kernel) {
 /// cache, per query row over positions [kv_begin, min(kv_end, kv_len)). Output [rows, heads,
 /// head_dim] `dtype`, or partial results (normalized output fp32 [slot, 16, head_dim] and log2
 /// of the softmax denominator plus the max, fp32 [slot, 16]) that launch_attention_combine
-/// merges when attention_needs_combine(kernel); kTensorCoresPipelined/Paired/Deep merge them
-/// itself, with `counters` (uint32, at least one per AttnCombine entry of the pass; zero before the
-/// first launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`: blocks of the
-/// persistent kernel (attention_grid). `early_reads` (kTensorCoresPipelined/Paired/Deep): each work
-/// item's metadata is read before waiting for the kernel before this one (launch.cuh, "Early
-/// start").
+/// merges when attention_needs_combine(kernel); kTensorCoresPipelined/Paired/Deep/DeepPaired merge
+/// them itself, with `counters` (uint32, at least one per AttnCombine entry of the pass; zero
+/// before the first launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`:
+/// blocks of the persistent kernel (attention_grid). `early_reads` (the kernels that merge splits):
+/// each work item's metadata is read before waiting for the kernel before this one (launch.cuh,
+/// "Early start").
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
@@ -223,8 +231,8 @@ void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const flo
                               std::int32_t grid, cudaStream_t stream, bool pdl = false);
 /// Blocks of the persistent attention kernel that fit on the device at once (occupancy); 0 when
 /// the kernel cannot run on this device (it needs more shared memory per block than the device
-/// lets a block opt in to: kTensorCoresDeep takes ~213 KB at head_dim 128). Also raises the
-/// kernel's dynamic shared memory limit, which every launch of it needs first.
+/// lets a block opt in to: kTensorCoresDeep/DeepPaired take ~213 KB at head_dim 128). Also raises
+/// the kernel's dynamic shared memory limit, which every launch of it needs first.
 std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_t head_dim);
 /// Whether the kernels support this head_dim (16, 32, 64, 128, 256).
 bool attention_supports(std::int32_t head_dim);

@@ -22,6 +22,7 @@
 #include "dice/engine/cpu_backend.h"
 #include "dice/engine/scoring.h"
 #include "dice/model/dtype.h"
+#include "ops.h"
 #include "wgmma_gemm.h"
 
 namespace dice::engine {
@@ -290,17 +291,30 @@ TEST_F(CudaBackendTest, CudaCoreAndTensorCoreAttentionAgree) {
 
 TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
   // The backend's own choice of attention kernel per pass, against the CUDA-core attention on the
-  // same weights (group 4: tiles of 4 rows, 2 KV heads): a prompt of ~1.75 x SMs rows is a
-  // prefill whose tiles fill 3/4 to all of the SMs (the deep kernel), one of ~13 x SMs rows
-  // pairs its tiles (the paired kernel); the blocks after them run the pipelined kernel.
+  // same weights (group 4: tiles of 4 rows, 2 KV heads, head_dim 64): a prompt of ~1.75 x SMs
+  // rows is a prefill whose tiles fill 3/4 to all of the SMs (the deep kernel), one of ~3.5 x the
+  // deep paired kernel's blocks (two a SM at head_dim 64 on an H100 or H200) one whose tiles
+  // outnumber them but whose paired tiles number 7/8 of them (the deep paired kernel), one of
+  // ~13 x SMs rows pairs its tiles (the paired kernel); the blocks after them run the pipelined
+  // kernel. The deep pairs with no lower limit on the pass's positions; with the default limit
+  // (1,536, above the prompt) that pass runs the pipelined kernel.
   const auto shape = shapes()[1];
   const int sms = cuda::device_attribute(cudaDevAttrMultiProcessorCount);
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
   CudaBackend simple(weights, limited({.attention = CudaAttention::kCudaCores}));
-  CudaBackend chosen(weights, limited());
-  const std::int64_t deep_prompt = 7 * sms / 16 * 4, paired_prompt = 13 * sms / 4 * 4;
-  for (const std::int64_t prompt : {deep_prompt, paired_prompt}) {
-    const bool deep = prompt == deep_prompt;
+  CudaBackendOptions options = limited();
+  options.attention_deep_pairs_min_keys = 0;
+  CudaBackend chosen(weights, options);
+  CudaBackend limited_pairs(weights, limited());
+  const std::int32_t deep_paired_blocks =
+      cuda::attention_grid(CudaDType::kBF16, cuda::AttentionKernel::kTensorCoresDeepPaired,
+                           static_cast<std::int32_t>(shape.config.head_dim));
+  ASSERT_GE(deep_paired_blocks, sms);
+  enum Expect { kDeep, kDeepPaired, kPaired };
+  for (const auto& [prompt, expect] :
+       std::vector<std::pair<std::int64_t, Expect>>{{7 * sms / 16 * 4, kDeep},
+                                                    {7 * deep_paired_blocks / 16 * 8, kDeepPaired},
+                                                    {13 * sms / 4 * 4, kPaired}}) {
     if (prompt + 12 > shape.config.max_position_embeddings) {
       ADD_FAILURE() << "prompt " << prompt << " does not fit " << sms << " SMs' test";
       continue;
@@ -310,8 +324,15 @@ TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
     const auto want = score_blocks(simple, ids, prompt, 4, true);
     const auto got = score_blocks(chosen, ids, prompt, 4, true);
     EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << "prompt " << prompt;
-    EXPECT_EQ(chosen.stats().deep_attention_passes > 0, deep) << "prompt " << prompt;
-    EXPECT_EQ(chosen.stats().paired_attention_passes > 0, !deep) << "prompt " << prompt;
+    const auto& stats = chosen.stats();
+    EXPECT_EQ(stats.deep_attention_passes > 0, expect == kDeep) << "prompt " << prompt;
+    EXPECT_EQ(stats.deep_paired_attention_passes > 0, expect == kDeepPaired) << "prompt " << prompt;
+    EXPECT_EQ(stats.paired_attention_passes > 0, expect == kPaired) << "prompt " << prompt;
+    if (expect == kDeepPaired) {
+      ASSERT_LT(prompt, CudaBackendOptions{}.attention_deep_pairs_min_keys);
+      score_blocks(limited_pairs, ids, prompt, 4, true);
+      EXPECT_EQ(limited_pairs.stats().deep_paired_attention_passes, 0);
+    }
   }
 }
 

@@ -1567,6 +1567,8 @@ const char* name(AttentionKernel kernel) {
       return "mma paired";
     case AttentionKernel::kTensorCoresDeep:
       return "mma deep";
+    case AttentionKernel::kTensorCoresDeepPaired:
+      return "mma deep paired";
   }
   return "?";
 }
@@ -1763,6 +1765,78 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
   }
 }
 
+/// One bf16 attention launch of `kernel` (`grid` blocks) over `plan` with Q `q` (fp32 values
+/// of bf16, [rows, heads, d]) and the caches `k`, `v` on `stream`, into a NaN-poisoned output,
+/// waited for; returns the output [rows, heads, d] as floats.
+std::vector<float> run_bf16_attention(AttentionKernel kernel, const PassPlan& plan,
+                                      const std::vector<float>& q, const DeviceBuffer& k,
+                                      const DeviceBuffer& v, int heads, int kv_heads, int d,
+                                      std::int32_t grid, cudaStream_t stream) {
+  const auto meta = upload_bytes(plan.bytes);
+  const auto d_q = upload(q, CudaDType::kBF16);
+  const std::vector<float> poison(q.size(), std::numeric_limits<float>::quiet_NaN());
+  const auto d_out = upload(poison, CudaDType::kBF16);
+  DeviceBuffer partial_out(4096ull * kTileQueries * d * 4), partial_lse(4096ull * kTileQueries * 4),
+      counters(4096ull * 4);
+  DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+  const LayerShape shape{heads * d, heads, kv_heads, d, 64, 1e-6};
+  launch_attention(CudaDType::kBF16, kernel, meta.as<PassHeader>(), d_q.get(),
+                   CacheLayer{k.get(), v.get()}, shape, d_out.get(), partial_out.as<float>(),
+                   partial_lse.as<float>(), counters.as<std::uint32_t>(), grid, stream);
+  DICE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return download(d_out, q.size(), CudaDType::kBF16);
+}
+
+/// Fused store passes (4 commit rows + a block of 4 each) of sequences whose blocks see
+/// `contexts` positions, their pages numbered from 1 sequence by sequence (page 0: scratch).
+/// The items point into the struct's vectors: not copyable.
+struct StorePassItems {
+  explicit StorePassItems(const std::vector<int>& contexts)
+      : seq_pages(contexts.size()), commit(4, 1), block(4, 1), items(contexts.size()) {
+    for (std::size_t i = 0; i < contexts.size(); ++i) {
+      for (int j = 0; j < (contexts[i] + kPageTokens - 1) / kPageTokens; ++j)
+        seq_pages[i].push_back(next_page++);
+      items[i].commit = commit;
+      items[i].block = block;
+      items[i].start = contexts[i] - 8;
+      items[i].block_length = 4;
+      items[i].pages = seq_pages[i];
+    }
+  }
+  StorePassItems(const StorePassItems&) = delete;
+  StorePassItems& operator=(const StorePassItems&) = delete;
+
+  std::vector<std::vector<std::int32_t>> seq_pages;
+  std::vector<std::int32_t> commit, block;
+  std::vector<PassItem> items;
+  std::int32_t next_page = 1;  ///< one past the last page used
+};
+
+/// The largest relative L2 error over the rows of `plan` (8 rows a sequence: fused store passes)
+/// of the attention output `got` [rows, heads, d] against attend() in double on the sequences'
+/// pages `seq_pages`, each row over its own kv_len.
+double worst_row_error(const PassPlan& plan, const std::vector<float>& q,
+                       const std::vector<float>& k, const std::vector<float>& v,
+                       const std::vector<std::vector<std::int32_t>>& seq_pages, int heads,
+                       int kv_heads, int d, const std::vector<float>& got) {
+  const auto* rows = pass_section<RowInfo>(&plan.header(), plan.header().rows_offset);
+  double worst = 0;
+  for (int r = 0; r < plan.rows; ++r) {
+    const auto& pages = seq_pages[static_cast<std::size_t>(r / 8)];
+    std::vector<double> want;
+    std::vector<float> row_got;
+    for (int h = 0; h < heads; ++h) {
+      const auto o = attend(q.data() + (static_cast<std::size_t>(r) * heads + h) * d, k, v, pages,
+                            h / (heads / kv_heads), kv_heads, rows[r].kv_len, d);
+      want.insert(want.end(), o.begin(), o.end());
+      const auto from = got.begin() + static_cast<std::ptrdiff_t>((r * heads + h) * d);
+      row_got.insert(row_got.end(), from, from + d);
+    }
+    worst = std::max(worst, rel_l2(row_got, want));
+  }
+  return worst;
+}
+
 TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
   // 150 sequences (fused store passes of 8 rows at contexts 64, 132, 200, ...): 1,200 work items
   // (SDAR-1.7B heads; 2,400 tiles with SDAR-4B's, paired into 1,200 items by the pipelined
@@ -1770,35 +1844,27 @@ TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
   // unequal page counts per warp; against the double reference, every row.
   for (const int kHeads : {16, 32}) {
     constexpr int kD = 128, kKvHeads = 8, kSequences = 150;
-    const std::vector<int> contexts{64, 132, 200, 96, 36};
-    std::vector<std::vector<std::int32_t>> seq_pages(kSequences);
-    const std::vector<std::int32_t> commit(4, 1), block(4, 1);
-    std::vector<PassItem> items(kSequences);
-    std::int32_t next_page = 1;
-    for (int i = 0; i < kSequences; ++i) {
-      const int context = contexts[static_cast<std::size_t>(i) % contexts.size()];
-      for (int j = 0; j < (context + kPageTokens - 1) / kPageTokens; ++j)
-        seq_pages[static_cast<std::size_t>(i)].push_back(next_page++);
-      auto& item = items[static_cast<std::size_t>(i)];
-      item.commit = commit;
-      item.block = block;
-      item.start = context - 8;
-      item.block_length = 4;
-      item.pages = seq_pages[static_cast<std::size_t>(i)];
-    }
+    const std::vector<int> some{64, 132, 200, 96, 36};
+    std::vector<int> contexts;
+    for (int i = 0; i < kSequences; ++i) contexts.push_back(some[static_cast<std::size_t>(i) % 5]);
+    const StorePassItems pass(contexts);
+    const auto& [seq_pages, commit, block, items, next_page] = pass;
     const std::size_t cache_n = static_cast<std::size_t>(next_page) * kKvHeads * kPageTokens * kD;
     const auto k = as_dtype(random_vector(cache_n, 31, 1.0f), CudaDType::kBF16);
     const auto v = as_dtype(random_vector(cache_n, 32, 1.0f), CudaDType::kBF16);
     const auto d_k = upload(k, CudaDType::kBF16), d_v = upload(v, CudaDType::kBF16);
-    // The paired kernel on the pairing plan; the pipelined one without pairs, then the paired
-    // and the deep kernel (three pages in flight per warp) on that same plan (more items than
-    // blocks either way: no splits), which must give its output bit for bit.
-    std::pair<std::vector<std::byte>, std::vector<float>> pipelined;
+    // The paired kernel on the pairing plan, then the deep paired kernel on it (bit for bit);
+    // the pipelined one without pairs, then the paired, the deep and the deep paired kernel
+    // (three pages in flight per warp) on that same plan (more items than blocks either way: no
+    // splits), which must give its output bit for bit.
+    std::pair<std::vector<std::byte>, std::vector<float>> pipelined, paired;
     for (const auto& [kernel, pair] : std::vector<std::pair<AttentionKernel, bool>>{
              {AttentionKernel::kTensorCoresPaired, true},
+             {AttentionKernel::kTensorCoresDeepPaired, true},
              {AttentionKernel::kTensorCoresPipelined, false},
              {AttentionKernel::kTensorCoresPaired, false},
              {AttentionKernel::kTensorCoresDeep, false},
+             {AttentionKernel::kTensorCoresDeepPaired, false},
              {AttentionKernel::kTensorCores, false},
              {AttentionKernel::kCudaCores, false}}) {
       const std::string what = std::string(name(kernel)) + (pair ? ", paired tiles" : "") +
@@ -1813,46 +1879,75 @@ TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
         return w.rows * (kHeads / kKvHeads) > kTileQueries;
       });
       EXPECT_EQ(has_pairs, pair && kHeads == 32) << what;
-      const auto meta = upload_bytes(plan.bytes);
       const auto q =
           as_dtype(random_vector(static_cast<std::size_t>(plan.rows) * kHeads * kD, 33, 1.0f),
                    CudaDType::kBF16);
-      const auto d_q = upload(q, CudaDType::kBF16);
-      const std::vector<float> poison(q.size(), std::numeric_limits<float>::quiet_NaN());
-      const auto d_out = upload(poison, CudaDType::kBF16);
-      DeviceBuffer partial_out(4096ull * kTileQueries * kD * 4),
-          partial_lse(4096ull * kTileQueries * 4), counters(4096ull * 4);
-      DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-      const LayerShape shape{kHeads * kD, kHeads, kKvHeads, kD, 64, 1e-6};
-      launch_attention(CudaDType::kBF16, kernel, meta.as<PassHeader>(), d_q.get(),
-                       CacheLayer{d_k.get(), d_v.get()}, shape, d_out.get(),
-                       partial_out.as<float>(), partial_lse.as<float>(),
-                       counters.as<std::uint32_t>(), grid, stream());
-      synchronize();
-      const auto got = download(d_out, q.size(), CudaDType::kBF16);
+      const auto got =
+          run_bf16_attention(kernel, plan, q, d_k, d_v, kHeads, kKvHeads, kD, grid, stream());
       if (kernel == AttentionKernel::kTensorCoresPipelined) pipelined = {plan.bytes, got};
+      if (kernel == AttentionKernel::kTensorCoresPaired && pair) paired = {plan.bytes, got};
+      if (kernel == AttentionKernel::kTensorCoresDeepPaired && pair) {
+        EXPECT_EQ(plan.bytes, paired.first) << what << ": not the paired plan";
+        EXPECT_TRUE(got == paired.second) << what << ": other bits than paired";
+      }
       if (attention_merges_splits(kernel) && !pair &&
           kernel != AttentionKernel::kTensorCoresPipelined) {
         EXPECT_EQ(plan.bytes, pipelined.first) << what << ": not the pipelined plan";
         EXPECT_TRUE(got == pipelined.second) << what << ": other bits than pipelined";
       }
-      const auto* rows = pass_section<RowInfo>(&plan.header(), plan.header().rows_offset);
-      double worst = 0;
-      for (int r = 0; r < plan.rows; ++r) {
-        const auto& pages = seq_pages[static_cast<std::size_t>(r / 8)];
-        std::vector<double> want;
-        std::vector<float> row_got;
-        for (int h = 0; h < kHeads; ++h) {
-          const auto o = attend(q.data() + (static_cast<std::size_t>(r) * kHeads + h) * kD, k, v,
-                                pages, h / (kHeads / kKvHeads), kKvHeads, rows[r].kv_len, kD);
-          want.insert(want.end(), o.begin(), o.end());
-          const auto from = got.begin() + static_cast<std::ptrdiff_t>((r * kHeads + h) * kD);
-          row_got.insert(row_got.end(), from, from + kD);
-        }
-        worst = std::max(worst, rel_l2(row_got, want));
-      }
-      EXPECT_LT(worst, 4.5e-2) << what << ": worst row";
+      EXPECT_LT(worst_row_error(plan, q, k, v, seq_pages, kHeads, kKvHeads, kD, got), 4.5e-2)
+          << what << ": worst row";
     }
+  }
+}
+
+TEST_F(CudaOps, DeepPairedAttentionOverLongContexts) {
+  // The backend's deep pairs (CudaBackendImpl: SDAR-4B's fused store passes at 16 sequences):
+  // 16 sequences of 4 commit rows + a block of 4 at 388-2,068 positions, 32 query heads over 8
+  // KV heads, planned as the backend does (work for exactly the pairs: 128 paired items, none
+  // split). Every warp pair streams 6-33 pages, so the six-page ring wraps. The deep paired
+  // kernel gives the paired kernel's bits on that plan, both the double reference on every row.
+  constexpr int kD = 128, kHeads = 32, kKvHeads = 8, kSequences = 16;
+  std::vector<int> contexts;
+  for (int i = 0; i < kSequences; ++i) contexts.push_back(388 + 112 * i);
+  const StorePassItems pass(contexts);
+  const auto& [seq_pages, commit, block, items, next_page] = pass;
+  const std::int64_t pairs = attention_paired_work_items(items, kHeads, kKvHeads);
+  ASSERT_EQ(pairs, kSequences * kKvHeads);
+  ASSERT_EQ(attention_work_items(items, kHeads, kKvHeads), 2 * pairs);
+  const std::size_t cache_n = static_cast<std::size_t>(next_page) * kKvHeads * kPageTokens * kD;
+  const auto k = as_dtype(random_vector(cache_n, 41, 1.0f), CudaDType::kBF16);
+  const auto v = as_dtype(random_vector(cache_n, 42, 1.0f), CudaDType::kBF16);
+  const auto d_k = upload(k, CudaDType::kBF16), d_v = upload(v, CudaDType::kBF16);
+  std::vector<float> q;
+  std::vector<float> paired;
+  std::vector<std::byte> paired_plan;
+  for (const auto kernel :
+       {AttentionKernel::kTensorCoresPaired, AttentionKernel::kTensorCoresDeepPaired}) {
+    const std::string what = name(kernel);
+    const std::int32_t grid = attention_grid(CudaDType::kBF16, kernel, kD);
+    ASSERT_GT(grid, 0) << what;
+    PlanShape plan_shape{kHeads, kKvHeads, static_cast<std::int32_t>(pairs),
+                         4096,   256,      attention_split_align(kernel)};
+    plan_shape.pair_tiles = true;
+    const PassPlan plan = plan_pass(items, plan_shape);
+    ASSERT_EQ(plan.attn_work, pairs) << what;
+    ASSERT_EQ(plan.paired_items, pairs) << what;
+    ASSERT_EQ(plan.attn_combine, 0) << what;
+    if (q.empty())
+      q = as_dtype(random_vector(static_cast<std::size_t>(plan.rows) * kHeads * kD, 43, 1.0f),
+                   CudaDType::kBF16);
+    const auto got =
+        run_bf16_attention(kernel, plan, q, d_k, d_v, kHeads, kKvHeads, kD, grid, stream());
+    if (kernel == AttentionKernel::kTensorCoresPaired) {
+      paired = got;
+      paired_plan = plan.bytes;
+    } else {
+      EXPECT_EQ(plan.bytes, paired_plan) << what << ": not the paired kernel's plan";
+      EXPECT_TRUE(got == paired) << what << ": other bits than the paired kernel";
+    }
+    EXPECT_LT(worst_row_error(plan, q, k, v, seq_pages, kHeads, kKvHeads, kD, got), 4.5e-2)
+        << what << ": worst row";
   }
 }
 
@@ -2409,8 +2504,10 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
 /// The timing tests' attention pass: `sequences` sequences, each with `commit_rows` commit rows
 /// and a block of 4 ending at position context - 1, sequence i on pages 1 + i * P .. (i + 1) * P
 /// (P = ceil(context / kPageTokens); page 0 is scratch). Owns what the items point to.
+/// `interleaved`: page j of sequence i is page 1 + j x sequences + i (sequences that grew page by
+/// page together, as in decoding) instead of 1 + i x pages per sequence + j.
 struct TimingPass {
-  TimingPass(int sequences, int context, int commit_rows)
+  TimingPass(int sequences, int context, int commit_rows, bool interleaved = false)
       : pages(static_cast<std::size_t>(sequences)),
         commit(static_cast<std::size_t>(commit_rows), 1),
         block(4, 1),
@@ -2419,7 +2516,8 @@ struct TimingPass {
     for (int i = 0; i < sequences; ++i) {
       auto& p = pages[static_cast<std::size_t>(i)];
       for (std::int64_t j = 0; j < per_sequence; ++j)
-        p.push_back(static_cast<std::int32_t>(1 + i * per_sequence + j));
+        p.push_back(static_cast<std::int32_t>(interleaved ? 1 + j * sequences + i
+                                                          : 1 + i * per_sequence + j));
       auto& item = items[static_cast<std::size_t>(i)];
       item.commit = commit;
       item.block = block;
@@ -2465,7 +2563,8 @@ TEST_F(CudaOps, AttentionTimings) {
   // tiles; pipe_cost0: no split cost in the wave rule (the previous default); deep: the deep
   // kernel (three pages in flight per warp, one block per SM), planned for its grid; deep_s1 /
   // deep_s2 / deep_s4: the deep kernel with at most 1 / 2 / 4 splits (fewer merges at 1
-  // sequence, more pages per warp in flight).
+  // sequence, more pages per warp in flight); deep_pair: the deep paired kernel with paired
+  // tiles, planned as the backend does (work for the pairs, at most its grid: no splits).
   const std::vector<Variant> variants{
       {"first", AttentionKernel::kTensorCores, 256, 0, false, false},
       {"pipe", AttentionKernel::kTensorCoresPipelined, 256, 16, true, true},
@@ -2481,8 +2580,10 @@ TEST_F(CudaOps, AttentionTimings) {
       {"deep", AttentionKernel::kTensorCoresDeep, 256, 16, true, true},
       {"deep_s1", AttentionKernel::kTensorCoresDeep, 256, 1, true, true},
       {"deep_s2", AttentionKernel::kTensorCoresDeep, 256, 2, true, true},
-      {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true}};
+      {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true},
+      {"deep_pair", AttentionKernel::kTensorCoresDeepPaired, 256, 16, true, true, 0, true}};
   // DICE_ATTENTION_ROWS=4: block-only passes (a block of 4 per sequence, no commit rows).
+  // DICE_ATTENTION_INTERLEAVE set: the sequences' pages interleaved (TimingPass).
   constexpr int kD = 128, kLayers = 28;
   const int kRowsPerSequence = env_ints("DICE_ATTENTION_ROWS", {8}).front() == 4 ? 4 : 8;
   std::printf("attention us per launch (median of 9 graph replays of %d launches)\n", kLayers);
@@ -2510,17 +2611,23 @@ TEST_F(CudaOps, AttentionTimings) {
             counters(4096ull * 4);
         launch_fill_random(CudaDType::kBF16, q.get(), rows * heads * kD, 1.0f, 23, stream());
         DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-        const TimingPass pass(sequences, context, kRowsPerSequence - 4);
+        const TimingPass pass(sequences, context, kRowsPerSequence - 4,
+                              std::getenv("DICE_ATTENTION_INTERLEAVE") != nullptr);
         const std::vector<PassItem>& items = pass.items;
         const LayerShape shape{heads * kD, heads, kv_heads, kD, 64, 1e-6};
         std::vector<double> times;
         std::vector<std::vector<float>> outputs;
         for (const auto& variant : variants) {
           const std::int32_t grid = attention_grid(CudaDType::kBF16, variant.kernel, kD);
+          const auto target = static_cast<std::int32_t>(
+              variant.kernel == AttentionKernel::kTensorCoresDeepPaired
+                  ? std::min<std::int64_t>(grid,
+                                           attention_paired_work_items(items, heads, kv_heads))
+                  : grid);
           PlanShape plan_shape{
               heads,
               kv_heads,
-              grid,
+              target,
               4096,
               variant.min_split_keys,
               variant.split_align > 0 ? variant.split_align : attention_split_align(variant.kernel),
@@ -2555,11 +2662,14 @@ TEST_F(CudaOps, AttentionTimings) {
         const std::size_t seq_elems = static_cast<std::size_t>(pages_per_sequence * page_elems);
         std::vector<std::uint16_t> bits(seq_elems);
         std::vector<float> k_seq(seq_elems), v_seq(seq_elems), q_seq;
+        const auto& last_pages = pass.pages[static_cast<std::size_t>(last)];
         for (auto [from, to] : {std::pair{&k, &k_seq}, std::pair{&v, &v_seq}}) {
-          DICE_CUDA_CHECK(cudaMemcpy(bits.data(),
-                                     static_cast<const std::uint16_t*>(from->get()) +
-                                         (1 + last * pages_per_sequence) * page_elems,
-                                     seq_elems * 2, cudaMemcpyDeviceToHost));
+          for (std::int64_t j = 0; j < pages_per_sequence; ++j)  // its pages, in order
+            DICE_CUDA_CHECK(cudaMemcpy(bits.data() + j * page_elems,
+                                       static_cast<const std::uint16_t*>(from->get()) +
+                                           last_pages[static_cast<std::size_t>(j)] * page_elems,
+                                       static_cast<std::size_t>(page_elems) * 2,
+                                       cudaMemcpyDeviceToHost));
           for (std::size_t i = 0; i < seq_elems; ++i) (*to)[i] = model::bf16_to_f32(bits[i]);
         }
         const std::size_t row_elems = static_cast<std::size_t>(heads) * kD;

@@ -485,6 +485,31 @@ TEST(PlanPass, AttentionWorkItemsCountsTilesTimesKvHeads) {
   EXPECT_THROW(attention_work_items(items, 12, 8), Error);
 }
 
+TEST(PlanPass, PairedWorkItemsCountEachItemsTilesTwoByTwo) {
+  // The backend's deep pairs plan with exactly attention_paired_work_items as target work: every
+  // tile that can pair does (a full tile and the next one of its item), none is split. Items of
+  // 4 rows (one tile at group 4), 8 (two: one pair) and 12 (three: a pair and one alone).
+  const auto block = ids(4, 100), pages = ids(32, 1);
+  std::vector<PassItem> items(3, denoising_item(block, pages, 1016));
+  const auto four = ids(4), eight = ids(8);
+  items[1].commit = four;
+  items[2].commit = eight;
+  items[2].start = 1012;
+  EXPECT_EQ(attention_work_items(items, 32, 8), (1 + 2 + 3) * 8);
+  EXPECT_EQ(attention_paired_work_items(items, 32, 8), (1 + 1 + 2) * 8);
+  // Group 2 (tiles of 8 rows): one tile each but the 16-row item, whose tiles pair.
+  EXPECT_EQ(attention_paired_work_items(items, 16, 8), (1 + 1 + 1) * 8);
+  PlanShape shape{32,   8,   static_cast<std::int32_t>(attention_paired_work_items(items, 32, 8)),
+                  4096, 256, 128,
+                  16};
+  shape.pair_tiles = true;
+  const PassPlan plan = plan_pass(items, shape);
+  EXPECT_EQ(plan.attn_work, shape.target_work);
+  EXPECT_EQ(plan.paired_items, 2 * 8);
+  EXPECT_EQ(plan.attn_combine, 0);
+  EXPECT_THROW(attention_paired_work_items(items, 12, 8), Error);
+}
+
 TEST(PlanPass, PlannerReusingItsBuffersGivesFreshPlans) {
   // One PassPlanner over passes of different sizes and settings (split, paired, masked rows
   // only, then smaller again): every plan equals a fresh plan_pass's, nothing stale is left.

@@ -79,6 +79,19 @@ struct CudaBackendOptions {
   /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
   /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
+  /// With attention_deep_pipeline: in passes whose tiles outnumber the SMs but whose paired tiles
+  /// (two of one pass item, PlanShape::pair_tiles) number 3/4 to all of them, those pairs on the
+  /// deep kernel that also takes pairs (AttentionKernel::kTensorCoresDeepPaired: each page read
+  /// once for 32 query vectors, a warp pair's six pages in flight): SDAR-4B's fused store passes
+  /// at 13-16 sequences, which otherwise run the pipelined kernel with every page read by two
+  /// tiles. The same bits as the paired kernel on the same plan. false: those passes as before.
+  bool attention_deep_pairs = true;
+  /// attention_deep_pairs only in passes whose longest sequence holds at least this many
+  /// positions (the item's end: start + its rows). Per launch the deep paired kernel beats the
+  /// pipelined one from 640 positions on, but in SDAR-4B's 16-sequence decoding it lost at
+  /// ~1,000 (41.8 against 35.8 us a launch under Nsight Compute,
+  /// bench/results/2026-11-29-deep-pairs-h200).
+  std::int32_t attention_deep_pairs_min_keys = 1536;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
   /// sequences in the static schedule 62.5% of them; +1.7% tokens/s for SDAR-4B and +3.8% for

@@ -136,6 +136,9 @@ struct CudaForwardStats {
   /// Passes run (graph replays included) whose attention ran the paired kernel: plans with paired
   /// tiles (CudaBackendOptions::attention_paired_tiles).
   std::int64_t paired_attention_passes = 0;
+  /// Passes run (graph replays included) whose attention ran the deep paired kernel
+  /// (CudaBackendOptions::attention_deep_pairs).
+  std::int64_t deep_paired_attention_passes = 0;
   /// Graph edges from a cuBLASLt kernel to one of dice's made early-start edges at capture
   /// (CudaBackendOptions::early_start_after_cublas).
   std::int64_t early_start_edges = 0;
