@@ -107,6 +107,12 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "sequence holds at least this many positions")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
+  command
+      ->add_option("--deep-attention-pairs-warps", args.cuda.attention_deep_pairs_warps,
+                   "cuda backend (experiment): warps a block of the deep paired attention, 4, 6 "
+                   "or 8")
+      ->check(CLI::IsMember({4, 6, 8}))
+      ->capture_default_str();
   command->add_flag(
       "--early-start-after-cublas,!--no-early-start-after-cublas",
       args.cuda.early_start_after_cublas,

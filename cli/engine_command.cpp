@@ -242,6 +242,7 @@ void run_bench(const BenchArgs& args) {
               {"attention_deep_pipeline", o.attention_deep_pipeline},
               {"attention_deep_pairs", o.attention_deep_pairs},
               {"attention_deep_pairs_min_keys", o.attention_deep_pairs_min_keys},
+              {"attention_deep_pairs_warps", o.attention_deep_pairs_warps},
               {"early_start_after_cublas", o.early_start_after_cublas},
               {"gemm_tune_cold", o.gemm_tune_cold},
               {"fast_norms", o.fast_norms},

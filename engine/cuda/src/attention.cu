@@ -572,29 +572,30 @@ constexpr int merge_row_stride() {
 }
 
 /// Bytes of the K/V area of attention_mma_pipelined (also the warp merge's and the split merge's
-/// scratch): per warp kStages pages of K and V rows; then the Q tile's rows.
-template <int D, int kStages>
+/// scratch): per warp (kW of them) kStages pages of K and V rows; then the Q tile's rows.
+template <int D, int kStages, int kW = kWarps>
 constexpr std::size_t pipelined_kv_bytes() {
   const std::size_t kv =
-      static_cast<std::size_t>(kWarps) * kStages * 2 * kPageTokens * mma_row_stride<D>() * 2;
-  const std::size_t merge = static_cast<std::size_t>(kWarps) *
-                                (kTileQueries * merge_row_stride<D>() + 3 * kTileQueries) * 4 +
-                            2 * kPairedQueries * 4;
+      static_cast<std::size_t>(kW) * kStages * 2 * kPageTokens * mma_row_stride<D>() * 2;
+  const std::size_t merge =
+      static_cast<std::size_t>(kW) * (kTileQueries * merge_row_stride<D>() + 3 * kTileQueries) * 4 +
+      2 * kPairedQueries * 4;
   return kv > merge ? kv : merge;
 }
 
-template <int D, int kStages>
+template <int D, int kStages, int kW = kWarps>
 constexpr std::size_t pipelined_shared_bytes() {
-  return pipelined_kv_bytes<D, kStages>() +
+  return pipelined_kv_bytes<D, kStages, kW>() +
          static_cast<std::size_t>(kTileQueries) * mma_row_stride<D>() * 2;
 }
 
 /// Blocks per SM the register budget is set for: 3 at head_dim <= 128 with one page per warp
 /// (3 x 74 KB of shared memory fit an H100 SM), else 1 (the accumulators alone take 128
-/// registers at 256; three pages per warp take 213 KB at 128).
-template <int D, int kStages>
+/// registers at 256; three pages per warp take 213 KB at 128). 1 for more than kWarps warps a
+/// block (kTensorCoresDeepPaired6/8).
+template <int D, int kStages, int kW = kWarps>
 constexpr int pipelined_min_blocks() {
-  return D <= 128 && kStages == 1 ? 3 : 1;
+  return D <= 128 && kStages == 1 && kW == kWarps ? 3 : 1;
 }
 
 /// Pages in flight per warp of AttentionKernel::kTensorCoresDeep: 3 up to head_dim 128 (213 KB
@@ -614,14 +615,14 @@ inline constexpr int kMergeBatch = 8;
 /// formula, the division a multiplication by the reciprocal). The partial outputs of kMergeBatch
 /// splits at a time are contiguous in memory and come into shared memory by cp.async (one round
 /// trip per batch). `scratch`: the kernel's dynamic shared memory. Block-wide; starts and ends with
-/// all threads in step.
-template <int D>
+/// all threads in step. kT: the block's threads.
+template <int D, int kT = kThreads>
 __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& w,
                                              std::int32_t partial0, std::int32_t splits,
                                              float* scratch) {
   constexpr int kVectors = D / 4;  // float4 per query vector
   constexpr int kTileVectors = kTileQueries * kVectors;
-  constexpr int kPerThread = (kTileVectors + kThreads - 1) / kThreads;
+  constexpr int kPerThread = (kTileVectors + kT - 1) / kT;
   constexpr int kWeights = (kMaxMergedSplits + 1) * kTileQueries;
   static_assert((kWeights + kMergeBatch * kTileQueries * D) * 4 <= pipelined_shared_bytes<D, 1>());
   float* weight = scratch;                                      // [split][16]
@@ -632,14 +633,13 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   const auto stage_batch = [&](int b0) {
     const int n = splits - b0 < kMergeBatch ? splits - b0 : kMergeBatch;
     const float4* from = partial + static_cast<std::int64_t>(b0) * kTileVectors;
-    for (int i = threadIdx.x; i < n * kTileVectors; i += kThreads)
-      cp_async_16(stage + i, from + i, true);
+    for (int i = threadIdx.x; i < n * kTileVectors; i += kT) cp_async_16(stage + i, from + i, true);
     cp_async_commit();
   };
   stage_batch(0);
   // The log2-sum-exps are contiguous too: slot j's 16 follow slot j - 1's. L2 reads (__ldcg;
   // cp.async.cg reads L2 as well): other blocks wrote them during this kernel.
-  for (int i = threadIdx.x; i < splits * kTileQueries; i += kThreads)
+  for (int i = threadIdx.x; i < splits * kTileQueries; i += kT)
     weight[i] = __ldcg(a.partial_lse + first + i);
   __syncthreads();
   if (threadIdx.x < kTileQueries) {
@@ -670,7 +670,7 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
       if (j >= n) continue;
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
-        const int f = threadIdx.x + kThreads * i;
+        const int f = threadIdx.x + kT * i;
         if (f >= kTileVectors) continue;
         const float4 p = stage[j * kTileVectors + f];
         const float wj = weight[(b0 + j) * kTileQueries + f / kVectors];
@@ -689,7 +689,7 @@ __device__ __forceinline__ void merge_splits(const AttnArgs& a, const AttnWork& 
   const int valid_queries = w.rows * a.group;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int f = threadIdx.x + kThreads * i;
+    const int f = threadIdx.x + kT * i;
     const int q = f / kVectors, d = (f % kVectors) * 4;
     if (f >= kTileVectors || q >= valid_queries) continue;
     const float inv = total[q];
@@ -715,9 +715,10 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
 /// takes paired items (kTensorCoresPaired, kTensorCoresDeepPaired); without it their code is
 /// compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired item
 /// traps.
-template <int D, int kStages, bool kPairs>
-__global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
+template <int D, int kStages, bool kPairs, int kW = kWarps>
+__global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>())
     attention_mma_pipelined_kernel(AttnArgs a) {
+  constexpr int kT = kW * 32;  // threads
   // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
   // before the wait, Q and the cache after it (launch.cuh, "Early start").
   if (!a.early_reads) wait_for_prior_grid();
@@ -735,15 +736,16 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
   auto* k_shared = reinterpret_cast<std::uint16_t*>(shared_raw) +
                    static_cast<std::size_t>(warp) * kStages * kPageArea;
   std::uint16_t* v_shared = k_shared + kPageTokens * kStride;
-  auto* q_shared = reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D, kStages>());
+  auto* q_shared =
+      reinterpret_cast<std::uint16_t*>(shared_raw + pipelined_kv_bytes<D, kStages, kW>());
   auto* merge = reinterpret_cast<float*>(shared_raw);
-  float* merge_m = merge;                          // [warp][16]
-  float* merge_l = merge + kWarps * kTileQueries;  // [warp][16]
+  float* merge_m = merge;                      // [warp][16]
+  float* merge_l = merge + kW * kTileQueries;  // [warp][16]
   constexpr int kOStride = merge_row_stride<D>();
-  float* merge_o = merge + 2 * kWarps * kTileQueries;               // [warp][16][kOStride]
-  float* merge_scale = merge_o + kWarps * kTileQueries * kOStride;  // [warp][16]
-  float* merge_inv = merge_scale + kWarps * kTileQueries;           // [32]: 1 / sum, or 0
-  float* merge_lse = merge_inv + kPairedQueries;                    // [32]
+  float* merge_o = merge + 2 * kW * kTileQueries;               // [warp][16][kOStride]
+  float* merge_scale = merge_o + kW * kTileQueries * kOStride;  // [warp][16]
+  float* merge_inv = merge_scale + kW * kTileQueries;           // [32]: 1 / sum, or 0
+  float* merge_lse = merge_inv + kPairedQueries;                // [32]
 
   const PassHeader* meta = a.meta;
   const auto* works = pass_section<AttnWork>(meta, meta->work_offset);
@@ -773,7 +775,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     const bool two_tiles = w.rows * a.group > kTileQueries;
     if (two_tiles && (!kPairs || w.partial >= 0)) __trap();  // a pairing plan, never split
     const bool paired = kPairs && two_tiles;
-    const int teams = paired ? 2 : kWarps;
+    const int teams = paired ? kW / 2 : kW;
     const int team = warp % teams, half = warp / teams;
     const std::int32_t step = teams * kPageTokens;  // this warp's next page
     // This warp's pages: c = kv_begin + team * 32 + step * i < kv_end. The item's last row sees
@@ -814,7 +816,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     std::uint32_t q_frag[kSteps][4];
     if (!paired) {
       // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
-      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kThreads) {
+      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kT) {
         const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
         const bool valid = q / a.group < w.rows;
         // (an invalid vector reads nothing, from the item's first row: a valid address)
@@ -899,7 +901,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       const auto area = [&](int j) {
         const int a = j % kRing;
         return reinterpret_cast<std::uint16_t*>(shared_raw) +
-               (static_cast<std::size_t>(team + 2 * (a & 1)) * kStages + (a >> 1)) * kPageArea;
+               (static_cast<std::size_t>(team + teams * (a & 1)) * kStages + (a >> 1)) * kPageArea;
       };
       const int barrier = 1 + team;
 #pragma unroll
@@ -947,7 +949,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     // The warps that computed query vector q (of `queries`): those with k / warps_per_query ==
     // q / 16 (all 4 for a tile, 2h and 2h + 1 for half h of a paired item), at index q % 16 of
     // their staged results, added in warp order.
-    const int warps_per_query = kWarps / (queries / kTileQueries);
+    const int warps_per_query = kW / (queries / kTileQueries);
     // Per query vector once: each warp's scale 2^(m_k - max), 1 / sum and the log2-sum-exp
     // (attention_mma's per-element merge but for the multiplication by 1 / sum in place of its
     // division).
@@ -955,11 +957,11 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
       const int q = threadIdx.x, local = q % kTileQueries, half_q = q / kTileQueries;
       float big = -INFINITY;
 #pragma unroll
-      for (int k = 0; k < kWarps; ++k)
+      for (int k = 0; k < kW; ++k)
         if (k / warps_per_query == half_q) big = fmaxf(big, merge_m[k * kTileQueries + local]);
       float sum = 0.0f;
 #pragma unroll
-      for (int k = 0; k < kWarps; ++k) {
+      for (int k = 0; k < kW; ++k) {
         if (k / warps_per_query != half_q) continue;
         const float scale =
             big == -INFINITY ? 0.0f : exp2f(merge_m[k * kTileQueries + local] - big);
@@ -978,14 +980,14 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
     constexpr int kGroups = (kPairs ? kPairedQueries : kTileQueries) * kVectors;
     const int valid_queries = w.rows * a.group;
 #pragma unroll 4
-    for (int i = 0; i < (kGroups + kThreads - 1) / kThreads; ++i) {
-      const int f = threadIdx.x + kThreads * i;
+    for (int i = 0; i < (kGroups + kT - 1) / kT; ++i) {
+      const int f = threadIdx.x + kT * i;
       const int q = f / kVectors, d = (f % kVectors) * 4;
       if (f >= queries * kVectors || q >= valid_queries) continue;
       const int local = q % kTileQueries, half_q = q / kTileQueries;
       float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int k = 0; k < kWarps; ++k)
+      for (int k = 0; k < kW; ++k)
         if (k / warps_per_query == half_q) {
           const float4 v = *reinterpret_cast<const float4*>(
               merge_o + (static_cast<std::size_t>(k) * kTileQueries + local) * kOStride + d);
@@ -1018,7 +1020,7 @@ __global__ void __launch_bounds__(kThreads, pipelined_min_blocks<D, kStages>())
         merge_here = last;
       }
       __syncthreads();
-      if (merge_here) merge_splits<D>(a, w, partial0, splits, merge);
+      if (merge_here) merge_splits<D, kT>(a, w, partial0, splits, merge);
     }
     __syncthreads();  // the merge area is the next item's K/V rows
   }
@@ -1063,12 +1065,13 @@ void check_kernel_dtype(CudaDType dtype, AttentionKernel kernel) {
     throw Error("CUDA attention: the tensor-core kernels need bf16");
 }
 
-/// A kernel of the attention at head_dim D: its name for errors, its function and the dynamic
-/// shared memory every launch of it takes.
+/// A kernel of the attention at head_dim D: its name for errors, its function, the dynamic
+/// shared memory every launch of it takes and its threads a block.
 struct AttentionLaunch {
   const char* name;
   void (*kernel)(AttnArgs);
   std::size_t shared;
+  int threads = kThreads;
 };
 
 /// The kernel `kernel` launches (for kCudaCores, the one for `dtype`): the one mapping of
@@ -1090,6 +1093,14 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
       return {"attention_mma_pipelined_kernel (deep, paired)",
               attention_mma_pipelined_kernel<D, deep_stages<D>(), true>,
               pipelined_shared_bytes<D, deep_stages<D>()>()};
+    case AttentionKernel::kTensorCoresDeepPaired6:
+      return {"attention_mma_pipelined_kernel (deep, paired, 6 warps)",
+              attention_mma_pipelined_kernel<D, 2, true, 6>, pipelined_shared_bytes<D, 2, 6>(),
+              6 * 32};
+    case AttentionKernel::kTensorCoresDeepPaired8:
+      return {"attention_mma_pipelined_kernel (deep, paired, 8 warps)",
+              attention_mma_pipelined_kernel<D, 1, true, 8>, pipelined_shared_bytes<D, 1, 8>(),
+              8 * 32};
     case AttentionKernel::kTensorCores:
       return {"attention_mma_kernel", attention_mma_kernel<D>, mma_shared_bytes<D>()};
     case AttentionKernel::kCudaCores:
@@ -1104,8 +1115,8 @@ template <int D>
 void run_attention(CudaDType dtype, AttentionKernel kernel, const AttnArgs& args, std::int32_t grid,
                    cudaStream_t stream, bool pdl) {
   const AttentionLaunch l = attention_launch<D>(dtype, kernel);
-  launch_kernel(l.name, l.kernel, static_cast<unsigned>(grid), kThreads, l.shared, stream, pdl,
-                args);
+  launch_kernel(l.name, l.kernel, static_cast<unsigned>(grid), static_cast<unsigned>(l.threads),
+                l.shared, stream, pdl, args);
 }
 
 template <int D>
@@ -1125,15 +1136,16 @@ void run_combine(CudaDType dtype, const PassHeader* meta, const float* partial_o
 
 /// Raises `kernel`'s dynamic shared memory limit to `bytes` and returns its blocks per SM: 0 when
 /// `bytes` exceed what one block of this device may opt in to (the kernel cannot run here).
+/// `threads`: the block's.
 template <typename... Params>
-int blocks_per_sm(void (*kernel)(Params...), std::size_t bytes) {
+int blocks_per_sm(void (*kernel)(Params...), std::size_t bytes, int threads = kThreads) {
   const int optin = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   int blocks = 0;
   if (bytes > static_cast<std::size_t>(optin)) return 0;
   if (bytes > 0)
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(bytes)));
-  DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, bytes));
+  DICE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, bytes));
   return blocks;
 }
 
@@ -1141,7 +1153,7 @@ template <int D>
 std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   const AttentionLaunch l = attention_launch<D>(dtype, kernel);
-  return sms * blocks_per_sm(l.kernel, l.shared);
+  return sms * blocks_per_sm(l.kernel, l.shared, l.threads);
 }
 
 AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, const LayerShape& shape,

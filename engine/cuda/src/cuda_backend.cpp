@@ -150,6 +150,8 @@ struct CudaBackend::Impl {
   std::int32_t paired_grid = 0;
   /// Blocks of the deep paired attention kernel (attention_deep_pairs), 0 when it is not used.
   std::int32_t deep_paired_grid = 0;
+  /// The deep paired kernel of attention_deep_pairs_warps.
+  AttentionKernel deep_paired_kernel = AttentionKernel::kTensorCoresDeepPaired;
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -278,9 +280,16 @@ struct CudaBackend::Impl {
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
     if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
       paired_grid = attention_grid(dtype, AttentionKernel::kTensorCoresPaired, shape.head_dim);
+    if (options.attention_deep_pairs_warps != 4 && options.attention_deep_pairs_warps != 6 &&
+        options.attention_deep_pairs_warps != 8)
+      throw Error(fmt::format("CUDA backend: attention_deep_pairs_warps {}: expected 4, 6 or 8",
+                              options.attention_deep_pairs_warps));
+    deep_paired_kernel =
+        options.attention_deep_pairs_warps == 6   ? AttentionKernel::kTensorCoresDeepPaired6
+        : options.attention_deep_pairs_warps == 8 ? AttentionKernel::kTensorCoresDeepPaired8
+                                                  : AttentionKernel::kTensorCoresDeepPaired;
     if (options.attention_deep_pairs && deep_grid > 0)
-      deep_paired_grid =
-          attention_grid(dtype, AttentionKernel::kTensorCoresDeepPaired, shape.head_dim);
+      deep_paired_grid = attention_grid(dtype, deep_paired_kernel, shape.head_dim);
     combine_grid = sms * 4;
   }
 
@@ -527,10 +536,10 @@ struct CudaBackend::Impl {
 
   /// Blocks of the persistent attention kernel `kernel` (one the backend set up at start).
   std::int32_t grid_of(AttentionKernel kernel) const {
-    return kernel == AttentionKernel::kTensorCoresDeep         ? deep_grid
-           : kernel == AttentionKernel::kTensorCoresPaired     ? paired_grid
-           : kernel == AttentionKernel::kTensorCoresDeepPaired ? deep_paired_grid
-                                                               : attn_grid;
+    return kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
+           : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
+           : kernel == deep_paired_kernel                  ? deep_paired_grid
+                                                           : attn_grid;
   }
 
   /// Which RMSNorms a pass of rows_pad rows folds into the wgmma GEMMs (norm_fold.h), both only
@@ -795,7 +804,7 @@ struct CudaBackend::Impl {
     ++stats.passes;
     stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
     stats.paired_attention_passes += kernel == AttentionKernel::kTensorCoresPaired ? 1 : 0;
-    stats.deep_paired_attention_passes += kernel == AttentionKernel::kTensorCoresDeepPaired ? 1 : 0;
+    stats.deep_paired_attention_passes += kernel == deep_paired_kernel ? 1 : 0;
     stats.rows += plan.rows;
     stats.padded_rows += rows_pad;
     stats.block_rows += plan.block_rows;
@@ -1015,8 +1024,8 @@ struct CudaBackend::Impl {
       }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into the paired kernels.
-      const AttentionKernel kernel = deep         ? AttentionKernel::kTensorCoresDeep
-                                     : deep_pairs ? AttentionKernel::kTensorCoresDeepPaired
+      const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
+                                     : deep_pairs            ? deep_paired_kernel
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;
       host_lap(stats.host_prepare_seconds);

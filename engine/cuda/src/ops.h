@@ -187,6 +187,11 @@ enum class AttentionKernel {
   /// would otherwise each read every page). The same bits as kTensorCoresPaired on a plan with
   /// pairs and as kTensorCoresPipelined on one without.
   kTensorCoresDeepPaired,
+  /// EXPERIMENT: kTensorCoresDeepPaired with 6 warps a block (3 pairs, each a ring of 4 pages:
+  /// two stages a warp) and with 8 (4 pairs, a ring of 2 pages: one stage a warp): a warp's
+  /// share of the pages 1/3 or 1/4 instead of 1/2. Other page orders, so other bits.
+  kTensorCoresDeepPaired6,
+  kTensorCoresDeepPaired8,
 };
 
 /// Whether `kernel` merges split tiles itself (with merge counters): the pipelined kernels.
@@ -194,7 +199,9 @@ inline bool attention_merges_splits(AttentionKernel kernel) {
   return kernel == AttentionKernel::kTensorCoresPipelined ||
          kernel == AttentionKernel::kTensorCoresPaired ||
          kernel == AttentionKernel::kTensorCoresDeep ||
-         kernel == AttentionKernel::kTensorCoresDeepPaired;
+         kernel == AttentionKernel::kTensorCoresDeepPaired ||
+         kernel == AttentionKernel::kTensorCoresDeepPaired6 ||
+         kernel == AttentionKernel::kTensorCoresDeepPaired8;
 }
 
 /// Whether split tiles of `kernel` need launch_attention_combine after it.

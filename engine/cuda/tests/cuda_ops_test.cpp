@@ -1569,6 +1569,10 @@ const char* name(AttentionKernel kernel) {
       return "mma deep";
     case AttentionKernel::kTensorCoresDeepPaired:
       return "mma deep paired";
+    case AttentionKernel::kTensorCoresDeepPaired6:
+      return "mma deep paired, 6 warps";
+    case AttentionKernel::kTensorCoresDeepPaired8:
+      return "mma deep paired, 8 warps";
   }
   return "?";
 }
@@ -1923,7 +1927,8 @@ TEST_F(CudaOps, DeepPairedAttentionOverLongContexts) {
   std::vector<float> paired;
   std::vector<std::byte> paired_plan;
   for (const auto kernel :
-       {AttentionKernel::kTensorCoresPaired, AttentionKernel::kTensorCoresDeepPaired}) {
+       {AttentionKernel::kTensorCoresPaired, AttentionKernel::kTensorCoresDeepPaired,
+        AttentionKernel::kTensorCoresDeepPaired6, AttentionKernel::kTensorCoresDeepPaired8}) {
     const std::string what = name(kernel);
     const std::int32_t grid = attention_grid(CudaDType::kBF16, kernel, kD);
     ASSERT_GT(grid, 0) << what;
@@ -1944,7 +1949,13 @@ TEST_F(CudaOps, DeepPairedAttentionOverLongContexts) {
       paired_plan = plan.bytes;
     } else {
       EXPECT_EQ(plan.bytes, paired_plan) << what << ": not the paired kernel's plan";
-      EXPECT_TRUE(got == paired) << what << ": other bits than the paired kernel";
+      // (6 and 8 warps split the pages among 3 and 4 pairs: other sums, other bits)
+      if (kernel == AttentionKernel::kTensorCoresDeepPaired)
+        EXPECT_TRUE(got == paired) << what << ": other bits than the paired kernel";
+      else
+        EXPECT_TRUE(got == run_bf16_attention(kernel, plan, q, d_k, d_v, kHeads, kKvHeads, kD, grid,
+                                              stream()))
+            << what << ": not the same bits twice";
     }
     EXPECT_LT(worst_row_error(plan, q, k, v, seq_pages, kHeads, kKvHeads, kD, got), 4.5e-2)
         << what << ": worst row";
@@ -2581,7 +2592,9 @@ TEST_F(CudaOps, AttentionTimings) {
       {"deep_s1", AttentionKernel::kTensorCoresDeep, 256, 1, true, true},
       {"deep_s2", AttentionKernel::kTensorCoresDeep, 256, 2, true, true},
       {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true},
-      {"deep_pair", AttentionKernel::kTensorCoresDeepPaired, 256, 16, true, true, 0, true}};
+      {"deep_pair", AttentionKernel::kTensorCoresDeepPaired, 256, 16, true, true, 0, true},
+      {"deep_pair6", AttentionKernel::kTensorCoresDeepPaired6, 256, 16, true, true, 0, true},
+      {"deep_pair8", AttentionKernel::kTensorCoresDeepPaired8, 256, 16, true, true, 0, true}};
   // DICE_ATTENTION_ROWS=4: block-only passes (a block of 4 per sequence, no commit rows).
   // DICE_ATTENTION_INTERLEAVE set: the sequences' pages interleaved (TimingPass).
   constexpr int kD = 128, kLayers = 28;
@@ -2620,7 +2633,8 @@ TEST_F(CudaOps, AttentionTimings) {
         for (const auto& variant : variants) {
           const std::int32_t grid = attention_grid(CudaDType::kBF16, variant.kernel, kD);
           const auto target = static_cast<std::int32_t>(
-              variant.kernel == AttentionKernel::kTensorCoresDeepPaired
+              variant.pair_tiles && attention_merges_splits(variant.kernel) &&
+                      variant.kernel != AttentionKernel::kTensorCoresPaired
                   ? std::min<std::int64_t>(grid,
                                            attention_paired_work_items(items, heads, kv_heads))
                   : grid);

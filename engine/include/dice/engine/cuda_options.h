@@ -92,6 +92,9 @@ struct CudaBackendOptions {
   /// ~1,000 (41.8 against 35.8 us a launch under Nsight Compute,
   /// bench/results/2026-11-29-deep-pairs-h200).
   std::int32_t attention_deep_pairs_min_keys = 1536;
+  /// EXPERIMENT: warps a block of the deep paired kernel: 4 (kTensorCoresDeepPaired), 6 or 8
+  /// (kTensorCoresDeepPaired6 / 8). Other values throw dice::Error at construction.
+  std::int32_t attention_deep_pairs_warps = 4;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
   /// sequences in the static schedule 62.5% of them; +1.7% tokens/s for SDAR-4B and +3.8% for
