@@ -109,9 +109,9 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       ->capture_default_str();
   command
       ->add_option("--deep-attention-pairs-warps", args.cuda.attention_deep_pairs_warps,
-                   "cuda backend (experiment): warps a block of the deep paired attention, 4, 6 "
-                   "or 8")
-      ->check(CLI::IsMember({4, 6, 8}))
+                   "cuda backend: warps a block of the deep paired attention, 4 or 8 (8: each "
+                   "warp a quarter of the pages, not half; other bits)")
+      ->check(CLI::IsMember({4, 8}))
       ->capture_default_str();
   command->add_flag(
       "--early-start-after-cublas,!--no-early-start-after-cublas",

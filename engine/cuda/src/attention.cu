@@ -592,7 +592,7 @@ constexpr std::size_t pipelined_shared_bytes() {
 /// Blocks per SM the register budget is set for: 3 at head_dim <= 128 with one page per warp
 /// (3 x 74 KB of shared memory fit an H100 SM), else 1 (the accumulators alone take 128
 /// registers at 256; three pages per warp take 213 KB at 128). 1 for more than kWarps warps a
-/// block (kTensorCoresDeepPaired6/8).
+/// block (kTensorCoresDeepPaired8).
 template <int D, int kStages, int kW = kWarps>
 constexpr int pipelined_min_blocks() {
   return D <= 128 && kStages == 1 && kW == kWarps ? 3 : 1;
@@ -710,11 +710,12 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
   return old;
 }
 
-/// kStages: pages in flight per warp (1: AttentionKernel::kTensorCoresPipelined and Paired, 3:
-/// Deep and DeepPaired; a warp pair of a paired item has 2 kStages). kPairs: the kernel also
-/// takes paired items (kTensorCoresPaired, kTensorCoresDeepPaired); without it their code is
-/// compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and a paired item
-/// traps.
+/// kStages: pages in flight per warp (1: AttentionKernel::kTensorCoresPipelined, Paired and
+/// DeepPaired8, 3: Deep and DeepPaired; a warp pair of a paired item has 2 kStages). kPairs: the
+/// kernel also takes paired items (kTensorCoresPaired, kTensorCoresDeepPaired(8)); without it
+/// their code is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and
+/// a paired item traps. kW: warps a block (kWarps; 8 for kTensorCoresDeepPaired8, one block a
+/// SM).
 template <int D, int kStages, bool kPairs, int kW = kWarps>
 __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>())
     attention_mma_pipelined_kernel(AttnArgs a) {
@@ -766,10 +767,11 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
       if (splits > kMaxMergedSplits) __trap();  // the planner's limit (PlanShape::split_align)
     }
     // A paired item (two tiles, 32 query vectors; PlanShape::pair_tiles) is never split. Its
-    // warps w and w + 2 form a pair: both read the same pages (kv_begin + 32 (w + 2 i)), each
-    // copying half of every page, warp w for query vectors 0..15 and warp w + 2 for 16..31, and
-    // the pair's two K/V areas hold two pages in turn. Otherwise each warp reads its own pages
-    // (kv_begin + 32 (w + 4 i)) into its own area for the tile's 16 query vectors.
+    // warps w and w + kW / 2 form a pair (team w): both read the same pages (kv_begin + 32 (w +
+    // kW / 2 i)), each copying half of every page, warp w for query vectors 0..15 and warp
+    // w + kW / 2 for 16..31, and the pair's K/V areas hold its pages in turn. Otherwise each warp
+    // reads its own pages (kv_begin + 32 (w + kW i)) into its own areas for the tile's 16 query
+    // vectors.
     // (Without kPairs, `paired` is the constant false: the single-tile path compiles as if the
     // pairs did not exist.)
     const bool two_tiles = w.rows * a.group > kTileQueries;
@@ -896,7 +898,8 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
       // The pair's kRing page areas (its two warps' kStages areas each, alternating between the
       // warps) hold its pages in turn; this warp copies chunk rounds [half * 8, half * 8 + 8) of
       // each. Per page, K and V are one cp.async group each; kRing pages are in flight, the one
-      // being read and those after it (two in kTensorCoresPaired, six in kTensorCoresDeepPaired).
+      // being read and those after it (two in kTensorCoresPaired and DeepPaired8, six in
+      // kTensorCoresDeepPaired).
       constexpr int kRing = 2 * kStages;
       const auto area = [&](int j) {
         const int a = j % kRing;
@@ -1093,10 +1096,6 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
       return {"attention_mma_pipelined_kernel (deep, paired)",
               attention_mma_pipelined_kernel<D, deep_stages<D>(), true>,
               pipelined_shared_bytes<D, deep_stages<D>()>()};
-    case AttentionKernel::kTensorCoresDeepPaired6:
-      return {"attention_mma_pipelined_kernel (deep, paired, 6 warps)",
-              attention_mma_pipelined_kernel<D, 2, true, 6>, pipelined_shared_bytes<D, 2, 6>(),
-              6 * 32};
     case AttentionKernel::kTensorCoresDeepPaired8:
       return {"attention_mma_pipelined_kernel (deep, paired, 8 warps)",
               attention_mma_pipelined_kernel<D, 1, true, 8>, pipelined_shared_bytes<D, 1, 8>(),

@@ -280,14 +280,12 @@ struct CudaBackend::Impl {
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
     if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
       paired_grid = attention_grid(dtype, AttentionKernel::kTensorCoresPaired, shape.head_dim);
-    if (options.attention_deep_pairs_warps != 4 && options.attention_deep_pairs_warps != 6 &&
-        options.attention_deep_pairs_warps != 8)
-      throw Error(fmt::format("CUDA backend: attention_deep_pairs_warps {}: expected 4, 6 or 8",
+    if (options.attention_deep_pairs_warps != 4 && options.attention_deep_pairs_warps != 8)
+      throw Error(fmt::format("CUDA backend: attention_deep_pairs_warps {}: expected 4 or 8",
                               options.attention_deep_pairs_warps));
-    deep_paired_kernel =
-        options.attention_deep_pairs_warps == 6   ? AttentionKernel::kTensorCoresDeepPaired6
-        : options.attention_deep_pairs_warps == 8 ? AttentionKernel::kTensorCoresDeepPaired8
-                                                  : AttentionKernel::kTensorCoresDeepPaired;
+    deep_paired_kernel = options.attention_deep_pairs_warps == 8
+                             ? AttentionKernel::kTensorCoresDeepPaired8
+                             : AttentionKernel::kTensorCoresDeepPaired;
     if (options.attention_deep_pairs && deep_grid > 0)
       deep_paired_grid = attention_grid(dtype, deep_paired_kernel, shape.head_dim);
     combine_grid = sms * 4;

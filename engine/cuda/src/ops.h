@@ -187,10 +187,9 @@ enum class AttentionKernel {
   /// would otherwise each read every page). The same bits as kTensorCoresPaired on a plan with
   /// pairs and as kTensorCoresPipelined on one without.
   kTensorCoresDeepPaired,
-  /// EXPERIMENT: kTensorCoresDeepPaired with 6 warps a block (3 pairs, each a ring of 4 pages:
-  /// two stages a warp) and with 8 (4 pairs, a ring of 2 pages: one stage a warp): a warp's
-  /// share of the pages 1/3 or 1/4 instead of 1/2. Other page orders, so other bits.
-  kTensorCoresDeepPaired6,
+  /// kTensorCoresDeepPaired with 8 warps a block (4 pairs, each a ring of 2 pages: one stage a
+  /// warp), so a warp takes 1/4 of an item's pages instead of 1/2. Other page order, other bits
+  /// (the same run to run). Opt-in (CudaBackendOptions::attention_deep_pairs_warps).
   kTensorCoresDeepPaired8,
 };
 
@@ -200,7 +199,6 @@ inline bool attention_merges_splits(AttentionKernel kernel) {
          kernel == AttentionKernel::kTensorCoresPaired ||
          kernel == AttentionKernel::kTensorCoresDeep ||
          kernel == AttentionKernel::kTensorCoresDeepPaired ||
-         kernel == AttentionKernel::kTensorCoresDeepPaired6 ||
          kernel == AttentionKernel::kTensorCoresDeepPaired8;
 }
 

@@ -1569,8 +1569,6 @@ const char* name(AttentionKernel kernel) {
       return "mma deep";
     case AttentionKernel::kTensorCoresDeepPaired:
       return "mma deep paired";
-    case AttentionKernel::kTensorCoresDeepPaired6:
-      return "mma deep paired, 6 warps";
     case AttentionKernel::kTensorCoresDeepPaired8:
       return "mma deep paired, 8 warps";
   }
@@ -1928,7 +1926,7 @@ TEST_F(CudaOps, DeepPairedAttentionOverLongContexts) {
   std::vector<std::byte> paired_plan;
   for (const auto kernel :
        {AttentionKernel::kTensorCoresPaired, AttentionKernel::kTensorCoresDeepPaired,
-        AttentionKernel::kTensorCoresDeepPaired6, AttentionKernel::kTensorCoresDeepPaired8}) {
+        AttentionKernel::kTensorCoresDeepPaired8}) {
     const std::string what = name(kernel);
     const std::int32_t grid = attention_grid(CudaDType::kBF16, kernel, kD);
     ASSERT_GT(grid, 0) << what;
@@ -1949,7 +1947,7 @@ TEST_F(CudaOps, DeepPairedAttentionOverLongContexts) {
       paired_plan = plan.bytes;
     } else {
       EXPECT_EQ(plan.bytes, paired_plan) << what << ": not the paired kernel's plan";
-      // (6 and 8 warps split the pages among 3 and 4 pairs: other sums, other bits)
+      // (8 warps split the pages among 4 pairs: other sums, other bits)
       if (kernel == AttentionKernel::kTensorCoresDeepPaired)
         EXPECT_TRUE(got == paired) << what << ": other bits than the paired kernel";
       else
@@ -2593,7 +2591,6 @@ TEST_F(CudaOps, AttentionTimings) {
       {"deep_s2", AttentionKernel::kTensorCoresDeep, 256, 2, true, true},
       {"deep_s4", AttentionKernel::kTensorCoresDeep, 256, 4, true, true},
       {"deep_pair", AttentionKernel::kTensorCoresDeepPaired, 256, 16, true, true, 0, true},
-      {"deep_pair6", AttentionKernel::kTensorCoresDeepPaired6, 256, 16, true, true, 0, true},
       {"deep_pair8", AttentionKernel::kTensorCoresDeepPaired8, 256, 16, true, true, 0, true}};
   // DICE_ATTENTION_ROWS=4: block-only passes (a block of 4 per sequence, no commit rows).
   // DICE_ATTENTION_INTERLEAVE set: the sequences' pages interleaved (TimingPass).

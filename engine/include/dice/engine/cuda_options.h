@@ -92,8 +92,12 @@ struct CudaBackendOptions {
   /// ~1,000 (41.8 against 35.8 us a launch under Nsight Compute,
   /// bench/results/2026-11-29-deep-pairs-h200).
   std::int32_t attention_deep_pairs_min_keys = 1536;
-  /// EXPERIMENT: warps a block of the deep paired kernel: 4 (kTensorCoresDeepPaired), 6 or 8
-  /// (kTensorCoresDeepPaired6 / 8). Other values throw dice::Error at construction.
+  /// Warps a block of the deep paired kernel: 4 (kTensorCoresDeepPaired) or 8
+  /// (kTensorCoresDeepPaired8: a warp takes 1/4 of an item's pages instead of 1/2, other bits).
+  /// 8 measured +1.0% tok/s at SDAR-4B 16 x 4,096 in two runs and, from 0 positions, even with
+  /// no deep pairs at 16 x 1,024 (4 warps: -2.9%), but is not the default yet: the backend's
+  /// own test has not run it on a GPU (bench/results/2026-11-29-deep-pairs-h200). Other values
+  /// throw dice::Error at construction.
   std::int32_t attention_deep_pairs_warps = 4;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
