@@ -950,8 +950,8 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
     __syncthreads();
     const int queries = paired ? kPairedQueries : kTileQueries;
     // The warps that computed query vector q (of `queries`): those with k / warps_per_query ==
-    // q / 16 (all 4 for a tile, 2h and 2h + 1 for half h of a paired item), at index q % 16 of
-    // their staged results, added in warp order.
+    // q / 16 (all kW for a tile, the kW / 2 warps of half h, h kW / 2 .. (h + 1) kW / 2 - 1, for
+    // a paired item), at index q % 16 of their staged results, added in warp order.
     const int warps_per_query = kW / (queries / kTileQueries);
     // Per query vector once: each warp's scale 2^(m_k - max), 1 / sum and the log2-sum-exp
     // (attention_mma's per-element merge but for the multiplication by 1 / sum in place of its

@@ -374,23 +374,30 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
   return plan;
 }
 
+namespace {
+
+/// Work items for `items` with each item's tiles (tile_rows_for rows each) taken `per_item` at
+/// a time (1: tiles; 2: paired tiles), times kv_heads.
+std::int64_t work_items(std::span<const PassItem> items, std::int32_t heads, std::int32_t kv_heads,
+                        std::int64_t per_item) {
+  const std::int64_t tile_rows = tile_rows_for(heads, kv_heads);
+  std::int64_t work = 0;
+  for (const PassItem& item : items)
+    work +=
+        ceil_div(ceil_div(std::ssize(item.commit) + std::ssize(item.block), tile_rows), per_item);
+  return work * kv_heads;
+}
+
+}  // namespace
+
 std::int64_t attention_work_items(std::span<const PassItem> items, std::int32_t heads,
                                   std::int32_t kv_heads) {
-  const std::int64_t tile_rows = tile_rows_for(heads, kv_heads);
-  std::int64_t tiles = 0;
-  for (const PassItem& item : items)
-    tiles += ceil_div(std::ssize(item.commit) + std::ssize(item.block), tile_rows);
-  return tiles * kv_heads;
+  return work_items(items, heads, kv_heads, 1);
 }
 
 std::int64_t attention_paired_work_items(std::span<const PassItem> items, std::int32_t heads,
                                          std::int32_t kv_heads) {
-  const std::int64_t tile_rows = tile_rows_for(heads, kv_heads);
-  std::int64_t work = 0;
-  for (const PassItem& item : items)
-    work += ceil_div(ceil_div(std::ssize(item.commit) + std::ssize(item.block), tile_rows),
-                     std::int64_t{2});
-  return work * kv_heads;
+  return work_items(items, heads, kv_heads, 2);
 }
 
 std::int32_t bucket_rows(std::int32_t rows) {

@@ -209,8 +209,9 @@ inline bool attention_needs_combine(AttentionKernel kernel) {
 
 /// Positions per unit of a split KV range the planner should use for `kernel`
 /// (PlanShape::split_align): kTensorCoresPipelined/Paired/Deep/DeepPaired give each of their 4
-/// warps one page of a 128-position range at once; 0 (the others): the first planner's page-aligned
-/// ranges.
+/// warps one page of a 128-position range at once (kTensorCoresDeepPaired8, 8 warps, takes the
+/// same unit; its plans, pairs only, are never split); 0 (the others): the first planner's
+/// page-aligned ranges.
 inline std::int32_t attention_split_align(AttentionKernel kernel) {
   return attention_merges_splits(kernel) ? 4 * kPageTokens : 0;
 }

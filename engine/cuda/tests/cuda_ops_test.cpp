@@ -2630,8 +2630,8 @@ TEST_F(CudaOps, AttentionTimings) {
         for (const auto& variant : variants) {
           const std::int32_t grid = attention_grid(CudaDType::kBF16, variant.kernel, kD);
           const auto target = static_cast<std::int32_t>(
-              variant.pair_tiles && attention_merges_splits(variant.kernel) &&
-                      variant.kernel != AttentionKernel::kTensorCoresPaired
+              variant.kernel == AttentionKernel::kTensorCoresDeepPaired ||
+                      variant.kernel == AttentionKernel::kTensorCoresDeepPaired8
                   ? std::min<std::int64_t>(grid,
                                            attention_paired_work_items(items, heads, kv_heads))
                   : grid);

@@ -84,13 +84,15 @@ struct CudaBackendOptions {
   /// deep kernel that also takes pairs (AttentionKernel::kTensorCoresDeepPaired: each page read
   /// once for 32 query vectors, a warp pair's six pages in flight): SDAR-4B's fused store passes
   /// at 13-16 sequences, which otherwise run the pipelined kernel with every page read by two
-  /// tiles. The same bits as the paired kernel on the same plan. false: those passes as before.
+  /// tiles. With 4 warps (attention_deep_pairs_warps) the same bits as the paired kernel on the
+  /// same plan. false: those passes as before.
   bool attention_deep_pairs = true;
   /// attention_deep_pairs only in passes whose longest sequence holds at least this many
   /// positions (the item's end: start + its rows). Per launch the deep paired kernel beats the
   /// pipelined one from 640 positions on, but in SDAR-4B's 16-sequence decoding it lost at
-  /// ~1,000 (41.8 against 35.8 us a launch under Nsight Compute,
-  /// bench/results/2026-11-29-deep-pairs-h200).
+  /// ~1,000 (41.8 against 35.8 us a launch under Nsight Compute) and at 16 x 1,024 (0.971 tok/s
+  /// from 0 positions); at 16 x 4,096 limits 0 and 2,560 gave 0.992 and 0.996 of 1,536
+  /// (bench/results/2026-11-29-deep-pairs-h200).
   std::int32_t attention_deep_pairs_min_keys = 1536;
   /// Warps a block of the deep paired kernel: 4 (kTensorCoresDeepPaired) or 8
   /// (kTensorCoresDeepPaired8: a warp takes 1/4 of an item's pages instead of 1/2, other bits).
