@@ -104,13 +104,13 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
   command
       ->add_option("--deep-attention-pairs-min-keys", args.cuda.attention_deep_pairs_min_keys,
                    "cuda backend: the deep paired attention only in passes whose longest "
-                   "sequence holds at least this many positions")
+                   "sequence holds at least this many positions (0: every such pass)")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   command
       ->add_option("--deep-attention-pairs-warps", args.cuda.attention_deep_pairs_warps,
-                   "cuda backend: warps a block of the deep paired attention, 4 or 8 (8: each "
-                   "warp a quarter of the pages, not half; other bits)")
+                   "cuda backend: warps a block of the deep paired attention, 8 or 4 (8: each "
+                   "warp a quarter of the pages; 4: half, the paired kernel's bits)")
       ->check(CLI::IsMember({4, 8}))
       ->capture_default_str();
   command->add_flag(

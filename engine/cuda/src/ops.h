@@ -189,7 +189,7 @@ enum class AttentionKernel {
   kTensorCoresDeepPaired,
   /// kTensorCoresDeepPaired with 8 warps a block (4 pairs, each a ring of 2 pages: one stage a
   /// warp), so a warp takes 1/4 of an item's pages instead of 1/2. Other page order, other bits
-  /// (the same run to run). Opt-in (CudaBackendOptions::attention_deep_pairs_warps).
+  /// (the same run to run). The backend's default (CudaBackendOptions::attention_deep_pairs_warps).
   kTensorCoresDeepPaired8,
 };
 

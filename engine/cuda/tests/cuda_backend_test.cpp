@@ -291,48 +291,71 @@ TEST_F(CudaBackendTest, CudaCoreAndTensorCoreAttentionAgree) {
 
 TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
   // The backend's own choice of attention kernel per pass, against the CUDA-core attention on the
-  // same weights (group 4: tiles of 4 rows, 2 KV heads, head_dim 64): a prompt of ~1.75 x SMs
-  // rows is a prefill whose tiles fill 3/4 to all of the SMs (the deep kernel), one of ~3.5 x the
-  // deep paired kernel's blocks one whose tiles outnumber them but whose paired tiles number 7/8
-  // of them (the deep paired kernel), one of
-  // ~13 x SMs rows pairs its tiles (the paired kernel); the blocks after them run the pipelined
-  // kernel. The deep pairs with no lower limit on the pass's positions; with the default limit
-  // (1,536, above the prompt) that pass runs the pipelined kernel.
-  const auto shape = shapes()[1];
+  // same weights. Group 4, head_dim 64 (tiles of 4 positions, 2 KV heads): a prompt of ~1.75 x
+  // SMs positions is a prefill whose tiles fill 3/4 to all of the SMs (the deep kernel), one of
+  // ~13 x SMs pairs its tiles (the paired kernel). A prefill whose tiles outnumber the deep
+  // kernel's blocks but whose paired tiles number 7/8 of the deep paired kernel's blocks runs
+  // that kernel: with 4 warps a block at head_dim 64, with 4 and 8 at head_dim 128 (group 2:
+  // tiles of 8 positions, 8 KV heads; at head_dim 64 the 8-warp kernel has half the deep
+  // kernel's blocks, so no pass fits it). The blocks after the prefills run the pipelined
+  // kernel. The deep pairs with no lower limit on the pass's positions; with a limit above the
+  // pass's positions that pass runs the pipelined kernel.
   const int sms = cuda::device_attribute(cudaDevAttrMultiProcessorCount);
-  const CpuWeights weights = random_weights(shape.config, shape.std, true);
-  CudaBackend simple(weights, limited({.attention = CudaAttention::kCudaCores}));
-  CudaBackendOptions options = limited();
-  options.attention_deep_pairs_min_keys = 0;
-  CudaBackend chosen(weights, options);
-  CudaBackend limited_pairs(weights, limited());
-  const std::int32_t deep_paired_blocks =
-      cuda::attention_grid(CudaDType::kBF16, cuda::AttentionKernel::kTensorCoresDeepPaired,
-                           static_cast<std::int32_t>(shape.config.head_dim));
-  ASSERT_GE(deep_paired_blocks, sms);
   enum Expect { kDeep, kDeepPaired, kPaired };
-  for (const auto& [prompt, expect] :
-       std::vector<std::pair<std::int64_t, Expect>>{{7 * sms / 16 * 4, kDeep},
-                                                    {7 * deep_paired_blocks / 16 * 8, kDeepPaired},
-                                                    {13 * sms / 4 * 4, kPaired}}) {
-    if (prompt + 12 > shape.config.max_position_embeddings) {
-      ADD_FAILURE() << "prompt " << prompt << " does not fit " << sms << " SMs' test";
-      continue;
+  for (const std::size_t s : std::initializer_list<std::size_t>{1, 2}) {
+    const Shape shape = shapes()[s];  // (a copy: shapes() returns a temporary)
+    const auto& c = shape.config;
+    const auto head_dim = static_cast<std::int32_t>(c.head_dim);
+    const CpuWeights weights = random_weights(c, shape.std, true);
+    CudaBackend simple(weights, limited({.attention = CudaAttention::kCudaCores}));
+    std::vector<std::pair<std::int64_t, Expect>> prompts;
+    if (s == 1) prompts = {{7 * sms / 16 * 4, kDeep}, {13 * sms / 4 * 4, kPaired}};
+    std::vector<std::int32_t> warps_of_prompts(prompts.size(), 4);
+    const std::int64_t tile_positions = cuda::kTileQueries / (c.num_heads / c.num_kv_heads);
+    const std::int32_t deep_blocks =
+        cuda::attention_grid(CudaDType::kBF16, cuda::AttentionKernel::kTensorCoresDeep, head_dim);
+    for (const auto& [warps, kernel] :
+         {std::pair{4, cuda::AttentionKernel::kTensorCoresDeepPaired},
+          std::pair{8, cuda::AttentionKernel::kTensorCoresDeepPaired8}}) {
+      const std::int64_t blocks = cuda::attention_grid(CudaDType::kBF16, kernel, head_dim);
+      // Tiles a KV head: an even count whose pairs over the KV heads are 7/8 of the blocks.
+      const std::int64_t tiles = 2 * (7 * blocks / (8 * c.num_kv_heads));
+      if (tiles * c.num_kv_heads <= deep_blocks) {
+        ASSERT_TRUE(warps == 8 && s == 1) << shape.name << ", " << warps << " warps";
+        continue;
+      }
+      // (the prefill pass: the prompt and the first block of 4)
+      prompts.push_back({tiles * tile_positions - 4, kDeepPaired});
+      warps_of_prompts.push_back(warps);
     }
-    const auto ids = random_ids(prompt + 12, shape.config.vocab_size, 5);
-    chosen.reset_stats();
-    const auto want = score_blocks(simple, ids, prompt, 4, true);
-    const auto got = score_blocks(chosen, ids, prompt, 4, true);
-    EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << "prompt " << prompt;
-    const auto& stats = chosen.stats();
-    EXPECT_EQ(stats.deep_attention_passes > 0, expect == kDeep) << "prompt " << prompt;
-    EXPECT_EQ(stats.deep_paired_attention_passes > 0, expect == kDeepPaired) << "prompt " << prompt;
-    EXPECT_EQ(stats.paired_attention_passes > 0, expect == kPaired) << "prompt " << prompt;
-    if (expect == kDeepPaired) {
-      // (the pass's longest sequence: the prompt and the first block of 4)
-      ASSERT_LT(prompt + 4, CudaBackendOptions{}.attention_deep_pairs_min_keys);
-      score_blocks(limited_pairs, ids, prompt, 4, true);
-      EXPECT_EQ(limited_pairs.stats().deep_paired_attention_passes, 0);
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      const auto [prompt, expect] = prompts[i];
+      const std::int32_t warps = warps_of_prompts[i];
+      const std::string what = shape.name + ", prompt " + std::to_string(prompt) + ", " +
+                               std::to_string(warps) + " warps";
+      if (prompt + 12 > c.max_position_embeddings) {
+        ADD_FAILURE() << what << " does not fit " << sms << " SMs' test";
+        continue;
+      }
+      CudaBackendOptions options = limited();
+      options.attention_deep_pairs_min_keys = 0;
+      options.attention_deep_pairs_warps = warps;
+      CudaBackend chosen(weights, options);
+      const auto ids = random_ids(prompt + 12, c.vocab_size, 5);
+      const auto want = score_blocks(simple, ids, prompt, 4, true);
+      const auto got = score_blocks(chosen, ids, prompt, 4, true);
+      EXPECT_LT(max_row_rel_l2(got, want), 1e-2) << what;
+      const auto& stats = chosen.stats();
+      EXPECT_EQ(stats.deep_attention_passes > 0, expect == kDeep) << what;
+      EXPECT_EQ(stats.deep_paired_attention_passes > 0, expect == kDeepPaired) << what;
+      EXPECT_EQ(stats.paired_attention_passes > 0, expect == kPaired) << what;
+      if (expect == kDeepPaired) {
+        // A limit one position above the prefill's longest sequence keeps the deep pairs off.
+        options.attention_deep_pairs_min_keys = static_cast<std::int32_t>(prompt + 5);
+        CudaBackend limited_pairs(weights, options);
+        score_blocks(limited_pairs, ids, prompt, 4, true);
+        EXPECT_EQ(limited_pairs.stats().deep_paired_attention_passes, 0) << what;
+      }
     }
   }
 }

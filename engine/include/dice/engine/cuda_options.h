@@ -85,22 +85,22 @@ struct CudaBackendOptions {
   /// once for 32 query vectors, a warp pair's six pages in flight): SDAR-4B's fused store passes
   /// at 13-16 sequences, which otherwise run the pipelined kernel with every page read by two
   /// tiles. With 4 warps (attention_deep_pairs_warps) the same bits as the paired kernel on the
-  /// same plan. false: those passes as before.
+  /// same plan. false: those passes on the pipelined kernel.
   bool attention_deep_pairs = true;
   /// attention_deep_pairs only in passes whose longest sequence holds at least this many
-  /// positions (the item's end: start + its rows). Per launch the deep paired kernel beats the
-  /// pipelined one from 640 positions on, but in SDAR-4B's 16-sequence decoding it lost at
-  /// ~1,000 (41.8 against 35.8 us a launch under Nsight Compute) and at 16 x 1,024 (0.971 tok/s
-  /// from 0 positions); at 16 x 4,096 limits 0 and 2,560 gave 0.992 and 0.996 of 1,536
-  /// (bench/results/2026-11-29-deep-pairs-h200).
-  std::int32_t attention_deep_pairs_min_keys = 1536;
-  /// Warps a block of the deep paired kernel: 4 (kTensorCoresDeepPaired) or 8
-  /// (kTensorCoresDeepPaired8: a warp takes 1/4 of an item's pages instead of 1/2, other bits).
-  /// 8 measured +1.0% tok/s at SDAR-4B 16 x 4,096 in two runs and, from 0 positions, even with
-  /// no deep pairs at 16 x 1,024 (4 warps: -2.9%), but is not the default yet: the backend's
-  /// own test has not run it on a GPU (bench/results/2026-11-29-deep-pairs-h200). Other values
-  /// throw dice::Error at construction.
-  std::int32_t attention_deep_pairs_warps = 4;
+  /// positions (the item's end: start + its rows). 0: every such pass. With 4 warps a block the
+  /// deep paired kernel lost in SDAR-4B's 16-sequence decoding at ~1,000 positions (41.8 against
+  /// 35.8 us a launch under Nsight Compute; 0.971 tok/s at 16 x 1,024 from 0 positions), so it
+  /// needed 1,536; with 8 it did not (1.000-1.003 at 16 x 1,024, 1.002 at 16 x 4,096 against
+  /// 1,536; bench/results/2026-11-29-deep-pairs-h200, 2026-11-29-deep-pairs8-h200).
+  std::int32_t attention_deep_pairs_min_keys = 0;
+  /// Warps a block of the deep paired kernel: 8 (kTensorCoresDeepPaired8: a warp takes 1/4 of
+  /// an item's pages) or 4 (kTensorCoresDeepPaired: 1/2, the paired kernel's bits). 8 measured
+  /// +0.8-1.0% tok/s over 4 at SDAR-4B 16 x 4,096 in three runs and kept 16 x 1,024 even from 0
+  /// positions (bench/results/2026-11-29-deep-pairs-h200, 2026-11-29-deep-pairs8-h200). At
+  /// head_dim 64 the 8-warp kernel has half the deep kernel's blocks, so no pass takes it there.
+  /// Other values throw dice::Error at construction.
+  std::int32_t attention_deep_pairs_warps = 8;
   /// Honour ForwardRequest::masked_rows_only (the block decoder asks for it): the final norm,
   /// lm_head and vocabulary pass run over the block rows that hold the mask token only (at 128
   /// sequences in the static schedule 62.5% of them; +1.7% tokens/s for SDAR-4B and +3.8% for
