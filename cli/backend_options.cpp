@@ -131,11 +131,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "proposal is never read; +1.7% (SDAR-4B) and +3.8% (SDAR-1.7B) at 128 "
                     "sequences on an H100); --no-masked-rows-only: over every block row "
                     "(default: on)");
-  command->add_flag("--kv-page-runs,!--no-kv-page-runs", args.cuda.kv_page_runs,
-                    "cuda backend: the KV cache gives a growing sequence the page after its last "
-                    "where free, else a page of a wholly free run (the pages one 2 MiB GPU page "
-                    "holds of a layer), so side-by-side sequences keep runs of their own; "
-                    "--no-kv-page-runs: the lowest free page, interleaving them (default: on)");
   command->add_flag("--fused-norm-gemm,!--no-fused-norm-gemm", args.cuda.fused_norm_gemm,
                     "cuda backend: the RMSNorms before the qkv and gate_up GEMMs computed by the "
                     "few-row GEMM kernel's blocks themselves (the streaming kernel where it runs "
@@ -311,7 +306,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.early_start_after_cublas = false;
     options.gemm_tune_cold = false;
     options.masked_rows_only = false;
-    options.kv_page_runs = false;
     options.fused_norm_gemm = false;
     options.fold_qkv_norm = false;
     options.fold_mlp_norm = false;

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <optional>
 #include <string>
 #include <tuple>
 
@@ -26,7 +25,6 @@
 #include "gemm.h"
 #include "norm_fold.h"
 #include "ops.h"
-#include "page_pool.h"
 
 namespace dice::engine {
 
@@ -191,7 +189,7 @@ struct CudaBackend::Impl {
   PinnedBuffer meta_host, proposals_host;
   DeviceBuffer k_cache, v_cache;
   std::int64_t pages = 0;
-  std::optional<PagePool> page_pool;  ///< set by allocate_cache
+  std::vector<std::int32_t> free_pages;
   std::map<SequenceId, Sequence> sequences;
   /// Counts forward() calls (check()'s duplicate test: Sequence::last_forward).
   std::int64_t forward_serial = 0;
@@ -504,12 +502,6 @@ struct CudaBackend::Impl {
     const std::int64_t used = memory.weights + memory.workspace;
     const std::int64_t room = memory.budget - used;
     pages = room > 0 ? room / page_bytes : 0;
-    // With runs, whole runs per layer, so each layer's slice of the cache starts on a 2 MiB page
-    // as its first one does.
-    const std::int64_t layer_page_bytes =
-        c.num_kv_heads * kPageTokens * c.head_dim * static_cast<std::int64_t>(elem);
-    const std::int32_t run_pages = options.kv_page_runs ? kv_run_pages(layer_page_bytes) : 1;
-    if (pages >= 2 * run_pages) pages = pages / run_pages * run_pages;
     if (pages < 2) {
       const std::string left = room >= 0 ? fmt::format("leave {:.3f} GiB of", gib(room))
                                          : fmt::format("need {:.3f} GiB more than", gib(-room));
@@ -528,7 +520,9 @@ struct CudaBackend::Impl {
     memory.page_tokens = kPageTokens;
     memory.pages = pages - 1;
     memory.bytes_per_token = kv_bytes_per_position;
-    page_pool.emplace(static_cast<std::int32_t>(pages), run_pages);  // page 0: the scratch page
+    free_pages.clear();
+    for (std::int64_t p = pages - 1; p >= 1; --p)  // page 0 is the scratch page
+      free_pages.push_back(static_cast<std::int32_t>(p));
   }
 
   CacheLayer cache_layer(std::int64_t layer) const {
@@ -864,13 +858,16 @@ struct CudaBackend::Impl {
   void grow(SequenceId id, Sequence& seq, std::int64_t tokens) {
     const std::int64_t need = pages_missing(seq, tokens);
     if (need == 0) return;
-    if (need > page_pool->free())
+    if (need > std::ssize(free_pages))
       throw Error(fmt::format(
           "CUDA backend: the KV cache is full: sequence {} needs {} more pages for {} positions, "
           "{} of {} pages ({} tokens each) are free; run fewer sequences at once or raise "
           "--gpu-memory",
-          id, need, tokens, page_pool->free(), pages - 1, kPageTokens));
-    page_pool->take(seq.pages, need);
+          id, need, tokens, free_pages.size(), pages - 1, kPageTokens));
+    for (std::int64_t i = 0; i < need; ++i) {
+      seq.pages.push_back(free_pages.back());
+      free_pages.pop_back();
+    }
   }
 
   /// Checks `items` (open sequences, each once, whole-block commits, blocks of at most B, ids in
@@ -925,16 +922,16 @@ struct CudaBackend::Impl {
     std::int64_t need = 0;
     for (std::size_t i = 0; i < items.size(); ++i)
       need += pages_missing(seq_of(i), end_after(seq_of(i), items[i]));
-    if (need > page_pool->free()) {
+    if (need > std::ssize(free_pages)) {
       for (std::size_t i = 0; i < items.size(); ++i) {  // throws naming the first that cannot grow
         const std::int64_t end = end_after(seq_of(i), items[i]);
-        if (pages_missing(seq_of(i), end) > page_pool->free())
+        if (pages_missing(seq_of(i), end) > std::ssize(free_pages))
           grow(items[i].sequence, seq_of(i), end);
       }
       throw Error(fmt::format(
           "CUDA backend: the KV cache is full: this forward needs {} more pages, {} of {} are "
           "free; run fewer sequences at once or raise --gpu-memory",
-          need, page_pool->free(), pages - 1));
+          need, free_pages.size(), pages - 1));
     }
     for (std::size_t i = 0; i < items.size(); ++i)
       grow(items[i].sequence, seq_of(i), end_after(seq_of(i), items[i]));
@@ -1156,7 +1153,7 @@ void CudaBackend::close(SequenceId sequence) {
   const auto it = impl_->sequences.find(sequence);
   if (it == impl_->sequences.end()) return;
   auto& pages = it->second.pages;
-  impl_->page_pool->give_back(pages);
+  impl_->free_pages.insert(impl_->free_pages.end(), pages.rbegin(), pages.rend());
   impl_->sequences.erase(it);
 }
 
@@ -1173,7 +1170,7 @@ void CudaBackend::forward(std::span<const ForwardItem> items, const ForwardReque
 }
 
 bool CudaBackend::can_reserve(std::int64_t tokens) const {
-  return ceil_div(std::max<std::int64_t>(tokens, 0), kPageTokens) <= impl_->page_pool->free();
+  return ceil_div(std::max<std::int64_t>(tokens, 0), kPageTokens) <= std::ssize(impl_->free_pages);
 }
 
 std::optional<std::int64_t> CudaBackend::cache_limit_tokens() const {
@@ -1185,7 +1182,7 @@ void CudaBackend::reserve(SequenceId sequence, std::int64_t tokens) {
 }
 
 std::optional<std::int64_t> CudaBackend::free_cache_pages() const {
-  return impl_->page_pool->free();
+  return std::ssize(impl_->free_pages);
 }
 
 std::int64_t CudaBackend::cache_pages_to_hold(SequenceId sequence, std::int64_t tokens) const {

@@ -107,13 +107,6 @@ struct CudaBackendOptions {
   /// SDAR-1.7B at 128 x 1,024 on an H100, bench/results/2026-11-24-overlap-masked-h100).
   /// false: every block row gets logits.
   bool masked_rows_only = true;
-  /// The KV cache hands a growing sequence the page after its last where free, else the first
-  /// page of a wholly free run of the pages whose layer slices share one 2 MiB GPU page (cuda
-  /// PagePool): sequences that grow side by side keep their pages in runs of their own instead of
-  /// interleaving them page by page, so an attention block reads a sequence's KV through few
-  /// address translations. The cache's page count is rounded down to whole runs. false: the
-  /// lowest free page.
-  bool kv_page_runs = true;
   /// Our kernels are PDL launches in every pass (as with programmatic_launch), and in captured
   /// passes each of them that follows a cuBLASLt kernel starts early too: its graph edge becomes
   /// a programmatic dependency from the cuBLASLt kernel's launch completion (all its blocks
