@@ -836,6 +836,12 @@ TEST_F(CudaBackendTest, BadInputIsRejectedAndNothingCommitted) {
   EXPECT_THROW(gpu.open(7, 4), Error);
   gpu.close(7);
   EXPECT_THROW(gpu.cached_tokens(7), Error);
+  // Options out of range are refused at construction.
+  for (const std::int32_t warps : {0, 6, 16}) {
+    CudaBackendOptions options = limited();
+    options.attention_deep_pairs_warps = warps;
+    EXPECT_THROW(CudaBackend(weights, options), Error) << warps << " warps";
+  }
 }
 
 }  // namespace
