@@ -1,17 +1,21 @@
 """Per-kernel GPU time of a CUDA engine run from Nsight Compute's CSV (bench/device_engine_profile.sh).
 
-    engine_profile_report.py NCU.csv[.gz] [--layers N]
+    engine_profile_report.py NCU.csv[.gz] [--layers N] [--keep-templates] [--metric NAME ...]
 
-Groups the profiled kernels by name (template arguments dropped), prints launches, total and mean
+Groups the profiled kernels by name (template arguments dropped unless --keep-templates, which
+tells apart instantiations such as the attention kernel's), prints launches, total and mean
 duration (us) and share of the profiled time, and the time per forward. With --layers (the
 model's decoder layers), the number of forwards in the window is the launches of the q/k norm +
 RoPE kernel (one per layer) over N, a fraction where the window cuts a forward; without it, the
 launch count of the vocabulary pass, which overstates the time per forward when the window holds
-parts of forwards beyond its last vocabulary pass.
+parts of forwards beyond its last vocabulary pass. Each --metric (an ncu metric profiled beside
+gpu__time_duration.sum, e.g. dram__throughput.avg.pct_of_peak_sustained_elapsed) adds a column:
+its mean over the kernel's launches, in the CSV's unit.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import gzip
 import re
@@ -19,12 +23,15 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+DURATION = "gpu__time_duration.sum"
 
-def short_name(name: str) -> str:
-    """The kernel's name without template arguments or parameter list."""
-    name = re.sub(r"^void ", "", name)
-    name = re.sub(r"\(.*$", "", name)  # the parameter list
-    while re.search(r"<[^<>]*>", name):
+
+def short_name(name: str, keep_templates: bool = False) -> str:
+    """The kernel's name without its parameter list and, unless keep_templates, its template
+    arguments."""
+    name = re.sub(r"^void ", "", name).replace("dice::<unnamed>::", "")
+    name = re.sub(r"\((?!anonymous namespace\)).*$", "", name)  # the parameter list
+    while not keep_templates and re.search(r"<[^<>]*>", name):
         name = re.sub(r"<[^<>]*>", "", name)  # template arguments, innermost first
     return name.replace("dice::(anonymous namespace)::", "").replace("dice::::", "").strip()
 
@@ -37,7 +44,13 @@ def count_forwards(count: dict[str, int], layers: int | None) -> float:
     return float(max((n for k, n in count.items() if "vocab" in k.lower()), default=0))
 
 
-def main(path: Path, layers: int | None = None) -> int:
+def main(
+    path: Path,
+    layers: int | None = None,
+    keep_templates: bool = False,
+    metrics: list[str] | None = None,
+) -> int:
+    metrics = metrics or []
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     except (OSError, EOFError) as e:
@@ -50,17 +63,32 @@ def main(path: Path, layers: int | None = None) -> int:
         return 1
     total: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
+    sums: dict[tuple[str, str], float] = defaultdict(float)
+    seen: dict[tuple[str, str], int] = defaultdict(int)
     for row in csv.DictReader(lines[start:]):
-        if row.get("Metric Name") != "gpu__time_duration.sum":
+        metric = row.get("Metric Name")
+        if metric != DURATION and metric not in metrics:
+            continue
+        name = short_name(row["Kernel Name"], keep_templates)
+        try:
+            value = float(row["Metric Value"].replace(",", ""))
+        except ValueError:
+            print(f"{path}: {metric} of {name}: not a number: {row['Metric Value']!r}")
+            return 1
+        if metric != DURATION:
+            sums[(name, metric)] += value
+            seen[(name, metric)] += 1
             continue
         unit = row.get("Metric Unit", "ns")
-        value = float(row["Metric Value"].replace(",", ""))
         scale = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit, 1e-3)
-        name = short_name(row["Kernel Name"])
         total[name] += value * scale
         count[name] += 1
     if not total:
         print(f"{path}: no kernel durations")
+        return 1
+    missing = [m for m in metrics if not any(k[1] == m for k in seen)]
+    if missing:
+        print(f"{path}: metric not in the CSV: {', '.join(missing)}")
         return 1
     forwards = count_forwards(count, layers)
     all_us = sum(total.values())
@@ -69,11 +97,20 @@ def main(path: Path, layers: int | None = None) -> int:
         f"{sum(count.values())} kernels, {all_us / 1e3:.3f} ms of GPU time, "
         f"{forwards:.2f} forwards (from {basis})"
     )
-    print(f"{'kernel':60} {'launches':>8} {'mean us':>9} {'share':>7} {'us/forward':>11}")
+    width = 100 if keep_templates else 60
+    extra = "".join(f" {m[:24]:>24}" for m in metrics)
+    print(
+        f"{'kernel':{width}} {'launches':>8} {'mean us':>9} {'share':>7} {'us/forward':>11}{extra}"
+    )
     for name, us in sorted(total.items(), key=lambda kv: -kv[1]):
         per_forward = us / forwards if forwards else float("nan")
+        means = "".join(
+            f" {sums[(name, m)] / seen[(name, m)]:24.2f}" if seen[(name, m)] else f" {'-':>24}"
+            for m in metrics
+        )
         print(
-            f"{name[:60]:60} {count[name]:8d} {us / count[name]:9.2f} {us / all_us:7.1%} {per_forward:11.1f}"
+            f"{name[:width]:{width}} {count[name]:8d} {us / count[name]:9.2f} {us / all_us:7.1%}"
+            f" {per_forward:11.1f}{means}"
         )
     if forwards:
         print(f"GPU time per forward: {all_us / forwards / 1e3:.3f} ms")
@@ -81,10 +118,14 @@ def main(path: Path, layers: int | None = None) -> int:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if len(args) == 3 and args[1] == "--layers" and args[2].isdigit():
-        sys.exit(main(Path(args[0]), int(args[2])))
-    if len(args) == 1:
-        sys.exit(main(Path(args[0])))
-    print(__doc__.strip().splitlines()[2], file=sys.stderr)
-    sys.exit(2)
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("csv", type=Path, help="Nsight Compute CSV (--csv), optionally .gz")
+    parser.add_argument("--layers", type=int, help="the model's decoder layers")
+    parser.add_argument(
+        "--keep-templates", action="store_true", help="group by name with template arguments"
+    )
+    parser.add_argument(
+        "--metric", action="append", default=[], help="another profiled metric to average"
+    )
+    args = parser.parse_args()
+    sys.exit(main(args.csv, args.layers, args.keep_templates, args.metric))
