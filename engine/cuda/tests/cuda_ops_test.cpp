@@ -1132,6 +1132,35 @@ TEST_F(CudaOps, WgmmaGemmNormFoldInputSide) {
                Error);
 }
 
+TEST_F(CudaOps, FoldedGemmRefusesWhatTheWgmmaKernelDoesNotTake) {
+  // Gemm::run_folded takes folds_norm() shapes only: with the wgmma kernel off, at skinny rows
+  // and with inputs the kernel's k tile does not divide it throws dice::Error and launches
+  // nothing; a shape it takes runs.
+  const std::int64_t in = 2048, out = 2048;
+  DeviceBuffer x(static_cast<std::size_t>(64 * in) * 2), w(static_cast<std::size_t>(in * out) * 2),
+      y(static_cast<std::size_t>(64 * out) * 4);
+  launch_fill_random(CudaDType::kBF16, x.get(), 64 * in, 1.0f, 98, stream());
+  launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 99, stream());
+  Gemm off(16);  // set_wgmma never called: no wgmma kernel
+  EXPECT_FALSE(off.folds_norm(CudaDType::kBF16, 64, in, out, x.get(), w.get(), y.get()));
+  EXPECT_THROW(
+      off.run_folded(x.get(), w.get(), y.as<float>(), nullptr, 64, in, out, false, {}, stream()),
+      Error);
+  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  Gemm on(16);  // the backend's skinny rows: 64 rows are not skinny
+  on.set_wgmma(true);
+  EXPECT_THROW(
+      on.run_folded(x.get(), w.get(), y.as<float>(), nullptr, 16, in, out, false, {}, stream()),
+      Error);  // skinny rows
+  EXPECT_THROW(
+      on.run_folded(x.get(), w.get(), y.as<float>(), nullptr, 64, in - 8, out, false, {}, stream()),
+      Error);  // 2,040 inputs: not a multiple of kWgmmaTileK
+  EXPECT_EQ(on.wgmma_launches(), 0);
+  on.run_folded(x.get(), w.get(), y.as<float>(), nullptr, 64, in, out, false, {}, stream());
+  synchronize();
+  EXPECT_EQ(on.wgmma_launches(), 1);
+}
+
 TEST_F(CudaOps, QkNormRopeWithAFoldedInputNorm) {
   // launch_qk_norm_rope with square_sums: q, k and v projected from bf16(w x) (r times those of
   // RMSNorm(x)) give what the plain kernel gives on the unscaled projection, to bf16 rounding:
