@@ -1005,11 +1005,15 @@ struct CudaBackend::Impl {
           deep || deep_paired_grid == 0
               ? tiles
               : attention_paired_work_items(pass_items, shape.heads, shape.kv_heads);
-      std::int64_t longest = 0;
-      for (const PassItem& p : pass_items)
-        longest = std::max(longest, p.start + std::ssize(p.commit) + std::ssize(p.block));
-      const bool deep_pairs = pairs < tiles && fills_the_sms(pairs, deep_paired_grid) &&
-                              longest >= options.attention_deep_pairs_min_keys;
+      // (attention_deep_pairs_min_keys: whether some item ends at or past the limit)
+      const auto reaches_min_keys = [&] {
+        const std::int64_t limit = options.attention_deep_pairs_min_keys;
+        return limit <= 0 || std::ranges::any_of(pass_items, [&](const PassItem& p) {
+                 return p.start + std::ssize(p.commit) + std::ssize(p.block) >= limit;
+               });
+      };
+      const bool deep_pairs =
+          pairs < tiles && fills_the_sms(pairs, deep_paired_grid) && reaches_min_keys();
       if (deep) {
         plan_shape.target_work = deep_grid;
         plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep
