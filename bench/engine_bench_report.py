@@ -8,7 +8,9 @@ forward must move over the measured copy bandwidth and its FLOPs over the measur
 summed over the run's forwards) and time over floor (target <= 1.5), its serial bound over the
 floor (GEMMs and attention one after the other, each at its ceiling: where this is above 1.5, no
 forward that runs them in turn meets the target) and time over that bound, PyTorch's tokens/s and
-the ratio dice / PyTorch (target >= 10 at 1 sequence).
+the ratio dice / PyTorch (target >= 10 at 1 sequence). After the table, issue 6's targets: the
+rows within 1.5x of their floor, those outside it, the 1-sequence rows' ratio to PyTorch, and
+SDAR-4B at 128 sequences over JetEngine's published 5,000 tokens/s (goal: 2x).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import sys
 from pathlib import Path
 
 JETENGINE = "JetEngine's published figure: 5,000 tokens/s (SDAR-4B, 128 sequences, H200)"
+JETENGINE_TOKENS_PER_SECOND = 5000.0
+FLOOR_TARGET = 1.5  # time over floor, at most
+TORCH_TARGET = 10.0  # dice / PyTorch at 1 sequence, at least
 
 
 def records(path: Path) -> list[dict]:
@@ -64,6 +69,45 @@ def serial_over_floor(r: dict) -> float | None:
 
 def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
+
+
+def name(r: dict) -> str:
+    """A configuration in words: model, sequences x new tokens, store pass."""
+    model, seqs, new_tokens, fused = key(r)
+    return f"{model} {seqs} x {new_tokens} {'fused' if fused else 'unfused'}"
+
+
+def targets(dice: list[dict], torch: list[dict]) -> list[str]:
+    """Issue 6's targets over the dice records: within FLOOR_TARGET of the floor, at 1 sequence
+    at least TORCH_TARGET x PyTorch (joined as in table()), SDAR-4B at 128 sequences over
+    JetEngine's figure. Records without a floor are left out of the floor count."""
+    lines = []
+    floored = [r for r in dice if r.get("time_over_floor") is not None]
+    if floored:
+        outside = [r for r in floored if round(r["time_over_floor"], 3) > FLOOR_TARGET]
+        lines.append(
+            f"within {FLOOR_TARGET}x of the floor: {len(floored) - len(outside)} of "
+            f"{len(floored)} rows"
+            + (
+                "; outside: "
+                + ", ".join(f"{name(r)} ({r['time_over_floor']:.3f})" for r in outside)
+                if outside
+                else ""
+            )
+        )
+    by_key = {key(r): r for r in torch}
+    for r in dice:
+        t = by_key.get(key(r))
+        if r["sequences"] != 1 or t is None or "error" in t or not t.get("tokens_per_second"):
+            continue
+        ratio = r["tokens_per_second"] / t["tokens_per_second"]
+        verdict = "meets" if ratio >= TORCH_TARGET else "misses"
+        lines.append(f"{name(r)}: {ratio:.1f}x PyTorch ({verdict} the {TORCH_TARGET:.0f}x target)")
+    for r in dice:
+        if key(r)[0].startswith("4b") and r["sequences"] == 128:
+            ratio = r["tokens_per_second"] / JETENGINE_TOKENS_PER_SECOND
+            lines.append(f"{name(r)}: {ratio:.2f}x JetEngine's 5,000 tokens/s (goal: 2x)")
+    return lines
 
 
 def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
@@ -137,6 +181,10 @@ def table(dice: list[dict], torch: list[dict], markdown: bool) -> str:
     lines.append("* PyTorch stopped at its time limit; its rate covers the blocks it ran.")
     if any(key(r)[0].startswith("4b") and r["sequences"] == 128 for r in dice):
         lines.append(JETENGINE)
+    summary = targets(dice, torch)
+    if summary:
+        lines.append("\nissue 6's targets:")
+        lines += [f"- {line}" for line in summary]
     return "\n".join(lines)
 
 

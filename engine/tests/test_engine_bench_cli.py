@@ -78,3 +78,36 @@ def test_report_gives_the_serial_bound_beside_the_floor(tmp_path):
     assert row["dice/torch"] == "10.0"
     before = {h: c for h, c in zip(head, cells[1], strict=True)}
     assert (before["serial/floor"], before["x serial"]) == ("-", "-")
+
+
+def test_report_sums_up_issue_6s_targets(tmp_path):
+    """bench/engine_bench_report.py: after the table, the rows within 1.5x of the floor (1.5004
+    rounds to the table's 1.500 and counts as within) and those outside, each 1-sequence row's
+    ratio to PyTorch against the 10x target, and SDAR-4B at 128 sequences over JetEngine's 5,000
+    tokens/s."""
+    base = {"model": "/m/4b", "new_tokens": 1024, "fused_store": True}
+    dice = [
+        dict(base, sequences=1, tokens_per_second=300.0, time_over_floor=1.5004),
+        dict(base, sequences=16, tokens_per_second=4000.0, time_over_floor=1.66),
+        dict(base, sequences=128, tokens_per_second=9800.0, time_over_floor=1.9),
+        dict(base, model="/m/1.7b", sequences=1, tokens_per_second=600.0, time_over_floor=1.2),
+    ]
+    torch = [
+        dict(base, sequences=1, tokens_per_second=20.0),
+        dict(base, model="/m/1.7b", sequences=1, tokens_per_second=80.0),
+    ]
+    dice_path, torch_path = tmp_path / "dice.jsonl", tmp_path / "torch.jsonl"
+    dice_path.write_text("".join(json.dumps(r) + "\n" for r in dice))
+    torch_path.write_text("".join(json.dumps(r) + "\n" for r in torch))
+    script = ROOT / "bench" / "engine_bench_report.py"
+    done = subprocess.run(["python3", str(script), str(dice_path), str(torch_path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = done.stdout.split("issue 6's targets:\n")[1].splitlines()
+    assert summary == [
+        "- within 1.5x of the floor: 2 of 4 rows; outside: 4b 16 x 1024 fused (1.660), "
+        "4b 128 x 1024 fused (1.900)",
+        "- 4b 1 x 1024 fused: 15.0x PyTorch (meets the 10x target)",
+        "- 1.7b 1 x 1024 fused: 7.5x PyTorch (misses the 10x target)",
+        "- 4b 128 x 1024 fused: 1.96x JetEngine's 5,000 tokens/s (goal: 2x)",
+    ]
