@@ -209,6 +209,9 @@ struct CudaBackend::Impl {
         (options.attention == CudaAttention::kAuto && dtype == CudaDType::kBF16);
     if (tensor_cores && dtype != CudaDType::kBF16)
       throw Error("CUDA backend: the tensor-core attention needs bf16 (dtype is fp32)");
+    if (options.attention_deep_pairs_warps != 4 && options.attention_deep_pairs_warps != 8)
+      throw Error(fmt::format("CUDA backend: attention_deep_pairs_warps {}: expected 4 or 8",
+                              options.attention_deep_pairs_warps));
     attention = !tensor_cores                 ? AttentionKernel::kCudaCores
                 : options.pipelined_attention ? AttentionKernel::kTensorCoresPipelined
                                               : AttentionKernel::kTensorCores;
@@ -280,9 +283,6 @@ struct CudaBackend::Impl {
       deep_grid = attention_grid(dtype, AttentionKernel::kTensorCoresDeep, shape.head_dim);
     if (options.attention_paired_tiles && attention == AttentionKernel::kTensorCoresPipelined)
       paired_grid = attention_grid(dtype, AttentionKernel::kTensorCoresPaired, shape.head_dim);
-    if (options.attention_deep_pairs_warps != 4 && options.attention_deep_pairs_warps != 8)
-      throw Error(fmt::format("CUDA backend: attention_deep_pairs_warps {}: expected 4 or 8",
-                              options.attention_deep_pairs_warps));
     deep_paired_kernel = options.attention_deep_pairs_warps == 8
                              ? AttentionKernel::kTensorCoresDeepPaired8
                              : AttentionKernel::kTensorCoresDeepPaired;

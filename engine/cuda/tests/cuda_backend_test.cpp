@@ -302,15 +302,19 @@ TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
   // pass's positions that pass runs the pipelined kernel.
   const int sms = cuda::device_attribute(cudaDevAttrMultiProcessorCount);
   enum Expect { kDeep, kDeepPaired, kPaired };
+  struct Case {
+    std::int64_t prompt;
+    Expect expect;
+    std::int32_t warps;  ///< attention_deep_pairs_warps
+  };
   for (const std::size_t s : std::initializer_list<std::size_t>{1, 2}) {
     const Shape shape = shapes()[s];  // (a copy: shapes() returns a temporary)
     const auto& c = shape.config;
     const auto head_dim = static_cast<std::int32_t>(c.head_dim);
     const CpuWeights weights = random_weights(c, shape.std, true);
     CudaBackend simple(weights, limited({.attention = CudaAttention::kCudaCores}));
-    std::vector<std::pair<std::int64_t, Expect>> prompts;
-    if (s == 1) prompts = {{7 * sms / 16 * 4, kDeep}, {13 * sms / 4 * 4, kPaired}};
-    std::vector<std::int32_t> warps_of_prompts(prompts.size(), 4);
+    std::vector<Case> cases;
+    if (s == 1) cases = {{7 * sms / 16 * 4, kDeep, 4}, {13 * sms / 4 * 4, kPaired, 4}};
     const std::int64_t tile_positions = cuda::kTileQueries / (c.num_heads / c.num_kv_heads);
     const std::int32_t deep_blocks =
         cuda::attention_grid(CudaDType::kBF16, cuda::AttentionKernel::kTensorCoresDeep, head_dim);
@@ -325,12 +329,9 @@ TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
         continue;
       }
       // (the prefill pass: the prompt and the first block of 4)
-      prompts.push_back({tiles * tile_positions - 4, kDeepPaired});
-      warps_of_prompts.push_back(warps);
+      cases.push_back({tiles * tile_positions - 4, kDeepPaired, warps});
     }
-    for (std::size_t i = 0; i < prompts.size(); ++i) {
-      const auto [prompt, expect] = prompts[i];
-      const std::int32_t warps = warps_of_prompts[i];
+    for (const auto& [prompt, expect, warps] : cases) {
       const std::string what = shape.name + ", prompt " + std::to_string(prompt) + ", " +
                                std::to_string(warps) + " warps";
       if (prompt + 12 > c.max_position_embeddings) {

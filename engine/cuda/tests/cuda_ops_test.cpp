@@ -1933,11 +1933,12 @@ TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
 }
 
 TEST_F(CudaOps, DeepPairedAttentionOverLongContexts) {
-  // The backend's deep pairs (CudaBackendImpl: SDAR-4B's fused store passes at 16 sequences):
-  // 16 sequences of 4 commit rows + a block of 4 at 388-2,068 positions, 32 query heads over 8
-  // KV heads, planned as the backend does (work for exactly the pairs: 128 paired items, none
-  // split). Every warp pair streams 6-33 pages, so the six-page ring wraps. The deep paired
-  // kernel gives the paired kernel's bits on that plan, both the double reference on every row.
+  // The backend's deep pairs (CudaBackend: SDAR-4B's fused store passes at 16 sequences): 16
+  // sequences of 4 commit rows + a block of 4 at 388-2,068 positions, 32 query heads over 8 KV
+  // heads, planned as the backend does (work for exactly the pairs: 128 paired items, none
+  // split). Every warp pair streams 6-33 pages, so the six-page ring wraps. The 4-warp deep
+  // paired kernel gives the paired kernel's bits on that plan, the 8-warp one the same bits
+  // twice; all three the double reference on every row.
   constexpr int kD = 128, kHeads = 32, kKvHeads = 8, kSequences = 16;
   std::vector<int> contexts;
   for (int i = 0; i < kSequences; ++i) contexts.push_back(388 + 112 * i);

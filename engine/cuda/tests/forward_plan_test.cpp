@@ -497,7 +497,7 @@ TEST(PlanPass, PairedWorkItemsCountEachItemsTilesTwoByTwo) {
   items[2].start = 1012;
   EXPECT_EQ(attention_work_items(items, 32, 8), (1 + 2 + 3) * 8);
   EXPECT_EQ(attention_paired_work_items(items, 32, 8), (1 + 1 + 2) * 8);
-  // Group 2 (tiles of 8 rows): one tile each but the 16-row item, whose tiles pair.
+  // Group 2 (tiles of 8 rows): one tile each but the 12-row item's two, which pair.
   EXPECT_EQ(attention_paired_work_items(items, 16, 8), (1 + 1 + 1) * 8);
   PlanShape shape{32,   8,   static_cast<std::int32_t>(attention_paired_work_items(items, 32, 8)),
                   4096, 256, 128,

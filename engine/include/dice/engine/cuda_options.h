@@ -80,23 +80,23 @@ struct CudaBackendOptions {
   /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
   /// With attention_deep_pipeline: in passes whose tiles outnumber the SMs but whose paired tiles
-  /// (two of one pass item, PlanShape::pair_tiles) number 3/4 to all of them, those pairs on the
-  /// deep kernel that also takes pairs (AttentionKernel::kTensorCoresDeepPaired: each page read
-  /// once for 32 query vectors, a warp pair's six pages in flight): SDAR-4B's fused store passes
-  /// at 13-16 sequences, which otherwise run the pipelined kernel with every page read by two
-  /// tiles. With 4 warps (attention_deep_pairs_warps) the same bits as the paired kernel on the
-  /// same plan. false: those passes on the pipelined kernel.
+  /// (two of one pass item, PlanShape::pair_tiles) number 3/4 to all of them, those pairs on a
+  /// deep kernel that also takes pairs (AttentionKernel::kTensorCoresDeepPaired8 or
+  /// kTensorCoresDeepPaired, attention_deep_pairs_warps: each page read once for 32 query
+  /// vectors by a warp pair): SDAR-4B's fused store passes at 13-16 sequences, which otherwise
+  /// run the pipelined kernel with every page read by two tiles. With 4 warps the same bits as
+  /// the paired kernel on the same plan. false: those passes on the pipelined kernel.
   bool attention_deep_pairs = true;
   /// attention_deep_pairs only in passes whose longest sequence holds at least this many
   /// positions (the item's end: start + its rows). 0: every such pass. With 4 warps a block the
   /// deep paired kernel lost in SDAR-4B's 16-sequence decoding at ~1,000 positions (41.8 against
   /// 35.8 us a launch under Nsight Compute; 0.971 tok/s at 16 x 1,024 from 0 positions), so it
-  /// needed 1,536; with 8 it did not (1.000-1.003 at 16 x 1,024, 1.002 at 16 x 4,096 against
-  /// 1,536; bench/results/2026-11-29-deep-pairs-h200, 2026-11-29-deep-pairs8-h200).
+  /// needed 1,536; with 8 it did not (1.000-1.004 at 16 x 1,024 in three runs, 1.002 at 16 x
+  /// 4,096 against 1,536; bench/results/2026-11-29-deep-pairs-h200, 2026-11-29-deep-pairs8-h200).
   std::int32_t attention_deep_pairs_min_keys = 0;
   /// Warps a block of the deep paired kernel: 8 (kTensorCoresDeepPaired8: a warp takes 1/4 of
   /// an item's pages) or 4 (kTensorCoresDeepPaired: 1/2, the paired kernel's bits). 8 measured
-  /// +0.8-1.0% tok/s over 4 at SDAR-4B 16 x 4,096 in three runs and kept 16 x 1,024 even from 0
+  /// +0.8-1.6% tok/s over 4 at SDAR-4B 16 x 4,096 in four runs and kept 16 x 1,024 even from 0
   /// positions (bench/results/2026-11-29-deep-pairs-h200, 2026-11-29-deep-pairs8-h200). At
   /// head_dim 64 the 8-warp kernel has half the deep kernel's blocks, so no pass takes it there.
   /// Other values throw dice::Error at construction.
