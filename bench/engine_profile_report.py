@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import os
 import re
 import sys
 from collections import defaultdict
@@ -34,6 +35,34 @@ def short_name(name: str, keep_templates: bool = False) -> str:
     while not keep_templates and re.search(r"<[^<>]*>", name):
         name = re.sub(r"<[^<>]*>", "", name)  # template arguments, innermost first
     return name.replace("dice::(anonymous namespace)::", "").replace("dice::::", "").strip()
+
+
+def metric_labels(metrics: list[str]) -> list[str]:
+    """Column labels for the metrics: each name without the longest prefix it shares with another
+    of them and then the longest suffix it shares with one of those, both cut at a '_' or '.'
+    (smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio and its siblings become
+    barrier, long_scoreboard, not_selected, selected, ...), at most 24 characters, at least 10
+    wide."""
+
+    def shared(a: str, b: str) -> int:  # characters of a common prefix, up to a separator
+        n = len(os.path.commonprefix([a, b]))
+        while n > 0 and a[n - 1] not in "_.":
+            n -= 1
+        return n
+
+    labels = []
+    for m in metrics:
+        others = [o for o in metrics if o != m]
+        head = max((shared(m, o) for o in others), default=0)
+        rest = m[head:]
+        # the suffix, among the metrics with the same prefix (a name that ends another, such as
+        # selected in not_selected, keeps its whole word)
+        tail = max(
+            (shared(rest[::-1], o[head:][::-1]) for o in others if o[:head] == m[:head]),
+            default=0,
+        )
+        labels.append((rest[: len(rest) - tail] if tail < len(rest) else rest)[:24].rjust(10))
+    return labels
 
 
 def count_forwards(count: dict[str, int], layers: int | None) -> float:
@@ -98,15 +127,18 @@ def main(
         f"{forwards:.2f} forwards (from {basis})"
     )
     width = 100 if keep_templates else 60
-    extra = "".join(f" {m[:24]:>24}" for m in metrics)
+    labels = metric_labels(metrics)
+    extra = "".join(f" {label:>{len(label)}}" for label in labels)
     print(
         f"{'kernel':{width}} {'launches':>8} {'mean us':>9} {'share':>7} {'us/forward':>11}{extra}"
     )
     for name, us in sorted(total.items(), key=lambda kv: -kv[1]):
         per_forward = us / forwards if forwards else float("nan")
         means = "".join(
-            f" {sums[(name, m)] / seen[(name, m)]:24.2f}" if seen[(name, m)] else f" {'-':>24}"
-            for m in metrics
+            f" {sums[(name, m)] / seen[(name, m)]:{len(label)}.2f}"
+            if seen[(name, m)]
+            else f" {'-':>{len(label)}}"
+            for m, label in zip(metrics, labels, strict=True)
         )
         print(
             f"{name[:width]:{width}} {count[name]:8d} {us / count[name]:9.2f} {us / all_us:7.1%}"

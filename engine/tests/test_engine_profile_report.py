@@ -62,3 +62,23 @@ def test_a_metric_the_csv_lacks_is_named(tmp_path):
     done = report(tmp_path, "--metric", "sm__cycles_elapsed.avg.per_second")
     assert done.returncode == 1
     assert "metric not in the CSV: sm__cycles_elapsed.avg.per_second" in done.stdout
+
+
+def test_metric_columns_are_labelled_by_what_tells_them_apart():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from engine_profile_report import metric_labels
+
+    stalls = [
+        f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio"
+        for r in ("barrier", "long_scoreboard", "not_selected", "selected")
+    ]
+    labels = metric_labels([*stalls, DRAM, "smsp__inst_executed.sum"])
+    assert [label.strip() for label in labels] == [
+        "barrier",
+        "long_scoreboard",
+        "not_selected",
+        "selected",
+        DRAM[:24],
+        "inst_executed.sum",
+    ]
+    assert metric_labels([DRAM]) == [DRAM[:24]]

@@ -1654,18 +1654,21 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
       {kBF16, kDeep, 32, 16, 1, 1},
       {kBF16, kDeep, 256, 8, 1, 100}};
   for (const auto& c : cases) {
-    const int group = c.heads / c.kv_heads, pages = 120;
+    const int group = c.heads / c.kv_heads, pages = 260;
     const std::string what =
         std::string("attention ") + name(c.dtype) + " " + name(c.kernel) + " d " +
         std::to_string(c.d) + " heads " + std::to_string(c.heads) + "/" +
         std::to_string(c.kv_heads) + " target " + std::to_string(c.target_work) + " min split " +
         std::to_string(c.min_split_keys) + " max splits " + std::to_string(c.max_splits);
     // Sequences: (cached start, commit, block): a long denoising block, a fused store pass, a
-    // prefill chunk, a short block; pages shuffled.
+    // prefill chunk, a short block, and a block at 4,204 positions (unsplit, each of 4 warps
+    // streams 33 pages: the kernels' page ids past their first window of 32, WarpPageIds);
+    // pages shuffled.
     struct Seq {
       std::int64_t start, commit, block;
     };
-    const std::vector<Seq> seqs{{1004, 0, 4}, {36, 4, 4}, {0, 52, 0}, {8, 0, 3}, {120, 8, 2}};
+    const std::vector<Seq> seqs{{1004, 0, 4}, {36, 4, 4},  {0, 52, 0},
+                                {8, 0, 3},    {120, 8, 2}, {4200, 0, 4}};
     std::vector<std::int32_t> pool(pages - 1);
     std::iota(pool.begin(), pool.end(), 1);
     std::shuffle(pool.begin(), pool.end(), std::mt19937(11));
