@@ -710,36 +710,6 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
   return old;
 }
 
-/// A warp's KV pages by index, 32 at a time in its lanes' registers: lane l holds the page of the
-/// warp's page index first + l, whose positions start at c0 + step (first + l) (0 at and past
-/// kv_end, as the copy loops expect). operator()(i) is a shuffle while i is in the window and
-/// loads the next window (one dependent global load, all lanes at once) when i has left it; i
-/// must not decrease between calls, and every lane of the warp must call it with the same i.
-/// Before, each page's id was a global load whose result the loop needed within the same page
-/// (Nsight Compute's stall samples of the deep paired kernel inside decoding:
-/// bench/results/2026-11-29-page-ids-h200).
-struct WarpPageIds {
-  const std::int32_t* table;  ///< the item's page table (tables + w.table)
-  std::int32_t c0, step, kv_end;
-  int lane;
-  std::int32_t first = 0, ids = 0;
-
-  __device__ WarpPageIds(const std::int32_t* table_, std::int32_t c0_, std::int32_t step_,
-                         std::int32_t kv_end_, int lane_)
-      : table(table_), c0(c0_), step(step_), kv_end(kv_end_), lane(lane_) {
-    load(0);
-  }
-  __device__ void load(std::int32_t from) {
-    first = from;
-    const std::int32_t chunk = c0 + step * (from + lane);
-    ids = chunk < kv_end ? table[chunk / kPageTokens] : 0;
-  }
-  __device__ std::int32_t operator()(std::int32_t i) {
-    if (i >= first + 32) load(i);
-    return __shfl_sync(0xffffffffu, ids, i - first);
-  }
-};
-
 /// kStages: pages in flight per warp (1: AttentionKernel::kTensorCoresPipelined, Paired and
 /// DeepPaired8, 3: Deep and DeepPaired; a warp pair of a paired item has 2 kStages). kPairs: the
 /// kernel also takes paired items (kTensorCoresPaired, kTensorCoresDeepPaired(8)); without it
@@ -815,7 +785,11 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
     // kv_end has been written; the rows of the last page past kv_end are zero-filled (no NaN in
     // P V).
     std::int32_t c = w.kv_begin + team * kPageTokens;
-    WarpPageIds page_of(tables + w.table, c, step, w.kv_end, lane);  // page of this warp's i-th
+    const auto page_id = [&](std::int32_t chunk) {
+      return chunk < w.kv_end ? tables[w.table + chunk / kPageTokens] : 0;
+    };
+    const std::int32_t first_page = page_id(c);
+    std::int32_t next_page = page_id(c + step);
     // The two query vectors of this thread's C rows and their visible ends.
     const int q0 = half * kTileQueries + g, q1 = q0 + 8;
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
@@ -852,7 +826,6 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
                     q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
       }
       cp_async_commit();
-      const std::int32_t first_page = page_of(0);
       if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
       cp_async_commit();  // group 2: K of the first page
       if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
@@ -862,7 +835,7 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
 #pragma unroll
         for (int stage = 1; stage < kStages; ++stage) {
           const std::int32_t chunk = c + stage * step;
-          const std::int32_t page = page_of(stage);
+          const std::int32_t page = stage == 1 ? next_page : page_id(chunk);
           std::uint16_t* area = k_shared + stage * kPageArea;
           if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
           cp_async_commit();
@@ -883,7 +856,7 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
       if constexpr (kStages > 1) {
         for (int j = 0; c < w.kv_end; c += step, ++j) {
           const std::int32_t refill = c + kStages * step;
-          const std::int32_t refill_page = page_of(j + kStages);
+          const std::int32_t refill_page = page_id(refill);
           std::uint16_t* k_page = k_shared + (j % kStages) * kPageArea;
           std::uint16_t* v_page = k_page + kPageTokens * kStride;
           cp_async_wait<2 * kStages - 1>();  // K of this page
@@ -901,9 +874,9 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
           cp_async_commit();
         }
       } else {
-        for (std::int32_t j = 0; c < w.kv_end; c += step, ++j) {
+        for (; c < w.kv_end; c += step) {
           const std::int32_t c_next = c + step;
-          const std::int32_t next_page = page_of(j + 1);
+          const std::int32_t after_page = page_id(c_next + step);  // two pages ahead
           cp_async_wait<1>();  // K of this page (its V may still be in flight)
           __syncwarp();
           float s[4][4];
@@ -918,6 +891,7 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
           __syncwarp();  // every lane has read this V page
           if (c_next < w.kv_end) issue(v_shared, v_cache, c_next, next_page);
           cp_async_commit();
+          next_page = after_page;
         }
       }
     } else if constexpr (kPairs) {
@@ -936,17 +910,19 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
 #pragma unroll
       for (int p = 0; p < kRing; ++p) {
         const std::int32_t chunk = c + p * step;
-        const std::int32_t page = page_of(p);
+        const std::int32_t page = p == 0 ? first_page : p == 1 ? next_page : page_id(chunk);
         if (chunk < w.kv_end) issue_half(area(p), k_cache, chunk, page, half * kHalfChunks);
         cp_async_commit();
         if (chunk < w.kv_end)
           issue_half(area(p) + kPageTokens * kStride, v_cache, chunk, page, half * kHalfChunks);
         cp_async_commit();
       }
+      std::int32_t ahead = page_id(c + kRing * step);  // the page after those in flight
       // A fragments of this warp's 16 query vectors straight from global memory (the Q area
       // holds one tile only).
       load_q_fragments<D>(q_frag, a, w, q_all, valid0, q0, valid1, q1, t);
       for (int j = 0; c < w.kv_end; c += step, ++j) {
+        const std::int32_t beyond = page_id(c + (kRing + 1) * step);
         std::uint16_t* k_page = area(j);
         std::uint16_t* v_page = k_page + kPageTokens * kStride;
         cp_async_wait<2 * kRing - 1>();  // this warp's half of K (V, later pages in flight)
@@ -959,11 +935,11 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
         page_values<D, kStride>(acc, s, v_page, lane);
         pair_barrier(barrier);  // both warps are done with this area
         const std::int32_t c2 = c + kRing * step;
-        const std::int32_t ahead = page_of(j + kRing);  // the page after those in flight
         if (c2 < w.kv_end) issue_half(k_page, k_cache, c2, ahead, half * kHalfChunks);
         cp_async_commit();
         if (c2 < w.kv_end) issue_half(v_page, v_cache, c2, ahead, half * kHalfChunks);
         cp_async_commit();
+        ahead = beyond;
       }
     }
     cp_async_wait<0>();
