@@ -75,7 +75,7 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "sequences), two tiles of a sequence in one pipelined work item whose warp "
                     "pairs share each K/V page (4+ query heads per KV head: a fused store pass "
                     "reads its pages once instead of twice); --no-paired-attention-tiles: one "
-                    "tile per item (default: on)");
+                    "tile per item, on the deep kernel too (no deep pairs) (default: on)");
   command
       ->add_option("--attention-split-cost", args.cuda.attention_split_cost,
                    "cuda backend: positions of fixed cost (the split merge) that splitting a "

@@ -286,7 +286,7 @@ struct CudaBackend::Impl {
     deep_paired_kernel = options.attention_deep_pairs_warps == 8
                              ? AttentionKernel::kTensorCoresDeepPaired8
                              : AttentionKernel::kTensorCoresDeepPaired;
-    if (options.attention_deep_pairs && deep_grid > 0)
+    if (options.attention_deep_pairs && options.attention_paired_tiles && deep_grid > 0)
       deep_paired_grid = attention_grid(dtype, deep_paired_kernel, shape.head_dim);
     combine_grid = sms * 4;
   }

@@ -299,7 +299,7 @@ TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
   // tiles of 8 positions, 8 KV heads; at head_dim 64 the 8-warp kernel has half the deep
   // kernel's blocks, so no pass fits it). The blocks after the prefills run the pipelined
   // kernel. The deep pairs with no lower limit on the pass's positions; with a limit above the
-  // pass's positions that pass runs the pipelined kernel.
+  // pass's positions, or without paired tiles, that pass runs the pipelined kernel.
   const int sms = cuda::device_attribute(cudaDevAttrMultiProcessorCount);
   enum Expect { kDeep, kDeepPaired, kPaired };
   struct Case {
@@ -351,11 +351,19 @@ TEST_F(CudaBackendTest, DeepAndPairedAttentionMatchTheCudaCoreKernel) {
       EXPECT_EQ(stats.deep_paired_attention_passes > 0, expect == kDeepPaired) << what;
       EXPECT_EQ(stats.paired_attention_passes > 0, expect == kPaired) << what;
       if (expect == kDeepPaired) {
-        // A limit one position above the prefill's longest sequence keeps the deep pairs off.
+        // A limit one position above the prefill's longest sequence keeps the deep pairs off,
+        // and so does attention_paired_tiles off (one tile per work item on every kernel).
         options.attention_deep_pairs_min_keys = static_cast<std::int32_t>(prompt + 5);
         CudaBackend limited_pairs(weights, options);
         score_blocks(limited_pairs, ids, prompt, 4, true);
         EXPECT_EQ(limited_pairs.stats().deep_paired_attention_passes, 0) << what;
+        options.attention_deep_pairs_min_keys = 0;
+        options.attention_paired_tiles = false;
+        CudaBackend unpaired(weights, options);
+        EXPECT_LT(max_row_rel_l2(score_blocks(unpaired, ids, prompt, 4, true), want), 1e-2)
+            << what << ", unpaired";
+        EXPECT_EQ(unpaired.stats().deep_paired_attention_passes, 0) << what << ", unpaired";
+        EXPECT_EQ(unpaired.stats().paired_attention_passes, 0) << what << ", unpaired";
       }
     }
   }

@@ -67,7 +67,7 @@ struct CudaBackendOptions {
   /// whose warp pairs share each K/V page (PlanShape::pair_tiles), in passes with enough work
   /// items without splits (many sequences). With 4 query heads per KV head (SDAR-4B/8B) a fused
   /// store pass has two tiles per KV head; paired, the K/V pages are read once. false: one tile
-  /// per work item.
+  /// per work item, on every kernel (no deep pairs either: attention_deep_pairs needs it).
   bool attention_paired_tiles = true;
   /// Pipelined attention's planner: positions of fixed cost a split adds to its makespan
   /// estimate where the unsplit tiles already give every SM one (PlanShape::split_cost; at 16
@@ -79,9 +79,9 @@ struct CudaBackendOptions {
   /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
   /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
-  /// With attention_deep_pipeline: in passes whose tiles outnumber the SMs but whose paired tiles
-  /// (two of one pass item, PlanShape::pair_tiles) number 3/4 to all of them, those pairs on a
-  /// deep kernel that also takes pairs (AttentionKernel::kTensorCoresDeepPaired8 or
+  /// With attention_deep_pipeline and attention_paired_tiles: in passes whose tiles outnumber the
+  /// SMs but whose paired tiles (two of one pass item, PlanShape::pair_tiles) number 3/4 to all
+  /// of them, those pairs on a deep kernel that also takes pairs (kTensorCoresDeepPaired8 or
   /// kTensorCoresDeepPaired, attention_deep_pairs_warps: each page read once for 32 query
   /// vectors by a warp pair): SDAR-4B's fused store passes at 13-16 sequences, which otherwise
   /// run the pipelined kernel with every page read by two tiles. With 4 warps the same bits as
