@@ -27,6 +27,13 @@ from pathlib import Path
 DURATION = "gpu__time_duration.sum"
 
 
+def read_lines(path: Path) -> list[str]:
+    """The lines of an Nsight Compute export, gunzipped when the name ends in .gz (undecodable
+    bytes replaced). Raises OSError (unreadable) or EOFError (a cut gzip stream)."""
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return raw.decode(errors="replace").splitlines()
+
+
 def short_name(name: str, keep_templates: bool = False) -> str:
     """The kernel's name without its parameter list and, unless keep_templates, its template
     arguments."""
@@ -81,11 +88,10 @@ def main(
 ) -> int:
     metrics = metrics or []
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        lines = read_lines(path)
     except (OSError, EOFError) as e:
         print(f"{path}: cannot read the Nsight Compute CSV: {e}")
         return 1
-    lines = raw.decode(errors="replace").splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
         print(f"{path}: no Nsight Compute CSV table found")

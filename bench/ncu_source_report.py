@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import sys
 from collections import Counter
 from pathlib import Path
+
+from engine_profile_report import read_lines  # (bench/, beside this script)
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
@@ -38,11 +39,10 @@ def opcode(sass: str) -> str:
 
 def main(path: Path, top: int) -> int:
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        lines = read_lines(path)
     except (OSError, EOFError) as e:
         print(f"{path}: cannot read the source page: {e}")
         return 1
-    lines = raw.decode(errors="replace").splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith('"Kernel Name"')]
     if not starts or starts[0] + 1 >= len(lines):
         print(f"{path}: no source table (expected ncu --page source --csv output)")
