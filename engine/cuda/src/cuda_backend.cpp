@@ -987,33 +987,23 @@ struct CudaBackend::Impl {
         p.masked_rows_only = masked_only;
         pass_items.push_back(p);
       }
-      // The deep attention kernel where the pass's unsplit tiles fill 3/4 to all of its blocks
-      // (one per SM; 13-16 sequences of SDAR-1.7B): there each SM streams one item, and the
-      // pipelined kernel's one page in flight per warp leaves it latency-bound. With fewer
-      // tiles the items are split into one-page ranges, where depth does not help (measured
-      // 0.5-1% slower at 1 sequence).
-      // With more tiles than that, the deep paired kernel where pairing the tiles (two of one
-      // item, reading the same pages) brings them there: SDAR-4B's fused store passes at 13-16
-      // sequences, which the pipelined kernel would read twice, tile by tile.
+      // The deep kernel, the deep paired kernel or the base plan (route_attention).
       PlanShape plan_shape = base_shape;
       const std::int64_t tiles = attention_work_items(pass_items, shape.heads, shape.kv_heads);
-      const auto fills_the_sms = [&](std::int64_t work, std::int32_t grid) {
-        return grid > 0 && work <= grid && 4 * work >= 3 * std::int64_t{sms};
-      };
-      const bool deep = fills_the_sms(tiles, deep_grid);
       const std::int64_t pairs =
-          deep || deep_paired_grid == 0
+          deep_paired_grid == 0
               ? tiles
               : attention_paired_work_items(pass_items, shape.heads, shape.kv_heads);
-      // (attention_deep_pairs_min_keys: whether some item ends at or past the limit)
-      const auto reaches_min_keys = [&] {
-        const std::int64_t limit = options.attention_deep_pairs_min_keys;
-        return limit <= 0 || std::ranges::any_of(pass_items, [&](const PassItem& p) {
-                 return p.start + std::ssize(p.commit) + std::ssize(p.block) >= limit;
-               });
-      };
-      const bool deep_pairs =
-          pairs < tiles && fills_the_sms(pairs, deep_paired_grid) && reaches_min_keys();
+      AttentionRoute route = route_attention(tiles, pairs, sms, deep_grid, deep_paired_grid);
+      // attention_deep_pairs_min_keys: some item must end at or past the limit
+      const std::int64_t min_keys = options.attention_deep_pairs_min_keys;
+      if (route == AttentionRoute::kDeepPairs && min_keys > 0 &&
+          std::ranges::none_of(pass_items, [&](const PassItem& p) {
+            return p.start + std::ssize(p.commit) + std::ssize(p.block) >= min_keys;
+          }))
+        route = AttentionRoute::kDefault;
+      const bool deep = route == AttentionRoute::kDeep;
+      const bool deep_pairs = route == AttentionRoute::kDeepPairs;
       if (deep) {
         plan_shape.target_work = deep_grid;
         plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep

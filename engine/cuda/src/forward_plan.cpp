@@ -400,6 +400,16 @@ std::int64_t attention_paired_work_items(std::span<const PassItem> items, std::i
   return work_items(items, heads, kv_heads, 2);
 }
 
+AttentionRoute route_attention(std::int64_t tiles, std::int64_t pairs, std::int32_t sms,
+                               std::int32_t deep_grid, std::int32_t deep_paired_grid) {
+  const auto fits = [&](std::int64_t work, std::int32_t grid) {
+    return grid > 0 && work <= grid && 4 * work >= 3 * std::int64_t{sms};
+  };
+  if (fits(tiles, deep_grid)) return AttentionRoute::kDeep;
+  if (pairs < tiles && fits(pairs, deep_paired_grid)) return AttentionRoute::kDeepPairs;
+  return AttentionRoute::kDefault;
+}
+
 std::int32_t bucket_rows(std::int32_t rows) {
   const auto round = [&](std::int32_t m) { return (rows + m - 1) / m * m; };
   if (rows <= 0) return 0;

@@ -181,6 +181,28 @@ std::int64_t attention_work_items(std::span<const PassItem> items, std::int32_t 
 std::int64_t attention_paired_work_items(std::span<const PassItem> items, std::int32_t heads,
                                          std::int32_t kv_heads);
 
+/// Where a pass's attention runs, by CudaBackend's rule (its kernel and plan follow from it).
+enum class AttentionRoute {
+  kDefault,    ///< the base plan on the pipelined kernel (or the paired one, if it pairs tiles)
+  kDeep,       ///< AttentionKernel::kTensorCoresDeep, planned for its grid, never paired
+  kDeepPairs,  ///< the deep paired kernel, planned for exactly the pairs (none split)
+};
+
+/// The route of a pass whose unsplit tiles number `tiles` (attention_work_items) and whose
+/// tiles paired two by two number `pairs` (attention_paired_work_items; any value >= tiles when
+/// unknown), on `sms` SMs, with the deep kernel's grid `deep_grid` and the deep paired kernel's
+/// `deep_paired_grid` (0: that kernel is off). A kernel "fits" when the work items number at
+/// most its grid and at least 3/4 of the SMs. kDeep where the tiles fit the deep kernel (one
+/// item per SM: 13-16 sequences of SDAR-1.7B, whose one page per warp in flight leaves the
+/// pipelined kernel latency-bound); else kDeepPairs where pairing leaves fewer items and the
+/// pairs fit the deep paired kernel (SDAR-4B's fused store passes at 13-16 sequences, two tiles
+/// per KV head that the pipelined kernel reads page by page twice); else kDefault. With fewer
+/// tiles the items are split into one-page ranges, where depth does not help (0.5-1% slower at
+/// 1 sequence; bench/results/2026-11-23-engine-paired-tiles-h100, 2026-11-29-deep-pairs-h200).
+/// The caller applies CudaBackendOptions::attention_deep_pairs_min_keys to a kDeepPairs route.
+AttentionRoute route_attention(std::int64_t tiles, std::int64_t pairs, std::int32_t sms,
+                               std::int32_t deep_grid, std::int32_t deep_paired_grid);
+
 /// Rows rounded up to the bucket of CUDA graph shapes: multiples of 8 up to 64, of 32 up to 256,
 /// of 64 up to 1024, then of 128.
 std::int32_t bucket_rows(std::int32_t rows);
