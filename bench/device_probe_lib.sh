@@ -15,6 +15,22 @@
 #                                           MODELS / SEQUENCES / NEW_TOKENS / REPEATS /
 #                                           VARIANTS_LIMIT of the environment:
 #                                           $OUT/$PROBE-variants-NAME.{txt,jsonl}; prints the means
+#   probe_stalls NAME REGEX COUNT SKIP -- CMD...
+#                                           Nsight Compute on CMD: duration, DRAM throughput,
+#                                           issue activity and the warp stall ratios (cycles
+#                                           per issued instruction) of COUNT launches after SKIP
+#                                           of the kernels whose mangled name matches REGEX
+#                                           (e.g. attention, or pipelined_kernelILi128ELi1ELb1ELi8E
+#                                           for one instantiation): $OUT/$PROBE-stalls-NAME.{txt,
+#                                           csv.gz}, the table printed (engine_profile_report.py).
+#                                           Give a dice CMD --gpu-memory 16GiB or so: ncu saves
+#                                           the kernel's buffers between its replay passes, and
+#                                           a KV cache over the whole GPU leaves it no room
+#                                           (exit 9, "Failed to profile").
+#   probe_source NAME REGEX SKIP -- CMD...  the stall samples by instruction of launch SKIP of
+#                                           the kernels matching REGEX (SourceCounters):
+#                                           $OUT/$PROBE-source-NAME.{txt,csv.gz}
+#                                           (ncu_source_report.py)
 # shellcheck shell=bash
 
 probe_tests() { echo "${PROBE_TESTS:-.device/dice_engine_cuda_tests}"; }
@@ -49,4 +65,49 @@ probe_variants() {
   cp "$OUT/engine-variants.jsonl" "$OUT/$PROBE-variants-$name.jsonl"
   grep -A10 "mean tokens" "$OUT/$PROBE-variants-$name.txt"
   echo "variants $name took $((SECONDS - start)) s"
+}
+
+probe_ncu() {
+  local n
+  command -v ncu && return
+  for n in /opt/nvidia/nsight-compute/*/ncu; do [ -x "$n" ] && echo "$n" && return; done
+}
+
+# The warp stall reasons probe_stalls asks for (smsp__average_warps_issue_stalled_R_per_issue_active).
+PROBE_STALL_REASONS="barrier long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle
+  not_selected selected branch_resolving dispatch_stall no_instruction imc_miss lg_throttle membar"
+
+probe_stalls() {
+  local name=$1 regex=$2 count=$3 skip=$4 r metrics flags=() f="$OUT/$PROBE-stalls-$1.csv"
+  shift 4
+  [ "${1:-}" = "--" ] && shift
+  metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+  metrics+=,smsp__issue_active.avg.per_cycle_active,smsp__inst_executed.sum
+  for r in $PROBE_STALL_REASONS; do
+    metrics+=",smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+  done
+  for r in ${metrics//,/ }; do [ "$r" = gpu__time_duration.sum ] || flags+=(--metric "$r"); done
+  timeout "${PROBE_NCU_LIMIT:-200}" "$(probe_ncu)" --clock-control none --cache-control none \
+    --metrics "$metrics" --csv --kernel-name-base mangled --kernel-name "regex:$regex" \
+    --launch-skip "$skip" --launch-count "$count" "$@" >"$f" 2>"$f.err"
+  echo "ncu stalls $name: exit $?"
+  grep -m3 ERROR "$f.err"
+  python3 bench/engine_profile_report.py "$f" --keep-templates "${flags[@]}" |
+    tee "$OUT/$PROBE-stalls-$name.txt"
+  gzip -f "$f"
+}
+
+probe_source() {
+  local name=$1 regex=$2 skip=$3 rep="$OUT/$PROBE-source-$1"
+  shift 3
+  [ "${1:-}" = "--" ] && shift
+  timeout "${PROBE_NCU_LIMIT:-200}" "$(probe_ncu)" --clock-control none --cache-control none \
+    --section WarpStateStats --section SourceCounters --kernel-name-base mangled \
+    --kernel-name "regex:$regex" --launch-skip "$skip" --launch-count 1 -o "$rep" "$@" \
+    >"$rep.log" 2>&1
+  echo "ncu source $name: exit $?"
+  "$(probe_ncu)" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" 2>>"$rep.log"
+  python3 bench/ncu_source_report.py "$rep.csv" --top 30 | tee "$rep.txt"
+  rm -f "$rep.ncu-rep"
+  gzip -f "$rep.csv"
 }
