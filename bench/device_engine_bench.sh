@@ -23,8 +23,11 @@
 #                             a static cache costs the same at every position)
 #   BENCH_LIMIT=540           seconds after which nothing new starts; a run in flight is stopped
 #                             then (dice's records are written per configuration as they finish)
+#   BENCH_TAG=                a name for this run's files (engine-bench-TAG.*), so that several
+#                             runs in one device call keep theirs
 # Leaves $OUT/engine-bench.txt (the table), $OUT/engine-bench.md (the same in Markdown, for
-# bench/results), $OUT/engine-bench.log and $OUT/engine-bench.tar.gz (records and logs).
+# bench/results), $OUT/engine-bench.log and $OUT/engine-bench.tar.gz (records and logs), each
+# engine-bench-TAG.* with BENCH_TAG.
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
 source "$(dirname "$0")/engine_device.sh"
@@ -37,6 +40,7 @@ pdl=${PDL:-few}
 torch_on=${TORCH:-1}
 torch_limit=${TORCH_TIME_LIMIT:-10}
 limit=${BENCH_LIMIT:-540}
+out="$OUT/engine-bench${BENCH_TAG:+-$BENCH_TAG}"
 bench="$WORK/engine-bench"
 rm -rf "$bench"
 mkdir -p "$bench" "$WORK/models"
@@ -45,12 +49,12 @@ report() {
     >"$bench/table.txt" 2>&1
   "$DICE_PYTHON" "$root/bench/engine_bench_report.py" "$bench/dice.jsonl" "$bench/torch.jsonl" \
     --markdown >"$bench/table.md" 2>&1
-  { cat "$bench/machine.txt"; echo; cat "$bench/table.txt"; } >"$OUT/engine-bench.txt"
-  { cat "$bench/machine.txt"; echo; cat "$bench/table.md"; } >"$OUT/engine-bench.md"
-  tar -C "$WORK" -czf "$OUT/engine-bench.tar.gz" engine-bench 2>/dev/null
+  { cat "$bench/machine.txt"; echo; cat "$bench/table.txt"; } >"$out.txt"
+  { cat "$bench/machine.txt"; echo; cat "$bench/table.md"; } >"$out.md"
+  tar -C "$WORK" -czf "$out.tar.gz" engine-bench 2>/dev/null
 }
 trap report EXIT
-exec > >(tee "$OUT/engine-bench.log") 2>&1
+exec > >(tee "$out.log") 2>&1
 {
   machine_header
   nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
