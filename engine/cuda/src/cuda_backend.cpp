@@ -604,7 +604,7 @@ struct CudaBackend::Impl {
     };
     const auto normed_gemm = [&](const DeviceBuffer& norm_weight, const DeviceBuffer& w, float* y,
                                  std::int64_t out, void* swiglu_act = nullptr) {
-      const SkinnyNorm norm{x.as<float>(), norm_weight.as<float>(), static_cast<float>(shape.eps)};
+      const GemmNorm norm{x.as<float>(), norm_weight.as<float>(), static_cast<float>(shape.eps)};
       const bool norm_fused = fuse && gemm->fuses_norm(dtype, rows_pad, hd, out, norm, w.get(), y);
       if (norm_fused)
         ++stats.fused_norm_gemms;

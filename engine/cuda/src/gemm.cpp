@@ -145,7 +145,7 @@ void Gemm::run_folded(const void* x, const void* w, float* y, void* act, std::in
 
 void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                       std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-                      const SkinnyNorm* norm) {
+                      const GemmNorm* norm) {
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
                      norm);
   ++stream_launches_;
@@ -425,7 +425,7 @@ double Gemm::tune(CudaDType dtype, void* x, const void* w, float* y, std::int64_
 }
 
 bool Gemm::fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                      const SkinnyNorm& norm, const void* w, const void* y) const {
+                      const GemmNorm& norm, const void* w, const void* y) const {
   // A GEMM the streaming kernel takes stays there, with its own norm prologue (one block per SM,
   // the ring filling meanwhile) where its shared memory holds the rows, else unfused: the fused
   // and the separate norm give the same bits.
@@ -437,7 +437,7 @@ bool Gemm::fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::
          out / (8 * skinny_n_tiles(rows, in, out, false)) <= 2 * static_cast<std::int64_t>(sms_);
 }
 
-void Gemm::run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
+void Gemm::run_normed(const GemmNorm& norm, const void* w, float* y, std::int64_t rows,
                       std::int64_t in, std::int64_t out, cudaStream_t stream) {
   if (rows <= 0) return;
   if (!fuses_norm(CudaDType::kBF16, rows, in, out, norm, w, y))
@@ -456,7 +456,7 @@ bool Gemm::fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std
   return own_kernel(dtype, rows, in, out, x, w, act);
 }
 
-void Gemm::run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
+void Gemm::run_swiglu(const void* x, const GemmNorm* norm, const void* w, void* act,
                       std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream) {
   if (rows <= 0) return;
   const void* input = norm != nullptr ? static_cast<const void*>(norm->residual) : x;

@@ -67,13 +67,13 @@ class Gemm {
   /// x's place), stream_norm_fits(); else skinny(), skinny_norm_fits() and one wave (out / (8 n
   /// tiles) <= 2 SMs; every block pays the norm).
   bool fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                  const SkinnyNorm& norm, const void* w, const void* y) const;
+                  const GemmNorm& norm, const void* w, const void* y) const;
   /// y = RMSNorm(norm.residual) w^T (y[rows, out] fp32, residual [rows, in] fp32, w [out, in]
   /// bf16) in one skinny or streaming launch whose blocks normalise the rows themselves
-  /// (SkinnyNorm: the same bits as rms_norm_vec_kernel then run()). Throws dice::Error when
+  /// (GemmNorm: the same bits as rms_norm_vec_kernel then run()). Throws dice::Error when
   /// fuses_norm() does not hold or the launch fails.
-  void run_normed(const SkinnyNorm& norm, const void* w, float* y, std::int64_t rows,
-                  std::int64_t in, std::int64_t out, cudaStream_t stream);
+  void run_normed(const GemmNorm& norm, const void* w, float* y, std::int64_t rows, std::int64_t in,
+                  std::int64_t out, cudaStream_t stream);
 
   /// Whether run_swiglu() takes this GEMM: bf16 and skinny() or wgmma() with `act` in y's place.
   bool fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -83,8 +83,8 @@ class Gemm {
   /// into an fp32 buffer then launch_swiglu. With `norm` (fuses_norm() holding for it), x is
   /// RMSNorm(norm->residual) as in run_normed(). Throws dice::Error when fuses_swiglu() (or
   /// fuses_norm()) does not hold or the launch fails.
-  void run_swiglu(const void* x, const SkinnyNorm* norm, const void* w, void* act,
-                  std::int64_t rows, std::int64_t in, std::int64_t out, cudaStream_t stream);
+  void run_swiglu(const void* x, const GemmNorm* norm, const void* w, void* act, std::int64_t rows,
+                  std::int64_t in, std::int64_t out, cudaStream_t stream);
 
   /// Whether later skinny launches use programmatic dependent launch (the constructor's
   /// `programmatic_launch`, changed per pass by the backend) and, with it, load their first
@@ -213,7 +213,7 @@ class Gemm {
   /// instead of y; `norm`: its fused RMSNorm, x unread), counted in stream_launches_.
   void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-                  const SkinnyNorm* norm = nullptr);
+                  const GemmNorm* norm = nullptr);
   /// The n8 tiles the skinny kernel runs this shape with (tuned, else the default).
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
 

@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "device_utils.cuh"
@@ -74,6 +75,9 @@ __device__ __forceinline__ NormWeight load_norm_weight(const float* weight, std:
 /// barrier over exactly those 256 threads (__syncthreads() when they are the block). residual:
 /// fp32 [rows, in], 16-byte aligned. rows <= kNormRowsLimit, in % 4 == 0, in <= 4 * kNormVec *
 /// 256. Reads residual through the read-only path: it must not change during the calling kernel.
+/// Static shared memory normalise_rows declares (bytes): its per-warp sums and per-row scales.
+inline constexpr std::size_t kNormaliseRowsStaticBytes = sizeof(float) * kNormRowsLimit * (8 + 1);
+
 template <typename Sync>
 __device__ __forceinline__ void normalise_rows(const float* residual, const NormWeight& weight,
                                                float eps, std::int32_t rows, std::int32_t in,
@@ -81,6 +85,7 @@ __device__ __forceinline__ void normalise_rows(const float* residual, const Norm
   constexpr int kWarps = 8;
   __shared__ float scratch[kNormRowsLimit][kWarps];
   __shared__ float scale[kNormRowsLimit];
+  static_assert(sizeof(scratch) + sizeof(scale) == kNormaliseRowsStaticBytes);
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int n4 = in / 4;
   const std::int32_t stride = in + 8;

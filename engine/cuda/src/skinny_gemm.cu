@@ -20,7 +20,7 @@
 // 8), then the warps' partial sums meet in shared memory and are added in warp order: the sum
 // order of an output depends on neither timing nor n_tiles.
 //
-// With a fused norm (SkinnyNorm), x is RMSNorm(residual) computed by the block itself: it sums
+// With a fused norm (GemmNorm), x is RMSNorm(residual) computed by the block itself: it sums
 // the rows' squares exactly as rms_norm_vec_kernel does (same thread layout, rms_norm.cuh's
 // rounded arithmetic, block_sum's order), writes the normalised bf16 rows into shared memory
 // (rows padded by 16 bytes against bank conflicts), and the warps read their A fragments from
@@ -106,7 +106,7 @@ template <int MT, int NT, int U, bool kNorm, bool kSwiglu>
 __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate, SkinnyNorm norm, __nv_bfloat16* __restrict__ act,
+                       bool accumulate, GemmNorm norm, __nv_bfloat16* __restrict__ act,
                        bool early_weights, std::int32_t staged) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
@@ -259,7 +259,7 @@ constexpr int unroll_of(int m_tiles, int n_tiles) {
 
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                  std::int64_t out, bool accumulate, const SkinnyNorm& norm, void* act,
+                  std::int64_t out, bool accumulate, const GemmNorm& norm, void* act,
                   cudaStream_t stream, bool pdl, bool early_weights, bool stage_share) {
   constexpr int kUnroll = unroll_of(MT, NT);
   const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
@@ -288,7 +288,7 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
-                          std::int64_t, bool, const SkinnyNorm&, void*, cudaStream_t, bool, bool,
+                          std::int64_t, bool, const GemmNorm&, void*, cudaStream_t, bool, bool,
                           bool);
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
@@ -358,19 +358,19 @@ std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
          static_cast<std::size_t>(std::max<std::int64_t>(in + 8, 0)) * 2;
 }
 
-bool norm_prologue_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
+bool norm_prologue_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) {
   return rows >= 1 && rows <= kSkinnyNormRowsLimit && in <= 4 * kNormVec * 256 && norm.eps > 0.0f &&
          aligned_to(norm.residual, 16) && aligned_to(norm.weight, 16);
 }
 
-bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
+bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) {
   return norm_prologue_fits(rows, in, norm) && in % 32 == 0 &&
          skinny_norm_shared_bytes(rows, in) <= kSkinnyNormSharedLimit;
 }
 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
-                        bool pdl, const SkinnyNorm* norm, void* swiglu_act, bool early_weights,
+                        bool pdl, const GemmNorm* norm, void* swiglu_act, bool early_weights,
                         bool stage_share) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
@@ -390,7 +390,7 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (swiglu_act != nullptr && accumulate)
     throw Error("skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
                 std::to_string(out) + " asks to accumulate, which the epilogue does not do");
-  const SkinnyNorm args = norm != nullptr ? *norm : SkinnyNorm{};
+  const GemmNorm args = norm != nullptr ? *norm : GemmNorm{};
   const int m_tiles = skinny_m_tiles(rows);
   const bool swiglu = swiglu_act != nullptr;
   const Launcher launch = norm != nullptr ? (swiglu ? launcher_for<true, true>(m_tiles, n_tiles)

@@ -25,11 +25,12 @@ inline constexpr std::int64_t kSkinnyNormRowsLimit = 16;
 /// Most dynamic shared memory (bytes) of the fused norm's normalised rows: two blocks per SM fit.
 inline constexpr std::size_t kSkinnyNormSharedLimit = 96 * 1024;
 
-/// RMSNorm fused into the skinny GEMM's prologue: x = bf16(weight * (residual * scale)) with
-/// scale = 1 / sqrt(mean(residual^2) + eps) per row, computed by every block with
-/// rms_norm_vec_kernel's layout and arithmetic (rms_norm.cuh): the same bits as that kernel's
-/// output, so the same y. residual: fp32 [rows, in]; weight: fp32 [in]; both 16-byte aligned.
-struct SkinnyNorm {
+/// RMSNorm fused into a GEMM's prologue (the skinny and the streaming kernel's; Gemm::run_normed):
+/// x = bf16(weight * (residual * scale)) with scale = 1 / sqrt(mean(residual^2) + eps) per row,
+/// computed by every block with rms_norm_vec_kernel's layout and arithmetic (rms_norm.cuh): the
+/// same bits as that kernel's output, so the same y. residual: fp32 [rows, in]; weight: fp32 [in];
+/// both 16-byte aligned.
+struct GemmNorm {
   const float* residual = nullptr;
   const float* weight = nullptr;
   float eps = 0.0f;
@@ -43,12 +44,12 @@ std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in);
 /// What both few-row kernels' fused norm prologues (rms_norm.cuh's normalise_rows) ask of a GEMM:
 /// 1 <= rows <= kSkinnyNormRowsLimit, in <= 4,096, eps > 0, residual and weight 16-byte aligned.
 /// skinny_norm_fits and stream_norm_fits add their kernel's rule for in and its shared memory.
-bool norm_prologue_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm);
+bool norm_prologue_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm);
 
 /// Whether the fused norm takes this GEMM (on top of skinny_gemm_fits): 1 <= rows <=
 /// kSkinnyNormRowsLimit, in <= 4,096 (a multiple of 32), its shared rows within
 /// kSkinnyNormSharedLimit, eps > 0, residual and weight 16-byte aligned.
-bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm);
+bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm);
 
 /// Whether the skinny kernel computes this GEMM: bf16 weights and inputs, 1 <= rows <=
 /// min(max_rows, kSkinnyRowsLimit), in a positive multiple of 32 (one k chunk of a warp), out a
@@ -73,7 +74,7 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// skinny_n_tile_options): grid out / (8 n_tiles) blocks of kSkinnyWarps warps. The result does
 /// not depend on n_tiles (each output's sum runs over the same k order). Capture-safe (no
 /// allocation, no synchronization). `pdl`: programmatic dependent launch (launch.cuh). `norm`:
-/// x is not read; the blocks compute it as RMSNorm(norm->residual) (SkinnyNorm; one launch
+/// x is not read; the blocks compute it as RMSNorm(norm->residual) (GemmNorm; one launch
 /// instead of the norm kernel and this one, the same bits). `swiglu_act`: y is not written;
 /// w's rows alternate gate and up (swiglu.cuh) and the blocks write swiglu_act [rows, out / 2]
 /// (bf16) = silu(gate) * up of each output pair (the same bits as y then launch_swiglu; not with
@@ -89,7 +90,7 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// rows). The same bits (the same values in the same order).
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
-                        bool pdl = false, const SkinnyNorm* norm = nullptr,
+                        bool pdl = false, const GemmNorm* norm = nullptr,
                         void* swiglu_act = nullptr, bool early_weights = false,
                         bool stage_share = false);
 

@@ -68,9 +68,10 @@ constexpr std::size_t kPartialFloats = static_cast<std::size_t>(kConsumerWarps) 
 constexpr std::size_t kPartialBytes = 2 * kPartialFloats * 4;
 static_assert(kConsumers == kRegs * 32, "one output per consumer thread in the epilogue");
 static_assert(kConsumers == 256, "the fused norm is normalise_rows: 256 threads");
-/// Static shared memory the fused norm's prologue may take (normalise_rows' scratch: 576 bytes),
-/// with room for its alignment before the dynamic shared memory.
+/// Static shared memory the fused norm's prologue may take: normalise_rows' scratch, with room
+/// for its alignment (128 bytes, the dynamic shared memory's) before the dynamic shared memory.
 constexpr std::size_t kNormStaticBytes = 1024;
+static_assert(kNormaliseRowsStaticBytes + 128 <= kNormStaticBytes);
 static_assert(kStreamSharedBytes ==
               kStreamStages * (kStageBytes + 2 * sizeof(std::uint64_t)) + kPartialBytes);
 
@@ -85,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       SkinnyNorm norm) {
+                       GemmNorm norm) {
   // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
   // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
   allow_next_grid();
@@ -249,7 +250,7 @@ std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
   return kStreamSharedBytes + skinny_norm_shared_bytes(rows, in);
 }
 
-bool stream_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm) {
+bool stream_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) {
   return norm_prologue_fits(rows, in, norm) && in >= 4 && in % 4 == 0 &&
          stream_norm_shared_bytes(rows, in) + kNormStaticBytes <= 227 * 1024;
 }
@@ -271,7 +272,7 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
-                        cudaStream_t stream, bool pdl, bool early_weights, const SkinnyNorm* norm) {
+                        cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -312,7 +313,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
-                early_weights, norm != nullptr ? *norm : SkinnyNorm{});
+                early_weights, norm != nullptr ? *norm : GemmNorm{});
 }
 
 }  // namespace dice::engine::cuda

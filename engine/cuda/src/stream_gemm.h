@@ -44,7 +44,7 @@ std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in);
 /// stream_gemm_fits): 1 <= rows <= 16, in <= 4,096, stream_norm_shared_bytes and the prologue's
 /// static shared memory within a Hopper block's 227 KiB (SDAR-4B's 2,560: up to 15 rows), eps > 0,
 /// residual and weight 16-byte aligned.
-bool stream_norm_fits(std::int64_t rows, std::int64_t in, const SkinnyNorm& norm);
+bool stream_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm);
 
 /// Whether the streaming kernel computes this GEMM: 1 <= rows <= kStreamRowsLimit, in a positive
 /// multiple of 32, out a positive multiple of kStreamTileColumns, x, w and y (fp32 output or the
@@ -75,6 +75,6 @@ double stream_gemm_fill(std::int64_t out, int sms);
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
-                        const SkinnyNorm* norm = nullptr);
+                        const GemmNorm* norm = nullptr);
 
 }  // namespace dice::engine::cuda

@@ -702,7 +702,7 @@ struct NormGemmCase {
   }
   std::int64_t in_dim, out_dim;
   DeviceBuffer residual, norm_weight, w, y0, h;
-  SkinnyNorm norm;
+  GemmNorm norm;
 };
 
 TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
@@ -1316,7 +1316,7 @@ TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
     const std::int64_t in = shape.in, out = shape.out;
     const NormGemmCase data(in, out, kSkinnyNormRowsLimit, 71, stream());
     const DeviceBuffer &w = data.w, &h = data.h;
-    const SkinnyNorm& norm = data.norm;
+    const GemmNorm& norm = data.norm;
     DeviceBuffer y_a(data.y0.bytes()), y_b(data.y0.bytes());
     for (const std::int64_t rows : {1, 4, 8, 13, 16})
       for (const bool accumulate : {false, true})
@@ -1338,10 +1338,10 @@ TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
         }
   }
   DeviceBuffer residual(17 * 4128 * 4), weight(4128 * 4), w(4128 * 64 * 2), y(17 * 64 * 4);
-  const SkinnyNorm norm{residual.as<float>(), weight.as<float>(), 1e-6f};
+  const GemmNorm norm{residual.as<float>(), weight.as<float>(), 1e-6f};
   EXPECT_FALSE(skinny_norm_fits(17, 2048, norm));
   EXPECT_FALSE(skinny_norm_fits(8, 4128, norm));
-  EXPECT_FALSE(skinny_norm_fits(8, 2048, SkinnyNorm{residual.as<float>(), weight.as<float>(), 0}));
+  EXPECT_FALSE(skinny_norm_fits(8, 2048, GemmNorm{residual.as<float>(), weight.as<float>(), 0}));
   EXPECT_THROW(launch_skinny_gemm(nullptr, w.get(), y.as<float>(), 17, 2048, 64, false, 1, stream(),
                                   false, &norm),
                Error);
@@ -1366,7 +1366,7 @@ TEST_F(CudaOps, StreamGemmFusedNormIsTheNormKernelThenTheGemm) {
     const std::int64_t in = shape.in, out = shape.out;
     const NormGemmCase data(in, out, kStreamRowsLimit, 81, stream());
     const DeviceBuffer &w = data.w, &h = data.h;
-    const SkinnyNorm& norm = data.norm;
+    const GemmNorm& norm = data.norm;
     DeviceBuffer y_a(data.y0.bytes()), y_b(data.y0.bytes()),
         act_a(static_cast<std::size_t>(kStreamRowsLimit * out)), act_b(act_a.bytes());
     for (const std::int64_t rows : {1, 4, 8, 13, 16}) {
@@ -1412,14 +1412,14 @@ TEST_F(CudaOps, StreamGemmFusedNormIsTheNormKernelThenTheGemm) {
     }
   }
   DeviceBuffer residual(16 * 4128 * 4), weight(4128 * 4), w(4128 * 64 * 2), y(16 * 64 * 4);
-  const SkinnyNorm norm{residual.as<float>(), weight.as<float>(), 1e-6f};
+  const GemmNorm norm{residual.as<float>(), weight.as<float>(), 1e-6f};
   EXPECT_THROW(launch_stream_gemm(nullptr, w.get(), y.as<float>(), 4, 4128, 64, false, nullptr, sms,
                                   stream(), false, false, &norm),
                Error);
   EXPECT_THROW(launch_stream_gemm(nullptr, w.get(), y.as<float>(), 16, 4096, 64, false, nullptr,
                                   sms, stream(), false, false, &norm),
                Error);
-  const SkinnyNorm no_eps{residual.as<float>(), weight.as<float>(), 0.0f};
+  const GemmNorm no_eps{residual.as<float>(), weight.as<float>(), 0.0f};
   EXPECT_THROW(launch_stream_gemm(nullptr, w.get(), y.as<float>(), 4, 2048, 64, false, nullptr, sms,
                                   stream(), false, false, &no_eps),
                Error);
@@ -1446,7 +1446,7 @@ TEST_F(CudaOps, SkinnyGemmSwigluEpilogueIsTheGemmThenSwiglu) {
     launch_fill_random(CudaDType::kF32, residual.get(), kRows * in, 3.0f, 83, stream());
     launch_fill_random(CudaDType::kF32, norm_weight.get(), in, 1.0f, 84, stream());
     constexpr double kEps = 1e-6;
-    const SkinnyNorm norm{residual.as<float>(), norm_weight.as<float>(), static_cast<float>(kEps)};
+    const GemmNorm norm{residual.as<float>(), norm_weight.as<float>(), static_cast<float>(kEps)};
     for (const std::int64_t rows : {1, 4, 13, 16, 29, 64})
       for (const bool normed : {false, true})
         for (const int n : skinny_n_tile_options(rows, out)) {

@@ -173,10 +173,10 @@ TEST(StreamGemmRule, ShapesAndTheFillOfTheSmsSlots) {
 
 TEST(SkinnyGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
   const auto norm = [](std::uintptr_t residual, std::uintptr_t weight, float eps) {
-    return SkinnyNorm{reinterpret_cast<const float*>(residual),
-                      reinterpret_cast<const float*>(weight), eps};
+    return GemmNorm{reinterpret_cast<const float*>(residual),
+                    reinterpret_cast<const float*>(weight), eps};
   };
-  const SkinnyNorm ok = norm(256, 512, 1e-6f);
+  const GemmNorm ok = norm(256, 512, 1e-6f);
   // What both prologues ask: rows 1..16, in up to 4,096, eps > 0, aligned residual and weight.
   EXPECT_TRUE(norm_prologue_fits(16, 4096, ok));
   EXPECT_FALSE(norm_prologue_fits(0, 2048, ok));
@@ -198,10 +198,10 @@ TEST(SkinnyGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
 
 TEST(StreamGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
   const auto norm = [](std::uintptr_t residual, std::uintptr_t weight, float eps) {
-    return SkinnyNorm{reinterpret_cast<const float*>(residual),
-                      reinterpret_cast<const float*>(weight), eps};
+    return GemmNorm{reinterpret_cast<const float*>(residual),
+                    reinterpret_cast<const float*>(weight), eps};
   };
-  const SkinnyNorm ok = norm(256, 512, 1e-6f);
+  const GemmNorm ok = norm(256, 512, 1e-6f);
   // kStreamSharedBytes plus rows x (in + 8) bf16, within 227 KiB less the prologue's static part.
   EXPECT_EQ(stream_norm_shared_bytes(4, 2048), kStreamSharedBytes + 4u * 2056u * 2u);
   EXPECT_TRUE(stream_norm_fits(4, 2048, ok));  // SDAR-1.7B at 1 sequence

@@ -143,7 +143,7 @@ struct CudaBackendOptions {
   /// The RMSNorms before the qkv and gate_up GEMMs fused into the GEMM (bf16 with fast_norms, at
   /// most 16 rows): where the streaming kernel runs it (stream_gemm) and its shared memory holds
   /// the rows, its blocks normalise them after their wait while the weight ring fills
-  /// (stream_norm_fits); else where the skinny kernel runs it in one wave (SkinnyNorm in
+  /// (stream_norm_fits); else where the skinny kernel runs it in one wave (GemmNorm in
   /// skinny_gemm.h). Both with the norm kernel's arithmetic (the same bits), and the norm launch
   /// goes. Off by default: slower at 1 sequence. Skinny: 3-4% slower, the per-block prologue
   /// costing more than the launch it saves (bench/results/2026-11-23-engine-skinny-split-h100),
