@@ -98,15 +98,16 @@ probe_stalls() {
 }
 
 probe_source() {
-  local name=$1 regex=$2 skip=$3 rep="$OUT/$PROBE-source-$1"
+  local name=$1 regex=$2 skip=$3 rep="$OUT/$PROBE-source-$1" ncu
   shift 3
   [ "${1:-}" = "--" ] && shift
-  timeout "${PROBE_NCU_LIMIT:-200}" "$(probe_ncu)" --clock-control none --cache-control none \
+  ncu=$(probe_ncu)
+  timeout "${PROBE_NCU_LIMIT:-200}" "$ncu" --clock-control none --cache-control none \
     --section WarpStateStats --section SourceCounters --kernel-name-base mangled \
     --kernel-name "regex:$regex" --launch-skip "$skip" --launch-count 1 -o "$rep" "$@" \
     >"$rep.log" 2>&1
   echo "ncu source $name: exit $?"
-  "$(probe_ncu)" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" 2>>"$rep.log"
+  "$ncu" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" 2>>"$rep.log"
   python3 bench/ncu_source_report.py "$rep.csv" --top 30 | tee "$rep.txt"
   rm -f "$rep.ncu-rep"
   gzip -f "$rep.csv"

@@ -86,6 +86,9 @@ def main(
     keep_templates: bool = False,
     metrics: list[str] | None = None,
 ) -> int:
+    """Prints the per-kernel table of the CSV at `path` (see the module's doc); returns 0, or 1
+    after a message naming the file for an unreadable file, no table, a value that is not a
+    number, no durations or a --metric the CSV lacks."""
     metrics = metrics or []
     try:
         lines = read_lines(path)

@@ -38,6 +38,9 @@ def opcode(sass: str) -> str:
 
 
 def main(path: Path, top: int) -> int:
+    """Prints the stall report of the source page at `path` with its `top` instructions; returns
+    0, or 1 after a message naming the file for an unreadable file, no source table or no stall
+    samples."""
     try:
         lines = read_lines(path)
     except (OSError, EOFError) as e:

@@ -987,32 +987,18 @@ struct CudaBackend::Impl {
         p.masked_rows_only = masked_only;
         pass_items.push_back(p);
       }
-      // The deep kernel, the deep paired kernel or the base plan (route_attention).
+      // The deep kernel, the deep paired kernel or the base plan.
+      const AttentionRouting routing =
+          route_attention(pass_items, shape.heads, shape.kv_heads, sms, deep_grid, deep_paired_grid,
+                          options.attention_deep_pairs_min_keys);
+      const bool deep = routing.route == AttentionRoute::kDeep;
+      const bool deep_pairs = routing.route == AttentionRoute::kDeepPairs;
       PlanShape plan_shape = base_shape;
-      const std::int64_t tiles = attention_work_items(pass_items, shape.heads, shape.kv_heads);
-      const std::int64_t pairs =
-          deep_paired_grid == 0
-              ? tiles
-              : attention_paired_work_items(pass_items, shape.heads, shape.kv_heads);
-      AttentionRoute route = route_attention(tiles, pairs, sms, deep_grid, deep_paired_grid);
-      // attention_deep_pairs_min_keys: some item must end at or past the limit
-      const std::int64_t min_keys = options.attention_deep_pairs_min_keys;
-      if (route == AttentionRoute::kDeepPairs && min_keys > 0 &&
-          std::ranges::none_of(pass_items, [&](const PassItem& p) {
-            return p.start + std::ssize(p.commit) + std::ssize(p.block) >= min_keys;
-          }))
-        route = AttentionRoute::kDefault;
-      const bool deep = route == AttentionRoute::kDeep;
-      const bool deep_pairs = route == AttentionRoute::kDeepPairs;
-      if (deep) {
-        plan_shape.target_work = deep_grid;
-        plan_shape.pair_tiles = false;  // never pairs here (fewer tiles than blocks); the deep
-                                        // kernel would trap on a pair
-      } else if (deep_pairs) {
-        // Work for exactly the pairs: every tile that can pair does, and none is split (a pair
-        // never is).
-        plan_shape.target_work = static_cast<std::int32_t>(pairs);
-        plan_shape.pair_tiles = true;
+      if (deep || deep_pairs) {
+        plan_shape.target_work = routing.target_work;
+        // The deep kernel never gets pairs (fewer tiles than blocks; it would trap on one); the
+        // deep pairs plan for exactly the pairs: every tile that can pair does, none is split.
+        plan_shape.pair_tiles = deep_pairs;
       }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into the paired kernels.

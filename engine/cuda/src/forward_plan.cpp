@@ -400,14 +400,23 @@ std::int64_t attention_paired_work_items(std::span<const PassItem> items, std::i
   return work_items(items, heads, kv_heads, 2);
 }
 
-AttentionRoute route_attention(std::int64_t tiles, std::int64_t pairs, std::int32_t sms,
-                               std::int32_t deep_grid, std::int32_t deep_paired_grid) {
+AttentionRouting route_attention(std::span<const PassItem> items, std::int32_t heads,
+                                 std::int32_t kv_heads, std::int32_t sms, std::int32_t deep_grid,
+                                 std::int32_t deep_paired_grid, std::int64_t deep_pairs_min_keys) {
   const auto fits = [&](std::int64_t work, std::int32_t grid) {
     return grid > 0 && work <= grid && 4 * work >= 3 * std::int64_t{sms};
   };
-  if (fits(tiles, deep_grid)) return AttentionRoute::kDeep;
-  if (pairs < tiles && fits(pairs, deep_paired_grid)) return AttentionRoute::kDeepPairs;
-  return AttentionRoute::kDefault;
+  const std::int64_t tiles = attention_work_items(items, heads, kv_heads);
+  if (fits(tiles, deep_grid)) return {AttentionRoute::kDeep, deep_grid};
+  if (deep_paired_grid <= 0) return {};
+  const std::int64_t pairs = attention_paired_work_items(items, heads, kv_heads);
+  if (pairs >= tiles || !fits(pairs, deep_paired_grid)) return {};
+  const bool long_enough =
+      deep_pairs_min_keys <= 0 || std::ranges::any_of(items, [&](const PassItem& p) {
+        return p.start + std::ssize(p.commit) + std::ssize(p.block) >= deep_pairs_min_keys;
+      });
+  if (!long_enough) return {};
+  return {AttentionRoute::kDeepPairs, static_cast<std::int32_t>(pairs)};
 }
 
 std::int32_t bucket_rows(std::int32_t rows) {

@@ -188,20 +188,31 @@ enum class AttentionRoute {
   kDeepPairs,  ///< the deep paired kernel, planned for exactly the pairs (none split)
 };
 
-/// The route of a pass whose unsplit tiles number `tiles` (attention_work_items) and whose
-/// tiles paired two by two number `pairs` (attention_paired_work_items; any value >= tiles when
-/// unknown), on `sms` SMs, with the deep kernel's grid `deep_grid` and the deep paired kernel's
-/// `deep_paired_grid` (0: that kernel is off). A kernel "fits" when the work items number at
-/// most its grid and at least 3/4 of the SMs. kDeep where the tiles fit the deep kernel (one
-/// item per SM: 13-16 sequences of SDAR-1.7B, whose one page per warp in flight leaves the
-/// pipelined kernel latency-bound); else kDeepPairs where pairing leaves fewer items and the
-/// pairs fit the deep paired kernel (SDAR-4B's fused store passes at 13-16 sequences, two tiles
-/// per KV head that the pipelined kernel reads page by page twice); else kDefault. With fewer
-/// tiles the items are split into one-page ranges, where depth does not help (0.5-1% slower at
-/// 1 sequence; bench/results/2026-11-23-engine-paired-tiles-h100, 2026-11-29-deep-pairs-h200).
-/// The caller applies CudaBackendOptions::attention_deep_pairs_min_keys to a kDeepPairs route.
-AttentionRoute route_attention(std::int64_t tiles, std::int64_t pairs, std::int32_t sms,
-                               std::int32_t deep_grid, std::int32_t deep_paired_grid);
+/// A pass's AttentionRoute and, for kDeep and kDeepPairs, the plan's PlanShape::target_work
+/// (the deep kernel's grid; the paired work items); 0 for kDefault (the base plan's).
+struct AttentionRouting {
+  AttentionRoute route = AttentionRoute::kDefault;
+  std::int32_t target_work = 0;
+};
+
+/// The route of the pass `items` (heads over kv_heads) on `sms` SMs, with the deep kernel's grid
+/// `deep_grid` and the deep paired kernel's `deep_paired_grid` (0: that kernel is off). A kernel
+/// "fits" when the work items number at most its grid and at least 3/4 of the SMs.
+/// - kDeep where the unsplit tiles (attention_work_items) fit the deep kernel: one item per SM,
+///   13-16 sequences of SDAR-1.7B, whose one page per warp in flight leaves the pipelined kernel
+///   latency-bound. With fewer tiles the items are split into one-page ranges, where depth does
+///   not help (0.5-1% slower at 1 sequence; bench/results/2026-11-23-engine-paired-tiles-h100).
+/// - else kDeepPairs where pairing leaves fewer items (attention_paired_work_items), the pairs
+///   fit the deep paired kernel, and some item ends at or past `deep_pairs_min_keys` positions
+///   (start + its rows; 0: no limit): SDAR-4B's fused store passes at 13-16 sequences, two tiles
+///   per KV head that the pipelined kernel reads page by page twice
+///   (bench/results/2026-11-29-deep-pairs-h200).
+/// - else kDefault.
+/// The pairs and the items' ends are counted only where the route depends on them. Throws
+/// dice::Error as attention_work_items for a bad head split.
+AttentionRouting route_attention(std::span<const PassItem> items, std::int32_t heads,
+                                 std::int32_t kv_heads, std::int32_t sms, std::int32_t deep_grid,
+                                 std::int32_t deep_paired_grid, std::int64_t deep_pairs_min_keys);
 
 /// Rows rounded up to the bucket of CUDA graph shapes: multiples of 8 up to 64, of 32 up to 256,
 /// of 64 up to 1024, then of 128.

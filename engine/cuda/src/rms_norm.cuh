@@ -67,6 +67,12 @@ __device__ __forceinline__ NormWeight load_norm_weight(const float* weight, std:
   return w;
 }
 
+/// Warps of normalise_rows (its 256 threads).
+inline constexpr int kNormaliseRowsWarps = 8;
+/// Static shared memory normalise_rows declares (bytes): its per-warp sums and per-row scales.
+inline constexpr std::size_t kNormaliseRowsStaticBytes =
+    sizeof(float) * kNormRowsLimit * (kNormaliseRowsWarps + 1);
+
 /// Writes RMSNorm(residual rows) as bf16 into `normed` ([rows][in + 8], shared memory), run by the
 /// 256 threads 0-255 of a block with their NormWeight (load_norm_weight): their sums of squares in
 /// rms_norm_vec_kernel's layout and block_sum's order (warp_sum, then sum_of_warps), then every
@@ -75,17 +81,13 @@ __device__ __forceinline__ NormWeight load_norm_weight(const float* weight, std:
 /// barrier over exactly those 256 threads (__syncthreads() when they are the block). residual:
 /// fp32 [rows, in], 16-byte aligned. rows <= kNormRowsLimit, in % 4 == 0, in <= 4 * kNormVec *
 /// 256. Reads residual through the read-only path: it must not change during the calling kernel.
-/// Static shared memory normalise_rows declares (bytes): its per-warp sums and per-row scales.
-inline constexpr std::size_t kNormaliseRowsStaticBytes = sizeof(float) * kNormRowsLimit * (8 + 1);
-
 template <typename Sync>
 __device__ __forceinline__ void normalise_rows(const float* residual, const NormWeight& weight,
                                                float eps, std::int32_t rows, std::int32_t in,
                                                __nv_bfloat16* normed, Sync sync) {
-  constexpr int kWarps = 8;
+  constexpr int kWarps = kNormaliseRowsWarps;
   __shared__ float scratch[kNormRowsLimit][kWarps];
   __shared__ float scale[kNormRowsLimit];
-  static_assert(sizeof(scratch) + sizeof(scale) == kNormaliseRowsStaticBytes);
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int n4 = in / 4;
   const std::int32_t stride = in + 8;

@@ -1662,8 +1662,7 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
         std::to_string(c.min_split_keys) + " max splits " + std::to_string(c.max_splits);
     // Sequences: (cached start, commit, block): a long denoising block, a fused store pass, a
     // prefill chunk, a short block, and a block at 4,204 positions (unsplit, each of 4 warps
-    // streams 33 pages: the kernels' page ids past their first window of 32, WarpPageIds);
-    // pages shuffled.
+    // streams 33 pages); pages shuffled.
     struct Seq {
       std::int64_t start, commit, block;
     };

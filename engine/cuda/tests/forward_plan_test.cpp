@@ -513,43 +513,51 @@ TEST(PlanPass, PairedWorkItemsCountEachItemsTilesTwoByTwo) {
 TEST(RouteAttention, DeepKernelsWhereTheirWorkFillsTheSms) {
   // CudaBackend's choice on 132 SMs, the deep and deep paired kernels one block per SM (their
   // grids at head_dim 128), for SDAR-1.7B's heads (16 over 8 KV heads: tiles of 8 rows) and
-  // SDAR-4B's (32 over 8: tiles of 4 rows), `sequences` passes of 4 commit rows (0: none) and a
-  // block of 4 at ~1,000 positions.
+  // SDAR-4B's (32 over 8: tiles of 4 rows), `sequences` passes of 4 commit rows (or none) and a
+  // block of 4 after 1,000 cached positions.
   constexpr std::int32_t kSms = 132, kGrid = 132;
   const auto block = ids(4, 100), commit = ids(4), pages = ids(40, 1);
   const auto route_with = [&](std::int32_t heads, int sequences, bool store, std::int32_t deep_grid,
-                              std::int32_t paired_grid) {
+                              std::int32_t paired_grid, std::int64_t min_keys = 0) {
     std::vector<PassItem> items(static_cast<std::size_t>(sequences),
                                 denoising_item(block, pages, 1000));
     if (store)
       for (auto& item : items) item.commit = commit;
-    return route_attention(attention_work_items(items, heads, 8),
-                           attention_paired_work_items(items, heads, 8), kSms, deep_grid,
-                           paired_grid);
+    return route_attention(items, heads, 8, kSms, deep_grid, paired_grid, min_keys);
   };
   const auto route = [&](std::int32_t heads, int sequences, bool store) {
-    return route_with(heads, sequences, store, kGrid, kGrid);
+    return route_with(heads, sequences, store, kGrid, kGrid).route;
   };
   using enum AttentionRoute;
-  // SDAR-1.7B: one tile per KV head and sequence, 128 at 16 sequences: the deep kernel.
-  EXPECT_EQ(route(16, 16, true), kDeep);
+  // SDAR-1.7B: one tile per KV head and sequence, 128 at 16 sequences: the deep kernel,
+  // planned for its grid.
+  const AttentionRouting deep = route_with(16, 16, true, kGrid, kGrid);
+  EXPECT_EQ(deep.route, kDeep);
+  EXPECT_EQ(deep.target_work, kGrid);
   EXPECT_EQ(route(16, 13, true), kDeep);     // 104 tiles >= 3/4 of 132
   EXPECT_EQ(route(16, 12, true), kDefault);  // 96 < 99
   EXPECT_EQ(route(16, 17, true), kDefault);  // 136 > the grid, and nothing pairs
-  // SDAR-4B: a fused store pass has two tiles per KV head (256 at 16 sequences), paired 128.
-  EXPECT_EQ(route(32, 16, true), kDeepPairs);
+  // SDAR-4B: a fused store pass has two tiles per KV head (256 at 16 sequences), 128 paired,
+  // planned for exactly those.
+  const AttentionRouting pairs = route_with(32, 16, true, kGrid, kGrid);
+  EXPECT_EQ(pairs.route, kDeepPairs);
+  EXPECT_EQ(pairs.target_work, 128);
   EXPECT_EQ(route(32, 16, false), kDeep);  // block-only passes: one tile per KV head
-  EXPECT_EQ(route_with(32, 16, true, kGrid, 0), kDefault);  // no deep paired kernel
-  EXPECT_EQ(route_with(32, 16, true, 0, 0), kDefault);
+  EXPECT_EQ(route_with(32, 16, true, kGrid, 0).route, kDefault);  // no deep paired kernel
+  EXPECT_EQ(route_with(32, 16, true, 0, 0).route, kDefault);
+  // The positions limit: the items end at 1,008.
+  EXPECT_EQ(route_with(32, 16, true, kGrid, kGrid, 1008).route, kDeepPairs);
+  EXPECT_EQ(route_with(32, 16, true, kGrid, kGrid, 1009).route, kDefault);
+  EXPECT_EQ(route_with(16, 16, true, kGrid, kGrid, 1009).route, kDeep);  // not the deep kernel's
   // Few or many sequences: the base plan (split ranges, or more items than blocks).
   for (const std::int32_t heads : {16, 32})
     for (const int sequences : {1, 4, 64, 128}) {
-      EXPECT_EQ(route(heads, sequences, true), kDefault) << heads << " heads, " << sequences;
+      const AttentionRouting base = route_with(heads, sequences, true, kGrid, kGrid);
+      EXPECT_EQ(base.route, kDefault) << heads << " heads, " << sequences;
+      EXPECT_EQ(base.target_work, 0) << heads << " heads, " << sequences;
       EXPECT_EQ(route(heads, sequences, false), kDefault) << heads << " heads, " << sequences;
     }
-  // Pairs unknown (given as the tiles): never the deep paired kernel.
-  EXPECT_EQ(route_attention(256, 256, kSms, kGrid, kGrid), kDefault);
-  EXPECT_EQ(route_attention(256, 128, kSms, kGrid, kGrid), kDeepPairs);
+  EXPECT_THROW(route_with(12, 16, true, kGrid, kGrid), Error);  // 12 heads over 8 KV heads
 }
 
 TEST(PlanPass, PlannerReusingItsBuffersGivesFreshPlans) {
