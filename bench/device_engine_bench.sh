@@ -25,9 +25,12 @@
 #                             then (dice's records are written per configuration as they finish)
 #   BENCH_TAG=                a name for this run's files (engine-bench-TAG.*), so that several
 #                             runs in one device call keep theirs
+# The card's SM clock, power and clock event reasons are sampled every 200 ms (nvidia-smi, UTC)
+# into the records' folder; the table gives each row's median SM clock and the share of samples
+# held down by the power cap over its timed run.
 # Leaves $OUT/engine-bench.txt (the table), $OUT/engine-bench.md (the same in Markdown, for
-# bench/results), $OUT/engine-bench.log and $OUT/engine-bench.tar.gz (records and logs), each
-# engine-bench-TAG.* with BENCH_TAG.
+# bench/results), $OUT/engine-bench.log and $OUT/engine-bench.tar.gz (records, clock samples and
+# logs), each engine-bench-TAG.* with BENCH_TAG.
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
 source "$(dirname "$0")/engine_device.sh"
@@ -44,11 +47,19 @@ out="$OUT/engine-bench${BENCH_TAG:+-$BENCH_TAG}"
 bench="$WORK/engine-bench"
 rm -rf "$bench"
 mkdir -p "$bench" "$WORK/models"
+sampler=""
+if command -v nvidia-smi >/dev/null; then
+  TZ=UTC nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 200 >"$bench/clocks.csv" 2>&1 &
+  sampler=$!
+fi
 report() {
+  [ -n "$sampler" ] && kill "$sampler" 2>/dev/null
+  sampler=""
   "$DICE_PYTHON" "$root/bench/engine_bench_report.py" "$bench/dice.jsonl" "$bench/torch.jsonl" \
-    >"$bench/table.txt" 2>&1
+    --clocks "$bench/clocks.csv" >"$bench/table.txt" 2>&1
   "$DICE_PYTHON" "$root/bench/engine_bench_report.py" "$bench/dice.jsonl" "$bench/torch.jsonl" \
-    --markdown >"$bench/table.md" 2>&1
+    --clocks "$bench/clocks.csv" --markdown >"$bench/table.md" 2>&1
   { cat "$bench/machine.txt"; echo; cat "$bench/table.txt"; } >"$out.txt"
   { cat "$bench/machine.txt"; echo; cat "$bench/table.md"; } >"$out.md"
   tar -C "$WORK" -czf "$out.tar.gz" engine-bench 2>/dev/null

@@ -77,6 +77,8 @@ struct BenchArgs {
   std::int32_t block_length = 4;
   std::int64_t warmup_tokens = 16;
   bool no_ceilings = false;
+  /// seconds of back-to-back GEMMs for the sustained GEMM rate (0: not measured)
+  double sustained_gemm_seconds = 4;
   std::string json_out;
   std::uint64_t seed = 0;
   std::size_t max_active = 0;
@@ -119,7 +121,7 @@ void run_bench(const BenchArgs& args) {
   }
   const std::string which = resolve_backend(args.backend);
   nlohmann::json ceilings = nullptr;
-  [[maybe_unused]] double bandwidth = 0, rate = 0;
+  [[maybe_unused]] double bandwidth = 0, rate = 0, sustained_rate = 0;
 #ifdef DICE_HAVE_CUDA
   if (which == "cuda" && !args.no_ceilings) {  // before the backend takes the memory
     bandwidth = engine::measure_copy_bandwidth(0, 1ll << 30, 20);
@@ -127,10 +129,19 @@ void run_bench(const BenchArgs& args) {
     ceilings = {{"copy_bytes_per_second", bandwidth},
                 {"bf16_gemm_flops_per_second", rate},
                 {"device", engine::cuda_device_description(0)}};
+    std::string sustained_text;
+    if (args.sustained_gemm_seconds > 0) {
+      sustained_rate =
+          engine::measure_sustained_gemm_rate(0, 8192, 8192, 8192, args.sustained_gemm_seconds);
+      ceilings["bf16_gemm_sustained_flops_per_second"] = sustained_rate;
+      ceilings["sustained_gemm_seconds"] = args.sustained_gemm_seconds;
+      sustained_text = fmt::format(" ({:.0f} sustained over {} s)", sustained_rate / 1e12,
+                                   args.sustained_gemm_seconds);
+    }
     std::cerr << fmt::format(
         "dice engine bench: ceilings on {}: copy {:.0f} GB/s (read + write), bf16 GEMM {:.0f} "
-        "TFLOP/s\n",
-        engine::cuda_device_description(0), bandwidth / 1e9, rate / 1e12);
+        "TFLOP/s{}\n",
+        engine::cuda_device_description(0), bandwidth / 1e9, rate / 1e12, sustained_text);
   }
 #endif
   std::unique_ptr<engine::Backend> backend;
@@ -143,7 +154,7 @@ void run_bench(const BenchArgs& args) {
   }
 #ifdef DICE_HAVE_CUDA
   auto* cuda = dynamic_cast<engine::CudaBackend*>(backend.get());
-  if (cuda != nullptr) cuda->set_ceilings(bandwidth, rate);
+  if (cuda != nullptr) cuda->set_ceilings(bandwidth, rate, sustained_rate);
 #endif
   std::cerr << fmt::format("dice engine bench: {} on {}\n", args.model, description);
   std::ofstream json_file;
@@ -200,9 +211,13 @@ void run_bench(const BenchArgs& args) {
         }
 #endif
         const auto start = Clock::now();
+        const auto wall_start = std::chrono::system_clock::now();
         engine::ScheduleStats schedule_stats;
         const auto results = engine::generate(*backend, requests, {}, schedule, &schedule_stats);
         const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        const auto unix_seconds = [](std::chrono::system_clock::time_point when) {
+          return std::chrono::duration<double>(when.time_since_epoch()).count();
+        };
         std::int64_t tokens = 0, forwards = 0;
         for (const auto& r : results) tokens += std::ssize(r.output_ids);
         nlohmann::json record{{"model", args.model},
@@ -218,6 +233,10 @@ void run_bench(const BenchArgs& args) {
                               {"top_p", args.sampling.top_p},
                               {"fused_store", fused},
                               {"seconds", seconds},
+                              // the timed run's wall-clock span (Unix seconds): for matching
+                              // samples of the card's clocks and power to it
+                              {"timed_from_unix", unix_seconds(wall_start)},
+                              {"timed_to_unix", unix_seconds(std::chrono::system_clock::now())},
                               {"output_tokens", tokens},
                               {"tokens_per_second", static_cast<double>(tokens) / seconds},
                               {"reserve_whole_cache", args.reserve_whole_cache},
@@ -331,6 +350,12 @@ void run_bench(const BenchArgs& args) {
                                       seconds / st.serial_bound_seconds,
                                       st.serial_bound_seconds / st.floor_seconds);
           }
+          if (st.sustained_floor_seconds > 0) {
+            record["sustained_floor_seconds"] = st.sustained_floor_seconds;
+            record["time_over_sustained_floor"] = seconds / st.sustained_floor_seconds;
+            floor_text += fmt::format(", {:.2f}x the floor at the sustained GEMM rate",
+                                      seconds / st.sustained_floor_seconds);
+          }
           const double per_forward =
               1e6 / static_cast<double>(std::max<std::int64_t>(1, st.forwards));
           floor_text += fmt::format(
@@ -397,6 +422,13 @@ void add_bench_command(CLI::App* engine) {
   add_reserve_whole_cache_flag(*bench, args->reserve_whole_cache);
   bench->add_flag("--no-ceilings", args->no_ceilings,
                   "cuda: skip measuring copy bandwidth and GEMM rate (no floor)");
+  bench
+      ->add_option("--sustained-gemm-seconds", args->sustained_gemm_seconds,
+                   "cuda: also measure the GEMM rate sustained over this many seconds of "
+                   "back-to-back GEMMs (the card's power limit lowers its clock under long "
+                   "loads), and the floor at that rate; 0: not measured")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   bench->add_option("--json", args->json_out, "also append the records to this file");
   add_backend_options(bench, args->backend);
   bench->callback([args] { run_bench(*args); });

@@ -4,6 +4,7 @@ engine's own check (GenerationOptions::validate)."""
 
 import json
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -110,4 +111,59 @@ def test_report_sums_up_issue_6s_targets(tmp_path):
         "- 4b 1 x 1024 fused: 15.0x PyTorch (meets the 10x target)",
         "- 1.7b 1 x 1024 fused: 7.5x PyTorch (misses the 10x target)",
         "- 4b 128 x 1024 fused: 1.96x JetEngine's 5,000 tokens/s (goal: 2x)",
+    ]
+
+
+def test_report_gives_the_sustained_floor_and_the_clocks_of_each_run(tmp_path):
+    """bench/engine_bench_report.py: time over the floor at the sustained GEMM rate ("x sust.")
+    and, with --clocks, the median SM clock and the power-capped share of the nvidia-smi samples
+    within each record's timed run (samples outside it, the header and unparsable lines
+    ignored); the targets count the rows within 1.5x of either floor."""
+    base = {"model": "/m/4b", "new_tokens": 1024, "fused_store": True}
+    start = 1796000000.0  # 2026-11-29 ~17:33 UTC
+    dice = [
+        dict(base, sequences=128, tokens_per_second=9800.0, time_over_floor=1.9,
+             time_over_sustained_floor=1.49, timed_from_unix=start, timed_to_unix=start + 2),
+        dict(base, sequences=1, tokens_per_second=300.0, time_over_floor=1.7,
+             timed_from_unix=start + 10, timed_to_unix=start + 11),
+        dict(base, sequences=16, tokens_per_second=4000.0, time_over_floor=1.6),
+    ]  # fmt: skip
+
+    def sample(offset: float, mhz: int, reasons: str) -> str:
+        when = datetime.fromtimestamp(start + offset, UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+        return f"{when}, {mhz} MHz, 690.00 W, 700.00 W, 57, {reasons}\n"
+
+    clocks = tmp_path / "clocks.csv"
+    clocks.write_text(
+        "timestamp, clocks.current.sm [MHz], power.draw [W], power.limit [W], temperature.gpu, "
+        "clocks_event_reasons.active\n"
+        + sample(-1.0, 1980, "0x0000000000000000")  # before the first run: not counted
+        + sample(0.5, 1500, "0x0000000000000004")
+        + sample(1.0, 1600, "0x0000000000000004")
+        + sample(1.5, 1980, "0x0000000000000000")
+        + "No devices were found\n"
+        + sample(10.5, 1980, "0x0000000000000000")
+    )
+    dice_path, torch_path = tmp_path / "dice.jsonl", tmp_path / "torch.jsonl"
+    dice_path.write_text("".join(json.dumps(r) + "\n" for r in dice))
+    torch_path.write_text("")
+    script = ROOT / "bench" / "engine_bench_report.py"
+    done = subprocess.run(["python3", str(script), str(dice_path), str(torch_path), "--markdown",
+                           "--clocks", str(clocks)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [dict(zip(head, [c.strip() for c in line.strip("|").split("|")], strict=True))
+            for line in lines[2:5]]  # fmt: skip
+    assert [(r["x sust."], r["SM MHz"], r["capped"]) for r in rows] == [
+        ("1.490", "1600", "67%"),
+        ("-", "1980", "0%"),
+        ("-", "-", "-"),
+    ]
+    summary = done.stdout.split("issue 6's targets:\n")[1].splitlines()
+    assert summary[:2] == [
+        "- within 1.5x of the floor: 0 of 3 rows; outside: 4b 128 x 1024 fused (1.900), "
+        "4b 1 x 1024 fused (1.700), 4b 16 x 1024 fused (1.600)",
+        "- within 1.5x of the floor at the sustained GEMM rate: 1 of 1 rows",
     ]

@@ -164,6 +164,7 @@ struct CudaBackend::Impl {
   std::int64_t kv_bytes_per_position = 0;
   double copy_bandwidth = 0;
   double gemm_rate = 0;
+  double sustained_gemm_rate = 0;
   double gemm_tune_seconds = 0;  ///< spent by the GEMM autotune so far
   /// The host clock's last lap mark (the host_*_seconds of CudaForwardStats).
   std::chrono::steady_clock::time_point host_mark;
@@ -816,6 +817,9 @@ struct CudaBackend::Impl {
       const PassFloors floors = pass_floors(work, copy_bandwidth, gemm_rate);
       stats.floor_seconds += floors.floor;
       stats.serial_bound_seconds += floors.serial;
+      if (sustained_gemm_rate > 0)
+        stats.sustained_floor_seconds +=
+            pass_floors(work, copy_bandwidth, sustained_gemm_rate).floor;
     }
     if (proposals_out == nullptr) return;
     const auto* got = proposals_host.as<const ProposalOut>();
@@ -1102,9 +1106,11 @@ std::int64_t CudaBackend::weight_bytes_per_pass() const {
 std::int64_t CudaBackend::kv_bytes_per_position() const {
   return impl_->kv_bytes_per_position;
 }
-void CudaBackend::set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second) {
+void CudaBackend::set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second,
+                               double sustained_gemm_flops_per_second) {
   impl_->copy_bandwidth = copy_bytes_per_second;
   impl_->gemm_rate = gemm_flops_per_second;
+  impl_->sustained_gemm_rate = sustained_gemm_flops_per_second;
 }
 std::vector<CudaGemmChoice> CudaBackend::gemm_choices() const {
   return impl_->gemm->choices();

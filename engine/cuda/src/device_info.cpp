@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
 #include <vector>
 
 #include "cuda_check.h"
@@ -80,6 +83,43 @@ double measure_gemm_rate(int device, std::int64_t m, std::int64_t n, std::int64_
                       static_cast<double>(k) / (stop.since(start) * 1e-3));
   }
   return median(rates);
+}
+
+double measure_sustained_gemm_rate(int device, std::int64_t m, std::int64_t n, std::int64_t k,
+                                   double seconds) {
+  if (!(seconds > 0) || !std::isfinite(seconds))
+    throw Error(fmt::format("sustained GEMM rate: seconds must be positive, not {}", seconds));
+  DICE_CUDA_CHECK(cudaSetDevice(device));
+  cuda::Stream stream;
+  cuda::DeviceBuffer x(static_cast<std::size_t>(m * k * 2)), w(static_cast<std::size_t>(n * k * 2)),
+      y(static_cast<std::size_t>(m * n * 4));
+  cuda::launch_fill_random(CudaDType::kBF16, x.get(), m * k, 1.0f, 2, stream.get());
+  cuda::launch_fill_random(CudaDType::kBF16, w.get(), n * k, 1.0f, 3, stream.get());
+  cuda::Gemm gemm;
+  constexpr int kBatch = 8;  // GEMMs between two events
+  const double batch_flops =
+      2.0 * kBatch * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  // Two batches in flight (event pairs used in turn), so the GPU never waits for the host: batch
+  // i is enqueued before batch i - 1 is read.
+  std::array<cuda::Event, 2> starts, stops;
+  std::vector<double> late_rates;
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  double elapsed = 0;
+  for (int i = 0; elapsed < seconds || late_rates.empty(); ++i) {
+    starts[i % 2].record(stream.get());
+    for (int g = 0; g < kBatch; ++g)
+      gemm.run(CudaDType::kBF16, x.get(), w.get(), y.as<float>(), m, k, n, false, stream.get());
+    stops[i % 2].record(stream.get());
+    if (i == 0) continue;
+    const int done = (i - 1) % 2;
+    stops[done].synchronize();
+    elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
+    if (elapsed >= seconds / 2)
+      late_rates.push_back(batch_flops / (stops[done].since(starts[done]) * 1e-3));
+  }
+  stream.synchronize();
+  return median(late_rates);
 }
 
 }  // namespace dice::engine

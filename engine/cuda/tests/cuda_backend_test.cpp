@@ -450,7 +450,7 @@ TEST_F(CudaBackendTest, FloorsAreSummedOverPassesWithTheCeilings) {
   EXPECT_EQ(gpu.stats().floor_seconds, 0);
   EXPECT_EQ(gpu.stats().serial_bound_seconds, 0);
   gpu.reset_stats();
-  gpu.set_ceilings(3.0e12, 750e12);
+  gpu.set_ceilings(3.0e12, 750e12, 600e12);
   (void)generate(gpu, requests);
   const CudaForwardStats& st = gpu.stats();
   ASSERT_GT(st.passes, 0);
@@ -475,6 +475,16 @@ TEST_F(CudaBackendTest, FloorsAreSummedOverPassesWithTheCeilings) {
   EXPECT_NEAR(st.flops, flops, 1e-9 * flops);
   EXPECT_GE(st.floor_seconds, st.bytes / 3.0e12 * (1 - 1e-9));  // each pass: >= bytes / copy
   EXPECT_GE(st.floor_seconds, st.flops / 750e12 * (1 - 1e-9));  // each pass: >= FLOPs / rate
+  // The floor at the sustained rate (600 of 750): at least the floor, at most 750 / 600 of it, and
+  // at least the FLOPs at that rate.
+  EXPECT_GE(st.sustained_floor_seconds, st.floor_seconds);
+  EXPECT_LE(st.sustained_floor_seconds, st.floor_seconds * 750.0 / 600.0 * (1 + 1e-9));
+  EXPECT_GE(st.sustained_floor_seconds, st.flops / 600e12 * (1 - 1e-9));
+  gpu.reset_stats();
+  gpu.set_ceilings(3.0e12, 750e12);  // no sustained rate: no sustained floor
+  (void)generate(gpu, requests);
+  EXPECT_GT(gpu.stats().floor_seconds, 0);
+  EXPECT_EQ(gpu.stats().sustained_floor_seconds, 0);
 }
 
 TEST_F(CudaBackendTest, HostTimesAreThePartsOfTheWallTime) {

@@ -3295,6 +3295,9 @@ TEST_F(CudaOps, VocabPassReportsNaNAndNoAllowedId) {
 TEST_F(CudaOps, MeasuredCeilingsArePositive) {
   EXPECT_GT(measure_copy_bandwidth(0, 64 << 20, 3), 1e10);
   EXPECT_GT(measure_gemm_rate(0, 1024, 1024, 1024, 3), 1e12);
+  EXPECT_GT(measure_sustained_gemm_rate(0, 1024, 1024, 1024, 0.05), 1e12);
+  EXPECT_THROW(measure_sustained_gemm_rate(0, 1024, 1024, 1024, 0.0), Error);
+  EXPECT_THROW(measure_sustained_gemm_rate(0, 1024, 1024, 1024, -1.0), Error);
 }
 
 }  // namespace

@@ -161,6 +161,11 @@ struct CudaForwardStats {
   /// attention one after the other, each at its own ceiling. Never below floor_seconds; where it
   /// is above 1.5 x floor_seconds, no forward that runs the two in turn meets issue 6's target.
   double serial_bound_seconds = 0;
+  /// floor_seconds with the sustained GEMM rate of set_ceilings() (0 when none was given): the
+  /// floor of a card held below its boost clock by its power limit, as long compute-bound runs
+  /// are. Not a strict lower bound: a forward whose memory-bound phases leave the power budget
+  /// room runs its GEMMs above the sustained rate; the true floor lies between the two.
+  double sustained_floor_seconds = 0;
   /// GPU time of the passes (CUDA events around each pass on the stream: the metadata upload,
   /// the kernels and the proposals' download), seconds. A forward's wall time minus this is
   /// the time the GPU waited for the host (decoding logic, planning, launch).
@@ -216,8 +221,11 @@ class CudaBackend final : public Backend {
   std::int64_t weight_bytes_per_pass() const;
   std::int64_t kv_bytes_per_position() const;
   /// The ceilings the floor in stats() is computed with: device-to-device copy bandwidth (bytes
-  /// read plus written per second) and bf16 GEMM rate (FLOP/s), as measure_* return them.
-  void set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second);
+  /// read plus written per second) and bf16 GEMM rate (FLOP/s), as measure_* return them; and
+  /// optionally the sustained GEMM rate (measure_sustained_gemm_rate; 0: none) for
+  /// sustained_floor_seconds.
+  void set_ceilings(double copy_bytes_per_second, double gemm_flops_per_second,
+                    double sustained_gemm_flops_per_second = 0);
   /// The GEMM shapes the autotune has timed so far and what it chose; and the seconds it took.
   std::vector<CudaGemmChoice> gemm_choices() const;
   double gemm_tune_seconds() const;
@@ -251,5 +259,13 @@ std::string cuda_device_description(int device = 0);
 /// Throws dice::Error on a CUDA failure.
 double measure_copy_bandwidth(int device, std::int64_t bytes, int repeats);
 double measure_gemm_rate(int device, std::int64_t m, std::int64_t n, std::int64_t k, int repeats);
+/// The bf16 GEMM rate (FLOP/s) the device sustains: the same GEMM back to back for `seconds`
+/// (wall clock), in batches of 8 timed with events, the GPU never idle; the median rate of the
+/// batches in the second half. measure_gemm_rate's 20 launches (~30 ms at 8,192^3) end before the
+/// card's power limit acts; under it the SM clock drops (an H200 at its 700 W limit: 1,980 MHz to
+/// ~1,450-1,750 while decoding 128 sequences, bench/results/2026-11-29-power-cap-h200).
+/// Throws dice::Error when seconds is not positive and finite, or on a CUDA failure.
+double measure_sustained_gemm_rate(int device, std::int64_t m, std::int64_t n, std::int64_t k,
+                                   double seconds);
 
 }  // namespace dice::engine
