@@ -63,24 +63,57 @@ double measure_copy_bandwidth(int device, std::int64_t bytes, int repeats) {
   return median(rates);
 }
 
+namespace {
+
+/// The ceilings' bf16 GEMM: random x [m, k] and w [n, k] on `device`, y [m, n] fp32 = x w^T
+/// through cuBLASLt on its own stream; flops() per run().
+class CeilingGemm {
+ public:
+  CeilingGemm(int device, std::int64_t m, std::int64_t n, std::int64_t k)
+      : device_(select(device)),
+        m_(m),
+        n_(n),
+        k_(k),
+        x_(static_cast<std::size_t>(m * k * 2)),
+        w_(static_cast<std::size_t>(n * k * 2)),
+        y_(static_cast<std::size_t>(m * n * 4)) {
+    cuda::launch_fill_random(CudaDType::kBF16, x_.get(), m * k, 1.0f, 2, stream_.get());
+    cuda::launch_fill_random(CudaDType::kBF16, w_.get(), n * k, 1.0f, 3, stream_.get());
+  }
+  void run() {
+    gemm_.run(CudaDType::kBF16, x_.get(), w_.get(), y_.as<float>(), m_, k_, n_, false,
+              stream_.get());
+  }
+  double flops() const {
+    return 2.0 * static_cast<double>(m_) * static_cast<double>(n_) * static_cast<double>(k_);
+  }
+  cudaStream_t stream() const { return stream_.get(); }
+
+ private:
+  /// Makes `device` current before the stream and buffers are made on it.
+  static int select(int device) {
+    DICE_CUDA_CHECK(cudaSetDevice(device));
+    return device;
+  }
+  [[maybe_unused]] int device_;
+  std::int64_t m_, n_, k_;
+  cuda::Stream stream_;
+  cuda::DeviceBuffer x_, w_, y_;
+  cuda::Gemm gemm_;
+};
+
+}  // namespace
+
 double measure_gemm_rate(int device, std::int64_t m, std::int64_t n, std::int64_t k, int repeats) {
-  DICE_CUDA_CHECK(cudaSetDevice(device));
-  cuda::Stream stream;
-  cuda::DeviceBuffer x(static_cast<std::size_t>(m * k * 2)), w(static_cast<std::size_t>(n * k * 2)),
-      y(static_cast<std::size_t>(m * n * 4));
-  cuda::launch_fill_random(CudaDType::kBF16, x.get(), m * k, 1.0f, 2, stream.get());
-  cuda::launch_fill_random(CudaDType::kBF16, w.get(), n * k, 1.0f, 3, stream.get());
-  cuda::Gemm gemm;
+  CeilingGemm gemm(device, m, n, k);
   cuda::Event start, stop;
   std::vector<double> rates;
   for (int i = 0; i < repeats + 2; ++i) {
-    start.record(stream.get());
-    gemm.run(CudaDType::kBF16, x.get(), w.get(), y.as<float>(), m, k, n, false, stream.get());
-    stop.record(stream.get());
-    stream.synchronize();
-    if (i >= 2)
-      rates.push_back(2.0 * static_cast<double>(m) * static_cast<double>(n) *
-                      static_cast<double>(k) / (stop.since(start) * 1e-3));
+    start.record(gemm.stream());
+    gemm.run();
+    stop.record(gemm.stream());
+    stop.synchronize();
+    if (i >= 2) rates.push_back(gemm.flops() / (stop.since(start) * 1e-3));
   }
   return median(rates);
 }
@@ -89,16 +122,8 @@ double measure_sustained_gemm_rate(int device, std::int64_t m, std::int64_t n, s
                                    double seconds) {
   if (!(seconds > 0) || !std::isfinite(seconds))
     throw Error(fmt::format("sustained GEMM rate: seconds must be positive, not {}", seconds));
-  DICE_CUDA_CHECK(cudaSetDevice(device));
-  cuda::Stream stream;
-  cuda::DeviceBuffer x(static_cast<std::size_t>(m * k * 2)), w(static_cast<std::size_t>(n * k * 2)),
-      y(static_cast<std::size_t>(m * n * 4));
-  cuda::launch_fill_random(CudaDType::kBF16, x.get(), m * k, 1.0f, 2, stream.get());
-  cuda::launch_fill_random(CudaDType::kBF16, w.get(), n * k, 1.0f, 3, stream.get());
-  cuda::Gemm gemm;
+  CeilingGemm gemm(device, m, n, k);
   constexpr int kBatch = 8;  // GEMMs between two events
-  const double batch_flops =
-      2.0 * kBatch * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   // Two batches in flight (event pairs used in turn), so the GPU never waits for the host: batch
   // i is enqueued before batch i - 1 is read.
   std::array<cuda::Event, 2> starts, stops;
@@ -107,18 +132,18 @@ double measure_sustained_gemm_rate(int device, std::int64_t m, std::int64_t n, s
   const auto begin = Clock::now();
   double elapsed = 0;
   for (int i = 0; elapsed < seconds || late_rates.empty(); ++i) {
-    starts[i % 2].record(stream.get());
-    for (int g = 0; g < kBatch; ++g)
-      gemm.run(CudaDType::kBF16, x.get(), w.get(), y.as<float>(), m, k, n, false, stream.get());
-    stops[i % 2].record(stream.get());
+    starts[i % 2].record(gemm.stream());
+    for (int g = 0; g < kBatch; ++g) gemm.run();
+    stops[i % 2].record(gemm.stream());
     if (i == 0) continue;
     const int done = (i - 1) % 2;
     stops[done].synchronize();
     elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
     if (elapsed >= seconds / 2)
-      late_rates.push_back(batch_flops / (stops[done].since(starts[done]) * 1e-3));
+      late_rates.push_back(kBatch * gemm.flops() / (stops[done].since(starts[done]) * 1e-3));
   }
-  stream.synchronize();
+  stops[0].synchronize();
+  stops[1].synchronize();
   return median(late_rates);
 }
 

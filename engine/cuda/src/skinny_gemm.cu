@@ -96,7 +96,7 @@ __device__ __forceinline__ void load_x(const __nv_bfloat16* x_lane, std::int32_t
   }
 }
 
-static_assert(kSkinnyWarps * 32 == 256 && kSkinnyNormRowsLimit == kNormRowsLimit,
+static_assert(kSkinnyWarps * 32 == 256 && kGemmNormRowsLimit == kNormRowsLimit,
               "the fused norm is normalise_rows (rms_norm.cuh): 256 threads, up to 16 rows");
 
 /// MT m16 tiles x NT n8 tiles per block; U chunks of weights loaded before the first MMA.
@@ -266,7 +266,7 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
   std::size_t shared = 0;
   std::int32_t staged = 0;
   if constexpr (kNorm) {
-    shared = skinny_norm_shared_bytes(rows, in);
+    shared = gemm_norm_shared_bytes(rows, in);
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kSkinnyNormSharedLimit)));
   } else if (early_weights && stage_share) {
@@ -353,19 +353,19 @@ std::size_t skinny_stage_bytes(std::int32_t chunks, int n_tiles) {
   return static_cast<std::size_t>(chunks) * kSkinnyWarps * static_cast<std::size_t>(n_tiles) * 512;
 }
 
-std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
+std::size_t gemm_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
   return static_cast<std::size_t>(std::max<std::int64_t>(rows, 0)) *
          static_cast<std::size_t>(std::max<std::int64_t>(in + 8, 0)) * 2;
 }
 
 bool norm_prologue_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) {
-  return rows >= 1 && rows <= kSkinnyNormRowsLimit && in <= 4 * kNormVec * 256 && norm.eps > 0.0f &&
+  return rows >= 1 && rows <= kGemmNormRowsLimit && in <= 4 * kNormVec * 256 && norm.eps > 0.0f &&
          aligned_to(norm.residual, 16) && aligned_to(norm.weight, 16);
 }
 
 bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) {
   return norm_prologue_fits(rows, in, norm) && in % 32 == 0 &&
-         skinny_norm_shared_bytes(rows, in) <= kSkinnyNormSharedLimit;
+         gemm_norm_shared_bytes(rows, in) <= kSkinnyNormSharedLimit;
 }
 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
@@ -385,7 +385,7 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (norm != nullptr && !skinny_norm_fits(rows, in, *norm))
     throw Error("skinny GEMM with a fused RMSNorm: rows " + std::to_string(rows) + " in " +
                 std::to_string(in) + " is not a shape it takes (rows 1.." +
-                std::to_string(kSkinnyNormRowsLimit) +
+                std::to_string(kGemmNormRowsLimit) +
                 ", in at most 4,096, eps > 0, residual and weight 16-byte aligned)");
   if (swiglu_act != nullptr && accumulate)
     throw Error("skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +

@@ -20,8 +20,8 @@ inline constexpr std::int64_t kSkinnyRowsLimit = 64;
 /// summed through shared memory in warp order: deterministic).
 inline constexpr int kSkinnyWarps = 8;
 
-/// Most rows the fused RMSNorm takes (one m16 tile).
-inline constexpr std::int64_t kSkinnyNormRowsLimit = 16;
+/// Most rows the fused RMSNorm (GemmNorm) takes, in either few-row kernel (one m16 tile).
+inline constexpr std::int64_t kGemmNormRowsLimit = 16;
 /// Most dynamic shared memory (bytes) of the fused norm's normalised rows: two blocks per SM fit.
 inline constexpr std::size_t kSkinnyNormSharedLimit = 96 * 1024;
 
@@ -39,15 +39,15 @@ struct GemmNorm {
 /// Dynamic shared memory (bytes) of the fused norm's normalised rows for `rows` x `in`: rows *
 /// (in + 8) bf16 (0 for rows < 1). The streaming kernel's prologue keeps the same rows
 /// (stream_norm_shared_bytes).
-std::size_t skinny_norm_shared_bytes(std::int64_t rows, std::int64_t in);
+std::size_t gemm_norm_shared_bytes(std::int64_t rows, std::int64_t in);
 
 /// What both few-row kernels' fused norm prologues (rms_norm.cuh's normalise_rows) ask of a GEMM:
-/// 1 <= rows <= kSkinnyNormRowsLimit, in <= 4,096, eps > 0, residual and weight 16-byte aligned.
+/// 1 <= rows <= kGemmNormRowsLimit, in <= 4,096, eps > 0, residual and weight 16-byte aligned.
 /// skinny_norm_fits and stream_norm_fits add their kernel's rule for in and its shared memory.
 bool norm_prologue_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm);
 
 /// Whether the fused norm takes this GEMM (on top of skinny_gemm_fits): 1 <= rows <=
-/// kSkinnyNormRowsLimit, in <= 4,096 (a multiple of 32), its shared rows within
+/// kGemmNormRowsLimit, in <= 4,096 (a multiple of 32), its shared rows within
 /// kSkinnyNormSharedLimit, eps > 0, residual and weight 16-byte aligned.
 bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm);
 

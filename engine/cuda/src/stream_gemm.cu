@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }  // namespace
 
 std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
-  return kStreamSharedBytes + skinny_norm_shared_bytes(rows, in);
+  return kStreamSharedBytes + gemm_norm_shared_bytes(rows, in);
 }
 
 bool stream_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) {

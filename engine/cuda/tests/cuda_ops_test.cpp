@@ -1314,14 +1314,14 @@ TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {
   const Shape shapes[] = {{2048, 4096}, {2048, 12288}, {2560, 6144}, {2560, 19456}, {4096, 6144}};
   for (const Shape& shape : shapes) {
     const std::int64_t in = shape.in, out = shape.out;
-    const NormGemmCase data(in, out, kSkinnyNormRowsLimit, 71, stream());
+    const NormGemmCase data(in, out, kGemmNormRowsLimit, 71, stream());
     const DeviceBuffer &w = data.w, &h = data.h;
     const GemmNorm& norm = data.norm;
     DeviceBuffer y_a(data.y0.bytes()), y_b(data.y0.bytes());
     for (const std::int64_t rows : {1, 4, 8, 13, 16})
       for (const bool accumulate : {false, true})
         for (const int n : skinny_n_tile_options(rows, out)) {
-          if (skinny_norm_shared_bytes(rows, in) > kSkinnyNormSharedLimit) continue;
+          if (gemm_norm_shared_bytes(rows, in) > kSkinnyNormSharedLimit) continue;
           const std::string what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
                                    " out " + std::to_string(out) + " n tiles " + std::to_string(n) +
                                    " accumulate " + std::to_string(accumulate);
@@ -1450,8 +1450,8 @@ TEST_F(CudaOps, SkinnyGemmSwigluEpilogueIsTheGemmThenSwiglu) {
     for (const std::int64_t rows : {1, 4, 13, 16, 29, 64})
       for (const bool normed : {false, true})
         for (const int n : skinny_n_tile_options(rows, out)) {
-          if (normed && (rows > kSkinnyNormRowsLimit ||
-                         skinny_norm_shared_bytes(rows, in) > kSkinnyNormSharedLimit))
+          if (normed && (rows > kGemmNormRowsLimit ||
+                         gemm_norm_shared_bytes(rows, in) > kSkinnyNormSharedLimit))
             continue;
           const std::string what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
                                    " out " + std::to_string(out) + " n tiles " + std::to_string(n) +

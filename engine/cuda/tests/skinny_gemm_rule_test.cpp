@@ -186,8 +186,8 @@ TEST(SkinnyGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
   EXPECT_FALSE(norm_prologue_fits(4, 2048, norm(260, 512, 1e-6f)));
   EXPECT_FALSE(norm_prologue_fits(4, 2048, norm(256, 520, 1e-6f)));
   // The skinny kernel's: in % 32 == 0 and rows x (in + 8) bf16 within 96 KiB.
-  EXPECT_EQ(skinny_norm_shared_bytes(4, 2048), 4u * 2056u * 2u);
-  EXPECT_EQ(skinny_norm_shared_bytes(0, 2048), 0u);
+  EXPECT_EQ(gemm_norm_shared_bytes(4, 2048), 4u * 2056u * 2u);
+  EXPECT_EQ(gemm_norm_shared_bytes(0, 2048), 0u);
   EXPECT_TRUE(skinny_norm_fits(4, 2048, ok));
   EXPECT_TRUE(skinny_norm_fits(16, 2560, ok));  // 82,176 bytes
   EXPECT_TRUE(skinny_norm_fits(8, 4096, ok));
