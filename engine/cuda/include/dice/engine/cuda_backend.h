@@ -262,8 +262,9 @@ double measure_gemm_rate(int device, std::int64_t m, std::int64_t n, std::int64_
 /// The bf16 GEMM rate (FLOP/s) the device sustains: the same GEMM back to back for `seconds`
 /// (wall clock), in batches of 8 timed with events, the GPU never idle; the median rate of the
 /// batches in the second half. measure_gemm_rate's 20 launches (~30 ms at 8,192^3) end before the
-/// card's power limit acts; under it the SM clock drops (an H200 at its 700 W limit: 1,980 MHz to
-/// ~1,450-1,750 while decoding 128 sequences, bench/results/2026-11-29-power-cap-h200).
+/// card's power limit acts; under it the SM clock drops (an H200 at its 700 W limit: from 1,980
+/// MHz to ~1,500 under this GEMM and a median of 1,575-1,755 while decoding 128 sequences; 4 s
+/// gave 0.84x the burst rate, within 0.6% of 12 s: bench/results/2026-11-29-power-cap-h200).
 /// Throws dice::Error when seconds is not positive and finite, or on a CUDA failure.
 double measure_sustained_gemm_rate(int device, std::int64_t m, std::int64_t n, std::int64_t k,
                                    double seconds);
