@@ -18,7 +18,8 @@
 # (1,16). PROMPT_LENGTH=64: prompt positions of the profiled run (its contexts are this plus up
 # to ~110 decoded tokens; 1000 profiles attention at ~1,100 positions). Leaves
 # $OUT/engine-profile.txt,
-# $OUT/engine-profile.log and $OUT/engine-profile.tar.gz.
+# $OUT/engine-profile.log and $OUT/engine-profile.tar.gz; each engine-profile-TAG.* with
+# PROFILE_TAG=TAG, so that several runs in one device call (e.g. one per MODEL) keep theirs.
 set -uo pipefail
 source "$(dirname "$0")/common_device.sh"
 source "$(dirname "$0")/engine_device.sh"
@@ -26,10 +27,11 @@ shape=${MODEL:-1.7b}
 seqs=${PROFILE_SEQUENCES:-1}
 kernels=${NCU_KERNELS:-1200}
 prof="$WORK/engine-profile"
+out="$OUT/engine-profile${PROFILE_TAG:+-$PROFILE_TAG}"
 rm -rf "$prof"
 mkdir -p "$prof" "$WORK/models"
-trap 'tar -C "$WORK" -czf "$OUT/engine-profile.tar.gz" engine-profile 2>/dev/null' EXIT
-exec > >(tee "$OUT/engine-profile.log") 2>&1
+trap 'tar -C "$WORK" -czf "$out.tar.gz" engine-profile 2>/dev/null' EXIT
+exec > >(tee "$out.log") 2>&1
 machine_header | tee "$prof/machine.txt"
 m="$WORK/models/$shape"
 if [ ! -f "$m/config.json" ]; then
@@ -78,4 +80,4 @@ for seqs in ${seqs//,/ }; do
   layers=$("$DICE_PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$m/config.json")
   "$DICE_PYTHON" "$root/bench/engine_profile_report.py" "$prof/ncu-$k-$seqs.csv" --layers "$layers"
 done
-done 2>&1 | tee "$OUT/engine-profile.txt"
+done 2>&1 | tee "$out.txt"
