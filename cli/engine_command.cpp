@@ -427,7 +427,7 @@ void add_bench_command(CLI::App* engine) {
                    "cuda: also measure the GEMM rate sustained over this many seconds of "
                    "back-to-back GEMMs (the card's power limit lowers its clock under long "
                    "loads), and the floor at that rate; 0: not measured")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   bench->add_option("--json", args->json_out, "also append the records to this file");
   add_backend_options(bench, args->backend);

@@ -44,11 +44,25 @@ def test_greedy_by_default_and_sampling_recorded(model):
     assert record["output_tokens"] == 16
 
 
+def test_the_timed_runs_wall_clock_span_is_recorded(model):
+    """Each record gives its timed run's span in Unix seconds (for matching the card's clock
+    samples to it): as long as the run, and now. The CPU backend measures no ceilings, so a
+    sustained GEMM time is accepted and ignored."""
+    done = bench(model, "--sustained-gemm-seconds", "2")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout.splitlines()[-1])
+    span = record["timed_to_unix"] - record["timed_from_unix"]
+    assert span == pytest.approx(record["seconds"], abs=0.05)
+    assert abs(record["timed_to_unix"] - datetime.now(UTC).timestamp()) < 300
+    assert record["ceilings"] is None
+
+
 @pytest.mark.parametrize(("bad", "message"), [
     (["--top-p", "0"], "generation option top_p: must be in (0, 1], got 0"),
     (["--top-p", "1.5"], "generation option top_p: must be in (0, 1], got 1.5"),
     (["--temperature", "-1"], "generation option temperature: must be >= 0, got -1"),
     (["--top-k", "-3"], "generation option top_k: must be >= 0, got -3"),
+    (["--sustained-gemm-seconds", "-1"], "--sustained-gemm-seconds: Value -1 not in range 0"),
 ])  # fmt: skip
 def test_bad_sampling_options_are_refused(model, bad, message):
     done = bench(model, *bad)
