@@ -31,6 +31,7 @@ echo "models $models; sequences ${SEQUENCES:-1}; new tokens ${NEW_TOKENS:-1024};
 # (one ';' more: `read` drops a trailing empty field, so 'bin=X;' keeps its empty second set)
 IFS=';' read -r -a sets <<<"$variants;"
 declare -A unpacked=()
+declare -A burst_flag=()  # per binary: burst_ceilings_only's option (tokens/s compared, no sustained floor)
 for shape in ${models//,/ }; do
   m="$WORK/models/$shape"
   "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \
@@ -52,10 +53,11 @@ for shape in ${models//,/ }; do
           binary=${binary%.xz}
         fi
       fi
+      if [ -z "${burst_flag[$binary]+set}" ]; then burst_flag[$binary]=$(burst_ceilings_only "$binary"); fi
       # shellcheck disable=SC2086  # an option set is split into its words on purpose
       timeout -k 10 $((limit - SECONDS + 30)) "$binary" engine bench --model "$m" \
         --sequences "${SEQUENCES:-1}" --new-tokens "${NEW_TOKENS:-1024}" --store "${STORE:-fused}" \
-        $options --json "$dir/run.jsonl" >/dev/null 2>"$dir/err-$shape-$round-$i.txt" ||
+        ${burst_flag[$binary]} $options --json "$dir/run.jsonl" >/dev/null 2>"$dir/err-$shape-$round-$i.txt" ||
         { echo "SDAR-$shape variant '${sets[$i]}' round $round: exit $?"; tail -3 "$dir/err-$shape-$round-$i.txt"; }
       "$DICE_PYTHON" - "$dir/run.jsonl" "$shape" "$i" "${sets[$i]}" "$dir/all.jsonl" <<'PY'
 import json, sys

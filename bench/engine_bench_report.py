@@ -234,8 +234,11 @@ def table(
         if k in joined:
             continue
         rate = None if "error" in t else t["tokens_per_second"]
-        rows.append([k[0], str(k[1]), str(k[2]), "fused" if k[3] else "unfused"] + ["-"] * 11)
-        rows[-1] += ["oom" if rate is None else f"{rate:.1f}", "-", "-"]
+        row = dict.fromkeys(head, "-")  # only the configuration and PyTorch's rate
+        row.update(model=k[0], seqs=str(k[1]), store="fused" if k[3] else "unfused")
+        row["new tokens"] = str(k[2])
+        row["torch tok/s"] = "oom" if rate is None else f"{rate:.1f}"
+        rows.append(list(row.values()))
     lines = []
     if markdown:
         lines.append("| " + " | ".join(head) + " |")

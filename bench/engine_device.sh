@@ -23,3 +23,11 @@ begin_test_report() {
   missing=$(missing_libraries)
   [ -z "$missing" ] || { echo "the staged binaries cannot run: $missing"; exit 1; }
 }
+# The option that keeps `BINARY engine bench` to its burst ceilings (`--sustained-gemm-seconds 0`),
+# for runs that compare tokens/s and need no floor at the sustained GEMM rate: the 4 s of
+# back-to-back GEMMs would take device time and leave the card warmer than a build from before
+# the option leaves it, just before the timed run. Prints nothing for such an older build.
+burst_ceilings_only() {
+  "$1" engine bench --help 2>/dev/null | grep -q -- "--sustained-gemm-seconds" &&
+    echo "--sustained-gemm-seconds 0"
+}

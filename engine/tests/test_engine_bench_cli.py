@@ -1,6 +1,8 @@
 """`dice engine bench` (issue 6's benchmark) on the CPU backend: greedy by default, sampling with
 --temperature / --top-k / --top-p recorded in each record, bad sampling options refused with the
-engine's own check (GenerationOptions::validate)."""
+engine's own check (GenerationOptions::validate), each record's timed span. Then the scripts
+around it: bench/engine_bench_report.py's table and targets, and engine_device.sh's
+burst_ceilings_only."""
 
 import json
 import subprocess
@@ -29,6 +31,27 @@ def bench(model: Path, *extra: str) -> subprocess.CompletedProcess[str]:
             "--sequences", "2", "--new-tokens", "8", "--store", "fused", "--warmup-tokens", "4",
             *extra]  # fmt: skip
     return subprocess.run([str(DICE), *args], capture_output=True, text=True, timeout=300)
+
+
+def run_report(tmp_path: Path, dice: list[dict], torch: list[dict], *args: str) -> str:
+    """bench/engine_bench_report.py over these dice and PyTorch records (JSON Lines files in
+    tmp_path) with `args`; its output (the run must succeed)."""
+    dice_path, torch_path = tmp_path / "dice.jsonl", tmp_path / "torch.jsonl"
+    dice_path.write_text("".join(json.dumps(r) + "\n" for r in dice))
+    torch_path.write_text("".join(json.dumps(r) + "\n" for r in torch))
+    script = ROOT / "bench" / "engine_bench_report.py"
+    done = subprocess.run(["python3", str(script), str(dice_path), str(torch_path), *args],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def markdown_rows(report: str, count: int) -> list[dict[str, str]]:
+    """The first `count` rows of a --markdown report's table, each by column head."""
+    lines = report.splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [dict(zip(head, [c.strip() for c in line.strip("|").split("|")], strict=True))
+            for line in lines[2 : 2 + count]]  # fmt: skip
 
 
 def test_greedy_by_default_and_sampling_recorded(model):
@@ -78,20 +101,10 @@ def test_report_gives_the_serial_bound_beside_the_floor(tmp_path):
     new = dict(base, floor_seconds=2.0, time_over_floor=2.2, serial_bound_seconds=3.1,
                time_over_serial_bound=1.42)  # fmt: skip
     old = dict(base, sequences=16, floor_seconds=2.0, time_over_floor=1.5)
-    dice_path, torch_path = tmp_path / "dice.jsonl", tmp_path / "torch.jsonl"
-    dice_path.write_text(json.dumps(new) + "\n" + json.dumps(old) + "\n")
-    torch_path.write_text(json.dumps(dict(base, tokens_per_second=900.0)) + "\n")
-    script = ROOT / "bench" / "engine_bench_report.py"
-    done = subprocess.run(["python3", str(script), str(dice_path), str(torch_path), "--markdown"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    head = [c.strip() for c in lines[0].strip("|").split("|")]
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:4]]
-    row = {h: c for h, c in zip(head, cells[0], strict=True)}
+    report = run_report(tmp_path, [new, old], [dict(base, tokens_per_second=900.0)], "--markdown")
+    row, before = markdown_rows(report, 2)
     assert (row["x floor"], row["serial/floor"], row["x serial"]) == ("2.200", "1.55", "1.420")
     assert row["dice/torch"] == "10.0"
-    before = {h: c for h, c in zip(head, cells[1], strict=True)}
     assert (before["serial/floor"], before["x serial"]) == ("-", "-")
 
 
@@ -111,14 +124,7 @@ def test_report_sums_up_issue_6s_targets(tmp_path):
         dict(base, sequences=1, tokens_per_second=20.0),
         dict(base, model="/m/1.7b", sequences=1, tokens_per_second=80.0),
     ]
-    dice_path, torch_path = tmp_path / "dice.jsonl", tmp_path / "torch.jsonl"
-    dice_path.write_text("".join(json.dumps(r) + "\n" for r in dice))
-    torch_path.write_text("".join(json.dumps(r) + "\n" for r in torch))
-    script = ROOT / "bench" / "engine_bench_report.py"
-    done = subprocess.run(["python3", str(script), str(dice_path), str(torch_path)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    summary = done.stdout.split("issue 6's targets:\n")[1].splitlines()
+    summary = run_report(tmp_path, dice, torch).split("issue 6's targets:\n")[1].splitlines()
     assert summary == [
         "- within 1.5x of the floor: 2 of 4 rows; outside: 4b 16 x 1024 fused (1.660), "
         "4b 128 x 1024 fused (1.900)",
@@ -158,26 +164,51 @@ def test_report_gives_the_sustained_floor_and_the_clocks_of_each_run(tmp_path):
         + "No devices were found\n"
         + sample(10.5, 1980, "0x0000000000000000")
     )
-    dice_path, torch_path = tmp_path / "dice.jsonl", tmp_path / "torch.jsonl"
-    dice_path.write_text("".join(json.dumps(r) + "\n" for r in dice))
-    torch_path.write_text("")
-    script = ROOT / "bench" / "engine_bench_report.py"
-    done = subprocess.run(["python3", str(script), str(dice_path), str(torch_path), "--markdown",
-                           "--clocks", str(clocks)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    head = [c.strip() for c in lines[0].strip("|").split("|")]
-    rows = [dict(zip(head, [c.strip() for c in line.strip("|").split("|")], strict=True))
-            for line in lines[2:5]]  # fmt: skip
+    report = run_report(tmp_path, dice, [], "--markdown", "--clocks", str(clocks))
+    rows = markdown_rows(report, 3)
     assert [(r["x sust."], r["SM MHz"], r["capped"]) for r in rows] == [
         ("1.490", "1600", "67%"),
         ("-", "1980", "0%"),
         ("-", "-", "-"),
     ]
-    summary = done.stdout.split("issue 6's targets:\n")[1].splitlines()
+    summary = report.split("issue 6's targets:\n")[1].splitlines()
     assert summary[:2] == [
         "- within 1.5x of the floor: 0 of 3 rows; outside: 4b 128 x 1024 fused (1.900), "
         "4b 1 x 1024 fused (1.700), 4b 16 x 1024 fused (1.600)",
         "- within 1.5x of the floor at the sustained GEMM rate: 1 of 1 rows",
     ]
+
+
+def test_tokens_per_second_scripts_skip_the_sustained_rate_where_the_binary_has_it(tmp_path):
+    """bench/engine_device.sh's burst_ceilings_only: `--sustained-gemm-seconds 0` for a dice that
+    has the option (the variants, check and profile scripts compare tokens/s and need no
+    sustained floor), nothing for an older build whose `engine bench` lacks it."""
+    if not DICE.exists():
+        pytest.skip("build/dice is not built")
+    old = tmp_path / "dice_old"
+    old.write_text("#!/bin/sh\necho 'Options:'\necho '  --no-ceilings  no floor'\n")
+    old.chmod(0o755)
+    script = ROOT / "bench" / "engine_device.sh"
+    answers = []
+    for binary in (DICE, old):
+        done = subprocess.run(["bash", "-c", f'source "{script}"; burst_ceilings_only "{binary}"'],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        answers.append(done.stdout.strip())
+    assert answers == ["--sustained-gemm-seconds 0", ""]
+
+
+def test_report_rows_where_only_pytorch_ran(tmp_path):
+    """bench/engine_bench_report.py: a configuration dice did not finish gets a row with its
+    configuration and PyTorch's rate (or "oom") under "torch tok/s", "-" everywhere else."""
+    base = {"model": "/m/4b", "new_tokens": 1024, "fused_store": False}
+    torch = [
+        dict(base, sequences=128, tokens_per_second=900.0),
+        dict(base, sequences=16, error="out of memory"),
+    ]
+    rows = markdown_rows(run_report(tmp_path, [], torch, "--markdown"), 2)
+    shown = ["model", "seqs", "new tokens", "store", "torch tok/s"]
+    assert [[r[h] for h in shown] for r in rows] == [
+        ["4b", "128", "1024", "unfused", "900.0"],
+        ["4b", "16", "1024", "unfused", "oom"],
+    ]
+    assert all(v == "-" for r in rows for h, v in r.items() if h not in shown)
