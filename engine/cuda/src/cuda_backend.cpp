@@ -598,9 +598,7 @@ struct CudaBackend::Impl {
     // With `swiglu_act`, SwiGLU is fused into the GEMM's epilogue where the skinny kernel takes
     // it (returns true; y is then not written), else the caller launches it (returns false).
     const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
-    const bool ko_norms_early = ("," + options.knockout + ",").find(",norms,") != std::string::npos;
     const auto norm_into_h = [&](const DeviceBuffer& norm_weight) {
-      if (ko_norms_early) return;
       launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
                       h.get(), rows_pad, nullptr, s, options.fast_norms, pdl,
                       pdl && options.pdl_early_reads);
@@ -643,12 +641,6 @@ struct CudaBackend::Impl {
     WgmmaNormFold fold_in_swiglu;
     fold_in_swiglu.in_square_sums = square_sums.as<float>();
     fold_in_swiglu.eps = static_cast<float>(shape.eps);
-    const auto ko = [&](const char* name) {
-      return ("," + options.knockout + ",").find("," + std::string(name) + ",") != std::string::npos;
-    };
-    const bool ko_qk = ko("qk"), ko_attn = ko("attn"), ko_qkv = ko("qkv"),
-               ko_o = ko("o"), ko_gateup = ko("gateup"), ko_down = ko("down"),
-               ko_swiglu = ko("swiglu");
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       // Layer 0's input comes from the embedding: its norm is not folded.
@@ -656,19 +648,17 @@ struct CudaBackend::Impl {
       if (fold_in)
         gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false,
                   s);
-      else if (ko_qkv)
-        norm_into_h(l.input_norm);
       else
         normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
-      if (!ko_qk) launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
+      launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
                           s, options.fast_norms, pdl, fold_in ? square_sums.as<float>() : nullptr,
                           static_cast<std::int32_t>(hd));
-      if (!ko_attn) launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
+      launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
                        attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);
-      if (combine && !ko_attn)
+      if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
       if (folds.mlp) {
@@ -679,18 +669,15 @@ struct CudaBackend::Impl {
         ++stats.folded_norms;
         ++stats.fused_swiglu_gemms;
       } else {
-        if (!ko_o)
-          gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
-                    options.stage_o_weights);
+        gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
+                  options.stage_o_weights);
         if (gate_up_bf16) {
           norm_into_h(l.post_norm);
           gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
           launch_swiglu_bf16_input(gate_up.as<__nv_bfloat16>(), shape.intermediate, act.get(),
                                    rows_pad, s, pdl);
-        } else if (ko_gateup) {
-          norm_into_h(l.post_norm);
         } else if (!normed_gemm(l.post_norm, l.gate_up, gate_up.as<float>(), 2 * in,
-                                swiglu ? act.get() : nullptr) && !ko_swiglu) {
+                                swiglu ? act.get() : nullptr)) {
           launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s,
                         pdl);
         }
@@ -699,7 +686,7 @@ struct CudaBackend::Impl {
         gemm->run_folded(act.get(), l.down.get(), x.as<float>(), nullptr, rows_pad, in, hd, true,
                          fold_out(layers[i + 1].input_norm), s);
         ++stats.folded_norms;
-      } else if (!ko_down) {
+      } else {
         gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
       }
     }

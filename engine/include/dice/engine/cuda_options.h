@@ -1,6 +1,4 @@
 #pragma once
-
-#include <string>
 // The CUDA backend's options (cuda_backend.h; issue 6), in a header without CUDA so that the CLI
 // can hold and parse them in every build, with or without nvcc.
 
@@ -216,10 +214,6 @@ struct CudaBackendOptions {
   /// sequence and within the spread on SDAR-1.7B, whose o share mostly fits in the registers' early
   /// loads already (bench/results/2026-11-25-kernel-trace-h100). Same bits either way.
   bool stage_o_weights = true;
-  /// EXPERIMENT (removed after its call): launches left out of every layer, for the marginal
-  /// cost of each in the real graph + PDL forward (results wrong, shapes unchanged). A comma
-  /// list of qk, norms, attn, qkv, o, gateup, down, swiglu.
-  std::string knockout;
   /// bf16 GEMMs of 17-64 rows (16 sequences) run our TMA + wgmma weight-streaming kernel
   /// (engine/cuda/src/wgmma_gemm.h; split-K over a thread block cluster, deterministic; the gate/up
   /// projection with the SwiGLU epilogue) instead of cuBLASLt, on sm_90 devices, where
