@@ -841,6 +841,97 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
   EXPECT_EQ(download_f32(y_stream, 8 * wide), download_f32(y_direct, 8 * wide));
 }
 
+TEST_F(CudaOps, StreamMlpIsTheTwoStreamingLaunches) {
+  // The MLP in one launch (gate/up with the SwiGLU epilogue, a grid barrier, down added into y)
+  // against the streaming kernel's two launches on the same data: the activations and y bit for
+  // bit, on SDAR-1.7B's and -4B's shapes and a small one with fewer tiles than blocks, over
+  // every SM's blocks, 7 and 1, with and without PDL and early weights, launched twice in a row
+  // (the barrier's count back at zero after each). Shapes and arguments it does not take
+  // throw; Gemm::run_mlp takes what fuses_mlp() says and counts two streaming GEMMs.
+  struct Shape {
+    std::int64_t hidden, inter;
+  };
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  constexpr std::int64_t kMaxRows = kStreamRowsLimit;
+  DeviceBuffer counters(2 * sizeof(unsigned));
+  for (const Shape shape : {Shape{2048, 6144}, Shape{2560, 9728}, Shape{256, 160}}) {
+    const std::int64_t hidden = shape.hidden, inter = shape.inter;
+    const GemmCase up(hidden, 2 * inter, kMaxRows, 0x61u, stream());
+    const GemmCase down(inter, hidden, kMaxRows, 0x62u, stream());
+    const std::size_t act_bytes = static_cast<std::size_t>(kMaxRows * inter) * 2;
+    DeviceBuffer act_ref(act_bytes), act(act_bytes), y_ref(down.y0.bytes()), y(down.y0.bytes());
+    for (const std::int64_t rows : {1, 4, 13, 16}) {
+      const std::string what =
+          fmt::format("MLP rows {} hidden {} intermediate {}", rows, hidden, inter);
+      ASSERT_TRUE(stream_mlp_fits(rows, hidden, inter, up.x.get(), up.w.get(), down.w.get(),
+                                  act.get(), y.get()))
+          << what;
+      down.start(y_ref, rows, hidden, stream());
+      launch_stream_gemm(up.x.get(), up.w.get(), nullptr, rows, hidden, 2 * inter, false,
+                         act_ref.get(), sms, stream(), false, false);
+      launch_stream_gemm(act_ref.get(), down.w.get(), y_ref.as<float>(), rows, inter, hidden, true,
+                         nullptr, sms, stream(), false, false);
+      synchronize();
+      const auto act_count = static_cast<std::size_t>(rows * inter);
+      const auto want_act = download(act_ref, act_count, CudaDType::kBF16);
+      const auto want_y = download_f32(y_ref, rows * hidden);
+      struct Variant {
+        int blocks;
+        bool pdl, early;
+      };
+      for (const Variant v : {Variant{sms, true, true}, Variant{sms, false, false},
+                              Variant{7, true, true}, Variant{1, false, true}}) {
+        for (int launch = 0; launch < 2; ++launch) {
+          const std::string where =
+              fmt::format("{}: {} blocks, pdl {}, early weights {}, launch {}", what, v.blocks,
+                          v.pdl, v.early, launch);
+          DICE_CUDA_CHECK(cudaMemsetAsync(act.get(), 0, act_bytes, stream()));
+          down.start(y, rows, hidden, stream());
+          launch_stream_mlp(up.x.get(), up.w.get(), down.w.get(), act.get(), y.as<float>(), rows,
+                            hidden, inter, v.blocks, stream(), v.pdl, v.early,
+                            counters.as<unsigned>());
+          synchronize();
+          ASSERT_TRUE(same_values(download(act, act_count, CudaDType::kBF16), want_act)) << where;
+          ASSERT_TRUE(same_values(download_f32(y, rows * hidden), want_y)) << where;
+          unsigned left = 1u;
+          DICE_CUDA_CHECK(
+              cudaMemcpy(&left, counters.get(), sizeof(unsigned), cudaMemcpyDeviceToHost));
+          ASSERT_EQ(left, 0u) << where;  // the count back at 0 (the generation moves on)
+        }
+      }
+    }
+  }
+  const GemmCase up(256, 320, kMaxRows, 0x63u, stream());
+  const GemmCase down(160, 256, kMaxRows, 0x64u, stream());
+  DeviceBuffer act(static_cast<std::size_t>(kMaxRows * 160) * 2);
+  float* y = down.y0.as<float>();
+  EXPECT_FALSE(stream_mlp_fits(17, 256, 160, up.x.get(), up.w.get(), down.w.get(), act.get(), y));
+  EXPECT_FALSE(stream_mlp_fits(4, 256, 168, up.x.get(), up.w.get(), down.w.get(), act.get(), y));
+  EXPECT_THROW(launch_stream_mlp(up.x.get(), up.w.get(), down.w.get(), act.get(), y, 17, 256, 160,
+                                 sms, stream(), false, false, counters.as<unsigned>()),
+               Error);
+  EXPECT_THROW(launch_stream_mlp(up.x.get(), up.w.get(), down.w.get(), act.get(), y, 4, 256, 160, 0,
+                                 stream(), false, false, counters.as<unsigned>()),
+               Error);
+  EXPECT_THROW(launch_stream_mlp(up.x.get(), up.w.get(), down.w.get(), act.get(), y, 4, 256, 160,
+                                 sms, stream(), false, false, nullptr),
+               Error);
+  // Through Gemm: only where both GEMMs stream.
+  Gemm gemm(kSkinnyRowsLimit);
+  EXPECT_THROW(
+      gemm.run_mlp(up.x.get(), up.w.get(), down.w.get(), act.get(), y, 4, 256, 160, stream()),
+      Error);  // streaming off
+  gemm.set_stream_gemm(true, 0.0);
+  ASSERT_TRUE(gemm.fuses_mlp(4, 256, 160, up.x.get(), up.w.get(), down.w.get(), act.get(), y));
+  EXPECT_FALSE(gemm.fuses_mlp(32, 256, 160, up.x.get(), up.w.get(), down.w.get(), act.get(), y));
+  gemm.run_mlp(up.x.get(), up.w.get(), down.w.get(), act.get(), y, 4, 256, 160, stream());
+  synchronize();
+  EXPECT_EQ(gemm.stream_launches(), 2);
+  gemm.set_stream_gemm(true, 0.9);  // 20 and 16 tiles fill few of the SMs' slots
+  EXPECT_EQ(gemm.fuses_mlp(4, 256, 160, up.x.get(), up.w.get(), down.w.get(), act.get(), y),
+            stream_gemm_fill(320, sms) >= 0.9 && stream_gemm_fill(256, sms) >= 0.9);
+}
+
 TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
   // SDAR layer shapes and a small odd one, random bf16 data made on the device: the wgmma kernel
   // at every tile width and split count against cuBLASLt (within fp32 rounding: 1e-4 of the row's
