@@ -160,10 +160,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "few-row GEMM loads its first weights, and the attention its work items' "
                     "metadata, before it waits for the kernel before it (same results) "
                     "(default: on)");
-  command->add_flag("--fused-mlp,!--no-fused-mlp", args.cuda.fused_mlp,
-                    "cuda backend: at up to 16 rows, where both MLP GEMMs run the streaming "
-                    "kernel, the MLP is one launch with a grid barrier between gate/up and down "
-                    "(same results) (default: on)");
   command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
                     "cuda backend: with early reads, the few-row o projection copies its "
                     "weights into shared memory while the attention runs, where they fit "
@@ -303,7 +299,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.stage_o_weights = false;
     options.wgmma_gemm = false;
     options.stream_gemm = false;
-    options.fused_mlp = false;
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;

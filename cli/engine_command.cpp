@@ -282,7 +282,6 @@ void run_bench(const BenchArgs& args) {
               {"wgmma_stage_k", o.wgmma_stage_k},
               {"stream_gemm", o.stream_gemm},
               {"stream_gemm_min_fill", o.stream_gemm_min_fill},
-              {"fused_mlp", o.fused_mlp},
               {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
@@ -317,7 +316,6 @@ void run_bench(const BenchArgs& args) {
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;
           // GEMM launches on the streaming kernel, in the graphs captured for this configuration
           record["stream_gemms"] = st.stream_gemms + warmup_stats.stream_gemms;
-          record["fused_mlps"] = st.fused_mlps + warmup_stats.fused_mlps;
           // RMSNorms folded into wgmma GEMMs, in the graphs captured for this configuration
           record["folded_norms"] = st.folded_norms + warmup_stats.folded_norms;
           record["rows"] = st.rows;

@@ -638,11 +638,6 @@ struct CudaBackend::Impl {
       return f;
     };
     // Its input side: the gate/up SwiGLU epilogue reads the sums the o projection wrote.
-    // The MLP in one streaming launch (CudaBackendOptions::fused_mlp).
-    const bool mlp_in_one = options.fused_mlp && swiglu && !fuse && !gate_up_bf16 && !folds.mlp &&
-                            !folds.qkv &&
-                            gemm->fuses_mlp(rows_pad, hd, in, h.get(), layers.front().gate_up.get(),
-                                            layers.front().down.get(), act.get(), x.get());
     WgmmaNormFold fold_in_swiglu;
     fold_in_swiglu.in_square_sums = square_sums.as<float>();
     fold_in_swiglu.eps = static_cast<float>(shape.eps);
@@ -676,14 +671,6 @@ struct CudaBackend::Impl {
       } else {
         gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
                   options.stage_o_weights);
-        if (mlp_in_one) {
-          norm_into_h(l.post_norm);
-          gemm->run_mlp(h.get(), l.gate_up.get(), l.down.get(), act.get(), x.as<float>(), rows_pad,
-                        hd, in, s);
-          ++stats.fused_mlps;
-          ++stats.fused_swiglu_gemms;
-          continue;
-        }
         if (gate_up_bf16) {
           norm_into_h(l.post_norm);
           gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);

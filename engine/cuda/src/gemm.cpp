@@ -1,7 +1,5 @@
 #include "gemm.h"
 
-#include <cstdlib>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -82,8 +80,6 @@ void Gemm::set_stream_gemm(bool on, double min_fill) {
             static_cast<std::size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)) >=
                 kStreamSharedBytes;
   stream_min_fill_ = min_fill;
-  // run_mlp's grid barrier counters, allocated here: never inside a stream capture.
-  if (stream_ && mlp_counters_.bytes() == 0) mlp_counters_ = DeviceBuffer(2 * sizeof(unsigned));
 }
 
 bool Gemm::streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -91,32 +87,6 @@ bool Gemm::streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int
   return stream_ && skinny(dtype, rows, in, out, x, w, y) &&
          stream_gemm_fits(rows, in, out, x, w, y) &&
          stream_gemm_fill(out, sms_) >= stream_min_fill_;
-}
-
-bool Gemm::fuses_mlp(std::int64_t rows, std::int64_t hidden, std::int64_t inter, const void* x,
-                     const void* w_up, const void* w_down, const void* act, const void* y) const {
-  return sm_count_target_ == 0 &&
-         streams(CudaDType::kBF16, rows, hidden, 2 * inter, x, w_up, act) &&
-         streams(CudaDType::kBF16, rows, inter, hidden, act, w_down, y) &&
-         stream_mlp_fits(rows, hidden, inter, x, w_up, w_down, act, y);
-}
-
-void Gemm::run_mlp(const void* x, const void* w_up, const void* w_down, void* act, float* y,
-                   std::int64_t rows, std::int64_t hidden, std::int64_t inter,
-                   cudaStream_t stream) {
-  if (rows <= 0) return;
-  if (!fuses_mlp(rows, hidden, inter, x, w_up, w_down, act, y))
-    throw Error(fmt::format(
-        "MLP in one streaming launch: rows {} hidden {} intermediate {} is not a shape the "
-        "streaming kernel takes for both GEMMs (set_stream_gemm off, its minimum fill, skinny "
-        "rows limit {}, or an SM count target)",
-        rows, hidden, inter, skinny_max_rows_));
-  // EXPERIMENT: SMs left free by the MLP launch (the separate down launch leaves 4 on SDAR-1.7B).
-  const char* spare = std::getenv("DICE_MLP_SPARE_SMS");
-  const int blocks = sms_ - (spare != nullptr ? std::atoi(spare) : 0);
-  launch_stream_mlp(x, w_up, w_down, act, y, rows, hidden, inter, blocks, stream, pdl_,
-                    early_weights_, mlp_counters_.as<unsigned>());
-  stream_launches_ += 2;
 }
 
 bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,

@@ -124,19 +124,6 @@ class Gemm {
                const void* w, const void* y) const;
   /// GEMMs given to the streaming kernel so far (eager or captured; replays not counted).
   std::int64_t stream_launches() const { return stream_launches_; }
-  /// Whether run_mlp() takes an MLP of `rows` rows: streams() holds for both its GEMMs (the
-  /// gate/up projection into `act`, the down projection into y) and no other kernel shares the
-  /// device's SMs with them (sm_count_target 0: the launch's grid barrier needs every block
-  /// resident at once).
-  bool fuses_mlp(std::int64_t rows, std::int64_t hidden, std::int64_t inter, const void* x,
-                 const void* w_up, const void* w_down, const void* act, const void* y) const;
-  /// The MLP in one streaming launch (launch_stream_mlp: act = SwiGLU(x w_up^T), then y +=
-  /// act w_down^T; x [rows, hidden] and act [rows, inter] bf16, y fp32): the same bits as
-  /// run_swiglu() then run(.., accumulate) on the streaming kernel, one launch and one boundary
-  /// fewer. Counted as two stream_launches(). Throws dice::Error when fuses_mlp() does not hold
-  /// or the launch fails.
-  void run_mlp(const void* x, const void* w_up, const void* w_down, void* act, float* y,
-               std::int64_t rows, std::int64_t hidden, std::int64_t inter, cudaStream_t stream);
   /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
   /// skinny kernel does not take to the wgmma kernel (wgmma_gemm.h; tile_n kWgmmaTileN, the
   /// split count of wgmma_default_splits). Off by default; on a device other than sm_90 it stays
@@ -238,8 +225,6 @@ class Gemm {
   bool stream_ = false;           ///< set_stream_gemm
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
-  DeviceBuffer mlp_counters_;           ///< run_mlp's grid barrier (two unsigned, zero between
-                                        ///< launches), made by set_stream_gemm(true)
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
   int sms_ = 1;

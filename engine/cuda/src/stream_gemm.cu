@@ -79,82 +79,105 @@ __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
-/// One GEMM of a launch as a block sees it: its run of tiles [tile_begin, tile_end) and the
-/// stages of each tile.
-struct Segment {
-  const __nv_bfloat16* w;
-  std::int32_t in, out, tile_begin, tile_end, k_stages;
-  __device__ std::int32_t stages() const { return (tile_end - tile_begin) * k_stages; }
-};
-
-__device__ __forceinline__ Segment segment_of(const __nv_bfloat16* w, std::int32_t in,
-                                              std::int32_t out) {
+/// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
+/// consumers into shared memory past the barriers.
+template <bool kSwiglu, bool kNorm>
+__global__ void __launch_bounds__(kThreads, 1)
+    stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                       float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
+                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
+                       GemmNorm norm) {
+  // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
+  // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
+  allow_next_grid();
+  extern __shared__ __align__(128) unsigned char shared[];
+  unsigned char* ring = shared;
+  auto* partial = reinterpret_cast<float*>(shared + kStreamStages * kStageBytes);
+  auto* full =
+      reinterpret_cast<std::uint64_t*>(shared + kStreamStages * kStageBytes + kPartialBytes);
+  std::uint64_t* empty = full + kStreamStages;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const std::int32_t tiles = out / kRows;
   const auto grid = static_cast<std::int64_t>(gridDim.x);
-  Segment g{w, in, out, 0, 0, (in + kStageK - 1) / kStageK};
-  g.tile_begin = static_cast<std::int32_t>(tiles * static_cast<std::int64_t>(blockIdx.x) / grid);
-  g.tile_end =
+  const auto tile_begin =
+      static_cast<std::int32_t>(tiles * static_cast<std::int64_t>(blockIdx.x) / grid);
+  const auto tile_end =
       static_cast<std::int32_t>(tiles * (static_cast<std::int64_t>(blockIdx.x) + 1) / grid);
-  return g;
-}
+  const std::int32_t k_stages = (in + kStageK - 1) / kStageK;
+  const std::int32_t count = (tile_end - tile_begin) * k_stages;
 
-/// The ring's shared memory and barriers.
-struct Ring {
-  unsigned char* stages;
-  float* partial;
-  std::uint64_t* full;
-  std::uint64_t* empty;
-};
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStreamStages; ++s) {
+      barrier_init(&full[s], 1);
+      barrier_init(&empty[s], kConsumerWarps);
+    }
+    barrier_init_fence();
+  }
+  __syncthreads();
 
-/// The producer's copies of stage j of segment g as ring stage i (slot i % kStreamStages).
-__device__ __forceinline__ void issue_stage(const Ring& ring, const Segment& g, std::int32_t i,
-                                            std::int32_t j, std::uint64_t policy) {
-  const std::int32_t s = i % kStreamStages;
-  const std::int32_t tile = g.tile_begin + j / g.k_stages;
-  const std::int32_t k0 = (j % g.k_stages) * kStageK;
-  const std::int32_t row_k = min(kStageK, g.in - k0);
-  const __nv_bfloat16* src = g.w + static_cast<std::int64_t>(tile) * kRows * g.in + k0;
-  unsigned char* dst = ring.stages + static_cast<std::size_t>(s) * kStageBytes;
-  const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
-  barrier_expect(&ring.full[s], kRows * row_bytes);
+  if (warp == kConsumerWarps) {  // the producer
+    if (lane == 0) {
+      const std::uint64_t policy = evict_first_policy();
+      const auto issue = [&](std::int32_t i) {
+        const std::int32_t s = i % kStreamStages;
+        const std::int32_t tile = tile_begin + i / k_stages;
+        const std::int32_t k0 = (i % k_stages) * kStageK;
+        const std::int32_t row_k = min(kStageK, in - k0);
+        const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
+        unsigned char* dst = ring + static_cast<std::size_t>(s) * kStageBytes;
+        const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
+        barrier_expect(&full[s], kRows * row_bytes);
 #pragma unroll 4
-  for (int r = 0; r < kRows; ++r)
-    bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * g.in, row_bytes,
-              &ring.full[s], policy);
-}
+        for (int r = 0; r < kRows; ++r)
+          bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
+                    &full[s], policy);
+      };
+      const std::int32_t first = min(count, kStreamStages);
+      if (early_weights)
+        for (std::int32_t i = 0; i < first; ++i) issue(i);
+      wait_for_prior_grid();
+      if (!early_weights)
+        for (std::int32_t i = 0; i < first; ++i) issue(i);
+      for (std::int32_t i = first; i < count; ++i) {
+        barrier_wait(&empty[i % kStreamStages],
+                     static_cast<std::uint32_t>((i / kStreamStages - 1) & 1));
+        issue(i);
+      }
+    }
+    return;
+  }
 
-/// The consumers' work on segment g, whose stages are ring stages first .. first +
-/// g.stages() - 1: x rows from x_rows (row pitch x_stride; kShared: shared memory; kCoherent: L2
-/// loads, for an x written earlier in this launch), the fp32 write / add into y or (kSwiglu)
-/// the SwiGLU epilogue into act. `buffer` alternates the partial-sum buffers from tile to tile.
-template <bool kSwiglu, bool kShared, bool kCoherent>
-__device__ __forceinline__ void consume(const Ring& ring, const Segment& g, std::int32_t first,
-                                        const __nv_bfloat16* x_rows, std::int32_t x_stride,
-                                        std::int32_t rows, float* y, bool accumulate,
-                                        __nv_bfloat16* act, int& buffer) {
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int g8 = lane / 4, t = lane % 4;
-  const __nv_bfloat16* x_lane = x_rows + static_cast<std::int64_t>(g8) * x_stride + 8 * t;
-  const bool low = g8 < rows, high = g8 + 8 < rows;
+  // The norm weight is a model weight: with early weights it is read before the wait too.
+  NormWeight norm_weight;
+  if constexpr (kNorm)
+    if (early_weights) norm_weight = load_norm_weight(norm.weight, in);
+  wait_for_prior_grid();
+  const int g = lane / 4, t = lane % 4;
+  const __nv_bfloat16* x_rows = x;
+  std::int32_t x_stride = in;
+  if constexpr (kNorm) {
+    if (!early_weights) norm_weight = load_norm_weight(norm.weight, in);
+    auto* normed = reinterpret_cast<__nv_bfloat16*>(shared + kStreamSharedBytes);
+    normalise_rows(norm.residual, norm_weight, norm.eps, rows, in, normed,
+                   [] { consumers_sync(); });
+    x_rows = normed;
+    x_stride = in + 8;
+  }
+  const __nv_bfloat16* x_lane = x_rows + static_cast<std::int64_t>(g) * x_stride + 8 * t;
+  const bool low = g < rows, high = g + 8 < rows;
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  const auto load_x = [](const __nv_bfloat16* p) {
-    if constexpr (kCoherent)
-      return __ldcg(reinterpret_cast<const uint4*>(p));
-    else
-      return load16<kShared>(p);
-  };
   float acc[2][4];
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
-  const std::int32_t count = g.stages();
-  for (std::int32_t jj = 0; jj < count; ++jj) {
-    const std::int32_t i = first + jj;
+  int buffer = 0;
+
+  for (std::int32_t i = 0; i < count; ++i) {
     const std::int32_t s = i % kStreamStages;
-    const std::int32_t ks = jj % g.k_stages;
+    const std::int32_t ks = i % k_stages;
     const std::int32_t k0 = ks * kStageK;
-    const std::int32_t chunks = min(kStageK, g.in - k0) / 32;
+    const std::int32_t chunks = min(kStageK, in - k0) / 32;
     // x first: its L1/L2 latency overlaps the wait for the slot.
     uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
 #pragma unroll
@@ -163,12 +186,12 @@ __device__ __forceinline__ void consume(const Ring& ring, const Segment& g, std:
       const std::int32_t k = k0 + c * 32;
       const __nv_bfloat16* lo = x_lane + k;
       const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
-      xl[u] = c < chunks && low ? load_x(lo) : zero;
-      xh[u] = c < chunks && high ? load_x(hi) : zero;
+      xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
+      xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
     }
-    barrier_wait(&ring.full[s], static_cast<std::uint32_t>((i / kStreamStages) & 1));
+    barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStreamStages) & 1));
     const unsigned char* slot =
-        ring.stages + static_cast<std::size_t>(s) * kStageBytes + g8 * kRowPitch + 16 * t;
+        ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
 #pragma unroll
     for (int u = 0; u < kChunksPerWarp; ++u) {
       const std::int32_t c = warp + u * kConsumerWarps;
@@ -182,12 +205,12 @@ __device__ __forceinline__ void consume(const Ring& ring, const Segment& g, std:
       }
     }
     __syncwarp();
-    if (lane == 0) barrier_arrive(&ring.empty[s]);
-    if (ks != g.k_stages - 1) continue;
+    if (lane == 0) barrier_arrive(&empty[s]);
+    if (ks != k_stages - 1) continue;
 
     // The tile's last stage: partial sums, one barrier, one output per thread.
-    auto& part = *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(ring.partial +
-                                                                        buffer * kPartialFloats);
+    auto& part =
+        *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(partial + buffer * kPartialFloats);
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -196,7 +219,7 @@ __device__ __forceinline__ void consume(const Ring& ring, const Segment& g, std:
         acc[j][r] = 0.0f;
       }
     consumers_sync();
-    const std::int64_t n0 = static_cast<std::int64_t>(g.tile_begin + jj / g.k_stages) * kRows;
+    const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
     const int e = static_cast<int>(threadIdx.x);
     if constexpr (kSwiglu) {
       if (e < kRegs / 2 * 32) {
@@ -204,7 +227,7 @@ __device__ __forceinline__ void consume(const Ring& ring, const Segment& g, std:
         const int2 o = output_of<2>(reg, l);
         if (o.x < rows) {
           const float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
-          act[static_cast<std::int64_t>(o.x) * (g.out / 2) + (n0 + o.y) / 2] =
+          act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
               __float2bfloat16_rn(silu_times(gate, up));
         }
       }
@@ -213,172 +236,12 @@ __device__ __forceinline__ void consume(const Ring& ring, const Segment& g, std:
       const int2 o = output_of<2>(reg, l);
       if (o.x < rows) {
         const float sum = warps_total(part, reg, l);
-        float* dst = y + static_cast<std::int64_t>(o.x) * g.out + n0 + o.y;
+        float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
         *dst = accumulate ? *dst + sum : sum;
       }
     }
     buffer ^= 1;
   }
-}
-
-/// Sets up the ring (thread 0 initialises the barriers; the block waits for it).
-__device__ __forceinline__ Ring make_ring(unsigned char* shared) {
-  Ring ring;
-  ring.stages = shared;
-  ring.partial = reinterpret_cast<float*>(shared + kStreamStages * kStageBytes);
-  ring.full =
-      reinterpret_cast<std::uint64_t*>(shared + kStreamStages * kStageBytes + kPartialBytes);
-  ring.empty = ring.full + kStreamStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStreamStages; ++s) {
-      barrier_init(&ring.full[s], 1);
-      barrier_init(&ring.empty[s], kConsumerWarps);
-    }
-    barrier_init_fence();
-  }
-  __syncthreads();
-  return ring;
-}
-
-/// The producer (lane 0 of warp kConsumerWarps): stages 0 .. count - 1, where stage i is stage
-/// i of segment a and, past a's, stage i - a.stages() of segment b; with early weights the
-/// first kStreamStages before the programmatic wait.
-__device__ __forceinline__ void produce(const Ring& ring, const Segment& a, const Segment* b,
-                                        bool early_weights) {
-  const std::uint64_t policy = evict_first_policy();
-  const std::int32_t count_a = a.stages();
-  const std::int32_t count = count_a + (b != nullptr ? b->stages() : 0);
-  const auto issue = [&](std::int32_t i) {
-    if (i < count_a)
-      issue_stage(ring, a, i, i, policy);
-    else
-      issue_stage(ring, *b, i, i - count_a, policy);
-  };
-  const std::int32_t first = min(count, kStreamStages);
-  if (early_weights)
-    for (std::int32_t i = 0; i < first; ++i) issue(i);
-  wait_for_prior_grid();
-  if (!early_weights)
-    for (std::int32_t i = 0; i < first; ++i) issue(i);
-  for (std::int32_t i = first; i < count; ++i) {
-    barrier_wait(&ring.empty[i % kStreamStages],
-                 static_cast<std::uint32_t>((i / kStreamStages - 1) & 1));
-    issue(i);
-  }
-}
-
-/// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
-/// consumers into shared memory past the barriers.
-template <bool kSwiglu, bool kNorm>
-__global__ void __launch_bounds__(kThreads, 1)
-    stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                       float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       GemmNorm norm) {
-  // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
-  // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
-  allow_next_grid();
-  extern __shared__ __align__(128) unsigned char shared[];
-  const Ring ring = make_ring(shared);
-  const Segment seg = segment_of(w, in, out);
-  if (static_cast<int>(threadIdx.x) / 32 == kConsumerWarps) {  // the producer
-    if (threadIdx.x % 32 == 0) produce(ring, seg, nullptr, early_weights);
-    return;
-  }
-
-  // The norm weight is a model weight: with early weights it is read before the wait too.
-  NormWeight norm_weight;
-  if constexpr (kNorm)
-    if (early_weights) norm_weight = load_norm_weight(norm.weight, in);
-  wait_for_prior_grid();
-  const __nv_bfloat16* x_rows = x;
-  std::int32_t x_stride = in;
-  if constexpr (kNorm) {
-    if (!early_weights) norm_weight = load_norm_weight(norm.weight, in);
-    auto* normed = reinterpret_cast<__nv_bfloat16*>(shared + kStreamSharedBytes);
-    normalise_rows(norm.residual, norm_weight, norm.eps, rows, in, normed,
-                   [] { consumers_sync(); });
-    x_rows = normed;
-    x_stride = in + 8;
-  }
-  int buffer = 0;
-  consume<kSwiglu, kNorm, false>(ring, seg, 0, x_rows, x_stride, rows, y, accumulate, act, buffer);
-}
-
-/// The clock of the GPU (ns).
-__device__ __forceinline__ std::uint64_t global_ns() {
-  std::uint64_t t = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-/// How long a block of the MLP kernel waits for the others at its grid barrier before it traps
-/// (its blocks were not all resident at once: fewer free SMs than blocks), ns.
-constexpr std::uint64_t kGridBarrierTimeoutNs = 4'000'000'000ull;
-
-/// Every block of the grid past its gate/up tiles (their SwiGLU stores visible GPU-wide) before
-/// any reads the activations: a sense-reversing barrier on counters[0] (blocks in) and
-/// counters[1] (the generation, read by thread 0 before the block counts in: `generation`).
-/// The last block in sets the count back to 0 and then moves the generation on (release); the
-/// others wait for the move (acquire). No block counts in twice before all have left: the next
-/// launch counts in only after this grid has finished (its programmatic wait). The blocks must be
-/// resident together: one per SM, at most the SMs.
-__device__ __forceinline__ void grid_barrier(unsigned* counters, unsigned generation) {
-  consumers_sync();
-  if (threadIdx.x == 0) {
-    unsigned old = 0;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
-                 : "=r"(old)
-                 : "l"(counters)
-                 : "memory");
-    if (old == gridDim.x - 1) {
-      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" ::"l"(counters) : "memory");
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(counters + 1) : "memory");
-    } else {
-      const std::uint64_t start = global_ns();
-      for (;;) {
-        unsigned seen = 0;
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
-                     : "=r"(seen)
-                     : "l"(counters + 1)
-                     : "memory");
-        if (seen != generation) break;
-        if (global_ns() - start > kGridBarrierTimeoutNs) __trap();
-      }
-    }
-  }
-  consumers_sync();
-}
-
-/// The MLP at few rows in one launch (launch_stream_mlp): gate/up with the SwiGLU epilogue into
-/// act, a grid barrier, then down added into y. The producer runs on from gate/up's last stage
-/// into down's weights without waiting for the barrier.
-__global__ void __launch_bounds__(kThreads, 1)
-    stream_mlp_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w_up,
-                      const __nv_bfloat16* __restrict__ w_down, __nv_bfloat16* act,
-                      float* __restrict__ y, std::int32_t rows, std::int32_t hidden,
-                      std::int32_t inter, bool early_weights, unsigned* counters) {
-  allow_next_grid();
-  extern __shared__ __align__(128) unsigned char shared[];
-  const Ring ring = make_ring(shared);
-  const Segment up = segment_of(w_up, hidden, 2 * inter);
-  const Segment down = segment_of(w_down, inter, hidden);
-  if (static_cast<int>(threadIdx.x) / 32 == kConsumerWarps) {
-    if (threadIdx.x % 32 == 0) produce(ring, up, &down, early_weights);
-    return;
-  }
-  wait_for_prior_grid();
-  // The barrier's generation before this block counts in (it moves only once every block has).
-  unsigned generation = 0;
-  if (threadIdx.x == 0)
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n"
-                 : "=r"(generation)
-                 : "l"(counters + 1)
-                 : "memory");
-  int buffer = 0;
-  consume<true, false, false>(ring, up, 0, x, hidden, rows, nullptr, false, act, buffer);
-  grid_barrier(counters, generation);
-  consume<false, false, true>(ring, down, up.stages(), act, inter, rows, y, true, nullptr, buffer);
 }
 
 }  // namespace
@@ -451,38 +314,6 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
                 early_weights, norm != nullptr ? *norm : GemmNorm{});
-}
-
-bool stream_mlp_fits(std::int64_t rows, std::int64_t hidden, std::int64_t inter, const void* x,
-                     const void* w_up, const void* w_down, const void* act, const void* y) {
-  return stream_gemm_fits(rows, hidden, 2 * inter, x, w_up, act) &&
-         stream_gemm_fits(rows, inter, hidden, act, w_down, y) && inter <= (1 << 29);
-}
-
-void launch_stream_mlp(const void* x, const void* w_up, const void* w_down, void* act, float* y,
-                       std::int64_t rows, std::int64_t hidden, std::int64_t inter, int blocks,
-                       cudaStream_t stream, bool pdl, bool early_weights, unsigned* counters) {
-  if (!stream_mlp_fits(rows, hidden, inter, x, w_up, w_down, act, y))
-    throw Error("streaming MLP: rows " + std::to_string(rows) + " hidden " +
-                std::to_string(hidden) + " intermediate " + std::to_string(inter) +
-                " is not a shape it takes (rows 1.." + std::to_string(kStreamRowsLimit) +
-                ", hidden a multiple of 32 and of " + std::to_string(kStreamTileColumns) +
-                ", 2 x intermediate a multiple of " + std::to_string(kStreamTileColumns) +
-                ", intermediate a multiple of 32, 16-byte aligned)");
-  if (blocks < 1)
-    throw Error("streaming MLP: " + std::to_string(blocks) + " blocks (expected at least one)");
-  if (counters == nullptr || !aligned_to(counters, 8))
-    throw Error("streaming MLP: its grid barrier needs two zeroed, 8-byte aligned counters");
-  const std::int64_t tiles = std::max(2 * inter / kStreamTileColumns, hidden / kStreamTileColumns);
-  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
-  DICE_CUDA_CHECK(cudaFuncSetAttribute(stream_mlp_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kStreamSharedBytes)));
-  launch_kernel("stream_mlp_kernel", stream_mlp_kernel, grid, kThreads, kStreamSharedBytes, stream,
-                pdl, static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w_up),
-                static_cast<const __nv_bfloat16*>(w_down), static_cast<__nv_bfloat16*>(act), y,
-                static_cast<std::int32_t>(rows), static_cast<std::int32_t>(hidden),
-                static_cast<std::int32_t>(inter), early_weights, counters);
 }
 
 }  // namespace dice::engine::cuda

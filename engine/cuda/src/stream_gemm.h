@@ -77,27 +77,4 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                         cudaStream_t stream, bool pdl, bool early_weights,
                         const GemmNorm* norm = nullptr);
 
-/// Whether launch_stream_mlp takes this MLP: the gate/up GEMM (rows x hidden -> 2 x inter, into
-/// act) and the down GEMM (rows x inter -> hidden, into y) each as stream_gemm_fits takes them.
-bool stream_mlp_fits(std::int64_t rows, std::int64_t hidden, std::int64_t inter, const void* x,
-                     const void* w_up, const void* w_down, const void* act, const void* y);
-
-/// The MLP of few rows in one launch of the streaming kernel's blocks: act[rows, inter] (bf16) =
-/// SwiGLU of x[rows, hidden] (bf16) w_up[2 inter, hidden]^T (rows alternating gate and up, as
-/// launch_stream_gemm's `swiglu_act`), then y[rows, hidden] (fp32) += act w_down[hidden,
-/// inter]^T: bit for bit launch_stream_gemm's SwiGLU launch then its accumulating launch on the
-/// same `blocks` (every output's sum in the same fixed order). Between the two GEMMs the blocks
-/// meet at a grid barrier on `counters` (two unsigned, zero before the first launch and left at
-/// zero by each) while each block's producer goes on from its last gate/up stage to its first
-/// down stages, so the weight stream does not stop at the boundary that two launches have (the
-/// block's exit and the next kernel's start and ring fill). Grid: min(blocks, the larger tile
-/// count), one block per SM: `blocks` must not exceed the SMs free to this launch (a block that
-/// waits at the barrier for more than 4 s traps). `pdl`, `early_weights`: as
-/// launch_stream_gemm. Launches on one `counters` must not overlap (one stream). Throws
-/// dice::Error for a shape it does not take (stream_mlp_fits), blocks < 1, missing counters or
-/// a failed launch.
-void launch_stream_mlp(const void* x, const void* w_up, const void* w_down, void* act, float* y,
-                       std::int64_t rows, std::int64_t hidden, std::int64_t inter, int blocks,
-                       cudaStream_t stream, bool pdl, bool early_weights, unsigned* counters);
-
 }  // namespace dice::engine::cuda

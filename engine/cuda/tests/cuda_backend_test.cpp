@@ -739,32 +739,6 @@ TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   }
 }
 
-TEST_F(CudaBackendTest, FusedMlpChangesNoBits) {
-  // With the streaming kernel on every few-row shape (no fill rule), the MLP in one launch
-  // (fused_mlp: gate/up, a grid barrier, down) gives the logits and tokens of its two streaming
-  // launches bit for bit, with CUDA graphs and PDL as the defaults have them and without either;
-  // its launches are counted, and none without the option.
-  for (const auto& shape : shapes()) {
-    const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    for (const bool graphs : {true, false}) {
-      CudaBackendOptions two = limited();
-      two.stream_gemm = true;
-      two.stream_gemm_min_fill = 0.0;
-      two.fused_mlp = false;
-      two.cuda_graphs = graphs;
-      two.programmatic_launch_few_rows = graphs;
-      CudaBackendOptions one = two;
-      one.fused_mlp = true;
-      CudaBackend off(weights, two), on(weights, one);
-      const std::string what = shape.name + (graphs ? ", graphs and PDL" : ", eager");
-      expect_same_bits(on, off, shape.config, what);
-      EXPECT_GT(on.stats().fused_mlps, 0) << what;
-      EXPECT_EQ(off.stats().fused_mlps, 0) << what;
-      EXPECT_EQ(on.stats().stream_gemms, off.stats().stream_gemms) << what;
-    }
-  }
-}
-
 /// KV pages a request's whole cache takes on `backend` (its own page arithmetic, asked for a
 /// sequence id it never opened).
 std::int64_t cache_pages(const CudaBackend& backend, const GenerationRequest& request) {

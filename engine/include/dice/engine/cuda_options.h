@@ -255,13 +255,6 @@ struct CudaBackendOptions {
   /// tile slots (stream_gemm_fill; 0.97 for every SDAR-1.7B layer shape, 0.61 for SDAR-4B's o
   /// and down projections, whose blocks would wait on the busiest) stream; 0: every shape.
   double stream_gemm_min_fill = 0.9;
-  /// With stream_gemm and fused_swiglu, a layer's MLP of at most 16 rows whose two GEMMs both
-  /// stream (SDAR-1.7B; SDAR-4B's down projection stays on the skinny kernel by the fill rule)
-  /// runs as one launch: gate/up with the SwiGLU epilogue, a grid barrier, down added into the
-  /// residual, the producer streaming on from gate/up's weights into down's across the barrier
-  /// (Gemm::run_mlp; the same bits as the two launches). Not with fused_norm_gemm (the MLP's
-  /// norm stays the norm kernel).
-  bool fused_mlp = true;
 };
 
 }  // namespace dice::engine
