@@ -160,10 +160,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "few-row GEMM loads its first weights, and the attention its work items' "
                     "metadata, before it waits for the kernel before it (same results) "
                     "(default: on)");
-  command->add_flag("--attention-prefetch,!--no-attention-prefetch", args.cuda.attention_prefetch,
-                    "cuda backend: with early reads, the attention asks L2 for its first K/V "
-                    "pages before it waits for the kernels before it (same results) "
-                    "(default: on)");
   command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
                     "cuda backend: with early reads, the few-row o projection copies its "
                     "weights into shared memory while the attention runs, where they fit "
@@ -301,7 +297,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;
     options.stage_o_weights = false;
-    options.attention_prefetch = false;
     options.wgmma_gemm = false;
     options.stream_gemm = false;
     options.attention_balanced_plan = false;

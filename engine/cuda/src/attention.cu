@@ -26,7 +26,6 @@
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
-#include "mbarrier.cuh"
 #include "ops.h"
 
 namespace dice::engine::cuda {
@@ -47,9 +46,6 @@ struct AttnArgs {
   float* partial_lse;
   std::uint32_t* counters;  ///< attention_mma_pipelined: one per AttnCombine, zero between passes
   bool early_reads;         ///< attention_mma_pipelined: metadata before wait_for_prior_grid()
-  /// attention_mma_pipelined with early_reads: each block's first work item asks L2 for its K/V
-  /// pages before the wait (launch_attention's `prefetch_pages`).
-  bool prefetch_pages;
   std::int32_t heads;
   std::int32_t kv_heads;
   std::int32_t group;
@@ -799,20 +795,6 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
     const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
                        end1 = visible_end(a, w, rows, valid1, q1);
-    // The block's first item, before the wait: its K/V pages into L2 (one bulk prefetch of a
-    // page's K and one of its V per page, lane 0 of each warp for its own pages, of each pair
-    // for the pair's). Safe before the wait: L2 is where global memory is coherent, so the
-    // kernels before this one write the new positions' K/V over whatever the prefetch brought.
-    if (a.prefetch_pages && item == static_cast<std::int32_t>(blockIdx.x) && half == 0 &&
-        lane == 0) {
-      constexpr std::uint32_t kPageBytes = kPageTokens * D * 2;
-      for (std::int32_t chunk = c; chunk < w.kv_end; chunk += step) {
-        const std::int64_t offset =
-            page_offset(tables[w.table + chunk / kPageTokens], w.kv_head, a.kv_heads, D);
-        prefetch_l2(k_cache + offset, kPageBytes);
-        prefetch_l2(v_cache + offset, kPageBytes);
-      }
-    }
     // Q and the K/V pages come from the kernels before this one (returns at once after the
     // first item).
     wait_for_prior_grid();
@@ -1231,14 +1213,12 @@ std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
-                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads,
-                      bool prefetch_pages) {
+                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads) {
   check_kernel_dtype(dtype, kernel);
   if (attention_merges_splits(kernel) && counters == nullptr)
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
   AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   args.early_reads = pdl && early_reads;
-  args.prefetch_pages = args.early_reads && prefetch_pages;
   with_head_dim(shape.head_dim, [&](auto d) {
     run_attention<decltype(d)::value>(dtype, kernel, args, grid, stream, pdl);
   });

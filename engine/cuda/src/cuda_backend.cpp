@@ -657,8 +657,7 @@ struct CudaBackend::Impl {
                           static_cast<std::int32_t>(hd));
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
-                       attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads,
-                       options.attention_prefetch);
+                       attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);

@@ -2,8 +2,7 @@
 // Shared-memory barriers (mbarrier) and bulk asynchronous copies (the Tensor Memory Accelerator's
 // cp.async.bulk), sm_90 (PTX ISA, "Parallel Synchronization and Communication Instructions:
 // mbarrier" and "Data Movement: cp.async.bulk"). Used by the wgmma GEMM (2-D tensor copies) and
-// the streaming skinny GEMM (1-D copies into a ring of stages); the attention's L2 prefetch of
-// its first pages.
+// the streaming skinny GEMM (1-D copies into a ring of stages).
 
 #include <cstdint>
 
@@ -61,15 +60,6 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, std::uint3
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
       " [%0], [%1], %2, [%3], %4;" ::"r"(shared_address(dst)),
       "l"(reinterpret_cast<std::uint64_t>(src)), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
-      : "memory");
-}
-
-/// Asks L2 for `bytes` (a multiple of 16) of global memory from `src` (16-byte aligned) without
-/// waiting (cp.async.bulk.prefetch.L2, sm_90): the later reads of those bytes find them in L2.
-__device__ __forceinline__ void prefetch_l2(const void* src, std::uint32_t bytes) {
-  asm volatile(
-      "cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<std::uint64_t>(src)),
-      "r"(bytes)
       : "memory");
 }
 

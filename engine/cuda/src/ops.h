@@ -225,13 +225,12 @@ inline std::int32_t attention_split_align(AttentionKernel kernel) {
 /// before the first launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`:
 /// blocks of the persistent kernel (attention_grid). `early_reads` (the kernels that merge splits):
 /// each work item's metadata is read before waiting for the kernel before this one (launch.cuh,
-/// "Early start"); with `prefetch_pages` too, each block's first item also asks L2 for its K/V
-/// pages before that wait (the same results).
+/// "Early start").
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
                       std::int32_t grid, cudaStream_t stream, bool pdl = false,
-                      bool early_reads = false, bool prefetch_pages = false);
+                      bool early_reads = false);
 /// Merges the split tiles' partial results into `out`.
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,

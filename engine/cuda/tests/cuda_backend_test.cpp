@@ -739,28 +739,6 @@ TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   }
 }
 
-TEST_F(CudaBackendTest, AttentionPrefetchChangesNoBits) {
-  // The attention's L2 prefetch of its first pages before its programmatic wait reads pages the
-  // kernels before it may still be writing; L2 keeps them coherent, so logits and tokens are bit
-  // for bit those without it, in PDL passes (the few-row ones, as by default) and in every pass,
-  // with short splits so that the blocks' first items are split ranges too.
-  for (const auto& shape : shapes()) {
-    const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    for (const bool every_pass : {false, true}) {
-      CudaBackendOptions without = limited();
-      without.attention_prefetch = false;
-      without.programmatic_launch = every_pass;
-      without.attention_min_split_keys = 64;
-      CudaBackendOptions with = without;
-      with.attention_prefetch = true;
-      CudaBackend off(weights, without), on(weights, with);
-      const std::string what = shape.name + (every_pass ? ", PDL in every pass" : ", default PDL");
-      expect_same_bits(on, off, shape.config, what);
-      EXPECT_GT(on.stats().programmatic_passes, 0) << what;
-    }
-  }
-}
-
 /// KV pages a request's whole cache takes on `backend` (its own page arithmetic, asked for a
 /// sequence id it never opened).
 std::int64_t cache_pages(const CudaBackend& backend, const GenerationRequest& request) {

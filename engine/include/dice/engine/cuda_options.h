@@ -214,10 +214,6 @@ struct CudaBackendOptions {
   /// sequence and within the spread on SDAR-1.7B, whose o share mostly fits in the registers' early
   /// loads already (bench/results/2026-11-25-kernel-trace-h100). Same bits either way.
   bool stage_o_weights = true;
-  /// With pdl_early_reads: each block of the tensor-core attention asks L2 for its first work
-  /// item's K/V pages (cp.async.bulk.prefetch.L2) before it waits for the kernels before it, so
-  /// the pages' DRAM latency overlaps the q/k norm + RoPE. Same bits either way.
-  bool attention_prefetch = true;
   /// bf16 GEMMs of 17-64 rows (16 sequences) run our TMA + wgmma weight-streaming kernel
   /// (engine/cuda/src/wgmma_gemm.h; split-K over a thread block cluster, deterministic; the gate/up
   /// projection with the SwiGLU epilogue) instead of cuBLASLt, on sm_90 devices, where
