@@ -160,9 +160,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "few-row GEMM loads its first weights, and the attention its work items' "
                     "metadata, before it waits for the kernel before it (same results) "
                     "(default: on)");
-  command->add_flag("--stream-long-stages,!--no-stream-long-stages", args.cuda.stream_long_stages,
-                    "cuda backend: the streaming GEMM's stages hold a tile's whole k where it is "
-                    "a multiple of 2,560 (same results) (default: on)");
   command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
                     "cuda backend: with early reads, the few-row o projection copies its "
                     "weights into shared memory while the attention runs, where they fit "

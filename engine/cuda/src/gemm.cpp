@@ -71,7 +71,7 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
   DICE_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
-void Gemm::set_stream_gemm(bool on, double min_fill, bool long_stages) {
+void Gemm::set_stream_gemm(bool on, double min_fill) {
   if (!(min_fill >= 0.0 && min_fill <= 1.0))
     throw Error(fmt::format("streaming GEMM minimum fill {}: expected 0 to 1", min_fill));
   // The kernel's bulk copies need sm_90, its ring 146 KiB of shared memory per block (not on a
@@ -80,7 +80,6 @@ void Gemm::set_stream_gemm(bool on, double min_fill, bool long_stages) {
             static_cast<std::size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)) >=
                 kStreamSharedBytes;
   stream_min_fill_ = min_fill;
-  stream_long_stages_ = long_stages;
 }
 
 bool Gemm::streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -148,7 +147,7 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
                       std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                       const GemmNorm* norm) {
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
-                     norm, stream_long_stages_);
+                     norm);
   ++stream_launches_;
 }
 

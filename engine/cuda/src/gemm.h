@@ -116,8 +116,7 @@ class Gemm {
   /// (stream_gemm.h; other bits than the skinny kernel's, the same run to run). Off by default;
   /// stays off on a device below sm_90 or with less than kStreamSharedBytes of shared memory per
   /// block. Throws dice::Error for min_fill outside [0, 1].
-  /// `long_stages`: launch_stream_gemm's long stages where they divide the GEMM's k.
-  void set_stream_gemm(bool on, double min_fill = 0.0, bool long_stages = false);
+  void set_stream_gemm(bool on, double min_fill = 0.0);
   /// Whether run(), run_normed() and run_swiglu() give this GEMM to the streaming kernel
   /// (set_stream_gemm on, skinny(), stream_gemm_fits, stream_gemm_fill at least its min_fill);
   /// with a fused norm, fuses_norm() decides whether the norm goes with it.
@@ -223,9 +222,8 @@ class Gemm {
   bool early_weights_ = false;
   std::optional<WgmmaGemm> wgmma_;  ///< made by set_wgmma(true) on an sm_90 device
   std::int64_t wgmma_launches_ = 0;
-  bool stream_ = false;              ///< set_stream_gemm
-  double stream_min_fill_ = 0.0;     ///< set_stream_gemm
-  bool stream_long_stages_ = false;  ///< set_stream_gemm
+  bool stream_ = false;           ///< set_stream_gemm
+  double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma

@@ -64,22 +64,6 @@ constexpr int kRowPitch = kStageK * 2 + 64;                  // bytes
 constexpr std::size_t kStageBytes = static_cast<std::size_t>(kRows) * kRowPitch;
 /// 32-wide k chunks of a stage per consumer warp.
 constexpr int kChunksPerWarp = kStageK / 32 / kConsumerWarps;
-/// The same for stages of kK (kStreamStageK or kStreamLongStageK).
-template <int kK>
-constexpr int row_pitch() {
-  return kK * 2 + 64;
-}
-template <int kK>
-constexpr std::size_t stage_bytes() {
-  return static_cast<std::size_t>(kRows) * row_pitch<kK>();
-}
-template <int kK>
-constexpr int chunks_per_warp() {
-  return kK / 32 / kConsumerWarps;
-}
-static_assert(row_pitch<kStageK>() == kRowPitch && stage_bytes<kStageK>() == kStageBytes &&
-              chunks_per_warp<kStageK>() == kChunksPerWarp);
-static_assert(row_pitch<kStreamLongStageK>() % 128 == 64, "the padding's bank offset");
 constexpr std::size_t kPartialFloats = static_cast<std::size_t>(kConsumerWarps) * kRegs * 32;
 constexpr std::size_t kPartialBytes = 2 * kPartialFloats * 4;
 static_assert(kConsumers == kRegs * 32, "one output per consumer thread in the epilogue");
@@ -97,7 +81,7 @@ __device__ __forceinline__ void consumers_sync() {
 
 /// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
 /// consumers into shared memory past the barriers.
-template <bool kSwiglu, bool kNorm, int kK = kStageK>
+template <bool kSwiglu, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
@@ -108,9 +92,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   allow_next_grid();
   extern __shared__ __align__(128) unsigned char shared[];
   unsigned char* ring = shared;
-  auto* partial = reinterpret_cast<float*>(shared + kStreamStages * stage_bytes<kK>());
+  auto* partial = reinterpret_cast<float*>(shared + kStreamStages * kStageBytes);
   auto* full =
-      reinterpret_cast<std::uint64_t*>(shared + kStreamStages * stage_bytes<kK>() + kPartialBytes);
+      reinterpret_cast<std::uint64_t*>(shared + kStreamStages * kStageBytes + kPartialBytes);
   std::uint64_t* empty = full + kStreamStages;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const std::int32_t tiles = out / kRows;
@@ -119,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       static_cast<std::int32_t>(tiles * static_cast<std::int64_t>(blockIdx.x) / grid);
   const auto tile_end =
       static_cast<std::int32_t>(tiles * (static_cast<std::int64_t>(blockIdx.x) + 1) / grid);
-  const std::int32_t k_stages = (in + kK - 1) / kK;
+  const std::int32_t k_stages = (in + kStageK - 1) / kStageK;
   const std::int32_t count = (tile_end - tile_begin) * k_stages;
 
   if (threadIdx.x == 0) {
@@ -137,15 +121,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       const auto issue = [&](std::int32_t i) {
         const std::int32_t s = i % kStreamStages;
         const std::int32_t tile = tile_begin + i / k_stages;
-        const std::int32_t k0 = (i % k_stages) * kK;
-        const std::int32_t row_k = min(kK, in - k0);
+        const std::int32_t k0 = (i % k_stages) * kStageK;
+        const std::int32_t row_k = min(kStageK, in - k0);
         const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
-        unsigned char* dst = ring + static_cast<std::size_t>(s) * stage_bytes<kK>();
+        unsigned char* dst = ring + static_cast<std::size_t>(s) * kStageBytes;
         const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
         barrier_expect(&full[s], kRows * row_bytes);
 #pragma unroll 4
         for (int r = 0; r < kRows; ++r)
-          bulk_copy(dst + r * row_pitch<kK>(), src + static_cast<std::int64_t>(r) * in, row_bytes,
+          bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
                     &full[s], policy);
       };
       const std::int32_t first = min(count, kStreamStages);
@@ -192,12 +176,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (std::int32_t i = 0; i < count; ++i) {
     const std::int32_t s = i % kStreamStages;
     const std::int32_t ks = i % k_stages;
-    const std::int32_t k0 = ks * kK;
-    const std::int32_t chunks = min(kK, in - k0) / 32;
+    const std::int32_t k0 = ks * kStageK;
+    const std::int32_t chunks = min(kStageK, in - k0) / 32;
     // x first: its L1/L2 latency overlaps the wait for the slot.
-    uint4 xl[chunks_per_warp<kK>()], xh[chunks_per_warp<kK>()];
+    uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
 #pragma unroll
-    for (int u = 0; u < chunks_per_warp<kK>(); ++u) {
+    for (int u = 0; u < kChunksPerWarp; ++u) {
       const std::int32_t c = warp + u * kConsumerWarps;
       const std::int32_t k = k0 + c * 32;
       const __nv_bfloat16* lo = x_lane + k;
@@ -207,15 +191,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStreamStages) & 1));
     const unsigned char* slot =
-        ring + static_cast<std::size_t>(s) * stage_bytes<kK>() + g * row_pitch<kK>() + 16 * t;
+        ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
 #pragma unroll
-    for (int u = 0; u < chunks_per_warp<kK>(); ++u) {
+    for (int u = 0; u < kChunksPerWarp; ++u) {
       const std::int32_t c = warp + u * kConsumerWarps;
       if (c < chunks) {
         uint4 b[2];
 #pragma unroll
         for (int j = 0; j < 2; ++j)
-          b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * row_pitch<kK>() + c * 64);
+          b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
 #pragma unroll
         for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
       }
@@ -262,17 +246,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-std::int64_t stream_stage_k(std::int64_t in, bool long_stages) {
-  return long_stages && in % kStreamLongStageK == 0 ? kStreamLongStageK : kStreamStageK;
-}
-
-std::size_t stream_shared_bytes(std::int64_t stage_k) {
-  return kStreamStages * (static_cast<std::size_t>(kStreamTileColumns) *
-                              static_cast<std::size_t>(stage_k * 2 + 64) +
-                          2 * sizeof(std::uint64_t)) +
-         kPartialBytes;
-}
-
 std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
   return kStreamSharedBytes + gemm_norm_shared_bytes(rows, in);
 }
@@ -299,8 +272,7 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
-                        cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
-                        bool long_stages) {
+                        cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -326,16 +298,12 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   const bool swiglu = swiglu_act != nullptr;
-  const bool long_stage = norm == nullptr && stream_stage_k(in, long_stages) == kStreamLongStageK;
-  constexpr int kLong = static_cast<int>(kStreamLongStageK);
   const auto kernel =
-      norm != nullptr ? (swiglu ? stream_gemm_kernel<true, true> : stream_gemm_kernel<false, true>)
-      : long_stage    ? (swiglu ? stream_gemm_kernel<true, false, kLong>
-                                : stream_gemm_kernel<false, false, kLong>)
-                   : (swiglu ? stream_gemm_kernel<true, false> : stream_gemm_kernel<false, false>);
+      norm != nullptr
+          ? (swiglu ? stream_gemm_kernel<true, true> : stream_gemm_kernel<false, true>)
+          : (swiglu ? stream_gemm_kernel<true, false> : stream_gemm_kernel<false, false>);
   const std::size_t shared =
-      norm != nullptr ? stream_norm_shared_bytes(rows, in)
-                      : stream_shared_bytes(long_stage ? kStreamLongStageK : kStreamStageK);
+      norm != nullptr ? stream_norm_shared_bytes(rows, in) : kStreamSharedBytes;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared)));
   const char* name =

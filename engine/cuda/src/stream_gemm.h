@@ -25,10 +25,6 @@ inline constexpr std::int64_t kStreamTileColumns = 16;
 /// row. 1 and 2 KiB copies, and more stages, streamed slower
 /// (bench/results/2026-11-28-stream-gemm-h100).
 inline constexpr std::int64_t kStreamStageK = 2048;
-/// k of a stage with long stages (launch_stream_gemm's `long_stages`), for in a multiple of it:
-/// SDAR-4B's 2,560, a tile's whole k in one stage of 5 KiB copies (80 KiB) instead of a stage of
-/// 2,048 and one of 512 (1 KiB copies).
-inline constexpr std::int64_t kStreamLongStageK = 2560;
 /// Stages of the ring. With two, a block takes 146 KiB of shared memory (kStreamSharedBytes), so
 /// one block per SM.
 inline constexpr int kStreamStages = 2;
@@ -39,13 +35,6 @@ inline constexpr std::size_t kStreamSharedBytes =
     kStreamStages * (kStreamTileColumns * (kStreamStageK * 2 + 64) + 16) + 2 * 8 * 8 * 32 * 4;
 static_assert(kStreamSharedBytes <= 227 * 1024, "a Hopper block opts in to at most 227 KiB");
 static_assert(2 * kStreamSharedBytes > 228 * 1024, "one block per SM");
-
-/// The k of a stage for `in`: kStreamLongStageK with `long_stages` where it divides in, else
-/// kStreamStageK.
-std::int64_t stream_stage_k(std::int64_t in, bool long_stages);
-/// Dynamic shared memory (bytes) of a launch with stages of `stage_k` (kStreamSharedBytes at
-/// kStreamStageK; ~166 KiB at kStreamLongStageK, still one block per SM).
-std::size_t stream_shared_bytes(std::int64_t stage_k);
 
 /// Dynamic shared memory (bytes) of a launch with the fused RMSNorm: kStreamSharedBytes and the
 /// normalised rows, rows x (in + 8) bf16.
@@ -82,12 +71,10 @@ double stream_gemm_fill(std::int64_t out, int sms);
 /// (rms_norm.cuh's normalise_rows: the same bits as rms_norm_vec_kernel's output, so the same y as
 /// that kernel then this one), one launch instead of two. Throws dice::Error for a shape it does
 /// not take (stream_gemm_fits, and stream_norm_fits with a norm), accumulate with swiglu_act,
-/// blocks < 1, or a failed launch. `long_stages` (not with `norm`): stages of
-/// stream_stage_k(in, true), the same bits (a 32-wide k chunk goes to the same warp, in the same
-/// order, either way).
+/// blocks < 1, or a failed launch.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
-                        const GemmNorm* norm = nullptr, bool long_stages = false);
+                        const GemmNorm* norm = nullptr);
 
 }  // namespace dice::engine::cuda

@@ -196,19 +196,6 @@ TEST(SkinnyGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
   EXPECT_FALSE(skinny_norm_fits(4, 2048, norm(256, 512, 0.0f)));
 }
 
-TEST(StreamGemmRule, LongStagesWhere2560DividesK) {
-  EXPECT_EQ(stream_stage_k(2560, true), kStreamLongStageK);  // SDAR-4B qkv, gate/up
-  EXPECT_EQ(stream_stage_k(5120, true), kStreamLongStageK);
-  EXPECT_EQ(stream_stage_k(2560, false), kStreamStageK);  // off
-  EXPECT_EQ(stream_stage_k(2048, true), kStreamStageK);   // SDAR-1.7B
-  EXPECT_EQ(stream_stage_k(9728, true), kStreamStageK);   // SDAR-4B down
-  EXPECT_EQ(stream_shared_bytes(kStreamStageK), kStreamSharedBytes);
-  // Two stages of 16 rows x (5,120 + 64) bytes, their barriers and the partial sums: one block
-  // per SM, within a Hopper block's 227 KiB.
-  EXPECT_EQ(stream_shared_bytes(kStreamLongStageK), 2u * (16u * 5184u + 16u) + 16384u);
-  EXPECT_LE(stream_shared_bytes(kStreamLongStageK), 227u * 1024u);
-}
-
 TEST(StreamGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
   const auto norm = [](std::uintptr_t residual, std::uintptr_t weight, float eps) {
     return GemmNorm{reinterpret_cast<const float*>(residual),

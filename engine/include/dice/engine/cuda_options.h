@@ -255,10 +255,6 @@ struct CudaBackendOptions {
   /// tile slots (stream_gemm_fill; 0.97 for every SDAR-1.7B layer shape, 0.61 for SDAR-4B's o
   /// and down projections, whose blocks would wait on the busiest) stream; 0: every shape.
   double stream_gemm_min_fill = 0.9;
-  /// The streaming kernel's stages hold a tile's whole k where it is a multiple of 2,560 (SDAR-4B's
-  /// hidden size: one stage of 5 KiB copies per tile instead of 2,048 + 512, kStreamLongStageK).
-  /// Same bits either way.
-  bool stream_long_stages = true;
 };
 
 }  // namespace dice::engine
