@@ -179,9 +179,10 @@ if [[ $steps == *,smoke,* ]] && time_for smoke 100; then
   dice_cmd model random --config "$root/.device/shared/configs/sdar-1.7b-chat.json" --dtype bf16 \
     --out "$m" --no-tokenizer --threads "$threads" --force >/dev/null
   echo "smoke: checkpoint written in $((SECONDS - start)) s"
-  # shellcheck disable=SC2046  # the option's words
+  burst=$(burst_ceilings_only "$DICE")  # asked once for both runs: no sustained floor needed
+  # shellcheck disable=SC2086  # the option's words
   dice_cmd engine bench --model "$m" --sequences 1,16 --new-tokens 256 --store fused \
-    $(burst_ceilings_only "$DICE") --json "$check/smoke-dice.jsonl" >/dev/null 2>"$check/smoke-dice.err"
+    $burst --json "$check/smoke-dice.jsonl" >/dev/null 2>"$check/smoke-dice.err"
   rc=$?
   if [ $rc -ne 0 ]; then
     record FAIL "smoke: dice engine bench SDAR-1.7B shape" "$(tail -3 "$check/smoke-dice.err" | tr '\n' ' ')"
@@ -190,9 +191,9 @@ if [[ $steps == *,smoke,* ]] && time_for smoke 100; then
       < <(grep "sequences x" "$check/smoke-dice.err")
   fi
   if time_for "smoke --pdl" 40; then
-    # shellcheck disable=SC2046  # the option's words
+    # shellcheck disable=SC2086  # the option's words
     dice_cmd engine bench --model "$m" --sequences 1,16 --new-tokens 256 --store fused --pdl \
-      $(burst_ceilings_only "$DICE") --json "$check/smoke-dice-pdl.jsonl" >/dev/null 2>"$check/smoke-dice-pdl.err"
+      $burst --json "$check/smoke-dice-pdl.jsonl" >/dev/null 2>"$check/smoke-dice-pdl.err"
     rc=$?
     if [ $rc -ne 0 ]; then
       record FAIL "smoke: dice engine bench --pdl SDAR-1.7B shape" "$(tail -3 "$check/smoke-dice-pdl.err" | tr '\n' ' ')"

@@ -45,11 +45,12 @@ kernel_flag() {
   esac
 }
 kernel_sets=${KERNELS:-new,baseline}
+burst=$(burst_ceilings_only "$DICE")  # asked once: the speed readings need no sustained floor
 [ "${GRAPHS:-1}" = 1 ] && for k in ${kernel_sets//,/ }; do
 echo "## $k kernels: tokens/s with and without CUDA graphs (SDAR-$shape shape, 256 new tokens, unfused)"
 for g in "" --no-cuda-graphs; do
   "$DICE" engine bench --model "$m" --sequences 1,16 --new-tokens 256 --store unfused $g \
-    $(kernel_flag "$k") $(burst_ceilings_only "$DICE") --json "$prof/$k-graphs${g:+-off}.jsonl" >/dev/null 2>"$prof/$k-bench${g}.err"
+    $(kernel_flag "$k") $burst --json "$prof/$k-graphs${g:+-off}.jsonl" >/dev/null 2>"$prof/$k-bench${g}.err"
   echo "$k kernels, graphs ${g:-on}:"
   "$DICE_PYTHON" - "$prof/$k-graphs${g:+-off}.jsonl" <<'EOF'
 import json, sys
