@@ -1229,6 +1229,121 @@ TEST_F(CudaOps, QkNormRopeWithAFoldedInputNorm) {
                Error);
 }
 
+TEST_F(CudaOps, DeepAttentionAppliesTheQkNormRopeItself) {
+  // launch_attention with `qk` on the deep kernel: the same output and K/V cache bits as
+  // launch_qk_norm_rope followed by launch_attention, for 16 sequences of one tile each (a block
+  // of 4, or a fused store pass of 4 + 4 at group 2) at 40 positions (the first pages wait for
+  // the item's own K/V) and ~1,000 (they are copied first), group 2 and 4, with and without the
+  // folded input norm (fold widths of 32 and 40 sums). Refused on another kernel.
+  constexpr int kD = 128, kKvHeads = 8, kSequences = 16, kMaxPages = 34;
+  const std::int32_t grid = attention_grid(CudaDType::kBF16, AttentionKernel::kTensorCoresDeep, kD);
+  if (grid < kSequences * kKvHeads) GTEST_SKIP() << "the deep kernel's grid is " << grid;
+  const std::int64_t cache_elems =
+      std::int64_t{kSequences} * kMaxPages * kKvHeads * kPageTokens * kD;
+  DeviceBuffer k0(static_cast<std::size_t>(cache_elems * 2)),
+      v0(static_cast<std::size_t>(cache_elems * 2));
+  launch_fill_random(CudaDType::kBF16, k0.get(), cache_elems, 1.0f, 31, stream());
+  launch_fill_random(CudaDType::kBF16, v0.get(), cache_elems, 1.0f, 32, stream());
+  synchronize();
+  const auto d_rope = upload_rope(rope_table(1100, kD, 1e6));
+  const auto d_qn = upload(rms_norm_weight(kD, 33), CudaDType::kF32),
+             d_kn = upload(rms_norm_weight(kD, 34), CudaDType::kF32);
+  std::vector<std::vector<std::int32_t>> seq_pages(kSequences);
+  for (int i = 0; i < kSequences; ++i)
+    for (int j = 0; j < kMaxPages; ++j)
+      seq_pages[static_cast<std::size_t>(i)].push_back(i * kMaxPages + j);
+  const std::vector<std::int32_t> commit(4, 1), block(4, 2);
+  for (const int heads : {16, 32})
+    for (const std::int64_t start : {std::int64_t{36}, std::int64_t{1000}})
+      for (const bool fused_store : {false, true})
+        for (const std::int32_t width : {0, 2048, 2560}) {
+          if (heads == 32 && fused_store) continue;  // two tiles an item at group 4
+          const std::string what = "heads " + std::to_string(heads) + ", start " +
+                                   std::to_string(start) + (fused_store ? ", fused store" : "") +
+                                   ", fold width " + std::to_string(width);
+          std::vector<PassItem> items(kSequences);
+          for (int i = 0; i < kSequences; ++i) {
+            PassItem& item = items[static_cast<std::size_t>(i)];
+            if (fused_store) item.commit = commit;
+            item.block = block;
+            item.start = start - (fused_store ? 4 : 0) + 4 * (i % 3);  // lengths differ a little
+            item.block_length = 4;
+            item.pages = seq_pages[static_cast<std::size_t>(i)];
+          }
+          const PlanShape plan_shape{
+              heads, kKvHeads, grid,
+              4096,  256,      attention_split_align(AttentionKernel::kTensorCoresDeep),
+              16};
+          const PassPlan plan = plan_pass(items, plan_shape);
+          ASSERT_TRUE(plan.one_tile_per_item) << what;
+          const auto meta = upload_bytes(plan.bytes);
+          const int rows = plan.rows, vectors = heads + 2 * kKvHeads;
+          const LayerShape shape{heads * kD, heads, kKvHeads, kD, 64, 1e-6};
+          const auto d_qkv =
+              upload(random_vector(static_cast<std::size_t>(rows * vectors * kD), 35, 2.0f),
+                     CudaDType::kF32);
+          std::vector<float> sums(static_cast<std::size_t>(rows * std::max(width, 64) / 64));
+          for (std::size_t i = 0; i < sums.size(); ++i)
+            sums[i] = 16.0f * std::pow(10.0f, static_cast<float>(i % 13) / 3.0f);
+          const auto d_sums = upload(sums, CudaDType::kF32);
+          const float* square_sums = width > 0 ? d_sums.as<float>() : nullptr;
+          const auto run = [&](bool inside) {
+            DeviceBuffer k(k0.bytes()), v(v0.bytes()),
+                q(static_cast<std::size_t>(rows * heads * kD) * 2),
+                out(static_cast<std::size_t>(rows * heads * kD) * 2),
+                partial_out(4096ull * kTileQueries * kD * 4),
+                partial_lse(4096ull * kTileQueries * 4), counters(4096ull * 4);
+            DICE_CUDA_CHECK(cudaMemcpy(k.get(), k0.get(), k0.bytes(), cudaMemcpyDeviceToDevice));
+            DICE_CUDA_CHECK(cudaMemcpy(v.get(), v0.get(), v0.bytes(), cudaMemcpyDeviceToDevice));
+            DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+            const CacheLayer cache{k.get(), v.get()};
+            const QkNormRope qk{d_qkv.as<float>(),
+                                d_qn.as<float>(),
+                                d_kn.as<float>(),
+                                d_rope.as<float2>(),
+                                square_sums,
+                                width,
+                                1e-6f};
+            if (!inside)
+              launch_qk_norm_rope(CudaDType::kBF16, meta.as<PassHeader>(), d_qkv.as<float>(),
+                                  d_qn.as<float>(), d_kn.as<float>(), d_rope.as<float2>(), shape,
+                                  q.get(), cache, rows, stream(), true, false, square_sums, width);
+            launch_attention(
+                CudaDType::kBF16, AttentionKernel::kTensorCoresDeep, meta.as<PassHeader>(), q.get(),
+                cache, shape, out.get(), partial_out.as<float>(), partial_lse.as<float>(),
+                counters.as<std::uint32_t>(), grid, stream(), false, false, inside ? &qk : nullptr);
+            synchronize();
+            return std::array{
+                download(out, static_cast<std::size_t>(rows * heads * kD), CudaDType::kBF16),
+                download(k, static_cast<std::size_t>(cache_elems), CudaDType::kBF16),
+                download(v, static_cast<std::size_t>(cache_elems), CudaDType::kBF16)};
+          };
+          const auto want = run(false), got = run(true);
+          EXPECT_TRUE(same_values(got[0], want[0])) << what << ": attention output";
+          EXPECT_TRUE(same_values(got[1], want[1])) << what << ": K cache";
+          EXPECT_TRUE(same_values(got[2], want[2])) << what << ": V cache";
+          if (heads == 16 && start == 36 && !fused_store && width == 0) {
+            // Only the deep kernel takes it.
+            DeviceBuffer out(static_cast<std::size_t>(rows * heads * kD) * 2),
+                counters(4096ull * 4);
+            const QkNormRope qk{d_qkv.as<float>(),
+                                d_qn.as<float>(),
+                                d_kn.as<float>(),
+                                d_rope.as<float2>(),
+                                nullptr,
+                                0,
+                                1e-6f};
+            EXPECT_THROW(
+                launch_attention(CudaDType::kBF16, AttentionKernel::kTensorCoresPipelined,
+                                 meta.as<PassHeader>(), nullptr, CacheLayer{k0.get(), v0.get()},
+                                 shape, out.get(), nullptr, nullptr, counters.as<std::uint32_t>(),
+                                 grid, stream(), false, false, &qk),
+                Error)
+                << what;
+          }
+        }
+}
+
 TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
   // stage_share: each warp copies the rest of its weight share into shared memory before its
   // wait (with early weights). The rule stages whole shares that fit in 96 KiB and nothing
