@@ -95,17 +95,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       "13-16 sequences), the pipelined attention with three K/V pages in flight per "
       "warp and one block per SM; --no-deep-attention-pipeline: one page per warp, "
       "three blocks per SM, everywhere (default: on)");
-  command->add_flag("--attention-qk-pages-first,!--no-attention-qk-pages-first",
-                    args.cuda.attention_qk_pages_first,
-                    "cuda backend: EXPERIMENT: QkNormRope::pages_first");
-  command->add_flag("--deep-attention-eight-warps", args.cuda.attention_deep_eight_warps,
-                    "cuda backend: EXPERIMENT: the deep attention's passes on the 8-warp kernel");
-  command->add_flag(
-      "--attention-qk-norm-rope,!--no-attention-qk-norm-rope", args.cuda.attention_qk_norm_rope,
-      "cuda backend: in the deep attention's passes whose sequences are one tile each (13-16 "
-      "sequences decoding, 2+ query heads per KV head), the attention applies the per-head q/k "
-      "norm + RoPE and writes the rows' K/V itself, a launch fewer per layer (the same bits); "
-      "--no-attention-qk-norm-rope: the q/k norm + RoPE kernel before it (default: on)");
   command->add_flag(
       "--deep-attention-pairs,!--no-deep-attention-pairs", args.cuda.attention_deep_pairs,
       "cuda backend: where the attention tiles outnumber the SMs but their pairs (two tiles of "
@@ -313,7 +302,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;
-    options.attention_qk_norm_rope = false;
     options.attention_deep_pairs = false;
     options.early_start_after_cublas = false;
     options.gemm_tune_cold = false;
@@ -346,9 +334,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                  : "") +
             (!args.baseline_kernels && !args.cuda.attention_deep_pipeline ? ", no deep attention"
                                                                           : "") +
-            (!args.baseline_kernels && !args.cuda.attention_qk_norm_rope
-                 ? ", q/k norm + RoPE kernel in deep attention passes"
-                 : "") +
             (!args.baseline_kernels &&
                      args.cuda.attention_split_cost != defaults.attention_split_cost
                  ? fmt::format(", attention split cost {}", args.cuda.attention_split_cost)

@@ -260,7 +260,6 @@ void run_bench(const BenchArgs& args) {
               {"attention_paired_tiles", o.attention_paired_tiles},
               {"attention_split_cost", o.attention_split_cost},
               {"attention_deep_pipeline", o.attention_deep_pipeline},
-              {"attention_qk_norm_rope", o.attention_qk_norm_rope},
               {"attention_deep_pairs", o.attention_deep_pairs},
               {"attention_deep_pairs_min_keys", o.attention_deep_pairs_min_keys},
               {"attention_deep_pairs_warps", o.attention_deep_pairs_warps},
@@ -311,7 +310,6 @@ void run_bench(const BenchArgs& args) {
           record["graph_captures"] = st.graph_captures;  // in the timed run (0: none new)
           record["warmup_graph_captures"] = warmup_stats.graph_captures;
           record["deep_attention_passes"] = st.deep_attention_passes;
-          record["qk_in_attention_passes"] = st.qk_in_attention_passes;
           record["paired_attention_passes"] = st.paired_attention_passes;
           record["deep_paired_attention_passes"] = st.deep_paired_attention_passes;
           // (in the graphs captured for this configuration, by the warm-up or the timed run)

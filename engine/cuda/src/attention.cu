@@ -17,7 +17,6 @@
 
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -28,7 +27,6 @@
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "ops.h"
-#include "qk_norm_rope.cuh"
 
 namespace dice::engine::cuda {
 
@@ -41,8 +39,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 struct AttnArgs {
   const PassHeader* meta;
   const void* q;
-  void* k_cache;  ///< written only with qk (attention_mma_pipelined's q/k norm + RoPE)
-  void* v_cache;
+  const void* k_cache;
+  const void* v_cache;
   void* out;
   float* partial_out;
   float* partial_lse;
@@ -52,7 +50,6 @@ struct AttnArgs {
   std::int32_t kv_heads;
   std::int32_t group;
   float scale_log2;  ///< log2(e) / sqrt(head_dim): scores in the log2 domain
-  QkNormRope qk;     ///< attention_mma_pipelined<.., kQk>: the q/k norm + RoPE's inputs
 };
 
 /// Element offset of (page, kv head, slot 0) in a layer's cache.
@@ -713,118 +710,13 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
   return old;
 }
 
-/// Head vectors a warp of attention_mma_pipelined<.., kQk> computes at most in its q/k norm +
-/// RoPE prologue: a tile's 16 query vectors and its rows' K and V (at most 8 rows: 2 or more
-/// query heads per KV head), over kW warps.
-template <int kW>
-constexpr int qk_units_per_warp() {
-  return (kTileQueries + 2 * (kTileQueries / 2) + kW - 1) / kW;
-}
-
-/// Units whose loads qk_norm_rope_tile issues together (a round trip each batch): all 8 of a
-/// warp's at once spill the deep kernel's registers (255 registers, 188 bytes of spill stores by
-/// ptxas -v); 4 do not.
-inline constexpr int kQkBatch = 4;
-
-/// attention_mma_pipelined<.., kQk>'s prologue, block-wide (warp-uniform branches): work item w's
-/// q/k norm + RoPE as qk_norm_rope_vec_kernel computes it (qk_norm_rope.cuh). Unit u < 16 is
-/// query vector u, normalised and rotated into q_shared (zeros past w.rows, as the copied tile);
-/// 16 + r the K of the tile's row r, 16 + rows + r its V, both written to the cache at the row's
-/// slot. Warp k takes units k, k + kW, ..., kQkBatch at a time: first their loads (one round
-/// trip), then the arithmetic. The caller orders the cache writes before any read of them
-/// (__syncthreads).
-template <int D, int kW>
-__device__ __forceinline__ void qk_norm_rope_tile(const AttnArgs& a, const AttnWork& w,
-                                                  const RowInfo* rows, std::uint16_t* q_shared,
-                                                  int lane, int warp) {
-  static_assert(D == kQkLaneDim, "the q/k norm + RoPE lane layout is head_dim 128's");
-  constexpr int kStride = mma_row_stride<D>();
-  constexpr int kUnits = qk_units_per_warp<kW>();
-  enum Kind { kQuery, kKey, kValue, kNone };
-  const QkNormRope& qk = a.qk;
-  const std::int32_t vectors = a.heads + 2 * a.kv_heads;
-  const int units = kTileQueries + 2 * w.rows;
-  const bool folded = qk.square_sums != nullptr;
-  const std::int32_t parts = qk.fold_width / kFoldColumns;
-  // (unit u: its row within the tile and its head vector among the row's)
-  const auto kind_of = [&](int u) {
-    return u >= units                  ? kNone
-           : u < kTileQueries          ? (u / a.group < w.rows ? kQuery : kNone)
-           : u < kTileQueries + w.rows ? kKey
-                                       : kValue;
-  };
-  const auto row_of = [&](int u) {
-    return u < kTileQueries            ? u / a.group
-           : u < kTileQueries + w.rows ? u - kTileQueries
-                                       : u - kTileQueries - w.rows;
-  };
-  const auto vector_of = [&](int u, Kind kind) {
-    return kind == kQuery ? w.kv_head * a.group + u % a.group
-           : kind == kKey ? a.heads + w.kv_head
-                          : a.heads + a.kv_heads + w.kv_head;
-  };
-  const float4 wq = reinterpret_cast<const float4*>(qk.q_norm)[lane];
-  const float4 wk = reinterpret_cast<const float4*>(qk.k_norm)[lane];
-#pragma unroll
-  for (int b = 0; b < kUnits; b += kQkBatch) {
-    float4 x[kQkBatch];
-    float part[kQkBatch];
-    float2 cs[kQkBatch][4];
-    std::int64_t slot[kQkBatch];  // the K/V's element offset in its cache
-#pragma unroll
-    for (int i = 0; i < kQkBatch; ++i) {
-      const int u = warp + kW * (b + i);
-      const Kind kind = kind_of(u);
-      if (kind == kNone) continue;
-      const std::int32_t row = w.row0 + row_of(u);
-      const RowInfo info = rows[row];
-      slot[i] = page_offset(info.page, w.kv_head, a.kv_heads, D) +
-                static_cast<std::int64_t>(info.slot) * D + 4 * lane;
-      x[i] = reinterpret_cast<const float4*>(
-          qk.qkv + (static_cast<std::int64_t>(row) * vectors + vector_of(u, kind)) * D)[lane];
-      if (folded) {
-        // qk_norm_rope_vec_kernel's loop over sums lane, lane + 32 (parts <= 64).
-        const float* sums = qk.square_sums + static_cast<std::int64_t>(row) * parts;
-        const float s0 = lane < parts ? sums[lane] : 0.0f;
-        const float s1 = lane + 32 < parts ? sums[lane + 32] : 0.0f;
-        part[i] = lane >= parts       ? 0.0f
-                  : lane + 32 < parts ? __fadd_rn(__fadd_rn(0.0f, s0), s1)
-                                      : __fadd_rn(0.0f, s0);
-      }
-      if (kind != kValue) qk_rope_pairs(qk.rope, info.position, lane, cs[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < kQkBatch; ++i) {
-      const int u = warp + kW * (b + i);
-      const Kind kind = kind_of(u);
-      if (u >= units) continue;
-      auto* q_row = reinterpret_cast<__nv_bfloat16*>(q_shared + u * kStride) + 4 * lane;
-      if (kind == kNone) {  // a query vector past the tile's rows
-        store4(q_row, 0.0f, 0.0f, 0.0f, 0.0f);
-        continue;
-      }
-      const float r2 = folded ? qk_fold_r2(part[i], qk.fold_width, qk.eps) : 1.0f;
-      auto* cache = static_cast<__nv_bfloat16*>(kind == kValue ? a.v_cache : a.k_cache) + slot[i];
-      if (kind == kValue) {
-        const float4 out = qk_value_lane(x[i], r2, folded);
-        store4(cache, out.x, out.y, out.z, out.w);
-        continue;
-      }
-      const float eps = folded ? __fmul_rn(qk.eps, r2) : qk.eps;
-      const float4 out = qk_norm_rope_lane(x[i], kind == kQuery ? wq : wk, cs[i], eps, lane);
-      store4(kind == kQuery ? q_row : cache, out.x, out.y, out.z, out.w);
-    }
-  }
-}
-
 /// kStages: pages in flight per warp (1: AttentionKernel::kTensorCoresPipelined, Paired and
 /// DeepPaired8, 3: Deep and DeepPaired; a warp pair of a paired item has 2 kStages). kPairs: the
 /// kernel also takes paired items (kTensorCoresPaired, kTensorCoresDeepPaired(8)); without it
 /// their code is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and
 /// a paired item traps. kW: warps a block (kWarps; 8 for kTensorCoresDeepPaired8, one block a
-/// SM). kQk (kTensorCoresDeep with launch_attention's `qk`): each item computes its tile's Q and
-/// its rows' K/V itself (qk_norm_rope_tile) instead of copying Q; a split item traps.
-template <int D, int kStages, bool kPairs, int kW = kWarps, bool kQk = false>
+/// SM).
+template <int D, int kStages, bool kPairs, int kW = kWarps>
 __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>())
     attention_mma_pipelined_kernel(AttnArgs a) {
   constexpr int kT = kW * 32;  // threads
@@ -861,7 +753,7 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
   const auto* combines = pass_section<AttnCombine>(meta, meta->combine_offset);
   const auto* rows = pass_section<RowInfo>(meta, meta->rows_offset);
   const auto* tables = pass_section<std::int32_t>(meta, meta->tables_offset);
-  [[maybe_unused]] const auto* q_all = static_cast<const std::uint16_t*>(a.q);  // (not with kQk)
+  const auto* q_all = static_cast<const std::uint16_t*>(a.q);
   const auto* k_cache = static_cast<const std::uint16_t*>(a.k_cache);
   const auto* v_cache = static_cast<const std::uint16_t*>(a.v_cache);
 
@@ -925,13 +817,21 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
     for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
     std::uint32_t q_frag[kSteps][4];
     if (!paired) {
-      // K and V of the first kStages pages: groups 2 and 3 (the first page), then stage s at
-      // area s (groups 2 s + 2 and 2 s + 3).
-      const auto issue_first_pages = [&] {
-        if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
-        cp_async_commit();
-        if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
-        cp_async_commit();
+      // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
+      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kT) {
+        const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
+        const bool valid = q / a.group < w.rows;
+        // (an invalid vector reads nothing, from the item's first row: a valid address)
+        cp_async_16(q_shared + q * kStride + c8,
+                    q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
+      }
+      cp_async_commit();
+      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
+      cp_async_commit();  // group 2: K of the first page
+      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
+      cp_async_commit();  // group 3: V of the first page
+      if constexpr (kStages > 1) {
+        // Groups 4 .. 2 kStages + 1: K and V of the next kStages - 1 pages, stage s at area s.
 #pragma unroll
         for (int stage = 1; stage < kStages; ++stage) {
           const std::int32_t chunk = c + stage * step;
@@ -942,32 +842,9 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
           if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
           cp_async_commit();
         }
-      };
-      if constexpr (kQk) {
-        // The pass's positions this item reads are its own rows' (from the first row's on:
-        // PassPlan::one_tile_per_item). When the first pages all lie before them, their copies
-        // go out first; the rest after the barrier that orders this item's cache writes.
-        if (w.partial >= 0) __trap();
-        const bool old_pages_first =
-            a.qk.pages_first && w.kv_begin + kW * kStages * kPageTokens <= rows[w.row0].position;
-        if (old_pages_first) issue_first_pages();
-        qk_norm_rope_tile<D, kW>(a, w, rows, q_shared, lane, warp);
-        __syncthreads();  // the Q tile and the rows' K/V written
-        if (!old_pages_first) issue_first_pages();
-      } else {
-        // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
-        for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kT) {
-          const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
-          const bool valid = q / a.group < w.rows;
-          // (an invalid vector reads nothing, from the item's first row: a valid address)
-          cp_async_16(q_shared + q * kStride + c8,
-                      q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
-        }
-        cp_async_commit();
-        issue_first_pages();
-        cp_async_wait<2 * kStages>();  // this thread's Q copies
-        __syncthreads();               // everyone's
       }
+      cp_async_wait<2 * kStages>();  // this thread's Q copies
+      __syncthreads();               // everyone's
       // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks)
@@ -1233,21 +1110,10 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
   return {"attention_simple_kernel", attention_simple_kernel<float, D>, 0};
 }
 
-/// kTensorCoresDeep with its own q/k norm + RoPE (launch_attention's `qk`): head_dim 128 only.
-template <int D>
-AttentionLaunch attention_qk_launch() {
-  if constexpr (D == kQkLaneDim)
-    return {"attention_mma_pipelined_kernel (deep, q/k norm + RoPE)",
-            attention_mma_pipelined_kernel<D, deep_stages<D>(), false, kWarps, true>,
-            pipelined_shared_bytes<D, deep_stages<D>()>()};
-  throw Error("CUDA attention: the q/k norm + RoPE inside the attention needs head_dim 128");
-}
-
 template <int D>
 void run_attention(CudaDType dtype, AttentionKernel kernel, const AttnArgs& args, std::int32_t grid,
                    cudaStream_t stream, bool pdl) {
-  const AttentionLaunch l =
-      args.qk.qkv != nullptr ? attention_qk_launch<D>() : attention_launch<D>(dtype, kernel);
+  const AttentionLaunch l = attention_launch<D>(dtype, kernel);
   launch_kernel(l.name, l.kernel, static_cast<unsigned>(grid), static_cast<unsigned>(l.threads),
                 l.shared, stream, pdl, args);
 }
@@ -1286,13 +1152,7 @@ template <int D>
 std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   const AttentionLaunch l = attention_launch<D>(dtype, kernel);
-  int blocks = blocks_per_sm(l.kernel, l.shared, l.threads);
-  if (kernel == AttentionKernel::kTensorCoresDeep && D == kQkLaneDim) {
-    // Its q/k norm + RoPE form runs on the same grid (its limit raised here too).
-    const AttentionLaunch qk = attention_qk_launch<D>();
-    blocks = std::min(blocks, blocks_per_sm(qk.kernel, qk.shared, qk.threads));
-  }
-  return sms * blocks;
+  return sms * blocks_per_sm(l.kernel, l.shared, l.threads);
 }
 
 AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, const LayerShape& shape,
@@ -1353,28 +1213,12 @@ std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
-                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads,
-                      const QkNormRope* qk) {
+                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads) {
   check_kernel_dtype(dtype, kernel);
   if (attention_merges_splits(kernel) && counters == nullptr)
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
   AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   args.early_reads = pdl && early_reads;
-  if (qk != nullptr) {
-    const std::int32_t parts = qk->fold_width / kFoldColumns;
-    if (kernel != AttentionKernel::kTensorCoresDeep || dtype != CudaDType::kBF16 ||
-        shape.head_dim != kQkLaneDim || shape.heads < 2 * shape.kv_heads || qk->qkv == nullptr ||
-        (qk->square_sums != nullptr &&
-         (qk->fold_width <= 0 || qk->fold_width % kFoldColumns != 0 || parts > 64)))
-      throw Error(
-          "CUDA attention: the q/k norm + RoPE inside the attention needs the deep "
-          "kernel, bf16, head_dim 128, 2 or more query heads per KV head and a fold "
-          "width of at most 64 x 64 (head_dim " +
-          std::to_string(shape.head_dim) + ", heads " + std::to_string(shape.heads) +
-          ", KV heads " + std::to_string(shape.kv_heads) + ", fold width " +
-          std::to_string(qk->fold_width) + ")");
-    args.qk = *qk;
-  }
   with_head_dim(shape.head_dim, [&](auto d) {
     run_attention<decltype(d)::value>(dtype, kernel, args, grid, stream, pdl);
   });

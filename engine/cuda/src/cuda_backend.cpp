@@ -134,8 +134,7 @@ struct CudaBackend::Impl {
     std::int64_t last_forward = 0;  ///< the forward_serial of the last forward naming it
   };
   /// Padded rows, padded block rows, a combine launch, the pass's attention kernel.
-  /// (rows_pad, block_rows_pad, combine, kernel, q/k norm + RoPE inside the attention)
-  using GraphKey = std::tuple<std::int32_t, std::int32_t, bool, AttentionKernel, bool>;
+  using GraphKey = std::tuple<std::int32_t, std::int32_t, bool, AttentionKernel>;
 
   CudaBackendOptions options;
   model::ModelConfig config;
@@ -153,9 +152,6 @@ struct CudaBackend::Impl {
   std::int32_t deep_paired_grid = 0;
   /// The deep paired kernel of attention_deep_pairs_warps.
   AttentionKernel deep_paired_kernel = AttentionKernel::kTensorCoresDeepPaired;
-  /// The deep kernel can apply the q/k norm + RoPE itself (CudaBackendOptions::
-  /// attention_qk_norm_rope): in its passes whose plan has one tile per item.
-  bool deep_qk = false;
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -293,11 +289,6 @@ struct CudaBackend::Impl {
                              : AttentionKernel::kTensorCoresDeepPaired;
     if (options.attention_deep_pairs && options.attention_paired_tiles && deep_grid > 0)
       deep_paired_grid = attention_grid(dtype, deep_paired_kernel, shape.head_dim);
-    // launch_attention's conditions for `qk`, and the warp-per-vector q/k kernel's arithmetic
-    // (fast_norms) that it gives the bits of; a fold width of at most 64 x 64.
-    deep_qk = options.attention_qk_norm_rope && deep_grid > 0 && options.fast_norms &&
-              dtype == CudaDType::kBF16 && shape.head_dim == 128 &&
-              shape.heads >= 2 * shape.kv_heads && shape.hidden <= 64 * kFoldColumns;
     combine_grid = sms * 4;
   }
 
@@ -588,7 +579,7 @@ struct CudaBackend::Impl {
   /// (launch.cuh); cuBLASLt's are plain, so each waits for the kernel before it to finish, and
   /// the kernel after it waits for it.
   void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine,
-               AttentionKernel kernel, bool qk_inside) {
+               AttentionKernel kernel) {
     const std::int32_t grid = grid_of(kernel);
     const cudaStream_t s = stream->get();
     // Our kernels only; the skinny GEMM's too.
@@ -660,22 +651,13 @@ struct CudaBackend::Impl {
       else
         normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
-      const QkNormRope qk{qkv.as<float>(),
-                          l.q_norm.as<float>(),
-                          l.k_norm.as<float>(),
-                          rope.as<float2>(),
-                          fold_in ? square_sums.as<float>() : nullptr,
-                          static_cast<std::int32_t>(hd),
-                          static_cast<float>(shape.eps),
-                          options.attention_qk_pages_first};
-      if (!qk_inside)
-        launch_qk_norm_rope(dtype, header, qk.qkv, qk.q_norm, qk.k_norm, qk.rope, shape, q.get(),
-                            cache, rows_pad, s, options.fast_norms, pdl, qk.square_sums,
-                            qk.fold_width);
+      launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
+                          l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
+                          s, options.fast_norms, pdl, fold_in ? square_sums.as<float>() : nullptr,
+                          static_cast<std::int32_t>(hd));
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
-                       attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads,
-                       qk_inside ? &qk : nullptr);
+                       attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
@@ -783,19 +765,13 @@ struct CudaBackend::Impl {
     const std::int32_t block_rows_pad = graph ? bucket_rows(plan.block_rows) : plan.block_rows;
     // Only the kernels without their own merge launch the combine (and key graphs by it).
     const bool combine = plan.attn_combine > 0 && attention_needs_combine(attention);
-    // The deep kernel applies the q/k norm + RoPE itself where each item reads only its own
-    // rows of the pass (launch_attention's `qk`).
-    const bool qk_inside =
-        deep_qk && kernel == AttentionKernel::kTensorCoresDeep && plan.one_tile_per_item;
     if (options.gemm_autotune && dtype == CudaDType::kBF16 && rows_pad <= options.graph_max_rows)
       tune_gemms(rows_pad, block_rows_pad);
     if (graph) {
-      const GraphKey key{rows_pad, block_rows_pad, combine, kernel, qk_inside};
+      const GraphKey key{rows_pad, block_rows_pad, combine, kernel};
       auto it = graphs.find(key);
       if (it == graphs.end()) {
-        const auto enqueue_pass = [&] {
-          enqueue(rows_pad, block_rows_pad, combine, kernel, qk_inside);
-        };
+        const auto enqueue_pass = [&] { enqueue(rows_pad, block_rows_pad, combine, kernel); };
         const auto early = [&](cudaGraph_t g) {
           if (options.early_start_after_cublas)
             stats.early_start_edges += start_early_after_foreign_kernels(g, kOwnKernelNames);
@@ -806,7 +782,7 @@ struct CudaBackend::Impl {
       it->second.launch(s);
       ++stats.graph_replays;
     } else {
-      enqueue(rows_pad, block_rows_pad, combine, kernel, qk_inside);
+      enqueue(rows_pad, block_rows_pad, combine, kernel);
     }
     const std::int64_t vocab = config.vocab_size;
     if (plan.block_rows > 0) {
@@ -826,7 +802,6 @@ struct CudaBackend::Impl {
     stats.device_seconds += static_cast<double>(pass_end->since(*pass_start)) / 1000.0;
     ++stats.passes;
     stats.deep_attention_passes += kernel == AttentionKernel::kTensorCoresDeep ? 1 : 0;
-    stats.qk_in_attention_passes += qk_inside ? 1 : 0;
     stats.paired_attention_passes += kernel == AttentionKernel::kTensorCoresPaired ? 1 : 0;
     stats.deep_paired_attention_passes += kernel == deep_paired_kernel ? 1 : 0;
     stats.rows += plan.rows;
@@ -1031,10 +1006,7 @@ struct CudaBackend::Impl {
       }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into the paired kernels.
-      const bool eight = options.attention_deep_eight_warps && deep_paired_grid > 0 &&
-                         deep_paired_kernel == AttentionKernel::kTensorCoresDeepPaired8;
-      const AttentionKernel kernel = deep && eight           ? deep_paired_kernel
-                                     : deep                  ? AttentionKernel::kTensorCoresDeep
+      const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
                                      : deep_pairs            ? deep_paired_kernel
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;

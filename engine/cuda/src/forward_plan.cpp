@@ -204,7 +204,6 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
       }
     }
     plan.kv_positions_read += end;
-    if (n > tile_rows) plan.one_tile_per_item = false;
     for (std::int64_t t0 = 0; t0 < n; t0 += tile_rows) {
       const std::int64_t count = std::min<std::int64_t>(tile_rows, n - t0);
       tiles.push_back({row0 + static_cast<std::int32_t>(t0), static_cast<std::int32_t>(count),
@@ -372,7 +371,6 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
   plan.partials = partial;
   plan.paired_items = static_cast<std::int32_t>(std::count_if(
       work.begin(), work.end(), [&](const AttnWork& w) { return w.rows > tile_rows; }));
-  if (plan.attn_combine > 0) plan.one_tile_per_item = false;
   return plan;
 }
 

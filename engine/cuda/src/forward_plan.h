@@ -126,9 +126,6 @@ struct PassPlan {
   std::int32_t attn_combine = 0;
   std::int32_t partials = 0;      ///< partial slots used
   std::int32_t paired_items = 0;  ///< work items of two tiles (PlanShape::pair_tiles)
-  /// Every pass item's rows fit one tile and no tile is split, so each work item reads, of the
-  /// positions the pass writes, only its own rows' (what launch_attention's `qk` needs).
-  bool one_tile_per_item = true;
   std::int64_t kv_positions_read = 0;
   std::int64_t attention_scores = 0;
   const PassHeader& header() const { return *reinterpret_cast<const PassHeader*>(bytes.data()); }

@@ -166,22 +166,6 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
                          bool pdl = false, const float* square_sums = nullptr,
                          std::int32_t fold_width = 0);
 
-/// What the q/k norm + RoPE of launch_qk_norm_rope reads, for the deep attention kernel that
-/// applies it itself (launch_attention's `qk`): bf16, head_dim 128, warp-per-vector arithmetic
-/// (qk_norm_rope.cuh), so the same bits as launch_qk_norm_rope followed by launch_attention.
-struct QkNormRope {
-  const float* qkv = nullptr;     ///< [rows_pad, heads + 2 kv_heads, 128] fp32
-  const float* q_norm = nullptr;  ///< [128] fp32
-  const float* k_norm = nullptr;  ///< [128] fp32
-  const float2* rope = nullptr;   ///< (cos, sin) [max_position, 64]
-  /// launch_qk_norm_rope's folded input norm: [rows_pad, fold_width / 64] fp32, or null.
-  const float* square_sums = nullptr;
-  std::int32_t fold_width = 0;  ///< with square_sums: the hidden width, at most 64 x 64
-  float eps = 0.0f;             ///< the q/k norm's
-  /// EXPERIMENT: copies of the first pages before the q/k work where they hold no new position.
-  bool pages_first = true;
-};
-
 /// The attention kernels (attention.cu).
 enum class AttentionKernel {
   kCudaCores,    ///< attention_simple: CUDA cores, bf16 or fp32
@@ -241,18 +225,12 @@ inline std::int32_t attention_split_align(AttentionKernel kernel) {
 /// before the first launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`:
 /// blocks of the persistent kernel (attention_grid). `early_reads` (the kernels that merge splits):
 /// each work item's metadata is read before waiting for the kernel before this one (launch.cuh,
-/// "Early start"). `qk` (kTensorCoresDeep, bf16, head_dim 128, 2 or more query heads per KV
-/// head): the kernel computes the pass's q/k norm + RoPE itself, as launch_qk_norm_rope would
-/// (`q` is then not read): each work item its tile's query vectors into shared memory and its
-/// rows' K and V into the cache, then its pages. For plans whose every pass item is one tile
-/// and none is split (PassPlan::one_tile_per_item), so that the only positions of the pass an
-/// item reads are its own rows' (a split item traps). Throws dice::Error outside those
-/// conditions.
+/// "Early start").
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
                       std::int32_t grid, cudaStream_t stream, bool pdl = false,
-                      bool early_reads = false, const QkNormRope* qk = nullptr);
+                      bool early_reads = false);
 /// Merges the split tiles' partial results into `out`.
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,

@@ -14,7 +14,6 @@
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "ops.h"
-#include "qk_norm_rope.cuh"
 #include "rms_norm.cuh"
 
 namespace dice::engine::cuda {
@@ -97,8 +96,8 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
 }
 
 /// bf16, head_dim 128, one warp per (row, vector): lane l holds dimensions 4l..4l+3, so the
-/// rotate-half partner of lane l (dimension d +- 64) is lane l ^ 16. The arithmetic is
-/// qk_norm_rope.cuh's, which the deep attention kernel shares (the same bits).
+/// rotate-half partner of lane l (dimension d +- 64) is lane l ^ 16. The sum of squares runs
+/// in float (4 per lane, then the warp); the products round as in qk_norm_rope_kernel.
 __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv,
                                         const float* q_norm, const float* k_norm,
                                         const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
@@ -106,7 +105,7 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
                                         const float* square_sums, std::int32_t fold_width) {
   wait_for_prior_grid();
   allow_next_grid();
-  constexpr int kDim = kQkLaneDim;
+  constexpr int kDim = 128, kHalf = 64;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int32_t vectors = shape.heads + 2 * shape.kv_heads;
   const std::int64_t global_warp = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
@@ -129,20 +128,40 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
     const float* sums = square_sums + static_cast<std::int64_t>(row) * parts;
     float part = 0.0f;
     for (std::int32_t p = lane; p < parts; p += 32) part = __fadd_rn(part, sums[p]);
-    r2 = qk_fold_r2(part, fold_width, static_cast<float>(shape.eps));
+    r2 = folded_mean_square(warp_sum(part), fold_width, static_cast<float>(shape.eps));
   }
-  if (!is_q && !is_k) {  // V: as projected (times 1 / r with a fold)
-    const float4 out = qk_value_lane(x, r2, square_sums != nullptr);
-    store4(dst, out.x, out.y, out.z, out.w);
+  if (!is_q && !is_k) {  // V: as projected
+    if (square_sums != nullptr) {
+      const float inv_r = __fdiv_rn(1.0f, __fsqrt_rn(r2));
+      store4(dst, __fmul_rn(x.x, inv_r), __fmul_rn(x.y, inv_r), __fmul_rn(x.z, inv_r),
+             __fmul_rn(x.w, inv_r));
+    } else {
+      store4(dst, x.x, x.y, x.z, x.w);
+    }
     return;
   }
+  const float sum = warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w);
   const float eps = square_sums != nullptr ? __fmul_rn(static_cast<float>(shape.eps), r2)
                                            : static_cast<float>(shape.eps);
+  const float scale = 1.0f / sqrtf(sum / static_cast<float>(kDim) + eps);
   const float4 w = reinterpret_cast<const float4*>(is_q ? q_norm : k_norm)[lane];
-  float2 cs[4];
-  qk_rope_pairs(rope, info.position, lane, cs);
-  const float4 out = qk_norm_rope_lane(x, w, cs, eps, lane);
-  store4(dst, out.x, out.y, out.z, out.w);
+  const float own[4] = {
+      __fmul_rn(w.x, __fmul_rn(x.x, scale)), __fmul_rn(w.y, __fmul_rn(x.y, scale)),
+      __fmul_rn(w.z, __fmul_rn(x.z, scale)), __fmul_rn(w.w, __fmul_rn(x.w, scale))};
+  float other[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) other[j] = __shfl_xor_sync(0xffffffffu, own[j], 16);
+  const bool first = lane < 16;  // dimensions below kHalf
+  const float2* cs = rope + static_cast<std::int64_t>(info.position) * kHalf + 4 * (lane & 15);
+  float out[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 c = cs[j];
+    // first half: x_i c - x_{i+half} s; second half: x_{i+half} c + x_i s (no FMA contraction).
+    out[j] = first ? __fsub_rn(__fmul_rn(own[j], c.x), __fmul_rn(other[j], c.y))
+                   : __fadd_rn(__fmul_rn(own[j], c.x), __fmul_rn(other[j], c.y));
+  }
+  store4(dst, out[0], out[1], out[2], out[3]);
 }
 
 }  // namespace

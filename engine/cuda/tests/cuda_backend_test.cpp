@@ -699,57 +699,6 @@ TEST_F(CudaBackendTest, EarlyStartAfterCublasChangesNoBits) {
   }
 }
 
-TEST_F(CudaBackendTest, QkNormRopeInsideTheAttentionChangesNoBits) {
-  // 16 sequences of SDAR-1.7B's widths decode together: their block passes (one tile of 8 rows
-  // per sequence and KV head, 128 work items) run the deep attention kernel, which with
-  // attention_qk_norm_rope (the default) applies the q/k norm + RoPE itself (counted) with the
-  // separate kernel's arithmetic: the same tokens and decoding traces, sampled and greedy, with
-  // the qkv norm folded (the default) and not.
-  const auto shape = shapes()[2];
-  const auto& c = shape.config;
-  const int sms = cuda::device_attribute(cudaDevAttrMultiProcessorCount);
-  if (16 * c.num_kv_heads >
-          cuda::attention_grid(CudaDType::kBF16, cuda::AttentionKernel::kTensorCoresDeep, 128) ||
-      4 * 16 * c.num_kv_heads < 3 * sms)
-    GTEST_SKIP() << "16 sequences do not take the deep kernel on " << sms << " SMs";
-  const CpuWeights weights = random_weights(c, shape.std, true);
-  const auto many = [&](double temperature) {
-    std::vector<GenerationRequest> requests;
-    for (int i = 0; i < 16; ++i) {
-      GenerationOptions o;
-      o.max_new_tokens = 16 + 4 * (i % 3);
-      o.sampling.temperature = temperature;
-      o.sampling.top_k = 20;
-      o.sampling.seed = 200 + static_cast<std::uint64_t>(i);
-      o.sampling.mask_id = c.mask_token_id;
-      o.sampling.vocab_limit = static_cast<std::int32_t>(c.vocab_size);
-      o.stop_ids = {7};
-      o.fused_store = i % 2 == 0;
-      requests.push_back(
-          {random_ids(20 + 3 * i, c.mask_token_id, static_cast<std::uint32_t>(40 + i)), o});
-    }
-    return requests;
-  };
-  for (const bool fold : {true, false}) {
-    CudaBackendOptions separate = limited();
-    separate.fold_qkv_norm = fold;
-    separate.attention_qk_norm_rope = false;
-    CudaBackendOptions inside = separate;
-    inside.attention_qk_norm_rope = true;
-    CudaBackend off(weights, separate), on(weights, inside);
-    const std::string what = fold ? "qkv norm folded" : "qkv norm not folded";
-    for (const double temperature : {1.0, 0.0}) {
-      const auto requests = many(temperature);
-      expect_same(generate(on, requests), generate(off, requests),
-                  what + (temperature > 0 ? ", sampled" : ", greedy"));
-    }
-    EXPECT_GT(on.stats().qk_in_attention_passes, 0) << what;
-    EXPECT_LE(on.stats().qk_in_attention_passes, on.stats().deep_attention_passes) << what;
-    EXPECT_EQ(off.stats().qk_in_attention_passes, 0) << what;
-    EXPECT_GT(off.stats().deep_attention_passes, 0) << what;
-  }
-}
-
 TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   // The skinny GEMM's fused RMSNorm computes x with the norm kernel's arithmetic, and its SwiGLU
   // epilogue silu(gate) * up with the SwiGLU kernel's from the same sums, so logits and tokens

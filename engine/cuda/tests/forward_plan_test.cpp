@@ -485,29 +485,6 @@ TEST(PlanPass, AttentionWorkItemsCountsTilesTimesKvHeads) {
   EXPECT_THROW(attention_work_items(items, 12, 8), Error);
 }
 
-TEST(PlanPass, OneTilePerItemWhenNoItemSpansTwoTilesOrIsSplit) {
-  // PassPlan::one_tile_per_item, the condition of the attention's own q/k norm + RoPE: at group
-  // 2 (tiles of 8 rows) a block of 4 and a fused store pass (4 + 4) are one tile each; 12 rows
-  // are two tiles; at group 4 the fused store pass is two. A split tile breaks it as well.
-  const auto commit = ids(4), long_commit = ids(8), block = ids(4, 100), pages = ids(40, 1);
-  std::vector<PassItem> items(3, denoising_item(block, pages, 1016));
-  items[1].commit = commit;
-  PlanShape shape{16, 8, 24, 4096, 256, 128, 16};  // no more work wanted than the 3 x 8 tiles
-  EXPECT_TRUE(plan_pass(items, shape).one_tile_per_item);
-  shape.heads = 32;
-  EXPECT_FALSE(plan_pass(items, shape).one_tile_per_item);
-  shape.heads = 16;
-  items[2].commit = long_commit;
-  items[2].start = 1012;
-  EXPECT_FALSE(plan_pass(items, shape).one_tile_per_item);
-  items[2].commit = {};
-  items[2].start = 1016;
-  shape.target_work = 24 * 8;  // splits wanted: 1,020 positions in ranges of 128
-  const PassPlan& split = plan_pass(items, shape);
-  EXPECT_GT(split.attn_combine, 0);
-  EXPECT_FALSE(split.one_tile_per_item);
-}
-
 TEST(PlanPass, PairedWorkItemsCountEachItemsTilesTwoByTwo) {
   // The backend's deep pairs plan with exactly attention_paired_work_items as target work: every
   // tile that can pair does (a full tile and the next one of its item), none is split. Items of

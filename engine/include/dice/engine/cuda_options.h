@@ -79,17 +79,6 @@ struct CudaBackendOptions {
   /// per SM). false: the pipelined kernel everywhere. Off by itself on a device whose blocks
   /// cannot opt in to the deep kernel's ~213 KB of shared memory.
   bool attention_deep_pipeline = true;
-  /// With attention_deep_pipeline: in the deep kernel's passes whose every sequence is one tile
-  /// (13-16 sequences decoding with 2 or more query heads per KV head: a block, or a fused store
-  /// pass at group 2), the kernel applies the per-head q/k norm + RoPE and writes the rows' K/V
-  /// itself, a launch fewer per layer; the same bits (bf16, head_dim 128, fast_norms). false:
-  /// the q/k norm + RoPE kernel before it.
-  bool attention_qk_norm_rope = true;
-  /// EXPERIMENT: the deep kernel's passes on the 8-warp deep paired kernel (one page a warp in
-  /// flight, 8 warps; its single-tile path), with attention_deep_pairs_warps 8.
-  bool attention_deep_eight_warps = false;
-  /// EXPERIMENT: QkNormRope::pages_first.
-  bool attention_qk_pages_first = true;
   /// With attention_deep_pipeline and attention_paired_tiles: in passes whose tiles outnumber the
   /// SMs but whose paired tiles (two of one pass item, PlanShape::pair_tiles) number 3/4 to all
   /// of them, those pairs on a deep kernel that also takes pairs (kTensorCoresDeepPaired8 or

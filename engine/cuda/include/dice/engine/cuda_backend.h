@@ -133,9 +133,6 @@ struct CudaForwardStats {
   /// Passes run (graph replays included) whose attention ran the deep kernel
   /// (CudaBackendOptions::attention_deep_pipeline).
   std::int64_t deep_attention_passes = 0;
-  /// Passes run (graph replays included) whose deep attention kernel applied the q/k norm + RoPE
-  /// itself (CudaBackendOptions::attention_qk_norm_rope).
-  std::int64_t qk_in_attention_passes = 0;
   /// Passes run (graph replays included) whose attention ran the paired kernel: plans with paired
   /// tiles (CudaBackendOptions::attention_paired_tiles).
   std::int64_t paired_attention_passes = 0;
