@@ -654,7 +654,7 @@ struct CudaBackend::Impl {
       launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                           l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
                           s, options.fast_norms, pdl, fold_in ? square_sums.as<float>() : nullptr,
-                          static_cast<std::int32_t>(hd));
+                          static_cast<std::int32_t>(hd), options.pdl_early_reads);
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
                        attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);

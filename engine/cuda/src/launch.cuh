@@ -27,7 +27,9 @@
 // not complete before its own wait. A kernel may, before its wait, read memory that no kernel
 // of the pass writes (CudaBackendOptions::pdl_early_reads): the skinny GEMM loads its first
 // weights there, the vectorised RMSNorm its weight, the pipelined attention reads its work item,
-// page ids and visible lengths (the pass metadata, uploaded before the pass's first kernel). Its
+// page ids and visible lengths (the pass metadata, uploaded before the pass's first kernel), the
+// vectorised q/k norm + RoPE its row's metadata, RoPE pairs and norm weight (+1.4-2.3% tok/s at
+// 16 sequences on an H200, bench/results/2026-11-29-qk-early-reads-h200). Its
 // wait still comes before anything it reads from the kernels before it, and before it exits. After
 // a cuBLASLt kernel (a plain launch that never triggers), a captured pass can start our kernel
 // early too: CudaBackendOptions::early_start_after_cublas turns that graph edge into a programmatic

@@ -158,13 +158,15 @@ void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::
 /// square_sums [rows_pad, fold_width / 64] fp32 holds each row's sums of squares of x per 64
 /// columns (WgmmaNormFold): q and k are normalised with eps r^2 (what their r^2-fold mean squares
 /// need for the same result), V is multiplied by 1 / r. Throws dice::Error for a fold outside those
-/// conditions.
+/// conditions. `early_reads` (with pdl; bf16, head_dim 128, warp_per_vector): each warp reads its
+/// row's metadata, RoPE pairs and norm weight before waiting for the kernel before it (launch.cuh,
+/// "Early start"); the same bits.
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
                          std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector = true,
                          bool pdl = false, const float* square_sums = nullptr,
-                         std::int32_t fold_width = 0);
+                         std::int32_t fold_width = 0, bool early_reads = false);
 
 /// The attention kernels (attention.cu).
 enum class AttentionKernel {

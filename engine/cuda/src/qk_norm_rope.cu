@@ -102,21 +102,37 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
                                         const float* q_norm, const float* k_norm,
                                         const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
                                         __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-                                        const float* square_sums, std::int32_t fold_width) {
-  wait_for_prior_grid();
-  allow_next_grid();
+                                        const float* square_sums, std::int32_t fold_width,
+                                        bool early_reads) {
+  // With early_reads, the row's metadata (uploaded before the pass's first kernel), its RoPE
+  // pairs and the norm weight (model constants) are read before the wait, the projection and the
+  // folded norm's sums after it (launch.cuh, "Early start"); V reads neither of the two.
+  if (!early_reads) wait_for_prior_grid();
   constexpr int kDim = 128, kHalf = 64;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int32_t vectors = shape.heads + 2 * shape.kv_heads;
   const std::int64_t global_warp = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
   const auto row = static_cast<std::int32_t>(global_warp / vectors);
-  if (row >= meta->rows) return;
+  if (row >= meta->rows) {
+    wait_for_prior_grid();  // no exit before the predecessor completes (launch.cuh)
+    return;
+  }
   const auto v = static_cast<std::int32_t>(global_warp % vectors);
   const RowInfo info = pass_section<RowInfo>(meta, meta->rows_offset)[row];
-  const float4 x = reinterpret_cast<const float4*>(
-      qkv + (static_cast<std::int64_t>(row) * vectors + v) * kDim)[lane];
   const bool is_q = v < shape.heads;
   const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
+  float4 w = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float2 cs[4] = {};
+  if (is_q || is_k) {
+    w = reinterpret_cast<const float4*>(is_q ? q_norm : k_norm)[lane];
+    const float2* pairs = rope + static_cast<std::int64_t>(info.position) * kHalf + 4 * (lane & 15);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) cs[j] = pairs[j];
+  }
+  wait_for_prior_grid();
+  allow_next_grid();
+  const float4 x = reinterpret_cast<const float4*>(
+      qkv + (static_cast<std::int64_t>(row) * vectors + v) * kDim)[lane];
   __nv_bfloat16* dst = head_destination(shape, info, row, v, q_out, k_cache, v_cache);
   dst += 4 * lane;
   // The folded input norm (launch_qk_norm_rope): qkv projects bf16(w x), r^2 times too large in
@@ -144,7 +160,6 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
   const float eps = square_sums != nullptr ? __fmul_rn(static_cast<float>(shape.eps), r2)
                                            : static_cast<float>(shape.eps);
   const float scale = 1.0f / sqrtf(sum / static_cast<float>(kDim) + eps);
-  const float4 w = reinterpret_cast<const float4*>(is_q ? q_norm : k_norm)[lane];
   const float own[4] = {
       __fmul_rn(w.x, __fmul_rn(x.x, scale)), __fmul_rn(w.y, __fmul_rn(x.y, scale)),
       __fmul_rn(w.z, __fmul_rn(x.z, scale)), __fmul_rn(w.w, __fmul_rn(x.w, scale))};
@@ -152,7 +167,6 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
 #pragma unroll
   for (int j = 0; j < 4; ++j) other[j] = __shfl_xor_sync(0xffffffffu, own[j], 16);
   const bool first = lane < 16;  // dimensions below kHalf
-  const float2* cs = rope + static_cast<std::int64_t>(info.position) * kHalf + 4 * (lane & 15);
   float out[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -170,7 +184,7 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
                          std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector, bool pdl,
-                         const float* square_sums, std::int32_t fold_width) {
+                         const float* square_sums, std::int32_t fold_width, bool early_reads) {
   if (rows_pad <= 0) return;
   if (square_sums != nullptr &&
       (!warp_per_vector || dtype != CudaDType::kBF16 || shape.head_dim != 128 || fold_width <= 0 ||
@@ -193,7 +207,7 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
     if (dtype == CudaDType::kBF16 && shape.head_dim == 128)
       launch_kernel("qk_norm_rope_vec_kernel", qk_norm_rope_vec_kernel, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv, square_sums,
-                    fold_width);
+                    fold_width, pdl && early_reads);
     else if (dtype == CudaDType::kBF16)
       launch_kernel(name, qk_norm_rope_kernel<__nv_bfloat16, float, true>, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
