@@ -157,8 +157,9 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "the bytes); --no-bf16-gate-up: fp32 (default: on)");
   command->add_flag("--pdl-early-reads,!--no-pdl-early-reads", args.cuda.pdl_early_reads,
                     "cuda backend: in passes launched with programmatic dependent launch, each "
-                    "few-row GEMM loads its first weights, and the attention its work items' "
-                    "metadata, before it waits for the kernel before it (same results) "
+                    "few-row GEMM loads its first weights, the attention its work items' "
+                    "metadata and the q/k norm + RoPE its rows' metadata, RoPE pairs and norm "
+                    "weights, before it waits for the kernel before it (same results) "
                     "(default: on)");
   command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
                     "cuda backend: with early reads, the few-row o projection copies its "
