@@ -106,7 +106,8 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
                                         bool early_reads) {
   // With early_reads, the row's metadata (uploaded before the pass's first kernel), its RoPE
   // pairs and the norm weight (model constants) are read before the wait, the projection and the
-  // folded norm's sums after it (launch.cuh, "Early start"); V reads neither of the two.
+  // folded norm's sums after it (launch.cuh, "Early start"). A V vector has no RoPE pairs or
+  // norm weight to read.
   if (!early_reads) wait_for_prior_grid();
   constexpr int kDim = 128, kHalf = 64;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
