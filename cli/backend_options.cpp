@@ -196,12 +196,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "cuda backend: only GEMMs whose 16-column tiles fill at least this share of "
                    "the SMs' tile slots run the streaming kernel; 0: every shape (default: 0.9)")
       ->check(CLI::Range(0.0, 1.0));
-  command
-      ->add_option("--gemm-l2-prefetch-mib", args.gemm_l2_prefetch_mib,
-                   "cuda backend: with early reads, the few-row GEMMs also ask for about this "
-                   "many MiB of their next weights to be brought into L2 before they wait for "
-                   "the kernel before them (same results); 0: none (default: 0)")
-      ->check(CLI::Range(0, 1 << 16));
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -297,7 +291,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   options.gemm_autotune = !args.no_gemm_autotune;
   options.programmatic_launch = args.pdl;
   options.programmatic_launch_few_rows = !args.no_pdl;
-  if (args.gemm_l2_prefetch_mib) options.gemm_l2_prefetch_bytes = *args.gemm_l2_prefetch_mib << 20;
   if (args.no_pdl) options.early_start_after_cublas = false;
   if (args.baseline_kernels) {
     options.fused_swiglu = false;
@@ -305,7 +298,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;
     options.stage_o_weights = false;
-    options.gemm_l2_prefetch_bytes = 0;
     options.wgmma_gemm = false;
     options.stream_gemm = false;
     options.attention_balanced_plan = false;

@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,9 +32,6 @@ struct BackendArgs {
   /// (--no-pdl); neither: in passes of at most skinny_gemm_rows rows
   bool pdl = false;
   bool no_pdl = false;
-  /// cuda: CudaBackendOptions::gemm_l2_prefetch_bytes in MiB (--gemm-l2-prefetch-mib); unset:
-  /// the backend's default
-  std::optional<std::int64_t> gemm_l2_prefetch_mib;
   /// cuda: the kernel switches the flags set directly (--skinny-gemm-rows,
   /// --no-pipelined-attention, --no-balanced-attention-plan, --no-paired-attention-tiles,
   /// --attention-split-cost, --attention-max-splits, --no-deep-attention-pipeline,

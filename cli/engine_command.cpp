@@ -282,7 +282,6 @@ void run_bench(const BenchArgs& args) {
               {"wgmma_stage_k", o.wgmma_stage_k},
               {"stream_gemm", o.stream_gemm},
               {"stream_gemm_min_fill", o.stream_gemm_min_fill},
-              {"gemm_l2_prefetch_bytes", o.gemm_l2_prefetch_bytes},
               {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())

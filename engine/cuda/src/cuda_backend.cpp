@@ -265,7 +265,6 @@ struct CudaBackend::Impl {
     // With fused_norm_gemm the streaming kernel normalises its rows itself where it can
     // (Gemm::fuses_norm), the same bits as the norm kernel before it.
     gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill);
-    gemm->set_l2_prefetch(options.gemm_l2_prefetch_bytes);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);

@@ -143,17 +143,11 @@ void Gemm::run_folded(const void* x, const void* w, float* y, void* act, std::in
   run_wgmma(x, w, y, act, rows, in, out, accumulate, stream, fold);
 }
 
-void Gemm::set_l2_prefetch(std::int64_t bytes) {
-  if (bytes < 0)
-    throw Error(fmt::format("GEMM L2 prefetch of {} bytes: expected at least 0", bytes));
-  l2_prefetch_bytes_ = bytes;
-}
-
 void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                       std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                       const GemmNorm* norm) {
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
-                     norm, l2_prefetch_bytes_);
+                     norm);
   ++stream_launches_;
 }
 
@@ -454,7 +448,7 @@ void Gemm::run_normed(const GemmNorm& norm, const void* w, float* y, std::int64_
   if (streams(CudaDType::kBF16, rows, in, out, norm.residual, w, y))
     return run_stream(nullptr, w, y, nullptr, rows, in, out, false, stream, &norm);
   launch_skinny_gemm(nullptr, w, y, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
-                     stream, pdl_, &norm, nullptr, early_weights_, false, l2_prefetch_bytes_);
+                     stream, pdl_, &norm, nullptr, early_weights_);
 }
 
 bool Gemm::fuses_swiglu(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -477,7 +471,7 @@ void Gemm::run_swiglu(const void* x, const GemmNorm* norm, const void* w, void* 
   if (streams(CudaDType::kBF16, rows, in, out, input, w, act))
     return run_stream(x, w, nullptr, act, rows, in, out, false, stream, norm);
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
-                     stream, pdl_, norm, act, early_weights_, false, l2_prefetch_bytes_);
+                     stream, pdl_, norm, act, early_weights_);
 }
 
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
@@ -489,7 +483,7 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
-                              nullptr, early_weights_, stage_share, l2_prefetch_bytes_);
+                              nullptr, early_weights_, stage_share);
   if (wgmma(dtype, rows, in, out, x, w, y))
     return run_wgmma(x, w, y, nullptr, rows, in, out, accumulate, stream);
   const Plan& p = plan(dtype, rows, in, out, accumulate);

@@ -94,10 +94,6 @@ class Gemm {
     pdl_ = on;
     early_weights_ = on && early_weights;
   }
-  /// The L2 prefetch later skinny and streaming launches with early weights ask for before their
-  /// wait (launch_skinny_gemm's and launch_stream_gemm's `l2_prefetch_bytes`; 0: none). Throws
-  /// dice::Error for bytes < 0.
-  void set_l2_prefetch(std::int64_t bytes);
 
   /// Whether later tune() calls time cuBLASLt's candidates with the L2 cache flushed before each
   /// launch (a memset of twice the L2 in the timed graph, its own time subtracted; at least 8
@@ -224,7 +220,6 @@ class Gemm {
   std::int64_t skinny_max_rows_ = 0;
   bool pdl_ = false;
   bool early_weights_ = false;
-  std::int64_t l2_prefetch_bytes_ = 0;
   std::optional<WgmmaGemm> wgmma_;  ///< made by set_wgmma(true) on an sm_90 device
   std::int64_t wgmma_launches_ = 0;
   bool stream_ = false;           ///< set_stream_gemm

@@ -63,15 +63,4 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, std::uint3
       : "memory");
 }
 
-/// Asks the TMA unit to bring `bytes` (a multiple of 16) at `src` (16-byte aligned) into L2 and
-/// returns at once: nothing is written to shared memory and nothing is waited for
-/// (cp.async.bulk.prefetch.L2; PTX ISA, "Data Movement and Conversion Instructions:
-/// cp.async.bulk.prefetch"). The lines are fetched with the normal eviction priority. sm_90.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, std::uint32_t bytes) {
-  asm volatile(
-      "cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<std::uint64_t>(src)),
-      "r"(bytes)
-      : "memory");
-}
-
 }  // namespace dice::engine::cuda

@@ -49,7 +49,6 @@
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
-#include "mbarrier.cuh"
 #include "rms_norm.cuh"
 #include "skinny_gemm.h"
 #include "skinny_mma.cuh"
@@ -108,7 +107,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, GemmNorm norm, __nv_bfloat16* __restrict__ act,
-                       bool early_weights, std::int32_t staged, std::int32_t prefetch_chunks) {
+                       bool early_weights, std::int32_t staged) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
@@ -155,15 +154,6 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     }
   }
   if (early_weights && first_loaded) load_b(begin);
-  // The share's next chunks into L2 (prefetch_chunks, after those in registers and shared
-  // memory): lane l asks for row n0 + l of the block's 8 NT rows, one bulk prefetch.
-  if (early_weights && prefetch_chunks > 0 && lane < 8 * NT) {
-    const std::int32_t from = min(end, begin + (first_loaded ? U : 0) + stage);
-    const std::int32_t n = min(end - from, prefetch_chunks);
-    if (n > 0)
-      bulk_prefetch_l2(w + (n0 + lane) * in + static_cast<std::int64_t>(from) * 32,
-                       static_cast<std::uint32_t>(n) * 64);
-  }
   wait_for_prior_grid();
   if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
   if (!early_weights && first_loaded) load_b(begin);
@@ -270,8 +260,7 @@ constexpr int unroll_of(int m_tiles, int n_tiles) {
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const GemmNorm& norm, void* act,
-                  cudaStream_t stream, bool pdl, bool early_weights, bool stage_share,
-                  std::int64_t l2_prefetch_bytes) {
+                  cudaStream_t stream, bool pdl, bool early_weights, bool stage_share) {
   constexpr int kUnroll = unroll_of(MT, NT);
   const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
   std::size_t shared = 0;
@@ -288,9 +277,6 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                                            static_cast<int>(shared)));
   }
   const auto blocks = static_cast<unsigned>(out / (8 * NT));
-  // The L2 prefetch per warp in chunks (8 NT rows x 64 bytes each).
-  const auto prefetch_chunks = static_cast<std::int32_t>(std::min<std::int64_t>(
-      l2_prefetch_bytes / blocks / kSkinnyWarps / (8 * NT * 64), std::int64_t{1} << 30));
   const char* name = kNorm ? (kSwiglu ? "skinny_gemm_kernel (fused RMSNorm, SwiGLU)"
                                       : "skinny_gemm_kernel (fused RMSNorm)")
                            : (kSwiglu ? "skinny_gemm_kernel (SwiGLU)" : "skinny_gemm_kernel");
@@ -298,12 +284,12 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
-                early_weights, staged, prefetch_chunks);
+                early_weights, staged);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
                           std::int64_t, bool, const GemmNorm&, void*, cudaStream_t, bool, bool,
-                          bool, std::int64_t);
+                          bool);
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
 template <int MT, bool kNorm, bool kSwiglu>
@@ -385,7 +371,7 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl, const GemmNorm* norm, void* swiglu_act, bool early_weights,
-                        bool stage_share, std::int64_t l2_prefetch_bytes) {
+                        bool stage_share) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
@@ -404,9 +390,6 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (swiglu_act != nullptr && accumulate)
     throw Error("skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
                 std::to_string(out) + " asks to accumulate, which the epilogue does not do");
-  if (l2_prefetch_bytes < 0)
-    throw Error("skinny GEMM: L2 prefetch of " + std::to_string(l2_prefetch_bytes) +
-                " bytes (expected at least 0)");
   const GemmNorm args = norm != nullptr ? *norm : GemmNorm{};
   const int m_tiles = skinny_m_tiles(rows);
   const bool swiglu = swiglu_act != nullptr;
@@ -415,7 +398,7 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                                           : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
                                                     : launcher_for<false, false>(m_tiles, n_tiles));
   launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights,
-         stage_share, l2_prefetch_bytes);  // the fused-norm launchers ignore stage_share
+         stage_share);  // the fused-norm launchers ignore stage_share
 }
 
 }  // namespace dice::engine::cuda

@@ -87,16 +87,12 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// none is loaded after it (a remainder shorter than one iteration still is); where they do not
 /// fit, nothing is staged. For a GEMM that follows a long,
 /// latency-bound kernel which lets it start early (the o projection after the attention at few
-/// rows). The same bits (the same values in the same order). `l2_prefetch_bytes` (with
-/// `early_weights`; 0: none): before the wait each warp also asks for the next chunks of its
-/// share, past those in registers and shared memory, to be brought into L2
-/// (cp.async.bulk.prefetch.L2), about this many bytes over the grid; the same bits. Throws
-/// dice::Error for l2_prefetch_bytes < 0.
+/// rows). The same bits (the same values in the same order).
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl = false, const GemmNorm* norm = nullptr,
                         void* swiglu_act = nullptr, bool early_weights = false,
-                        bool stage_share = false, std::int64_t l2_prefetch_bytes = 0);
+                        bool stage_share = false);
 
 /// Shared memory a staging launch may take per block (96 KiB: the whole share of SDAR-4B's o
 /// projection at 2 n tiles; two such blocks still fit on an H100 SM).

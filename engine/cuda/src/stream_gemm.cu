@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       GemmNorm norm, std::int32_t prefetch_stages) {
+                       GemmNorm norm) {
   // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
   // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
   allow_next_grid();
@@ -133,19 +133,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                     &full[s], policy);
       };
       const std::int32_t first = min(count, kStreamStages);
-      if (early_weights) {
+      if (early_weights)
         for (std::int32_t i = 0; i < first; ++i) issue(i);
-        // The next stages into L2 (no slot needed), so that their bulk copies after the wait hit.
-        const std::int32_t last = min(count, first + prefetch_stages);
-        for (std::int32_t i = first; i < last; ++i) {
-          const std::int32_t tile = tile_begin + i / k_stages;
-          const std::int32_t k0 = (i % k_stages) * kStageK;
-          const auto row_bytes = static_cast<std::uint32_t>(min(kStageK, in - k0) * 2);
-          const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
-          for (int r = 0; r < kRows; ++r)
-            bulk_prefetch_l2(src + static_cast<std::int64_t>(r) * in, row_bytes);
-        }
-      }
       wait_for_prior_grid();
       if (!early_weights)
         for (std::int32_t i = 0; i < first; ++i) issue(i);
@@ -283,8 +272,7 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
-                        cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
-                        std::int64_t l2_prefetch_bytes) {
+                        cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -307,15 +295,8 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (blocks < 1)
     throw Error("streaming skinny GEMM: " + std::to_string(blocks) +
                 " blocks (expected at least one)");
-  if (l2_prefetch_bytes < 0)
-    throw Error("streaming skinny GEMM: L2 prefetch of " + std::to_string(l2_prefetch_bytes) +
-                " bytes (expected at least 0)");
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
-  // The L2 prefetch in whole stages of each block's share (a stage: 16 rows x up to 2,048 k).
-  const std::int64_t stage_bytes = kStreamTileColumns * std::min(in, kStreamStageK) * 2;
-  const auto prefetch_stages = static_cast<std::int32_t>(
-      std::min<std::int64_t>(l2_prefetch_bytes / grid / stage_bytes, std::int64_t{1} << 30));
   const bool swiglu = swiglu_act != nullptr;
   const auto kernel =
       norm != nullptr
@@ -332,7 +313,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
-                early_weights, norm != nullptr ? *norm : GemmNorm{}, prefetch_stages);
+                early_weights, norm != nullptr ? *norm : GemmNorm{});
 }
 
 }  // namespace dice::engine::cuda

@@ -71,14 +71,10 @@ double stream_gemm_fill(std::int64_t out, int sms);
 /// (rms_norm.cuh's normalise_rows: the same bits as rms_norm_vec_kernel's output, so the same y as
 /// that kernel then this one), one launch instead of two. Throws dice::Error for a shape it does
 /// not take (stream_gemm_fits, and stream_norm_fits with a norm), accumulate with swiglu_act,
-/// blocks < 1, l2_prefetch_bytes < 0, or a failed launch. `l2_prefetch_bytes` (with
-/// `early_weights`; 0: none): after its ring fill, before the wait, each block's producer also
-/// asks for its next stages to be brought into L2 (cp.async.bulk.prefetch.L2), about this many
-/// bytes over the grid in whole stages, so that the kernel before this one overlaps more of the
-/// weights' first reads. The same bits.
+/// blocks < 1, or a failed launch.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
-                        const GemmNorm* norm = nullptr, std::int64_t l2_prefetch_bytes = 0);
+                        const GemmNorm* norm = nullptr);
 
 }  // namespace dice::engine::cuda

@@ -663,14 +663,8 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     few.programmatic_launch_few_rows = true;
     CudaBackendOptions late = few;  // reads after the wait only (no early start reads)
     late.pdl_early_reads = false;
-    CudaBackendOptions prefetching = few;  // and the few-row GEMMs' L2 prefetch, all of it
-    prefetching.gemm_l2_prefetch_bytes = std::int64_t{1} << 40;
     CudaBackend off(weights, plain), on(weights, pdl), some(weights, few), waiting(weights, late);
     expect_same_bits(on, off, shape.config, v.name);
-    {
-      CudaBackend prefetched(weights, prefetching);
-      expect_same_bits(prefetched, off, shape.config, v.name + ", few-row GEMMs' L2 prefetch");
-    }
     expect_same_bits(some, off, shape.config, v.name + ", PDL in few-row passes");
     expect_same_bits(waiting, off, shape.config, v.name + ", few-row PDL without early reads");
     EXPECT_EQ(waiting.stats().programmatic_passes, some.stats().programmatic_passes) << v.name;

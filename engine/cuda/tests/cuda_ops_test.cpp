@@ -753,8 +753,8 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
   // The streaming skinny kernel on the SDAR-1.7B/-4B layer shapes, an lm_head, a k that is not a
   // multiple of the 2,048-wide stage and a shape with fewer tiles than blocks: against cuBLASLt
   // (1e-4 of the row's largest magnitude), and bit for bit the same for every grid size and
-  // launch mode (with and without the L2 prefetch of the weights); the SwiGLU epilogue bit for
-  // bit the fp32 output then the SwiGLU kernel. Shapes and arguments it does not take throw.
+  // launch mode; the SwiGLU epilogue bit for bit the fp32 output then the SwiGLU kernel. Shapes
+  // and arguments it does not take throw.
   struct Shape {
     std::int64_t in, out;
   };
@@ -784,17 +784,15 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
         struct Variant {
           int blocks;
           bool pdl, early;
-          std::int64_t prefetch;  // L2 prefetch, bytes
         };
         for (const Variant v :
-             {Variant{sms, true, true, 0}, Variant{7, false, true, 0}, Variant{1, true, false, 0},
-              Variant{sms, true, true, std::int64_t{1} << 40}, Variant{7, true, true, 1 << 20}}) {
+             {Variant{sms, true, true}, Variant{7, false, true}, Variant{1, true, false}}) {
           reset(y_b);
           launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
-                             v.blocks, stream(), v.pdl, v.early, nullptr, v.prefetch);
+                             v.blocks, stream(), v.pdl, v.early);
           synchronize();
           ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got))
-              << what << ": " << v.blocks << " blocks, L2 prefetch " << v.prefetch;
+              << what << ": " << v.blocks << " blocks";
         }
         if (accumulate) continue;
         // The SwiGLU epilogue: the same sums, then swiglu.cuh's arithmetic.
@@ -824,9 +822,6 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
                Error);
   EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), nullptr, 4, 256, wide, true, y, sms,
                                   stream(), false, false),
-               Error);
-  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y, 4, 256, wide, false, nullptr, sms,
-                                  stream(), true, true, nullptr, -1),
                Error);
   Gemm gemm(kSkinnyRowsLimit);
   EXPECT_THROW(gemm.set_stream_gemm(true, 1.5), Error);
@@ -1237,9 +1232,7 @@ TEST_F(CudaOps, QkNormRopeWithAFoldedInputNorm) {
 TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
   // stage_share: each warp copies the rest of its weight share into shared memory before its
   // wait (with early weights). The rule stages whole shares that fit in 96 KiB and nothing
-  // otherwise; the launches that stage give the plain launch's bits, accumulating or not, and
-  // so do those that ask for the rest of their weights in L2 (launch_skinny_gemm's
-  // l2_prefetch_bytes), staged or not.
+  // otherwise; the launches that stage give the plain launch's bits, accumulating or not.
   EXPECT_EQ(skinny_staged_chunks(8, 4096, 2), 12);  // SDAR-4B o: 16 chunks a warp, 4 in registers
   EXPECT_EQ(skinny_stage_bytes(12, 2), kSkinnyStageLimit);
   EXPECT_EQ(skinny_staged_chunks(8, 4096, 4), 0);   // 14 chunks x 4 tiles: over the limit
@@ -1284,7 +1277,7 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
     const std::int64_t in = shape.in, out = shape.out, most = 32;
     DeviceBuffer w(static_cast<std::size_t>(in * out) * 2),
         x(static_cast<std::size_t>(most * in) * 2), y0(static_cast<std::size_t>(most * out) * 4);
-    DeviceBuffer y_plain(y0.bytes()), y_staged(y0.bytes()), y_prefetched(y0.bytes());
+    DeviceBuffer y_plain(y0.bytes()), y_staged(y0.bytes());
     launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 0x61u, stream());
     launch_fill_random(CudaDType::kBF16, x.get(), most * in, 1.0f, 0x62u, stream());
     launch_fill_random(CudaDType::kF32, y0.get(), most * out, 1.0f, 0x63u, stream());
@@ -1294,24 +1287,18 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
           const std::string what = fmt::format(
               "staged skinny gemm rows {} in {} out {} n {} acc {}", rows, in, out, n, accumulate);
           const std::size_t y_bytes = static_cast<std::size_t>(rows * out) * 4;
-          for (const DeviceBuffer* y : {&y_plain, &y_staged, &y_prefetched})
+          for (const DeviceBuffer* y : {&y_plain, &y_staged})
             DICE_CUDA_CHECK(
                 cudaMemcpyAsync(y->get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
           launch_skinny_gemm(x.get(), w.get(), y_plain.as<float>(), rows, in, out, accumulate, n,
                              stream());
-          // Staged, and the rest of each share asked into L2 (all of it: nothing left when the
-          // share is staged whole); then early weights with only the L2 prefetch.
           launch_skinny_gemm(x.get(), w.get(), y_staged.as<float>(), rows, in, out, accumulate, n,
-                             stream(), true, nullptr, nullptr, true, true, std::int64_t{1} << 40);
-          launch_skinny_gemm(x.get(), w.get(), y_prefetched.as<float>(), rows, in, out, accumulate,
-                             n, stream(), true, nullptr, nullptr, true, false, in * out);
+                             stream(), true, nullptr, nullptr, true, true);
           staged_launches += skinny_staged_chunks(rows, in, n) > 0 ? 1 : 0;
           synchronize();
           const auto want = download_f32(y_plain, rows * out);
           const auto got = download_f32(y_staged, rows * out);
           ASSERT_TRUE(same_values(got, want)) << what;
-          ASSERT_TRUE(same_values(download_f32(y_prefetched, rows * out), want))
-              << what << ": L2 prefetch";
         }
   }
   EXPECT_GT(staged_launches, 20);

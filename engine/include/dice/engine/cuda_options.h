@@ -257,12 +257,6 @@ struct CudaBackendOptions {
   /// tile slots (stream_gemm_fill; 0.97 for every SDAR-1.7B layer shape, 0.61 for SDAR-4B's o
   /// and down projections, whose blocks would wait on the busiest) stream; 0: every shape.
   double stream_gemm_min_fill = 0.9;
-  /// With pdl_early_reads: the skinny and streaming GEMMs (at most 16 rows) also ask, before
-  /// their programmatic wait, for about this many bytes of their next weights to be brought into
-  /// L2 (cp.async.bulk.prefetch.L2), past what their registers, shared memory or ring take, so
-  /// that more of a GEMM's weight reads overlap the kernel before it (the RMSNorm, the
-  /// attention). 0: none. Same bits either way.
-  std::int64_t gemm_l2_prefetch_bytes = 0;
 };
 
 }  // namespace dice::engine
