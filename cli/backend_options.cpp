@@ -89,6 +89,13 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "positions into (flash-decoding; the kernel merges at most 64; 1: never split)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  command
+      ->add_option("--attention-min-split-keys", args.cuda.attention_min_split_keys,
+                   "cuda backend: fewest KV positions in one split range of the attention: "
+                   "tiles of at least twice this many are split (0: the first planner, which "
+                   "splits down to 2 pages)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   command->add_flag(
       "--deep-attention-pipeline,!--no-deep-attention-pipeline", args.cuda.attention_deep_pipeline,
       "cuda backend: in passes whose attention tiles fill 3/4 to all of the SMs (about "

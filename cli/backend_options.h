@@ -34,7 +34,8 @@ struct BackendArgs {
   bool no_pdl = false;
   /// cuda: the kernel switches the flags set directly (--skinny-gemm-rows,
   /// --no-pipelined-attention, --no-balanced-attention-plan, --no-paired-attention-tiles,
-  /// --attention-split-cost, --attention-max-splits, --no-deep-attention-pipeline,
+  /// --attention-split-cost, --attention-max-splits, --attention-min-split-keys,
+  /// --no-deep-attention-pipeline,
   /// --fused-norm-gemm, --no-fused-swiglu, --no-bf16-gate-up, --no-pdl-early-reads,
   /// --no-masked-rows-only), with the backend's own defaults; make_backend() sets the rest
   engine::CudaBackendOptions cuda;
@@ -44,7 +45,8 @@ struct BackendArgs {
 /// --cuda-baseline-kernels, --no-gemm-autotune, --skinny-gemm-rows, --pdl, --no-pdl,
 /// --pipelined-attention / --no-pipelined-attention, --balanced-attention-plan /
 /// --no-balanced-attention-plan, --paired-attention-tiles / --no-paired-attention-tiles,
-/// --attention-split-cost, --attention-max-splits, --deep-attention-pipeline /
+/// --attention-split-cost, --attention-max-splits, --attention-min-split-keys,
+/// --deep-attention-pipeline /
 /// --no-deep-attention-pipeline,
 /// --fused-norm-gemm / --no-fused-norm-gemm, --fused-swiglu /
 /// --no-fused-swiglu, --bf16-gate-up / --no-bf16-gate-up, --pdl-early-reads / --no-pdl-early-reads,
