@@ -44,18 +44,20 @@ def clock_samples(path: Path) -> list[tuple[float, float, bool]]:
     --format=csv[,noheader], run with TZ=UTC) as (Unix seconds, SM MHz, power-capped): the first
     column a "YYYY/MM/DD HH:MM:SS.mmm" UTC time, the second the SM clock ("1980 MHz"), the last
     the event reasons' hex mask. Lines that do not parse (the header, an error) are skipped."""
+    return clock_samples_of(path.read_text()) if path.exists() else []
+
+
+def clock_samples_of(text: str) -> list[tuple[float, float, bool]]:
+    """clock_samples() of a clocks file's text."""
     out = []
-    if not path.exists():
-        return out
-    with path.open(newline="") as f:
-        for row in csv.reader(f):
-            try:
-                when = datetime.strptime(row[0].strip(), "%Y/%m/%d %H:%M:%S.%f")
-                mhz = float(row[1].split()[0])
-                reasons = int(row[-1].strip(), 16)
-            except (IndexError, ValueError):
-                continue
-            out.append((when.replace(tzinfo=UTC).timestamp(), mhz, bool(reasons & SW_POWER_CAP)))
+    for row in csv.reader(text.splitlines()):
+        try:
+            when = datetime.strptime(row[0].strip(), "%Y/%m/%d %H:%M:%S.%f")
+            mhz = float(row[1].split()[0])
+            reasons = int(row[-1].strip(), 16)
+        except (IndexError, ValueError):
+            continue
+        out.append((when.replace(tzinfo=UTC).timestamp(), mhz, bool(reasons & SW_POWER_CAP)))
     return out
 
 
@@ -73,10 +75,14 @@ def clocks_during(r: dict, samples: list[tuple[float, float, bool]]) -> tuple[fl
 
 
 def records(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
+    """The JSON records of a JSON Lines file ([] when it is absent)."""
+    return records_of(path.read_text()) if path.exists() else []
+
+
+def records_of(text: str) -> list[dict]:
+    """The JSON records of JSON Lines text; lines that do not parse are skipped."""
     out = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:
@@ -174,10 +180,12 @@ def table(
     torch: list[dict],
     markdown: bool,
     samples: list[tuple[float, float, bool]] | None = None,
+    sources: dict[tuple, str] | None = None,
 ) -> str:
     """The report's text: the table (Markdown with `markdown`), the ceilings, the notes and
     issue 6's targets. `samples`: clock_samples() of the run, for the SM MHz and power-cap
-    columns ("-" without them)."""
+    columns ("-" without them). `sources`: a last column "run" naming each row's run, by key()
+    (engine_bench_merge.py); the ceilings line is then left out, as each run measured its own."""
     by_key = {key(r): r for r in torch}
     head = [
         "model",
@@ -199,6 +207,8 @@ def table(
         "dice/torch",
         "concurrent",
     ]
+    if sources is not None:
+        head.append("run")
     rows = []
     joined = set()
     for r in dice:
@@ -229,6 +239,7 @@ def table(
                 fmt(r["tokens_per_second"] / torch_rate if torch_rate else None, ".1f"),
                 str(r.get("concurrent_sequences", "-")),
             ]
+            + ([sources.get(key(r), "-")] if sources is not None else [])
         )
     for k, t in by_key.items():  # PyTorch ran where dice did not finish
         if k in joined:
@@ -238,6 +249,8 @@ def table(
         row.update(model=k[0], seqs=str(k[1]), store="fused" if k[3] else "unfused")
         row["new tokens"] = str(k[2])
         row["torch tok/s"] = "oom" if rate is None else f"{rate:.1f}"
+        if sources is not None:
+            row["run"] = sources.get(k, "-")
         rows.append(list(row.values()))
     lines = []
     if markdown:
@@ -249,7 +262,7 @@ def table(
         for row in [head, *rows]:
             lines.append("  ".join(x.rjust(w) for x, w in zip(row, widths, strict=True)))
     ceilings = next((r["ceilings"] for r in dice if r.get("ceilings")), None)
-    if ceilings:
+    if ceilings and sources is None:
         lines.append(
             f"\nceilings measured in the same run on {ceilings['device']}: device-to-device copy "
             f"{ceilings['copy_bytes_per_second'] / 1e9:.0f} GB/s (read + write), bf16 GEMM "

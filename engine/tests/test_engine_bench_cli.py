@@ -6,6 +6,7 @@ burst_ceilings_only."""
 
 import json
 import subprocess
+import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -212,3 +213,78 @@ def test_report_rows_where_only_pytorch_ran(tmp_path):
         ["4b", "16", "1024", "unfused", "oom"],
     ]
     assert all(v == "-" for r in rows for h, v in r.items() if h not in shown)
+
+
+def write_run(folder: Path, dice: list[dict], torch: list[dict]) -> None:
+    """A run of bench/device_engine_bench.sh as its folder leaves it: engine-bench/dice.jsonl and
+    torch.jsonl under `folder`."""
+    (folder / "engine-bench").mkdir(parents=True)
+    for name, items in (("dice.jsonl", dice), ("torch.jsonl", torch)):
+        (folder / "engine-bench" / name).write_text("".join(json.dumps(r) + "\n" for r in items))
+
+
+def run_merge(*runs: str) -> subprocess.CompletedProcess[str]:
+    script = ROOT / "bench" / "engine_bench_merge.py"
+    return subprocess.run(["python3", str(script), *runs, "--markdown"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_merge_takes_each_configuration_from_the_last_run_with_dices_record(tmp_path):
+    """bench/engine_bench_merge.py over an older run (a folder) and a newer one (a tarball): each
+    configuration from the last run that has dice's record of it, beside that run's PyTorch rate;
+    where the newer run has only PyTorch's record (dice stopped at its limit), the older run's
+    dice and PyTorch records; a "run" column; each used run's ceilings; the targets over the
+    merged rows."""
+    base = {"model": "/m/1.7b", "new_tokens": 4096, "fused_store": False}
+    ceilings = {"device": "GPU X", "copy_bytes_per_second": 4.2e12,
+                "bf16_gemm_flops_per_second": 7.8e14}  # fmt: skip
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_run(old, [
+        dict(base, sequences=1, tokens_per_second=500.0, time_over_floor=1.8, ceilings=ceilings),
+        dict(base, sequences=128, tokens_per_second=8750.0, time_over_floor=1.438),
+        dict(base, sequences=16, tokens_per_second=4800.0, time_over_floor=1.56),
+    ], [dict(base, sequences=1, tokens_per_second=20.0),
+        dict(base, sequences=128, tokens_per_second=540.0),
+        dict(base, sequences=16, tokens_per_second=300.0)])  # fmt: skip
+    write_run(new, [
+        dict(base, sequences=1, tokens_per_second=510.0, time_over_floor=1.85),
+        dict(base, sequences=16, tokens_per_second=4900.0, time_over_floor=1.517),
+    ], [dict(base, sequences=1, tokens_per_second=21.0),
+        dict(base, sequences=16, tokens_per_second=297.0),
+        dict(base, sequences=128, tokens_per_second=545.0)])  # fmt: skip
+    tarball = tmp_path / "new.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(new / "engine-bench", arcname="engine-bench")
+    done = run_merge(str(old), str(tarball))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == [f"- {old}: GPU X: copy 4200 GB/s, bf16 GEMM 780 TFLOP/s",
+                         f"- {tarball}: no ceilings"]  # fmt: skip
+    table_at = next(i for i, line in enumerate(lines) if line.startswith("| model"))
+    rows = markdown_rows("\n".join(lines[table_at:]), 3)
+    shown = ["seqs", "dice tok/s", "x floor", "torch tok/s", "dice/torch", "run"]
+    assert [[r[h] for h in shown] for r in rows] == [
+        ["1", "510.0", "1.850", "21.0", "24.3", str(tarball)],
+        ["128", "8750.0", "1.438", "540.0", "16.2", str(old)],
+        ["16", "4900.0", "1.517", "297.0", "16.5", str(tarball)],
+    ]
+    summary = done.stdout.split("issue 6's targets:\n")[1].splitlines()
+    assert summary[0] == (
+        "- within 1.5x of the floor: 1 of 3 rows; outside: 1.7b 1 x 4096 unfused (1.850), "
+        "1.7b 16 x 4096 unfused (1.517)"
+    )
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: p / "absent", "no such file or folder"),
+    (lambda p: p, "holds no dice.jsonl"),
+    (lambda p: (p / "x.tar.gz").write_text("not a tarball") and p / "x.tar.gz",
+     "not a readable run tarball"),
+])  # fmt: skip
+def test_merge_names_a_run_it_cannot_read(tmp_path, make, message):
+    """bench/engine_bench_merge.py: a RUN that is missing, holds no dice.jsonl or is not a
+    tarball is an error naming it (exit status 2), not a table without its rows."""
+    run = make(tmp_path)
+    done = run_merge(str(run))
+    assert done.returncode == 2
+    assert f"{run}: {message}" in done.stderr
