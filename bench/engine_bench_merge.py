@@ -3,14 +3,15 @@ last run given that has dice's record of it, beside the PyTorch record of that s
 
     engine_bench_merge.py RUN [RUN ...] [--markdown]
 
-RUN is a run's tarball (the ENGINE-BENCH-TAG.tar.gz that device_engine_bench.sh leaves, holding
+RUN is a run's tarball (the engine-bench-TAG.tar.gz that device_engine_bench.sh leaves, holding
 engine-bench/dice.jsonl, torch.jsonl and clocks.csv) or a folder holding those files (directly or
 in engine-bench/). Later RUN arguments win: give the runs oldest first. A configuration whose
 later run has only PyTorch's record (dice stopped at its time limit) keeps the earlier run's dice
 and PyTorch records. The table is engine_bench_report.py's with a last column "run" (the RUN as
 given), and issue 6's targets are counted over the merged rows. Each record keeps the floor its
 own run measured, so rows of different runs stand on different ceilings. A RUN that cannot be
-read, or that holds no dice.jsonl, is an error that names it (exit status 2).
+read (missing, not a tarball, cut short), or that holds no dice.jsonl, is an error that names it
+(exit status 2).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,7 +60,7 @@ def read_run(arg: str) -> Run:
                         data = tar.extractfile(member)
                         if data is not None:
                             texts[name] = data.read().decode()
-        except (tarfile.TarError, OSError, UnicodeDecodeError) as error:
+        except (tarfile.TarError, OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
             raise RunError(f"{arg}: not a readable run tarball ({error})") from error
     else:
         raise RunError(f"{arg}: no such file or folder")

@@ -275,15 +275,29 @@ def test_merge_takes_each_configuration_from_the_last_run_with_dices_record(tmp_
     )
 
 
+def truncated_tarball(folder: Path) -> Path:
+    """A run tarball cut in half, as a copy stopped midway leaves it."""
+    record = {"model": "/m/4b", "sequences": 1, "new_tokens": 1024, "fused_store": True}
+    write_run(folder / "run", [dict(record, tokens_per_second=300.0 + i) for i in range(2000)], [])
+    whole = folder / "whole.tar.gz"
+    with tarfile.open(whole, "w:gz") as tar:
+        tar.add(folder / "run" / "engine-bench", arcname="engine-bench")
+    cut = folder / "cut.tar.gz"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    return cut
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda p: p / "absent", "no such file or folder"),
     (lambda p: p, "holds no dice.jsonl"),
     (lambda p: (p / "x.tar.gz").write_text("not a tarball") and p / "x.tar.gz",
      "not a readable run tarball"),
+    (lambda p: truncated_tarball(p), "not a readable run tarball"),
 ])  # fmt: skip
 def test_merge_names_a_run_it_cannot_read(tmp_path, make, message):
-    """bench/engine_bench_merge.py: a RUN that is missing, holds no dice.jsonl or is not a
-    tarball is an error naming it (exit status 2), not a table without its rows."""
+    """bench/engine_bench_merge.py: a RUN that is missing, holds no dice.jsonl, or is not a
+    tarball or a whole one is an error naming it (exit status 2), not a table without its rows
+    nor a traceback."""
     run = make(tmp_path)
     done = run_merge(str(run))
     assert done.returncode == 2
