@@ -23,7 +23,16 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine_bench_report import clock_samples_of, key, records_of, table
+from engine_bench_report import (
+    ceiling_rates,
+    clock_samples_of,
+    key,
+    records_of,
+    run_ceilings,
+    table,
+)
+
+RUN_FILES = ("dice.jsonl", "torch.jsonl", "clocks.csv")  # what a run leaves in engine-bench/
 
 
 @dataclass
@@ -46,7 +55,7 @@ def read_run(arg: str) -> Run:
     path = Path(arg)
     texts: dict[str, str] = {}
     if path.is_dir():
-        for name in ("dice.jsonl", "torch.jsonl", "clocks.csv"):
+        for name in RUN_FILES:
             for candidate in (path / name, path / "engine-bench" / name):
                 if candidate.is_file():
                     texts[name] = candidate.read_text()
@@ -56,7 +65,7 @@ def read_run(arg: str) -> Run:
             with tarfile.open(path) as tar:
                 for member in tar.getmembers():
                     name = Path(member.name).name
-                    if member.isfile() and name in ("dice.jsonl", "torch.jsonl", "clocks.csv"):
+                    if member.isfile() and name in RUN_FILES:
                         data = tar.extractfile(member)
                         if data is not None:
                             texts[name] = data.read().decode()
@@ -79,17 +88,14 @@ def merge(runs: list[Run]) -> tuple[list[dict], list[dict], dict[tuple, str]]:
     configuration the last run with a dice record of it, with that run's PyTorch record; a
     configuration no run has dice's record of takes the last PyTorch record of it. Rows keep the
     order in which their configuration first appears."""
-    order: list[tuple] = []
-    seen: set[tuple] = set()
+    order: dict[tuple, None] = {}  # the configurations in order of first appearance
     dice: dict[tuple, dict] = {}
     torch: dict[tuple, dict] = {}
     sources: dict[tuple, str] = {}
     for run in runs:
         torch_of = {key(r): r for r in run.torch}
         for k in [key(r) for r in run.dice] + list(torch_of):
-            if k not in seen:
-                seen.add(k)
-                order.append(k)
+            order.setdefault(k)
         for r in run.dice:
             k = key(r)
             dice[k], sources[k] = r, run.name
@@ -125,14 +131,12 @@ def main() -> int:
 
 def ceilings_of(run: Run) -> str:
     """The ceilings `run` measured, in words ("no ceilings" for a run without them)."""
-    c = next((r["ceilings"] for r in run.dice if r.get("ceilings")), None)
+    c = run_ceilings(run.dice)
     if c is None:
         return "no ceilings"
-    sustained = c.get("bf16_gemm_sustained_flops_per_second")
-    return (
-        f"{c['device']}: copy {c['copy_bytes_per_second'] / 1e9:.0f} GB/s, bf16 GEMM "
-        f"{c['bf16_gemm_flops_per_second'] / 1e12:.0f} TFLOP/s"
-        + (f" ({sustained / 1e12:.0f} sustained)" if sustained else "")
+    copy, gemm, sustained = ceiling_rates(c)
+    return f"{c['device']}: copy {copy:.0f} GB/s, bf16 GEMM {gemm:.0f} TFLOP/s" + (
+        f" ({sustained:.0f} sustained)" if sustained else ""
     )
 
 

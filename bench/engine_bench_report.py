@@ -90,6 +90,23 @@ def records_of(text: str) -> list[dict]:
     return out
 
 
+def run_ceilings(dice: list[dict]) -> dict | None:
+    """The ceilings a run measured: the first of its dice records that carries them (every record
+    of one `dice engine bench` call carries the same), None when none does (the CPU backend)."""
+    return next((r["ceilings"] for r in dice if r.get("ceilings")), None)
+
+
+def ceiling_rates(ceilings: dict) -> tuple[float, float, float | None]:
+    """A record's ceilings as (copy GB/s, bf16 GEMM TFLOP/s, sustained bf16 GEMM TFLOP/s or None
+    for records from before `--sustained-gemm-seconds` or with it off)."""
+    sustained = ceilings.get("bf16_gemm_sustained_flops_per_second")
+    return (
+        ceilings["copy_bytes_per_second"] / 1e9,
+        ceilings["bf16_gemm_flops_per_second"] / 1e12,
+        sustained / 1e12 if sustained else None,
+    )
+
+
 def key(r: dict) -> tuple:
     return (Path(r["model"]).name, r["sequences"], r["new_tokens"], bool(r["fused_store"]))
 
@@ -261,16 +278,16 @@ def table(
         widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
         for row in [head, *rows]:
             lines.append("  ".join(x.rjust(w) for x, w in zip(row, widths, strict=True)))
-    ceilings = next((r["ceilings"] for r in dice if r.get("ceilings")), None)
+    ceilings = run_ceilings(dice)
     if ceilings and sources is None:
+        copy, gemm, sustained = ceiling_rates(ceilings)
         lines.append(
             f"\nceilings measured in the same run on {ceilings['device']}: device-to-device copy "
-            f"{ceilings['copy_bytes_per_second'] / 1e9:.0f} GB/s (read + write), bf16 GEMM "
-            f"{ceilings['bf16_gemm_flops_per_second'] / 1e12:.0f} TFLOP/s"
+            f"{copy:.0f} GB/s (read + write), bf16 GEMM {gemm:.0f} TFLOP/s"
             + (
-                f" ({ceilings['bf16_gemm_sustained_flops_per_second'] / 1e12:.0f} sustained "
-                f"over {ceilings['sustained_gemm_seconds']:g} s of back-to-back GEMMs)"
-                if ceilings.get("bf16_gemm_sustained_flops_per_second")
+                f" ({sustained:.0f} sustained over {ceilings['sustained_gemm_seconds']:g} s of "
+                "back-to-back GEMMs)"
+                if sustained
                 else ""
             )
         )
