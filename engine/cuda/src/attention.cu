@@ -795,9 +795,9 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
     const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
                        end1 = visible_end(a, w, rows, valid1, q1);
-    // Q and the K/V pages come from the kernels before this one (returns at once after the
-    // first item).
-    wait_for_prior_grid();
+    // Q and the K/V pages come from the kernels before this one (without early_reads the
+    // kernel waited at its start; after the first item the wait returns at once).
+    if (a.early_reads) wait_for_prior_grid();
     allow_next_grid();
     // This lane's copies of a page's K or V rows: all of them (a warp's own page), or its half
     // from chunk round `first` on (a pair's page).
@@ -1027,7 +1027,8 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
     }
     __syncthreads();  // the merge area is the next item's K/V rows
   }
-  wait_for_prior_grid();  // a block without work exits after its predecessor only (launch.cuh)
+  // A block without work exits after its predecessor only (launch.cuh).
+  if (a.early_reads) wait_for_prior_grid();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -115,7 +115,7 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
   const std::int64_t global_warp = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
   const auto row = static_cast<std::int32_t>(global_warp / vectors);
   if (row >= meta->rows) {
-    wait_for_prior_grid();  // no exit before the predecessor completes (launch.cuh)
+    if (early_reads) wait_for_prior_grid();  // no exit before the predecessor completes
     return;
   }
   const auto v = static_cast<std::int32_t>(global_warp % vectors);
@@ -130,7 +130,7 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
 #pragma unroll
     for (int j = 0; j < 4; ++j) cs[j] = pairs[j];
   }
-  wait_for_prior_grid();
+  if (early_reads) wait_for_prior_grid();
   allow_next_grid();
   const float4 x = reinterpret_cast<const float4*>(
       qkv + (static_cast<std::int64_t>(row) * vectors + v) * kDim)[lane];
