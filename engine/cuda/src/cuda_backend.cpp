@@ -261,8 +261,7 @@ struct CudaBackend::Impl {
     // Unset: the device's rule; options() then report the limit taken.
     if (!options.wgmma_min_block_k)
       options.wgmma_min_block_k = wgmma_auto_min_block_k(device_peak_bandwidth(), sms);
-    gemm->set_wgmma(options.wgmma_gemm, *options.wgmma_min_block_k, options.wgmma_stage_k,
-                    options.wgmma_multicast_x);
+    gemm->set_wgmma(options.wgmma_gemm, *options.wgmma_min_block_k, options.wgmma_stage_k);
     // With fused_norm_gemm the streaming kernel normalises its rows itself where it can
     // (Gemm::fuses_norm), the same bits as the norm kernel before it.
     gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill);
@@ -589,7 +588,6 @@ struct CudaBackend::Impl {
     gemm->set_programmatic_launch(pdl, options.pdl_early_reads);
     stats.programmatic_passes += pdl ? 1 : 0;
     const std::int64_t wgmma_before = gemm->wgmma_launches();
-    const std::int64_t multicast_before = gemm->wgmma_multicast_launches();
     const std::int64_t stream_before = gemm->stream_launches();
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
@@ -712,7 +710,6 @@ struct CudaBackend::Impl {
                           block_rows_pad, s, pdl);
     }
     stats.wgmma_gemms += gemm->wgmma_launches() - wgmma_before;
-    stats.wgmma_multicast_gemms += gemm->wgmma_multicast_launches() - multicast_before;
     stats.stream_gemms += gemm->stream_launches() - stream_before;
   }
 

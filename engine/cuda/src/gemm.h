@@ -132,11 +132,8 @@ class Gemm {
   /// made (WgmmaGemm) or `min_block_k` is negative.
   /// `stage_k`: the kernel's k per stage, 64 or 128 (kWgmmaStageK; WgmmaGemm::launch, split
   /// counts from wgmma_split_options(in, stage_k)); shapes whose `in` it does not divide go to
-  /// cuBLASLt. Other values throw dice::Error. `multicast_x`: launches that
-  /// wgmma_multicast_fits takes share x across column-tile pairs (WgmmaGemm::launch; the same
-  /// bits; CudaBackendOptions::wgmma_multicast_x).
-  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK,
-                 bool multicast_x = false);
+  /// cuBLASLt. Other values throw dice::Error.
+  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
   /// skinny(), wgmma_gemm_fits, a split option at set_wgmma's `stage_k`, wgmma_block_k at least
   /// set_wgmma's `min_block_k`).
@@ -162,8 +159,6 @@ class Gemm {
   /// GEMMs given to the wgmma kernel so far (launched eagerly or into a captured graph; replays
   /// not counted).
   std::int64_t wgmma_launches() const { return wgmma_launches_; }
-  /// Of those, the launches with x multicast (set_wgmma's `multicast_x`).
-  std::int64_t wgmma_multicast_launches() const { return wgmma_multicast_launches_; }
   /// Whether run() gives this GEMM to the skinny kernel (skinny_gemm_fits with this limit; y the
   /// output, fp32 or the SwiGLU epilogue's bf16).
   bool skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
@@ -227,13 +222,11 @@ class Gemm {
   bool early_weights_ = false;
   std::optional<WgmmaGemm> wgmma_;  ///< made by set_wgmma(true) on an sm_90 device
   std::int64_t wgmma_launches_ = 0;
-  std::int64_t wgmma_multicast_launches_ = 0;
   bool stream_ = false;           ///< set_stream_gemm
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
-  bool wgmma_multicast_x_ = false;      ///< set_wgmma
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)

@@ -52,35 +52,6 @@ __device__ __forceinline__ void barrier_wait(std::uint64_t* bar, std::uint32_t p
   } while (done == 0);
 }
 
-/// One arrival on the barrier at `bar`'s shared-memory offset in block `rank` of this block's
-/// cluster (mapa; release at cluster scope: this block's earlier shared-memory reads, ordered
-/// before this thread by a block barrier, are done before the other block sees the arrival).
-__device__ __forceinline__ void barrier_arrive_remote(std::uint64_t* bar, std::uint32_t rank) {
-  asm volatile(
-      "{\n"
-      ".reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(shared_address(bar)),
-      "r"(rank)
-      : "memory");
-}
-/// barrier_wait() with acquire at cluster scope: for a barrier that blocks of the cluster arrive
-/// on (barrier_arrive_remote), so that their reads are ordered before what this thread issues.
-__device__ __forceinline__ void barrier_wait_cluster(std::uint64_t* bar, std::uint32_t parity) {
-  std::uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(shared_address(bar)), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
 /// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global `src` into
 /// shared `dst`, completing on `bar`, under the L2 cache policy `policy` (createpolicy).
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, std::uint32_t bytes,

@@ -24,14 +24,6 @@
 // [r rows / splits, (r + 1) rows / splits) of every block's partial in rank (split) order through
 // distributed shared memory, then y (y + sum with accumulate); a second cluster sync keeps every
 // block's shared memory alive until all have read it.
-//
-// x multicast (kMulticast, stage_k 128 only): the cluster is 2 column tiles x splits, and the two
-// blocks of a split that share x each bring one of a stage's two x boxes into both blocks' shared
-// memory (TMA .multicast::cluster), so x crosses from the L2 once per pair instead of once per
-// block. A stage is refilled only once both blocks of the pair have read it: each block's thread 0
-// arrives on its own and on the other block's `empty` barrier of the stage (two arrivals a
-// phase) and waits on its own before refilling. The split-K sums are those of the kernel without
-// multicast (the same bits).
 
 #include <cooperative_groups.h>
 #include <cuda.h>
@@ -99,19 +91,6 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, std:
       " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(shared_address(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(shared_address(bar)), "r"(c0), "r"(c1),
       "l"(policy)
-      : "memory");
-}
-
-/// tma_load() delivered to every block of the cluster in `cta_mask` (bit r: cluster rank r), at
-/// the same shared-memory offsets, completing on each one's barrier at `bar`'s offset.
-__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map,
-                                                   std::uint64_t* bar, int c0, int c1,
-                                                   std::uint16_t cta_mask, std::uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
-      "cluster.L2::cache_hint [%0], [%1, {%3, %4}], [%2], %5, %6;" ::"r"(shared_address(dst)),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(shared_address(bar)), "r"(c0), "r"(c1),
-      "h"(cta_mask), "l"(policy)
       : "memory");
 }
 
@@ -193,7 +172,7 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[kTileN / 2], std::uint64_t
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <int kTileN, bool kSwiglu, int kHalves, bool kMulticast>
+template <int kTileN, bool kSwiglu, int kHalves>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap x_map,
                       const __grid_constant__ CUtensorMap w_map, float* __restrict__ y,
@@ -201,10 +180,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                       std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights,
                       const WgmmaNormFold fold) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(!kMulticast || kHalves == 2, "x multicast splits a stage's two x boxes");
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[kMaxStages];
-  __shared__ alignas(8) std::uint64_t empty[kMulticast ? kMaxStages : 1];  // kMulticast only
   unsigned char* const base = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
   constexpr std::uint32_t kStageBytes = stage_bytes(kTileN, kHalves);
   const int tid = static_cast<int>(threadIdx.x);
@@ -213,12 +190,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int k_blocks = in / (64 * kHalves);
   const int kb_begin = split * k_blocks / splits;
   const int count = (split + 1) * k_blocks / splits - kb_begin;
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  // kMulticast: this block's place in its column-tile pair (cluster dims 2 x splits, x fastest in
-  // the cluster rank), so block (pair, q) of the cluster is rank pair + 2 q.
-  const int pair = kMulticast ? static_cast<int>(blockIdx.x % 2) : 0;
-  const auto rank_of = [&](int q) { return kMulticast ? pair + 2 * q : q; };
   const auto x_tile = [&](int s, int h) { return base + s * kStageBytes + h * kXStageBytes; };
   const auto w_tile = [&](int s, int h) {
     return base + s * kStageBytes + kHalves * kXStageBytes + h * (kTileN * 128);
@@ -230,14 +201,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma_load(w_tile(s, h), &w_map, &full[s], (kb * kHalves + h) * 64, n0, policy);
   };
   const auto load_x = [&](int s, int kb, std::uint64_t policy) {
-    if constexpr (kMulticast) {
-      tma_load_multicast(x_tile(s, pair), &x_map, &full[s], (kb * kHalves + pair) * 64, 0,
-                         static_cast<std::uint16_t>(3u << (2 * split)), policy);
-    } else {
 #pragma unroll
-      for (int h = 0; h < kHalves; ++h)
-        tma_load(x_tile(s, h), &x_map, &full[s], (kb * kHalves + h) * 64, 0, policy);
-    }
+    for (int h = 0; h < kHalves; ++h)
+      tma_load(x_tile(s, h), &x_map, &full[s], (kb * kHalves + h) * 64, 0, policy);
   };
 
   std::uint64_t w_policy = 0, x_policy = 0;
@@ -252,16 +218,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(w_policy));
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(x_policy));
     for (int s = 0; s < stages; ++s) barrier_init(&full[s], 1);
-    if constexpr (kMulticast)
-      for (int s = 0; s < stages; ++s) barrier_init(&empty[s], 2);
     barrier_init_fence();
   }
-  if constexpr (kMulticast) {
-    if (cluster.block_rank() != static_cast<unsigned>(rank_of(split))) __trap();  // launch_config
-    cluster.sync();  // the pair's barriers exist before either block copies into the other
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
   const int first = count < stages ? count : stages;
   if (tid == 0) {
     for (int s = 0; s < first; ++s) {
@@ -318,13 +277,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_registers(acc);
     __syncthreads();  // every warp's MMAs on stage s are done: it may be refilled
     if (tid == 0 && i + stages < count) {
-      if constexpr (kMulticast) {
-        // Refill the pair's stage s once both blocks have read it (the other block's x box lands
-        // here too).
-        barrier_arrive(&empty[s]);
-        barrier_arrive_remote(&empty[s], static_cast<std::uint32_t>(rank_of(split) ^ 1));
-        barrier_wait_cluster(&empty[s], static_cast<std::uint32_t>((i / stages) & 1));
-      }
       const int kb = kb_begin + i + stages;
       barrier_expect(&full[s], kStageBytes);
       load_w(s, kb, w_policy);
@@ -357,6 +309,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       *reinterpret_cast<float2*>(&partial[(row0 + 8 * h) * kStride + col]) =
           make_float2(acc[4 * c + 2 * h], acc[4 * c + 2 * h + 1]);
     }
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
   constexpr int kVectors = kTileN / 4;
   // Rows of a kVectors-thread group are whole (kThreads % kVectors == 0), so a 16-lane half warp
@@ -365,11 +319,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int idx = tid; idx < (row_end - row_begin) * kVectors; idx += kThreads) {
     const int row = row_begin + idx / kVectors, c4 = idx % kVectors;
     const int offset = row * kStride + 4 * c4;
-    float4 sum =
-        *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, rank_of(0)) + offset);
+    float4 sum = *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, 0) + offset);
     for (int q = 1; q < splits; ++q) {
       const float4 p =
-          *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, rank_of(q)) + offset);
+          *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, q) + offset);
       sum.x += p.x;
       sum.y += p.y;
       sum.z += p.z;
@@ -452,24 +405,22 @@ CUtensorMap bf16_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const void* base,
 }
 
 /// Raises the kernel's dynamic shared-memory limit to its largest launch (max_stages stages).
-template <int kTileN, bool kSwiglu, int kHalves, bool kMulticast = false>
+template <int kTileN, bool kSwiglu, int kHalves>
 void allow_shared_memory() {
   DICE_CUDA_CHECK(cudaFuncSetAttribute(
-      wgmma_gemm_kernel<kTileN, kSwiglu, kHalves, kMulticast>,
-      cudaFuncAttributeMaxDynamicSharedMemorySize,
+      wgmma_gemm_kernel<kTileN, kSwiglu, kHalves>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(dynamic_shared_bytes(kTileN, max_stages(kTileN, kHalves), kHalves))));
 }
 
-/// The launch configuration of `splits`-block clusters along k over out / kTileN column tiles
-/// (with `multicast`, clusters of 2 column tiles x splits). `attributes` (two) receives the
-/// cluster dimension and the programmatic launch flag; with `pdl` false only the first is in the
-/// config.
+/// The launch configuration of `splits`-block clusters along k over out / kTileN column tiles.
+/// `attributes` (two) receives the cluster dimension and the programmatic launch flag; with `pdl`
+/// false only the first is in the config.
 template <int kTileN, int kHalves>
 cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int64_t out, int splits,
-                                 int stages, cudaStream_t stream, bool pdl, bool multicast) {
+                                 int stages, cudaStream_t stream, bool pdl) {
   attributes[0] = {};
   attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = multicast ? 2 : 1;
+  attributes[0].val.clusterDim.x = 1;
   attributes[0].val.clusterDim.y = static_cast<unsigned>(splits);
   attributes[0].val.clusterDim.z = 1;
   attributes[1] = {};
@@ -485,15 +436,15 @@ cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int6
   return config;
 }
 
-template <int kTileN, bool kSwiglu, int kHalves, bool kMulticast = false>
+template <int kTileN, bool kSwiglu, int kHalves>
 void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, void* act,
                  std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate, int splits,
                  int stages, cudaStream_t stream, bool pdl, bool early_weights,
                  const WgmmaNormFold& fold) {
-  const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves, kMulticast>;
+  const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves>;
   cudaLaunchAttribute attributes[2];
   const cudaLaunchConfig_t config =
-      launch_config<kTileN, kHalves>(attributes, out, splits, stages, stream, pdl, kMulticast);
+      launch_config<kTileN, kHalves>(attributes, out, splits, stages, stream, pdl);
   check_cuda(cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
                                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
@@ -522,11 +473,6 @@ int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm, in
   const std::int64_t room = shared_per_sm / per_sm - 4096;
   return static_cast<int>(std::clamp<std::int64_t>(room / stage_bytes(tile_n, halves), kMinStages,
                                                    max_stages(tile_n, halves)));
-}
-
-bool wgmma_multicast_fits(std::int64_t out, int tile_n, int splits, int stage_k) {
-  return stage_k == 128 && (tile_n == 64 || tile_n == 128) && out > 0 && out % (2 * tile_n) == 0 &&
-         splits >= 1 && 2 * splits <= kWgmmaMaxSplits;
 }
 
 std::vector<int> wgmma_split_options(std::int64_t in, int stage_k) {
@@ -578,16 +524,12 @@ WgmmaGemm::WgmmaGemm() {
   allow_shared_memory<64, true, 2>();
   allow_shared_memory<128, false, 2>();
   allow_shared_memory<128, true, 2>();
-  allow_shared_memory<64, false, 2, true>();
-  allow_shared_memory<64, true, 2, true>();
-  allow_shared_memory<128, false, 2, true>();
-  allow_shared_memory<128, true, 2, true>();
 }
 
 void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                        std::int64_t out, bool accumulate, int tile_n, int splits,
                        cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act,
-                       int stage_k, const WgmmaNormFold& fold, bool multicast_x) const {
+                       int stage_k, const WgmmaNormFold& fold) const {
   const std::vector<int> options = wgmma_split_options(in, stage_k);
   const bool known_split = splits >= 1 && !options.empty() && splits <= options.back();
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
@@ -613,23 +555,13 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
       (swiglu_act == nullptr || in % kFoldColumns != 0 || in > kWgmmaFoldMaxIn))
     throw Error("wgmma GEMM norm fold: the input side (in " + std::to_string(in) +
                 ") needs the SwiGLU epilogue and in a multiple of 64, at most 4,096");
-  if (multicast_x && !wgmma_multicast_fits(out, tile_n, splits, stage_k))
-    throw Error("wgmma GEMM with x multicast: out " + std::to_string(out) + " with tile_n " +
-                std::to_string(tile_n) + ", " + std::to_string(splits) + " splits and stage k " +
-                std::to_string(stage_k) +
-                " is not a launch it makes (stage k 128, an even number of column tiles, at most 4 "
-                "splits)");
   const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);
   const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
   const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
   const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
   const bool swiglu = swiglu_act != nullptr;
   const auto launch =
-      multicast_x
-          ? (tile_n == 128
-                 ? (swiglu ? launch_tile<128, true, 2, true> : launch_tile<128, false, 2, true>)
-                 : (swiglu ? launch_tile<64, true, 2, true> : launch_tile<64, false, 2, true>))
-      : stage_k == 128
+      stage_k == 128
           ? (tile_n == 128 ? (swiglu ? launch_tile<128, true, 2> : launch_tile<128, false, 2>)
                            : (swiglu ? launch_tile<64, true, 2> : launch_tile<64, false, 2>))
           : (tile_n == 128 ? (swiglu ? launch_tile<128, true, 1> : launch_tile<128, false, 1>)
@@ -639,32 +571,26 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
 }
 
 int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
-                                   int stage_k, bool multicast_x) const {
+                                   int stage_k) const {
   const std::vector<int> options = wgmma_split_options(in, stage_k);
   if ((tile_n != 64 && tile_n != 128) || out <= 0 || out % tile_n != 0 || splits < 1 ||
       options.empty() || splits > options.back())
     throw Error("wgmma GEMM occupancy: in " + std::to_string(in) + " out " + std::to_string(out) +
                 " with tile_n " + std::to_string(tile_n) + ", stage k " + std::to_string(stage_k) +
                 " and " + std::to_string(splits) + " splits is not a launch it makes");
-  if (multicast_x && !wgmma_multicast_fits(out, tile_n, splits, stage_k))
-    throw Error("wgmma GEMM occupancy: out " + std::to_string(out) + " with tile_n " +
-                std::to_string(tile_n) + " and " + std::to_string(splits) +
-                " splits has no x multicast launch");
   const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
   cudaLaunchAttribute attributes[2];
   int clusters = 0;
-  const auto query = [&]<int kTileN, int kHalves, bool kMulticast>() {
+  const auto query = [&]<int kTileN, int kHalves>() {
     const cudaLaunchConfig_t config =
-        launch_config<kTileN, kHalves>(attributes, out, splits, stages, nullptr, false, kMulticast);
+        launch_config<kTileN, kHalves>(attributes, out, splits, stages, nullptr, false);
     DICE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(
-        &clusters, wgmma_gemm_kernel<kTileN, false, kHalves, kMulticast>, &config));
+        &clusters, wgmma_gemm_kernel<kTileN, false, kHalves>, &config));
   };
-  if (multicast_x)
-    tile_n == 128 ? query.operator()<128, 2, true>() : query.operator()<64, 2, true>();
-  else if (tile_n == 128)
-    stage_k == 128 ? query.operator()<128, 2, false>() : query.operator()<128, 1, false>();
+  if (tile_n == 128)
+    stage_k == 128 ? query.operator()<128, 2>() : query.operator()<128, 1>();
   else
-    stage_k == 128 ? query.operator()<64, 2, false>() : query.operator()<64, 1, false>();
+    stage_k == 128 ? query.operator()<64, 2>() : query.operator()<64, 1>();
   return clusters;
 }
 

@@ -72,12 +72,6 @@ inline constexpr std::int64_t kWgmmaFoldMaxIn = 4096;
 bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int tile_n,
                      const void* x, const void* w, const void* y);
 
-/// Whether launch() takes `multicast_x` for this launch: stage_k 128, an even number of column
-/// tiles (out / tile_n; the pairs that share x), and at most kWgmmaMaxSplits / 2 splits (a
-/// cluster is 2 column tiles x splits blocks). Every SDAR layer shape at 16 sequences fits
-/// (tests/skinny_gemm_rule_test.cpp).
-bool wgmma_multicast_fits(std::int64_t out, int tile_n, int splits, int stage_k);
-
 /// The split counts that may run `in` with `stage_k` k a stage (1..kWgmmaMaxSplits, at most
 /// in / stage_k so every split has a stage); none when stage_k is not 64 or 128 or does not divide
 /// `in`. Each split count gives its own (deterministic) bits. The one place the kernel's k
@@ -150,24 +144,20 @@ class WgmmaGemm {
   /// boxes of x and of w: one barrier wait, block barrier and refill per 128 k). `fold`: the
   /// RMSNorm folds (WgmmaNormFold); throws dice::Error for an output side with swiglu_act, an
   /// input side without it or with in above 4,096, a side with a null buffer, or a width (out,
-  /// resp. in) that 64 does not divide. `multicast_x`: each pair of column tiles shares its x
-  /// boxes by TMA multicast (clusters of 2 x splits blocks; the same bits; an experiment, see
-  /// wgmma_gemm.cu); throws dice::Error where wgmma_multicast_fits does not hold.
+  /// resp. in) that 64 does not divide.
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr,
-              int stage_k = kWgmmaStageK, const WgmmaNormFold& fold = {},
-              bool multicast_x = false) const;
+              int stage_k = kWgmmaStageK, const WgmmaNormFold& fold = {}) const;
 
   /// How many clusters of launch()'s configuration for this shape (tile_n 64 or 128, `splits`
   /// blocks a cluster, wgmma_stages stages, no SwiGLU) can be resident on the device at once
   /// (cudaOccupancyMaxActiveClusters): a launch of more than out / tile_n clusters runs in more
   /// than one wave (CudaOps.SkinnyGemmTimings prints it; every SDAR shape fits in one,
   /// bench/results/2026-11-28-wgmma-balanced-h200). Throws dice::Error for a tile width, or a
-  /// split count outside wgmma_split_options(in, stage_k), a `multicast_x` launch that
-  /// wgmma_multicast_fits refuses, or a failed query.
+  /// split count outside wgmma_split_options(in, stage_k), or a failed query.
   int max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
-                          int stage_k = kWgmmaStageK, bool multicast_x = false) const;
+                          int stage_k = kWgmmaStageK) const;
 
  private:
   void* encode_ = nullptr;  ///< PFN_cuTensorMapEncodeTiled_v12000 (cudaTypedefs.h)

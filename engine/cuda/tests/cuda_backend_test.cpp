@@ -255,23 +255,6 @@ TEST_F(CudaBackendTest, FoldedNormsMatchTheCpuReference) {
   EXPECT_EQ(other.stats().folded_norms, 0) << narrow.name;
 }
 
-TEST_F(CudaBackendTest, WgmmaMulticastXChangesNoBits) {
-  // wgmma_multicast_x on the SDAR-1.7B-wide shape: the folded o, gate/up and down projections of
-  // the prefill (48 rows) and the fused store passes (32 rows) run with x multicast (counted),
-  // bit for bit the logits of the default backend; PDL and graphs on, as in decoding.
-  if (!cuda::wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
-  const Shape shape = shapes()[2];
-  const CpuWeights weights = random_weights(shape.config, shape.std, true);
-  CudaBackendOptions multicast = limited();
-  multicast.wgmma_multicast_x = true;
-  CudaBackend off(weights, limited()), on(weights, multicast);
-  const auto ids = random_ids(60, shape.config.vocab_size, 8);
-  EXPECT_TRUE(same_bits(score_blocks(on, ids, 40, 16, true), score_blocks(off, ids, 40, 16, true)));
-  EXPECT_GT(on.stats().wgmma_multicast_gemms, 0);
-  EXPECT_EQ(on.stats().wgmma_multicast_gemms, on.stats().wgmma_gemms);
-  EXPECT_EQ(off.stats().wgmma_multicast_gemms, 0);
-}
-
 TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {
   // With stream_gemm and no fill rule, the few-row passes (decoding blocks of 4 rows, the fused
   // store pass's 8) run their layer GEMMs, the gate/up projection with the SwiGLU epilogue, on the

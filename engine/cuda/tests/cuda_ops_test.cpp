@@ -903,73 +903,6 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
                Error);
 }
 
-TEST_F(CudaOps, WgmmaGemmMulticastIsTheSameBits) {
-  // x multicast across column-tile pairs (clusters of 2 x splits blocks) changes who brings x,
-  // not the sums: y bit for bit the launch without it, at both tile widths, every split count it
-  // takes, with and without accumulate, PDL and early weights; the SwiGLU epilogue too. A launch
-  // that wgmma_multicast_fits refuses throws.
-  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
-  const WgmmaGemm wgmma;
-  struct Shape {
-    std::int64_t in, out;
-  };
-  constexpr std::int64_t kMaxRows = kWgmmaRowsLimit;
-  for (const Shape& shape : {Shape{2048, 2048}, Shape{6144, 2048}, Shape{2048, 4096}}) {
-    const std::int64_t in = shape.in, out = shape.out;
-    const GemmCase data(in, out, kMaxRows, 0x70u, stream());
-    const DeviceBuffer &w = data.w, &x = data.x, &y0 = data.y0;
-    DeviceBuffer y_a(y0.bytes()), y_b(y0.bytes()), act_a(static_cast<std::size_t>(kMaxRows * out)),
-        act_b(act_a.bytes());
-    const auto reset = [&](const DeviceBuffer& y) {
-      DICE_CUDA_CHECK(
-          cudaMemcpyAsync(y.get(), y0.get(), y0.bytes(), cudaMemcpyDeviceToDevice, stream()));
-    };
-    synchronize();
-    for (const std::int64_t rows : {17, 64})
-      for (const int tile_n : {64, 128})
-        for (const int splits : wgmma_split_options(in, 128)) {
-          if (!wgmma_multicast_fits(out, tile_n, splits, 128)) continue;
-          for (const bool accumulate : {false, true})
-            for (const bool pdl : {false, true}) {
-              const std::string what = data.label("wgmma multicast", rows, accumulate) +
-                                       " tile_n " + std::to_string(tile_n) + " splits " +
-                                       std::to_string(splits) + " pdl " + std::to_string(pdl);
-              reset(y_a);
-              wgmma.launch(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, tile_n,
-                           splits, stream(), pdl, pdl);
-              reset(y_b);
-              wgmma.launch(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, tile_n,
-                           splits, stream(), pdl, pdl, nullptr, 128, {}, true);
-              synchronize();
-              ASSERT_EQ(download_bytes(y_b, y0.bytes()), download_bytes(y_a, y0.bytes())) << what;
-            }
-          const std::string what = "SwiGLU, in " + std::to_string(in) + " out " +
-                                   std::to_string(out) + " rows " + std::to_string(rows) +
-                                   " tile_n " + std::to_string(tile_n) + " splits " +
-                                   std::to_string(splits);
-          DICE_CUDA_CHECK(cudaMemsetAsync(act_a.get(), 0xFF, act_a.bytes(), stream()));
-          DICE_CUDA_CHECK(cudaMemsetAsync(act_b.get(), 0xFF, act_b.bytes(), stream()));
-          wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits, stream(),
-                       true, true, act_a.get());
-          wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits, stream(),
-                       true, true, act_b.get(), 128, {}, true);
-          synchronize();
-          ASSERT_EQ(download_bytes(act_b, act_b.bytes()), download_bytes(act_a, act_a.bytes()))
-              << what;
-        }
-  }
-  DeviceBuffer x(64 * 2048 * 2), w(192 * 2048 * 2), y(64 * 192 * 4);
-  EXPECT_THROW(wgmma.launch(x.get(), w.get(), y.as<float>(), 64, 2048, 192, false, 64, 1, stream(),
-                            false, false, nullptr, 128, {}, true),
-               Error);  // three column tiles
-  EXPECT_THROW(wgmma.launch(x.get(), w.get(), y.as<float>(), 64, 2048, 128, false, 64, 5, stream(),
-                            false, false, nullptr, 128, {}, true),
-               Error);  // a cluster of 10
-  EXPECT_THROW(wgmma.launch(x.get(), w.get(), y.as<float>(), 64, 2048, 128, false, 64, 1, stream(),
-                            false, false, nullptr, 64, {}, true),
-               Error);  // stage k 64
-}
-
 TEST_F(CudaOps, WgmmaMinBlockKLeavesShortBlocksToCublasLt) {
   // set_wgmma's min_block_k: shapes whose blocks stream less k (wgmma_block_k) run cuBLASLt, bit
   // for bit as a Gemm without the wgmma kernel; the others still run it. A negative limit throws.
@@ -2584,9 +2517,6 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
       }
       const std::vector<int> only_splits = env_ints("DICE_SKINNY_WGMMA_SPLITS", {});
       const bool pdl = std::getenv("DICE_SKINNY_WGMMA_PDL") != nullptr;
-      // DICE_SKINNY_WGMMA_MULTICAST=1: each wgmma row also with x multicast ("mc"), where it fits.
-      std::vector<bool> multicast_modes{false};
-      if (std::getenv("DICE_SKINNY_WGMMA_MULTICAST") != nullptr) multicast_modes.push_back(true);
       if (wgmma && rows > 16)
         for (const int stage_k : env_ints("DICE_SKINNY_WGMMA_STAGE_K", {kWgmmaStageK}))
           for (const int tile_n : env_ints("DICE_SKINNY_WGMMA_TILES", {64, 128})) {
@@ -2596,21 +2526,16 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                   std::find(only_splits.begin(), only_splits.end(), splits) == only_splits.end())
                 continue;
               const std::int64_t clusters = shape.out / tile_n;
-              for (const bool multicast : multicast_modes) {
-                if (multicast && !wgmma_multicast_fits(shape.out, tile_n, splits, stage_k))
-                  continue;
-                print("wgmma t" + std::to_string(tile_n) + (stage_k == 128 ? " k128" : "") +
-                          (multicast ? " mc" : "") + (pdl ? " pdl" : "") + " s" +
-                          std::to_string(splits) + (splits == rule ? "*" : "") + " c" +
-                          std::to_string(multicast ? clusters / 2 : clusters) + "/" +
-                          std::to_string(wgmma->max_active_clusters(shape.in, shape.out, tile_n,
-                                                                    splits, stage_k, multicast)),
-                      time([&](std::int64_t i) {
-                        wgmma->launch(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
-                                      shape.accumulate, tile_n, splits, stream(), pdl, pdl, nullptr,
-                                      stage_k, {}, multicast);
-                      }));
-              }
+              print("wgmma t" + std::to_string(tile_n) + (stage_k == 128 ? " k128" : "") +
+                        (pdl ? " pdl" : "") + " s" + std::to_string(splits) +
+                        (splits == rule ? "*" : "") + " c" + std::to_string(clusters) + "/" +
+                        std::to_string(wgmma->max_active_clusters(shape.in, shape.out, tile_n,
+                                                                  splits, stage_k)),
+                    time([&](std::int64_t i) {
+                      wgmma->launch(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                    shape.accumulate, tile_n, splits, stream(), pdl, pdl, nullptr,
+                                    stage_k);
+                    }));
             }
           }
     }

@@ -125,29 +125,6 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_FALSE(wgmma_gemm_fits(64, 2048, 4096, 64, at(258), at(512), at(1024)));   // alignment
 }
 
-TEST(WgmmaGemmRule, MulticastTakesColumnTilePairsOfAtMostFourSplits) {
-  // Every SDAR shape the wgmma kernel runs at 16 sequences, at the rule's split count (stage k
-  // 128, 132 SMs): an even number of 64-column tiles and at most 4 splits, so clusters of 2 x
-  // splits blocks stay within the portable 8.
-  constexpr int kSms = 132;
-  struct Shape {
-    std::int64_t in, out;
-  };
-  for (const Shape& s : {Shape{2048, 4096}, Shape{2048, 2048}, Shape{2048, 12288},
-                         Shape{6144, 2048}, Shape{2560, 6144}, Shape{4096, 2560},
-                         Shape{2560, 19456}, Shape{9728, 2560}, Shape{2560, 151936}}) {
-    const int splits = wgmma_default_splits(s.in, s.out, 64, kSms, 128);
-    EXPECT_TRUE(wgmma_multicast_fits(s.out, 64, splits, 128))
-        << "in " << s.in << " out " << s.out << " splits " << splits;
-  }
-  EXPECT_FALSE(wgmma_multicast_fits(2048, 64, 4, 64));   // stage k 64: one x box a stage
-  EXPECT_FALSE(wgmma_multicast_fits(192, 64, 1, 128));   // 3 column tiles: no pairs
-  EXPECT_FALSE(wgmma_multicast_fits(2048, 64, 5, 128));  // a cluster of 10 blocks
-  EXPECT_FALSE(wgmma_multicast_fits(2048, 96, 1, 128));  // tile width
-  EXPECT_TRUE(wgmma_multicast_fits(256, 128, 4, 128));
-  EXPECT_FALSE(wgmma_multicast_fits(384, 128, 1, 128));
-}
-
 TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
   // Peak bandwidths as device_peak_bandwidth() computes them: 2 x memory clock x bus bytes.
   const double h100 = 2.0 * 2619e6 * (5120 / 8);  // H100 SXM, HBM3: 3.35e12 bytes/s

@@ -244,12 +244,6 @@ struct CudaBackendOptions {
   /// 16 x 4,096 (bench/results/2026-11-28-wgmma-balanced-h200). Other bits than 64 where the split
   /// boundaries move, the same run to run.
   int wgmma_stage_k = 128;
-  /// With wgmma_gemm (and wgmma_stage_k 128): the two blocks of a column-tile pair bring each of a
-  /// stage's two x boxes once for both (TMA multicast across a cluster of 2 column tiles x
-  /// splits), so x crosses from the L2 once per pair (at 64 rows and 64 columns a block, x is as
-  /// many bytes as the weights; bench/results/2026-11-28-stream-k-h200). The same bits. An
-  /// experiment, off by default.
-  bool wgmma_multicast_x = false;
   /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
   /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the

@@ -124,8 +124,6 @@ struct CudaForwardStats {
   std::int64_t fused_swiglu_gemms = 0;
   /// GEMM launches enqueued on the wgmma kernel (CudaBackendOptions::wgmma_gemm).
   std::int64_t wgmma_gemms = 0;
-  /// Of those, the launches with x multicast (CudaBackendOptions::wgmma_multicast_x).
-  std::int64_t wgmma_multicast_gemms = 0;
   /// GEMM launches enqueued on the streaming skinny kernel
   /// (CudaBackendOptions::stream_gemm).
   std::int64_t stream_gemms = 0;
