@@ -192,11 +192,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "128 (128: half the waits per byte; +0.5-1.1% for SDAR-4B at 16 sequences on "
                    "an H200) (default: 128)")
       ->check(CLI::IsMember({64, 128}));
-  command
-      ->add_option("--wgmma-split-blocks-per-sm", args.cuda.wgmma_split_blocks_per_sm,
-                   "cuda backend: the wgmma kernel's split count targets this many blocks a SM "
-                   "(other bits where the count changes; an experiment) (default: 1)")
-      ->check(CLI::Range(1, 3));
   command->add_flag("--stream-gemm,!--no-stream-gemm", args.cuda.stream_gemm,
                     "cuda backend: GEMMs of at most 16 rows (about 1 sequence) whose tiles fill "
                     "the SMs (--stream-gemm-min-fill) run dice's streaming kernel, one persistent "

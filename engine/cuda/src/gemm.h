@@ -133,11 +133,7 @@ class Gemm {
   /// `stage_k`: the kernel's k per stage, 64 or 128 (kWgmmaStageK; WgmmaGemm::launch, split
   /// counts from wgmma_split_options(in, stage_k)); shapes whose `in` it does not divide go to
   /// cuBLASLt. Other values throw dice::Error.
-  /// `split_blocks_per_sm`: the launches' split count targets this many blocks a SM
-  /// (wgmma_default_splits' `blocks_per_sm`; which shapes go to the kernel stays the one-block
-  /// rule's); below 1 throws dice::Error.
-  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK,
-                 int split_blocks_per_sm = 1);
+  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
   /// skinny(), wgmma_gemm_fits, a split option at set_wgmma's `stage_k`, wgmma_block_k at least
   /// set_wgmma's `min_block_k`).
@@ -231,7 +227,6 @@ class Gemm {
   std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
-  int wgmma_split_blocks_per_sm_ = 1;   ///< set_wgmma
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)

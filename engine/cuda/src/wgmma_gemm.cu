@@ -482,13 +482,11 @@ std::vector<int> wgmma_split_options(std::int64_t in, int stage_k) {
   return options;
 }
 
-int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k,
-                         int blocks_per_sm) {
+int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k) {
   const std::int64_t tiles = out / tile_n;
   const std::vector<int> options = wgmma_split_options(in, stage_k);
   for (const int s : options)
-    if (16 * tiles * s >= 15 * static_cast<std::int64_t>(sms) * std::max(blocks_per_sm, 1))
-      return s;
+    if (16 * tiles * s >= 15 * static_cast<std::int64_t>(sms)) return s;
   return options.empty() ? 1 : options.back();
 }
 

@@ -84,10 +84,7 @@ std::vector<int> wgmma_split_options(std::int64_t in, int stage_k);
 /// blocks (out / tile_n column tiles x splits) number at least 15/16 of `sms`, else the most (1
 /// when there is none). A fixed rule, not a timing, since the split count changes the bits.
 /// Measured at 32 and 64 rows on the SDAR layer shapes (bench/results/2026-11-25-wgmma-gemm-h100).
-/// `blocks_per_sm` (at least 1): the target is 15/16 of `sms` x blocks_per_sm blocks instead
-/// (CudaBackendOptions::wgmma_split_blocks_per_sm, an experiment).
-int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k,
-                         int blocks_per_sm = 1);
+int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k);
 
 /// The k (elements of `in`) each block streams under the split rule: in / wgmma_default_splits.
 /// A block's fixed cost (first copies, cluster barriers, epilogue) is paid once per this much k,

@@ -88,12 +88,6 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_EQ(wgmma_default_splits(6144, 2048, 64, kSms, 64), 4);   // 1.7B down
   EXPECT_EQ(wgmma_default_splits(4096, 2560, 64, kSms, 64), 4);   // 4B o: 40 tiles, 160 blocks
   EXPECT_EQ(wgmma_default_splits(128, 64, 64, kSms, 64), 2);      // at most in / 64 splits
-  // Two blocks a SM as the target (CudaBackendOptions::wgmma_split_blocks_per_sm), 128 k a stage.
-  EXPECT_EQ(wgmma_default_splits(2048, 12288, 64, kSms, 128, 2), 2);  // 1.7B gate/up: 384
-  EXPECT_EQ(wgmma_default_splits(2048, 2048, 64, kSms, 128, 2), 8);   // 1.7B o: 256
-  EXPECT_EQ(wgmma_default_splits(2560, 19456, 64, kSms, 128, 2), 1);  // 4B gate/up: 304 tiles
-  EXPECT_EQ(wgmma_default_splits(4096, 2560, 64, kSms, 128, 2), 7);   // 4B o: 280
-  EXPECT_EQ(wgmma_default_splits(2048, 12288, 64, kSms, 128, 0), 1);  // below 1: the one-block rule
   // k per block (wgmma_min_block_k's measure): the qkv and o projections stream 512-1,280, the
   // MLP ones 1,536-2,560.
   EXPECT_EQ(wgmma_block_k(2048, 2048, 64, kSms, 64), 512);    // 1.7B o: 4 splits

@@ -244,12 +244,6 @@ struct CudaBackendOptions {
   /// 16 x 4,096 (bench/results/2026-11-28-wgmma-balanced-h200). Other bits than 64 where the split
   /// boundaries move, the same run to run.
   int wgmma_stage_k = 128;
-  /// With wgmma_gemm: the split rule's target in blocks a SM (wgmma_default_splits: the fewest
-  /// splits whose blocks number 15/16 of the SMs times this). 2 gives SDAR-1.7B's 64-row gate/up
-  /// 2 splits instead of 1 (15.48 against 16.49 us a launch on an H200,
-  /// bench/results/2026-11-30-wgmma-multicast-h200), the o and down projections 8 instead of 4.
-  /// Other bits where the split count changes, the same run to run. An experiment.
-  int wgmma_split_blocks_per_sm = 1;
   /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
   /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
