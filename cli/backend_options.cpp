@@ -192,10 +192,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "128 (128: half the waits per byte; +0.5-1.1% for SDAR-4B at 16 sequences on "
                    "an H200) (default: 128)")
       ->check(CLI::IsMember({64, 128}));
-  command->add_flag("--wgmma-wave-splits", args.cuda.wgmma_wave_splits,
-                    "cuda backend: the wgmma kernel's launches take the most splits that still "
-                    "run in one wave, blocks of at least 512 k (other bits where the count "
-                    "changes; an experiment) (default: off)");
   command->add_flag("--stream-gemm,!--no-stream-gemm", args.cuda.stream_gemm,
                     "cuda backend: GEMMs of at most 16 rows (about 1 sequence) whose tiles fill "
                     "the SMs (--stream-gemm-min-fill) run dice's streaming kernel, one persistent "
@@ -266,10 +262,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
         "--wgmma-stage-k {}: the wgmma kernel is off (--no-wgmma-gemm), so the stage size would "
         "change nothing; drop one of the two",
         args.cuda.wgmma_stage_k));
-  if (!args.cuda.wgmma_gemm && args.cuda.wgmma_wave_splits)
-    throw InputError(
-        "--wgmma-wave-splits: the wgmma kernel is off (--no-wgmma-gemm), so the split rule would "
-        "change nothing; drop one of the two");
   const std::int64_t memory_limit =
       args.gpu_memory.empty() ? 0 : parse_bytes(args.gpu_memory, "--gpu-memory");
   const std::string which = resolve_backend(args);

@@ -95,10 +95,6 @@ def test_problem_set_comes_from_dice_kernelbench(model, tmp_path):
             ["--prompt", "hi", "--backend", "cpu", "--no-wgmma-gemm", "--wgmma-stage-k", "64"],
             "--wgmma-stage-k 64: the wgmma kernel is off",
         ),
-        (
-            ["--prompt", "hi", "--backend", "cpu", "--no-wgmma-gemm", "--wgmma-wave-splits"],
-            "--wgmma-wave-splits: the wgmma kernel is off",
-        ),
     ],
 )
 def test_bad_input_is_a_clear_error(model, args, message):

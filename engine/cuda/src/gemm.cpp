@@ -94,15 +94,13 @@ bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int6
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
 }
 
-void Gemm::set_wgmma(bool on, std::int64_t min_block_k, int stage_k, bool wave_splits) {
+void Gemm::set_wgmma(bool on, std::int64_t min_block_k, int stage_k) {
   if (min_block_k < 0)
     throw Error(fmt::format("wgmma GEMM minimum k per block {}: expected 0 or more", min_block_k));
   if (stage_k != 64 && stage_k != 128)
     throw Error(fmt::format("wgmma GEMM k per stage {}: expected 64 or 128", stage_k));
   wgmma_min_block_k_ = min_block_k;
   wgmma_stage_k_ = stage_k;
-  wgmma_wave_splits_ = wave_splits;
-  wave_splits_.clear();
   if (on && wgmma_gemm_supported()) {
     if (!wgmma_) wgmma_.emplace();
   } else {
@@ -124,24 +122,12 @@ bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64
          wgmma_block_k(in, out, kWgmmaTileN, sms_, wgmma_stage_k_) >= wgmma_min_block_k_;
 }
 
-int Gemm::wgmma_splits(std::int64_t in, std::int64_t out) {
-  if (!wgmma_wave_splits_ || !wgmma_)
-    return wgmma_default_splits(in, out, kWgmmaTileN, sms_, wgmma_stage_k_);
-  const auto key = std::pair{in, out};
-  if (const auto it = wave_splits_.find(key); it != wave_splits_.end()) return it->second;
-  const int splits = wgmma_wave_splits(in, out, kWgmmaTileN, sms_, wgmma_stage_k_, [&](int s) {
-    return wgmma_->max_active_clusters(in, out, kWgmmaTileN, s, wgmma_stage_k_) >=
-           out / kWgmmaTileN;
-  });
-  wave_splits_.emplace(key, splits);
-  return splits;
-}
-
 void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                      std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                      const WgmmaNormFold& fold) {
-  wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN, wgmma_splits(in, out), stream,
-                 pdl_, early_weights_, act, wgmma_stage_k_, fold);
+  wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
+                 wgmma_default_splits(in, out, kWgmmaTileN, sms_, wgmma_stage_k_), stream, pdl_,
+                 early_weights_, act, wgmma_stage_k_, fold);
   ++wgmma_launches_;
 }
 

@@ -133,14 +133,7 @@ class Gemm {
   /// `stage_k`: the kernel's k per stage, 64 or 128 (kWgmmaStageK; WgmmaGemm::launch, split
   /// counts from wgmma_split_options(in, stage_k)); shapes whose `in` it does not divide go to
   /// cuBLASLt. Other values throw dice::Error.
-  /// `wave_splits`: launches take wgmma_wave_splits' count (the most splits that still run in
-  /// one wave, blocks of at least 512 k; found once per shape from the device's occupancy)
-  /// instead of wgmma_default_splits' (which shapes go to the kernel stays the default rule's).
-  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK,
-                 bool wave_splits = false);
-  /// The split count the wgmma kernel's launches of this shape take (set_wgmma's rule).
-  /// Requires set_wgmma on an sm_90 device.
-  int wgmma_splits(std::int64_t in, std::int64_t out);
+  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
   /// skinny(), wgmma_gemm_fits, a split option at set_wgmma's `stage_k`, wgmma_block_k at least
   /// set_wgmma's `min_block_k`).
@@ -234,9 +227,6 @@ class Gemm {
   std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
-  bool wgmma_wave_splits_ = false;      ///< set_wgmma
-  /// wgmma_splits' counts by (in, out) under the wave rule (occupancy queried once a shape).
-  std::map<std::pair<std::int64_t, std::int64_t>, int> wave_splits_;
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)

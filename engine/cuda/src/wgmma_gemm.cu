@@ -490,14 +490,6 @@ int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms,
   return options.empty() ? 1 : options.back();
 }
 
-int wgmma_wave_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k,
-                      const std::function<bool(int)>& fits) {
-  const std::vector<int> options = wgmma_split_options(in, stage_k);
-  for (auto s = options.rbegin(); s != options.rend(); ++s)
-    if (in / *s >= kWgmmaWaveMinBlockK && fits(*s)) return *s;
-  return wgmma_default_splits(in, out, tile_n, sms, stage_k);
-}
-
 std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k) {
   return in / wgmma_default_splits(in, out, tile_n, sms, stage_k);
 }

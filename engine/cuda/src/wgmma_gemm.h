@@ -21,7 +21,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "norm_fold.h"
@@ -86,19 +85,6 @@ std::vector<int> wgmma_split_options(std::int64_t in, int stage_k);
 /// when there is none). A fixed rule, not a timing, since the split count changes the bits.
 /// Measured at 32 and 64 rows on the SDAR layer shapes (bench/results/2026-11-25-wgmma-gemm-h100).
 int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k);
-
-/// The least k (elements) a block streams under wgmma_wave_splits: 512, four stages of 128.
-inline constexpr std::int64_t kWgmmaWaveMinBlockK = 512;
-
-/// The one-wave split rule (an experiment, CudaBackendOptions::wgmma_wave_splits): the most
-/// splits of wgmma_split_options(in, stage_k) whose blocks each stream at least
-/// kWgmmaWaveMinBlockK of k (in / splits) and whose out / tile_n clusters are all resident at
-/// once (`fits(splits)`, e.g. WgmmaGemm::max_active_clusters >= out / tile_n); where none is,
-/// wgmma_default_splits. Per launch at 64 rows on an H200 the fastest count was 2 for SDAR-1.7B's
-/// gate/up (rule: 1), 5-7 for its down projection and SDAR-4B's (rule: 4)
-/// (bench/results/2026-11-30-wgmma-splits-h200).
-int wgmma_wave_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k,
-                      const std::function<bool(int)>& fits);
 
 /// The k (elements of `in`) each block streams under the split rule: in / wgmma_default_splits.
 /// A block's fixed cost (first copies, cluster barriers, epilogue) is paid once per this much k,

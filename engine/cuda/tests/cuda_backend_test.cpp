@@ -22,7 +22,6 @@
 #include "dice/engine/cpu_backend.h"
 #include "dice/engine/scoring.h"
 #include "dice/model/dtype.h"
-#include "gemm.h"
 #include "ops.h"
 #include "wgmma_gemm.h"
 
@@ -254,28 +253,6 @@ TEST_F(CudaBackendTest, FoldedNormsMatchTheCpuReference) {
   CudaBackend other(random_weights(narrow.config, narrow.std, true), limited());
   score_blocks(other, random_ids(60, narrow.config.vocab_size, 8), 40, 16, true);
   EXPECT_EQ(other.stats().folded_norms, 0) << narrow.name;
-}
-
-TEST_F(CudaBackendTest, WgmmaWaveSplitsMatchTheCpuReference) {
-  // wgmma_wave_splits on the SDAR-1.7B-wide shape: the folded projections of the 48- and 32-row
-  // passes take the one-wave rule's split counts (on an H200 more than the default's for the
-  // 6,144-k down projection and the 12,288-column gate/up), whose sums differ from the default's
-  // in order only: bf16 logits against the CPU reference, and each count one that runs in one wave.
-  if (!cuda::wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
-  const Shape shape = shapes()[2];
-  CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
-  options.wgmma_wave_splits = true;
-  const CudaForwardStats stats = expect_logits_like_the_cpu(shape, options, 7, 16);
-  EXPECT_GT(stats.wgmma_gemms, 0);
-  cuda::Gemm gemm;
-  gemm.set_wgmma(true, 0, cuda::kWgmmaStageK, true);
-  const cuda::WgmmaGemm wgmma;
-  for (const auto& [in, out] : {std::pair<std::int64_t, std::int64_t>{6144, 2048}, {2048, 12288}}) {
-    const int splits = gemm.wgmma_splits(in, out);
-    EXPECT_GE(wgmma.max_active_clusters(in, out, cuda::kWgmmaTileN, splits), out / 64)
-        << in << " -> " << out << ": " << splits << " splits";
-    EXPECT_GE(in / splits, cuda::kWgmmaWaveMinBlockK) << in << " -> " << out;
-  }
 }
 
 TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {

@@ -125,39 +125,6 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_FALSE(wgmma_gemm_fits(64, 2048, 4096, 64, at(258), at(512), at(1024)));   // alignment
 }
 
-TEST(WgmmaGemmRule, WaveSplitsAreTheMostThatFitWithBlocksOfAtLeast512K) {
-  // The occupancy of the call that measured every split count at 64 rows on an H200
-  // (bench/results/2026-11-30-wgmma-splits-h200: clusters that fit at once by split count).
-  constexpr int kSms = 132;
-  const auto fitting = [](std::vector<int> capacity, std::int64_t tiles) {
-    return
-        [capacity, tiles](int s) { return capacity.at(static_cast<std::size_t>(s - 1)) >= tiles; };
-  };
-  // SDAR-1.7B o (32 tiles): 5-7 fit but stream less than 512 k a block; 4.
-  EXPECT_EQ(
-      wgmma_wave_splits(2048, 2048, 64, kSms, 128, fitting({264, 132, 79, 62, 47, 39, 32, 30}, 32)),
-      4);
-  // SDAR-1.7B gate/up (192 tiles): 2 fit, 3 do not.
-  EXPECT_EQ(wgmma_wave_splits(2048, 12288, 64, kSms, 128,
-                              fitting({264, 198, 124, 92, 69, 62, 47, 45}, 192)),
-            2);
-  // SDAR-1.7B down (32 tiles): 7 fit, 8 do not.
-  EXPECT_EQ(
-      wgmma_wave_splits(6144, 2048, 64, kSms, 128, fitting({264, 132, 79, 62, 47, 39, 32, 30}, 32)),
-      7);
-  // SDAR-4B down (40 tiles): 8 fit again (three blocks a SM, fewer stages).
-  EXPECT_EQ(
-      wgmma_wave_splits(9728, 2560, 64, kSms, 128, fitting({264, 132, 79, 62, 47, 39, 47, 45}, 40)),
-      8);
-  // SDAR-4B gate/up (304 tiles): only 1 fits.
-  EXPECT_EQ(wgmma_wave_splits(2560, 19456, 64, kSms, 128,
-                              fitting({396, 198, 124, 92, 69, 62, 47, 45}, 304)),
-            1);
-  // None fits: the default rule's count.
-  EXPECT_EQ(wgmma_wave_splits(6144, 2048, 64, kSms, 128, [](int) { return false; }),
-            wgmma_default_splits(6144, 2048, 64, kSms, 128));
-}
-
 TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
   // Peak bandwidths as device_peak_bandwidth() computes them: 2 x memory clock x bus bytes.
   const double h100 = 2.0 * 2619e6 * (5120 / 8);  // H100 SXM, HBM3: 3.35e12 bytes/s

@@ -244,11 +244,6 @@ struct CudaBackendOptions {
   /// 16 x 4,096 (bench/results/2026-11-28-wgmma-balanced-h200). Other bits than 64 where the split
   /// boundaries move, the same run to run.
   int wgmma_stage_k = 128;
-  /// With wgmma_gemm: each shape's launches take the most splits that still run in one wave with
-  /// blocks of at least 512 k (wgmma_wave_splits, from the device's occupancy) instead of the
-  /// fewest that fill 15/16 of the SMs. Other bits where the count changes, the same run to run.
-  /// An experiment.
-  bool wgmma_wave_splits = false;
   /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
   /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
