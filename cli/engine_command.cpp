@@ -280,7 +280,6 @@ void run_bench(const BenchArgs& args) {
               {"wgmma_gemm", o.wgmma_gemm},
               {"wgmma_min_block_k", o.wgmma_min_block_k.value_or(-1)},  // (the backend sets it)
               {"wgmma_stage_k", o.wgmma_stage_k},
-              {"wgmma_max_stages", o.wgmma_max_stages},
               {"stream_gemm", o.stream_gemm},
               {"stream_gemm_min_fill", o.stream_gemm_min_fill},
               {"masked_rows_only", o.masked_rows_only}};

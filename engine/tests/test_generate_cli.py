@@ -109,7 +109,6 @@ def test_bad_input_is_a_clear_error(model, args, message):
         (["--wgmma-min-block-k", "-1"], "not in range"),
         (["--wgmma-min-block-k", "1536", "--wgmma-min-block-k", "64"], "1 required"),
         (["--attention-min-split-keys", "-1"], "not in range"),
-        (["--wgmma-max-stages", "9"], "not in range"),
     ],
 )
 def test_bad_options_are_refused_by_the_command_line_parser(model, args, message):

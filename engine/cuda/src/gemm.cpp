@@ -94,14 +94,13 @@ bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int6
   return skinny_gemm_fits(dtype == CudaDType::kBF16, rows, in, out, skinny_max_rows_, x, w, y);
 }
 
-void Gemm::set_wgmma(bool on, std::int64_t min_block_k, int stage_k, int max_stages) {
+void Gemm::set_wgmma(bool on, std::int64_t min_block_k, int stage_k) {
   if (min_block_k < 0)
     throw Error(fmt::format("wgmma GEMM minimum k per block {}: expected 0 or more", min_block_k));
   if (stage_k != 64 && stage_k != 128)
     throw Error(fmt::format("wgmma GEMM k per stage {}: expected 64 or 128", stage_k));
   wgmma_min_block_k_ = min_block_k;
   wgmma_stage_k_ = stage_k;
-  wgmma_max_stages_ = max_stages;
   if (on && wgmma_gemm_supported()) {
     if (!wgmma_) wgmma_.emplace();
   } else {
@@ -128,7 +127,7 @@ void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int
                      const WgmmaNormFold& fold) {
   wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
                  wgmma_default_splits(in, out, kWgmmaTileN, sms_, wgmma_stage_k_), stream, pdl_,
-                 early_weights_, act, wgmma_stage_k_, fold, wgmma_max_stages_);
+                 early_weights_, act, wgmma_stage_k_, fold);
   ++wgmma_launches_;
 }
 

@@ -133,9 +133,7 @@ class Gemm {
   /// `stage_k`: the kernel's k per stage, 64 or 128 (kWgmmaStageK; WgmmaGemm::launch, split
   /// counts from wgmma_split_options(in, stage_k)); shapes whose `in` it does not divide go to
   /// cuBLASLt. Other values throw dice::Error.
-  /// `max_stages` (0: the stage rule's): WgmmaGemm::launch's cap on stages.
-  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK,
-                 int max_stages = 0);
+  void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not
   /// skinny(), wgmma_gemm_fits, a split option at set_wgmma's `stage_k`, wgmma_block_k at least
   /// set_wgmma's `min_block_k`).
@@ -229,7 +227,6 @@ class Gemm {
   std::int64_t stream_launches_ = 0;
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
-  int wgmma_max_stages_ = 0;            ///< set_wgmma
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)

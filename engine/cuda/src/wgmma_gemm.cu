@@ -529,7 +529,7 @@ WgmmaGemm::WgmmaGemm() {
 void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                        std::int64_t out, bool accumulate, int tile_n, int splits,
                        cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act,
-                       int stage_k, const WgmmaNormFold& fold, int max_stages) const {
+                       int stage_k, const WgmmaNormFold& fold) const {
   const std::vector<int> options = wgmma_split_options(in, stage_k);
   const bool known_split = splits >= 1 && !options.empty() && splits <= options.back();
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
@@ -558,8 +558,7 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
   const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);
   const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
   const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
-  int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
-  if (max_stages > 0) stages = std::max(kMinStages, std::min(stages, max_stages));
+  const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
   const bool swiglu = swiglu_act != nullptr;
   const auto launch =
       stage_k == 128

@@ -144,13 +144,11 @@ class WgmmaGemm {
   /// boxes of x and of w: one barrier wait, block barrier and refill per 128 k). `fold`: the
   /// RMSNorm folds (WgmmaNormFold); throws dice::Error for an output side with swiglu_act, an
   /// input side without it or with in above 4,096, a side with a null buffer, or a width (out,
-  /// resp. in) that 64 does not divide. `max_stages` (0: none): at most this many stages
-  /// (at least 2), so that the blocks leave shared memory to the next kernel's early blocks (an
-  /// experiment, CudaBackendOptions::wgmma_max_stages; the same bits).
+  /// resp. in) that 64 does not divide.
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr,
-              int stage_k = kWgmmaStageK, const WgmmaNormFold& fold = {}, int max_stages = 0) const;
+              int stage_k = kWgmmaStageK, const WgmmaNormFold& fold = {}) const;
 
   /// How many clusters of launch()'s configuration for this shape (tile_n 64 or 128, `splits`
   /// blocks a cluster, wgmma_stages stages, no SwiGLU) can be resident on the device at once

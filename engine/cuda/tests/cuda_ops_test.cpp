@@ -903,29 +903,6 @@ TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
                Error);
 }
 
-TEST_F(CudaOps, WgmmaGemmStageCapIsTheSameBits) {
-  // WgmmaGemm::launch's max_stages changes how much of k is in flight, not the sums: y bit for
-  // bit the stage rule's launch, with PDL and early weights, on two SDAR shapes.
-  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
-  const WgmmaGemm wgmma;
-  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
-  for (const auto& [in, out] : {std::pair<std::int64_t, std::int64_t>{6144, 2048}, {2048, 12288}}) {
-    const GemmCase data(in, out, kWgmmaRowsLimit, 0x71u, stream());
-    DeviceBuffer y_a(data.y0.bytes()), y_b(data.y0.bytes());
-    const int splits = wgmma_default_splits(in, out, 64, sms, 128);
-    for (const int cap : {2, 3}) {
-      for (const DeviceBuffer* y : {&y_a, &y_b}) data.start(*y, kWgmmaRowsLimit, out, stream());
-      wgmma.launch(data.x.get(), data.w.get(), y_a.as<float>(), 64, in, out, true, 64, splits,
-                   stream(), true, true);
-      wgmma.launch(data.x.get(), data.w.get(), y_b.as<float>(), 64, in, out, true, 64, splits,
-                   stream(), true, true, nullptr, 128, {}, cap);
-      synchronize();
-      ASSERT_EQ(download_bytes(y_b, y_b.bytes()), download_bytes(y_a, y_a.bytes()))
-          << in << " -> " << out << ", at most " << cap << " stages";
-    }
-  }
-}
-
 TEST_F(CudaOps, WgmmaMinBlockKLeavesShortBlocksToCublasLt) {
   // set_wgmma's min_block_k: shapes whose blocks stream less k (wgmma_block_k) run cuBLASLt, bit
   // for bit as a Gemm without the wgmma kernel; the others still run it. A negative limit throws.

@@ -244,10 +244,6 @@ struct CudaBackendOptions {
   /// 16 x 4,096 (bench/results/2026-11-28-wgmma-balanced-h200). Other bits than 64 where the split
   /// boundaries move, the same run to run.
   int wgmma_stage_k = 128;
-  /// With wgmma_gemm: at most this many pipeline stages a block (0: the stage rule's, 2-3 blocks
-  /// a SM), so that its blocks leave shared memory to the next kernel's early blocks. The same
-  /// bits. An experiment.
-  int wgmma_max_stages = 0;
   /// GEMMs of at most 16 rows (1 sequence) that the skinny kernel would run go to the streaming
   /// skinny kernel (engine/cuda/src/stream_gemm.h: one persistent block per SM whose producer
   /// thread keeps a ring of two 16 x 2,048 weight stages full with bulk copies, from before the
