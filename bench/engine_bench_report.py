@@ -12,7 +12,8 @@ the ratio dice / PyTorch (target >= 10 at 1 sequence). Where the records have it
 floor at the GEMM rate the card sustains under its power limit ("x sust."; `dice engine bench
 --sustained-gemm-seconds`). With --clocks (nvidia-smi samples in UTC: timestamp, SM clock, power,
 clock event reasons), each row's median SM clock over its timed run and the share of samples in
-which the software power cap held the clock down. After the table, issue 6's targets: the rows
+which the software power cap held the clock down. "GPU idle": the share of the timed run in which
+no pass ran on the GPU (the record's host_share: the host's time between passes). After the table, issue 6's targets: the rows
 within 1.5x of their floor (and of the sustained floor), those outside it, the 1-sequence rows'
 ratio to PyTorch, and SDAR-4B at 128 sequences over JetEngine's published 5,000 tokens/s (goal:
 2x).
@@ -220,6 +221,7 @@ def table(
         "x sust.",
         "SM MHz",
         "capped",
+        "GPU idle",
         "torch tok/s",
         "dice/torch",
         "concurrent",
@@ -252,6 +254,8 @@ def table(
                 fmt(r.get("time_over_sustained_floor"), ".3f"),
                 fmt(None if clocks is None else clocks[0], ".0f"),
                 "-" if clocks is None else f"{100 * clocks[1]:.0f}%",
+                # the share of the timed run with no pass on the GPU: the host's time between them
+                "-" if r.get("host_share") is None else f"{100 * r['host_share']:.1f}%",
                 ("oom" if t is not None and "error" in t else fmt(torch_rate, ".1f")) + torch_note,
                 fmt(r["tokens_per_second"] / torch_rate if torch_rate else None, ".1f"),
                 str(r.get("concurrent_sequences", "-")),

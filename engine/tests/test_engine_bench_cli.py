@@ -136,15 +136,17 @@ def test_report_sums_up_issue_6s_targets(tmp_path):
 
 
 def test_report_gives_the_sustained_floor_and_the_clocks_of_each_run(tmp_path):
-    """bench/engine_bench_report.py: time over the floor at the sustained GEMM rate ("x sust.")
-    and, with --clocks, the median SM clock and the power-capped share of the nvidia-smi samples
-    within each record's timed run (samples outside it, the header and unparsable lines
-    ignored); the targets count the rows within 1.5x of either floor."""
+    """bench/engine_bench_report.py: time over the floor at the sustained GEMM rate ("x sust."),
+    the GPU's idle share of the timed run ("GPU idle", the record's host_share) and, with
+    --clocks, the median SM clock and the power-capped share of the nvidia-smi samples within
+    each record's timed run (samples outside it, the header and unparsable lines ignored); the
+    targets count the rows within 1.5x of either floor."""
     base = {"model": "/m/4b", "new_tokens": 1024, "fused_store": True}
     start = 1796000000.0  # 2026-11-29 ~17:33 UTC
     dice = [
         dict(base, sequences=128, tokens_per_second=9800.0, time_over_floor=1.9,
-             time_over_sustained_floor=1.49, timed_from_unix=start, timed_to_unix=start + 2),
+             time_over_sustained_floor=1.49, timed_from_unix=start, timed_to_unix=start + 2,
+             host_share=0.0201),
         dict(base, sequences=1, tokens_per_second=300.0, time_over_floor=1.7,
              timed_from_unix=start + 10, timed_to_unix=start + 11),
         dict(base, sequences=16, tokens_per_second=4000.0, time_over_floor=1.6),
@@ -167,10 +169,10 @@ def test_report_gives_the_sustained_floor_and_the_clocks_of_each_run(tmp_path):
     )
     report = run_report(tmp_path, dice, [], "--markdown", "--clocks", str(clocks))
     rows = markdown_rows(report, 3)
-    assert [(r["x sust."], r["SM MHz"], r["capped"]) for r in rows] == [
-        ("1.490", "1600", "67%"),
-        ("-", "1980", "0%"),
-        ("-", "-", "-"),
+    assert [(r["x sust."], r["SM MHz"], r["capped"], r["GPU idle"]) for r in rows] == [
+        ("1.490", "1600", "67%", "2.0%"),
+        ("-", "1980", "0%", "-"),
+        ("-", "-", "-", "-"),
     ]
     summary = report.split("issue 6's targets:\n")[1].splitlines()
     assert summary[:2] == [
