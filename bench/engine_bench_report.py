@@ -13,10 +13,10 @@ floor at the GEMM rate the card sustains under its power limit ("x sust."; `dice
 --sustained-gemm-seconds`). With --clocks (nvidia-smi samples in UTC: timestamp, SM clock, power,
 clock event reasons), each row's median SM clock over its timed run and the share of samples in
 which the software power cap held the clock down. "GPU idle": the share of the timed run in which
-no pass ran on the GPU (the record's host_share: the host's time between passes). After the table, issue 6's targets: the rows
-within 1.5x of their floor (and of the sustained floor), those outside it, the 1-sequence rows'
-ratio to PyTorch, and SDAR-4B at 128 sequences over JetEngine's published 5,000 tokens/s (goal:
-2x).
+no pass ran on the GPU (the record's host_share: the host's time between passes). After the
+table, issue 6's targets: the rows within 1.5x of their floor (and of the sustained floor), those
+outside it, the 1-sequence rows' ratio to PyTorch, and SDAR-4B at 128 sequences over JetEngine's
+published 5,000 tokens/s (goal: 2x).
 """
 
 from __future__ import annotations
