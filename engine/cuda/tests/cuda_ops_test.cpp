@@ -783,13 +783,16 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
         EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
         struct Variant {
           int blocks;
-          bool pdl, early;
+          bool pdl, early, small_ring = false;
         };
         for (const Variant v :
-             {Variant{sms, true, true}, Variant{7, false, true}, Variant{1, true, false}}) {
+             {Variant{sms, true, true}, Variant{7, false, true}, Variant{1, true, false},
+              Variant{sms, true, true, true}, Variant{2 * sms, false, true, true}}) {
           reset(y_b);
+          if (v.small_ring) setenv("DICE_STREAM_STAGE_K", "1024", 1);
           launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
                              v.blocks, stream(), v.pdl, v.early);
+          unsetenv("DICE_STREAM_STAGE_K");
           synchronize();
           ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got))
               << what << ": " << v.blocks << " blocks";
@@ -805,6 +808,14 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
         ASSERT_TRUE(same_values(download(act_b, act_count, CudaDType::kBF16),
                                 download(act_a, act_count, CudaDType::kBF16)))
             << what << ": SwiGLU";
+        setenv("DICE_STREAM_STAGE_K", "1024", 1);
+        launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), sms,
+                           stream(), true, true);
+        unsetenv("DICE_STREAM_STAGE_K");
+        synchronize();
+        ASSERT_TRUE(same_values(download(act_b, act_count, CudaDType::kBF16),
+                                download(act_a, act_count, CudaDType::kBF16)))
+            << what << ": SwiGLU, small ring";
       }
   }
   // Through Gemm: with a fill rule, only shapes whose tiles fill the SMs stream, and count.
@@ -2509,11 +2520,17 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                   launch_skinny_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                      shape.accumulate, n, stream());
                 }));
-        if (rows <= kStreamRowsLimit && shape.out % kStreamTileColumns == 0)
+        if (rows <= kStreamRowsLimit && shape.out % kStreamTileColumns == 0) {
           print("stream", time([&](std::int64_t i) {
                   launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                      shape.accumulate, nullptr, sms, stream(), false, false);
                 }));
+          // EXPERIMENT: back to back under PDL with early weights (a chain of GEMMs).
+          print("stream pdl", time([&](std::int64_t i) {
+                  launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
+                                     shape.accumulate, nullptr, sms, stream(), true, true);
+                }));
+        }
       }
       const std::vector<int> only_splits = env_ints("DICE_SKINNY_WGMMA_SPLITS", {});
       const bool pdl = std::getenv("DICE_SKINNY_WGMMA_PDL") != nullptr;
