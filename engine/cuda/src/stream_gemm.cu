@@ -38,7 +38,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "cuda_check.h"
@@ -59,7 +58,12 @@ constexpr int kConsumerWarps = kSkinnyWarps;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // and one producer warp
 constexpr int kRegs = 8;                   // C registers of a tile: two n8 tiles x 4
+constexpr int kStageK = static_cast<int>(kStreamStageK);
 constexpr int kRows = static_cast<int>(kStreamTileColumns);  // weight rows of a tile and a stage
+constexpr int kRowPitch = kStageK * 2 + 64;                  // bytes
+constexpr std::size_t kStageBytes = static_cast<std::size_t>(kRows) * kRowPitch;
+/// 32-wide k chunks of a stage per consumer warp.
+constexpr int kChunksPerWarp = kStageK / 32 / kConsumerWarps;
 constexpr std::size_t kPartialFloats = static_cast<std::size_t>(kConsumerWarps) * kRegs * 32;
 constexpr std::size_t kPartialBytes = 2 * kPartialFloats * 4;
 static_assert(kConsumers == kRegs * 32, "one output per consumer thread in the epilogue");
@@ -68,20 +72,8 @@ static_assert(kConsumers == 256, "the fused norm is normalise_rows: 256 threads"
 /// for its alignment (128 bytes, the dynamic shared memory's) before the dynamic shared memory.
 constexpr std::size_t kNormStaticBytes = 1024;
 static_assert(kNormaliseRowsStaticBytes + 128 <= kNormStaticBytes);
-
-/// EXPERIMENT: the ring's geometry by stage k (2,048: the default; 1,024: two blocks a SM).
-template <int kStageK>
-struct Ring {
-  static constexpr int kRowPitch = kStageK * 2 + 64;  // bytes
-  static constexpr std::size_t kStageBytes = static_cast<std::size_t>(kRows) * kRowPitch;
-  /// 32-wide k chunks of a stage per consumer warp.
-  static constexpr int kChunksPerWarp = kStageK / 32 / kConsumerWarps;
-  static constexpr std::size_t kSharedBytes =
-      kStreamStages * (kStageBytes + 2 * sizeof(std::uint64_t)) + kPartialBytes;
-  static constexpr int kMinBlocks = kStageK == 2048 ? 1 : 2;
-};
-static_assert(kStreamSharedBytes == Ring<static_cast<int>(kStreamStageK)>::kSharedBytes);
-static_assert(2 * (Ring<1024>::kSharedBytes + 1024) <= 228 * 1024, "two blocks per SM");
+static_assert(kStreamSharedBytes ==
+              kStreamStages * (kStageBytes + 2 * sizeof(std::uint64_t)) + kPartialBytes);
 
 __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
@@ -89,16 +81,12 @@ __device__ __forceinline__ void consumers_sync() {
 
 /// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
 /// consumers into shared memory past the barriers.
-template <bool kSwiglu, bool kNorm, int kStageK>
-__global__ void __launch_bounds__(kThreads, Ring<kStageK>::kMinBlocks)
+template <bool kSwiglu, bool kNorm>
+__global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
                        GemmNorm norm) {
-  using R = Ring<kStageK>;
-  constexpr int kRowPitch = R::kRowPitch;
-  constexpr std::size_t kStageBytes = R::kStageBytes;
-  constexpr int kChunksPerWarp = R::kChunksPerWarp;
   // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
   // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
   allow_next_grid();
@@ -169,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, Ring<kStageK>::kMinBlocks)
   std::int32_t x_stride = in;
   if constexpr (kNorm) {
     if (!early_weights) norm_weight = load_norm_weight(norm.weight, in);
-    auto* normed = reinterpret_cast<__nv_bfloat16*>(shared + R::kSharedBytes);
+    auto* normed = reinterpret_cast<__nv_bfloat16*>(shared + kStreamSharedBytes);
     normalise_rows(norm.residual, norm_weight, norm.eps, rows, in, normed,
                    [] { consumers_sync(); });
     x_rows = normed;
@@ -310,21 +298,12 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   const bool swiglu = swiglu_act != nullptr;
-  // EXPERIMENT: DICE_STREAM_STAGE_K=1024 runs the unfused GEMMs on a ring of 1,024-k stages
-  // (two blocks a SM, so the next GEMM's blocks fill their ring while this one runs).
-  const char* stage_env = std::getenv("DICE_STREAM_STAGE_K");
-  const bool small_ring =
-      norm == nullptr && stage_env != nullptr && std::string(stage_env) == "1024";
   const auto kernel =
-      small_ring ? (swiglu ? stream_gemm_kernel<true, false, 1024>
-                           : stream_gemm_kernel<false, false, 1024>)
-      : norm != nullptr
-          ? (swiglu ? stream_gemm_kernel<true, true, 2048> : stream_gemm_kernel<false, true, 2048>)
-          : (swiglu ? stream_gemm_kernel<true, false, 2048>
-                    : stream_gemm_kernel<false, false, 2048>);
-  const std::size_t shared = small_ring        ? Ring<1024>::kSharedBytes
-                             : norm != nullptr ? stream_norm_shared_bytes(rows, in)
-                                               : kStreamSharedBytes;
+      norm != nullptr
+          ? (swiglu ? stream_gemm_kernel<true, true> : stream_gemm_kernel<false, true>)
+          : (swiglu ? stream_gemm_kernel<true, false> : stream_gemm_kernel<false, false>);
+  const std::size_t shared =
+      norm != nullptr ? stream_norm_shared_bytes(rows, in) : kStreamSharedBytes;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared)));
   const char* name =
