@@ -21,8 +21,7 @@ machine_header
 m="$WORK/models/$shape"
 mkdir -p "$WORK/models"
 if [ ! -f "$m/config.json" ]; then
-  "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \
-    --out "$m" --no-tokenizer --threads "$(nproc)" --force >/dev/null || { echo "model random failed"; exit 1; }
+  random_sdar_model "$shape" "$m" || { echo "model random failed"; exit 1; }
 fi
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 0; }

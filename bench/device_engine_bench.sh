@@ -88,8 +88,8 @@ for shape in ${models//,/ }; do
   [ "$(left)" -gt 60 ] || { echo "SDAR-$shape: skipped, $(left) s left"; continue; }
   m="$WORK/models/$shape"
   start=$SECONDS
-  timeout "$(left)" "$DICE" model random --config "$config" --dtype bf16 --out "$m" \
-    --no-tokenizer --threads "$(nproc)" --force >/dev/null || { echo "SDAR-$shape: model random failed"; continue; }
+  RANDOM_MODEL_TIMEOUT=$(left) random_sdar_model "$shape" "$m" ||
+    { echo "SDAR-$shape: model random failed"; continue; }
   echo "SDAR-$shape: random checkpoint written in $((SECONDS - start)) s"
   # PyTorch's share of what is left: its configurations, a warm-up each, and loading the model.
   reserve=0

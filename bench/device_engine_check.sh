@@ -87,8 +87,7 @@ if [[ $steps == *,cli,* ]] && time_for cli 90; then
   "$DICE_PYTHON" "$root/bench/engine_check.py" ids 61 --seed 1 >"$check/cli/ids.txt"
   for shape in 1.7b 4b; do
     m="$WORK/models/$shape-2layers"
-    dice_cmd model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" \
-      --layers 2 --dtype bf16 --out "$m" --no-tokenizer --threads "$threads" --force >/dev/null
+    RANDOM_MODEL_TIMEOUT=$((limit + 30 - SECONDS)) random_sdar_model "$shape" "$m" --layers 2
     for store in fused unfused; do
       flag=(); [ $store = unfused ] && flag=(--no-fused-store)
       for side in cuda:$cuda cpu:cpu; do  # name:backend (the names stay in a dry run)
@@ -176,8 +175,7 @@ fi
 if [[ $steps == *,smoke,* ]] && time_for smoke 100; then
   start=$SECONDS
   m="$WORK/models/1.7b"
-  dice_cmd model random --config "$root/.device/shared/configs/sdar-1.7b-chat.json" --dtype bf16 \
-    --out "$m" --no-tokenizer --threads "$threads" --force >/dev/null
+  RANDOM_MODEL_TIMEOUT=$((limit + 30 - SECONDS)) random_sdar_model 1.7b "$m"
   echo "smoke: checkpoint written in $((SECONDS - start)) s"
   burst=$(burst_ceilings_only "$DICE")  # asked once for both runs: no sustained floor needed
   # shellcheck disable=SC2086  # the option's words

@@ -35,8 +35,7 @@ exec > >(tee "$out.log") 2>&1
 machine_header | tee "$prof/machine.txt"
 m="$WORK/models/$shape"
 if [ ! -f "$m/config.json" ]; then
-  "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \
-    --out "$m" --no-tokenizer --threads "$(nproc)" --force >/dev/null || { echo "model random failed"; exit 1; }
+  random_sdar_model "$shape" "$m" || { echo "model random failed"; exit 1; }
 fi
 kernel_flag() {
   case "$1" in

@@ -34,8 +34,7 @@ declare -A unpacked=()
 declare -A burst_flag=()  # per binary: burst_ceilings_only's option (tokens/s compared, no sustained floor)
 for shape in ${models//,/ }; do
   m="$WORK/models/$shape"
-  "$DICE" model random --config "$root/.device/shared/configs/sdar-$shape-chat.json" --dtype bf16 \
-    --out "$m" --no-tokenizer --threads "$(nproc)" --force >/dev/null || { echo "SDAR-$shape: model random failed"; continue; }
+  random_sdar_model "$shape" "$m" || { echo "SDAR-$shape: model random failed"; continue; }
   for round in $(seq 1 "${REPEATS:-2}"); do
     for i in "${!sets[@]}"; do
       [ "$SECONDS" -lt "$limit" ] || { echo "limit reached: SDAR-$shape round $round variant $i skipped"; continue; }
