@@ -601,7 +601,7 @@ struct CudaBackend::Impl {
     const auto norm_into_h = [&](const DeviceBuffer& norm_weight) {
       launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
                       h.get(), rows_pad, nullptr, s, options.fast_norms, pdl,
-                      pdl && options.pdl_early_reads);
+                      options.pdl_early_reads);
     };
     const auto normed_gemm = [&](const DeviceBuffer& norm_weight, const DeviceBuffer& w, float* y,
                                  std::int64_t out, void* swiglu_act = nullptr) {
@@ -693,7 +693,7 @@ struct CudaBackend::Impl {
     if (block_rows_pad > 0) {
       launch_rms_norm(dtype, x.as<float>(), final_norm.as<float>(), shape.hidden, shape.eps,
                       hn.get(), block_rows_pad, header, s, options.fast_norms, pdl,
-                      pdl && options.pdl_early_reads);
+                      options.pdl_early_reads);
       gemm->run(dtype, hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(),
                 logits.as<float>(), block_rows_pad, hd, c.vocab_size, false, s);
       const auto vocab = static_cast<std::int32_t>(c.vocab_size);

@@ -137,10 +137,10 @@ void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table
 /// reference), written as `dtype`; x [rows, hidden] fp32. With `gather` (a metadata block), out
 /// row r normalizes x row block_index[r] for r < header->block_rows and is zero after that.
 /// `vectorised` (hidden a multiple of 4, at most 8,192): the row held in registers, and for bf16
-/// the sum in float; otherwise the first kernel (scalar loads, double sum). `early_weight` (the
-/// vectorised kernel): `weight`, a model weight that no kernel of the pass writes, is read before
-/// the programmatic wait (launch.cuh, "Early start"), so that it does not queue behind the next
-/// GEMM's early weight loads, which the kernel's trigger lets start; the same bits either way.
+/// the sum in float; otherwise the first kernel (scalar loads, double sum). `early_weight` (with
+/// pdl; the vectorised kernel): `weight`, a model weight that no kernel of the pass writes, is read
+/// before the programmatic wait (launch.cuh, "Early start"), so that it does not queue behind the
+/// next GEMM's early weight loads, which the kernel's trigger lets start; the same bits either way.
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
                      cudaStream_t stream, bool vectorised = true, bool pdl = false,

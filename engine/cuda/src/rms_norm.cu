@@ -143,6 +143,7 @@ void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
                      cudaStream_t stream, bool vectorised, bool pdl, bool early_weight) {
   if (rows <= 0) return;
+  early_weight = early_weight && pdl;  // as the q/k and attention launchers take early_reads
   if (vectorised && hidden % 4 == 0 && hidden <= 4 * kThreads * kMaxVec) {
     if (dtype == CudaDType::kBF16)
       launch_vec<__nv_bfloat16, float>(x, weight, hidden, eps, static_cast<__nv_bfloat16*>(out),
