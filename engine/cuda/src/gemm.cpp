@@ -123,8 +123,8 @@ bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64
 }
 
 void Gemm::run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
-                     std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-                     const WgmmaNormFold& fold) {
+                     std::int64_t in, std::int64_t out, bool accumulate, const WgmmaNormFold& fold,
+                     cudaStream_t stream) {
   wgmma_->launch(x, w, y, rows, in, out, accumulate, kWgmmaTileN,
                  wgmma_default_splits(in, out, kWgmmaTileN, sms_, wgmma_stage_k_), stream, pdl_,
                  early_weights_, act, wgmma_stage_k_, fold);
@@ -140,7 +140,7 @@ void Gemm::run_folded(const void* x, const void* w, float* y, void* act, std::in
         fmt::format("GEMM with a folded RMSNorm: rows {} in {} out {} is not a shape the "
                     "wgmma kernel takes (set_wgmma off, skinny rows limit {}, or no fit)",
                     rows, in, out, skinny_max_rows_));
-  run_wgmma(x, w, y, act, rows, in, out, accumulate, stream, fold);
+  run_wgmma(x, w, y, act, rows, in, out, accumulate, fold, stream);
 }
 
 void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
@@ -467,7 +467,7 @@ void Gemm::run_swiglu(const void* x, const GemmNorm* norm, const void* w, void* 
         "the skinny or the wgmma kernel takes (skinny rows limit {})",
         norm != nullptr ? " and a fused RMSNorm" : "", rows, in, out, skinny_max_rows_));
   if (!skinny(CudaDType::kBF16, rows, in, out, input, w, act))
-    return run_wgmma(x, w, nullptr, act, rows, in, out, false, stream);
+    return run_wgmma(x, w, nullptr, act, rows, in, out, false, {}, stream);
   if (streams(CudaDType::kBF16, rows, in, out, input, w, act))
     return run_stream(x, w, nullptr, act, rows, in, out, false, stream, norm);
   launch_skinny_gemm(x, w, nullptr, rows, in, out, false, skinny_n_tiles(rows, in, out, false),
@@ -485,7 +485,7 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
                               nullptr, early_weights_, stage_share);
   if (wgmma(dtype, rows, in, out, x, w, y))
-    return run_wgmma(x, w, y, nullptr, rows, in, out, accumulate, stream);
+    return run_wgmma(x, w, y, nullptr, rows, in, out, accumulate, {}, stream);
   const Plan& p = plan(dtype, rows, in, out, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DICE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c,

@@ -207,8 +207,8 @@ class Gemm {
   /// The wgmma kernel's launch of wgmma() shapes (tile_n kWgmmaTileN, the rule's split count;
   /// `act`: the SwiGLU epilogue's output instead of y), counted in wgmma_launches_.
   void run_wgmma(const void* x, const void* w, float* y, void* act, std::int64_t rows,
-                 std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-                 const WgmmaNormFold& fold = {});
+                 std::int64_t in, std::int64_t out, bool accumulate, const WgmmaNormFold& fold,
+                 cudaStream_t stream);
   /// The streaming kernel's launch of streams() shapes (`act`: the SwiGLU epilogue's output
   /// instead of y; `norm`: its fused RMSNorm, x unread), counted in stream_launches_.
   void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
