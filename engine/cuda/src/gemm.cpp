@@ -113,7 +113,7 @@ bool Gemm::folds_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::
   return wgmma_.has_value() && dtype == CudaDType::kBF16 &&
          !skinny(dtype, rows, in, out, x, w, y) &&
          wgmma_gemm_fits(rows, in, out, kWgmmaTileN, x, w, y) &&
-         !wgmma_split_options(in, wgmma_stage_k_).empty();
+         wgmma_max_splits(in, wgmma_stage_k_) > 0;
 }
 
 bool Gemm::wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,

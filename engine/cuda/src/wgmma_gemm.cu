@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <string>
 
 #include "cuda_check.h"
@@ -475,19 +476,23 @@ int wgmma_stages(int tile_n, std::int64_t blocks, int sms, int shared_per_sm, in
                                                    max_stages(tile_n, halves)));
 }
 
+int wgmma_max_splits(std::int64_t in, int stage_k) {
+  if ((stage_k != 64 && stage_k != 128) || in < stage_k || in % stage_k != 0) return 0;
+  return static_cast<int>(std::min<std::int64_t>(kWgmmaMaxSplits, in / stage_k));
+}
+
 std::vector<int> wgmma_split_options(std::int64_t in, int stage_k) {
-  std::vector<int> options;
-  if ((stage_k != 64 && stage_k != 128) || in % stage_k != 0) return options;
-  for (int s = 1; s <= kWgmmaMaxSplits && s <= in / stage_k; ++s) options.push_back(s);
+  std::vector<int> options(static_cast<std::size_t>(wgmma_max_splits(in, stage_k)));
+  std::iota(options.begin(), options.end(), 1);
   return options;
 }
 
 int wgmma_default_splits(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k) {
   const std::int64_t tiles = out / tile_n;
-  const std::vector<int> options = wgmma_split_options(in, stage_k);
-  for (const int s : options)
+  const int most = wgmma_max_splits(in, stage_k);
+  for (int s = 1; s <= most; ++s)
     if (16 * tiles * s >= 15 * static_cast<std::int64_t>(sms)) return s;
-  return options.empty() ? 1 : options.back();
+  return most > 0 ? most : 1;
 }
 
 std::int64_t wgmma_block_k(std::int64_t in, std::int64_t out, int tile_n, int sms, int stage_k) {
@@ -530,8 +535,7 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
                        std::int64_t out, bool accumulate, int tile_n, int splits,
                        cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act,
                        int stage_k, const WgmmaNormFold& fold) const {
-  const std::vector<int> options = wgmma_split_options(in, stage_k);
-  const bool known_split = splits >= 1 && !options.empty() && splits <= options.back();
+  const bool known_split = splits >= 1 && splits <= wgmma_max_splits(in, stage_k);
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   if (!wgmma_gemm_fits(rows, in, out, tile_n, x, w, y_or_act) || !known_split)
     throw Error("wgmma GEMM: rows " + std::to_string(rows) + " in " + std::to_string(in) + " out " +
@@ -572,9 +576,8 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
 
 int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
                                    int stage_k) const {
-  const std::vector<int> options = wgmma_split_options(in, stage_k);
   if ((tile_n != 64 && tile_n != 128) || out <= 0 || out % tile_n != 0 || splits < 1 ||
-      options.empty() || splits > options.back())
+      splits > wgmma_max_splits(in, stage_k))
     throw Error("wgmma GEMM occupancy: in " + std::to_string(in) + " out " + std::to_string(out) +
                 " with tile_n " + std::to_string(tile_n) + ", stage k " + std::to_string(stage_k) +
                 " and " + std::to_string(splits) + " splits is not a launch it makes");

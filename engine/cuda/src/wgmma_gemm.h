@@ -80,6 +80,10 @@ bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int t
 /// was chosen for (launch's default is kWgmmaStageK).
 std::vector<int> wgmma_split_options(std::int64_t in, int stage_k);
 
+/// The most splits of wgmma_split_options(in, stage_k), its last entry, without building the
+/// list: min(kWgmmaMaxSplits, in / stage_k), 0 when there is none.
+int wgmma_max_splits(std::int64_t in, int stage_k);
+
 /// The split count of the rule: the fewest splits of wgmma_split_options(in, stage_k) whose
 /// blocks (out / tile_n column tiles x splits) number at least 15/16 of `sms`, else the most (1
 /// when there is none). A fixed rule, not a timing, since the split count changes the bits.

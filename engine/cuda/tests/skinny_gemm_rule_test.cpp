@@ -104,6 +104,13 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_EQ(wgmma_split_options(640, 128), (std::vector<int>{1, 2, 3, 4, 5}));
   EXPECT_TRUE(wgmma_split_options(192, 128).empty());
   EXPECT_TRUE(wgmma_split_options(640, 96).empty());
+  // The most splits is the options' last entry, 0 where there is none.
+  for (const int stage_k : {64, 96, 128})
+    for (const std::int64_t in : {0, 32, 64, 128, 192, 640, 2048, 9728}) {
+      const std::vector<int> options = wgmma_split_options(in, stage_k);
+      EXPECT_EQ(wgmma_max_splits(in, stage_k), options.empty() ? 0 : options.back())
+          << "in " << in << " stage k " << stage_k;
+    }
   EXPECT_EQ(wgmma_default_splits(128, 64, 64, kSms, 128), 1);  // at most in / 128
   // 64 k a stage: two blocks a SM up to 2 x SMs blocks (6 stages of 16 KiB), three above (4).
   EXPECT_EQ(wgmma_stages(64, 128, kSms, kShared, 64), 6);
