@@ -952,11 +952,10 @@ TEST_F(CudaOps, WgmmaGemmSwigluEpilogueIsTheGemmThenSwiglu) {
   const WgmmaGemm wgmma;
   const std::int64_t in = 2048, out = 4096;
   constexpr std::int64_t kRows = kWgmmaRowsLimit;
-  DeviceBuffer x(static_cast<std::size_t>(kRows * in) * 2),
-      w(static_cast<std::size_t>(in * out) * 2), y(static_cast<std::size_t>(kRows * out) * 4),
-      act_ref(static_cast<std::size_t>(kRows * out / 2) * 2), act(act_ref.bytes());
-  launch_fill_random(CudaDType::kBF16, x.get(), kRows * in, 1.0f, 81, stream());
-  launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 82, stream());
+  const GemmCase data(in, out, kRows, 0x81u, stream());
+  const DeviceBuffer &x = data.x, &w = data.w;
+  DeviceBuffer y(data.y0.bytes()), act_ref(static_cast<std::size_t>(kRows * out / 2) * 2),
+      act(act_ref.bytes());
   for (const std::int64_t rows : {17, 40, 64})
     for (const int tile_n : {64, 128})
       for (const int splits : {1, 3, 8})
