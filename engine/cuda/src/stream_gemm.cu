@@ -198,17 +198,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStreamStages) & 1));
     const unsigned char* slot =
         ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
+    // kTiles n8 tiles a chunk: two, or one for an 8-column tile (a path of its own, so that a
+    // whole tile's loop keeps both tiles' weight reads ahead of its MMAs).
+    const auto run_chunks = [&]<int kTiles>() {
 #pragma unroll
-    for (int u = 0; u < kChunksPerWarp; ++u) {
-      const std::int32_t c = warp + u * kConsumerWarps;
-      if (c < chunks) {
-        uint4 b[2];
-        b[0] = *reinterpret_cast<const uint4*>(slot + c * 64);
-        if (!half) b[1] = *reinterpret_cast<const uint4*>(slot + 8 * kRowPitch + c * 64);
-        mma_chunk(acc[0], xl[u], xh[u], b[0]);
-        if (!half) mma_chunk(acc[1], xl[u], xh[u], b[1]);
+      for (int u = 0; u < kChunksPerWarp; ++u) {
+        const std::int32_t c = warp + u * kConsumerWarps;
+        if (c < chunks) {
+          uint4 b[kTiles];
+#pragma unroll
+          for (int j = 0; j < kTiles; ++j)
+            b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
+#pragma unroll
+          for (int j = 0; j < kTiles; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
+        }
       }
-    }
+    };
+    if (half)
+      run_chunks.template operator()<1>();
+    else
+      run_chunks.template operator()<2>();
     __syncwarp();
     if (lane == 0) barrier_arrive(&empty[s]);
     if (ks != k_stages - 1) continue;
