@@ -97,17 +97,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       reinterpret_cast<std::uint64_t*>(shared + kStreamStages * kStageBytes + kPartialBytes);
   std::uint64_t* empty = full + kStreamStages;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  // The block's columns: a contiguous run of the out / 8 n8 units, walked as 16-column tiles, the
-  // last one 8 wide when the run is odd.
-  const std::int32_t units = out / 8;
+  const std::int32_t tiles = out / kRows;
   const auto grid = static_cast<std::int64_t>(gridDim.x);
-  const auto unit_begin =
-      static_cast<std::int32_t>(units * static_cast<std::int64_t>(blockIdx.x) / grid);
-  const auto unit_end =
-      static_cast<std::int32_t>(units * (static_cast<std::int64_t>(blockIdx.x) + 1) / grid);
-  const std::int32_t column_begin = 8 * unit_begin, column_end = 8 * unit_end;
+  const auto tile_begin =
+      static_cast<std::int32_t>(tiles * static_cast<std::int64_t>(blockIdx.x) / grid);
+  const auto tile_end =
+      static_cast<std::int32_t>(tiles * (static_cast<std::int64_t>(blockIdx.x) + 1) / grid);
   const std::int32_t k_stages = (in + kStageK - 1) / kStageK;
-  const std::int32_t count = (unit_end - unit_begin + 1) / 2 * k_stages;
+  const std::int32_t count = (tile_end - tile_begin) * k_stages;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStreamStages; ++s) {
@@ -123,16 +120,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       const std::uint64_t policy = evict_first_policy();
       const auto issue = [&](std::int32_t i) {
         const std::int32_t s = i % kStreamStages;
-        const std::int32_t n0 = column_begin + (i / k_stages) * kRows;
-        const std::int32_t tile_rows = min(kRows, column_end - n0);  // 16, or 8 at an odd end
+        const std::int32_t tile = tile_begin + i / k_stages;
         const std::int32_t k0 = (i % k_stages) * kStageK;
         const std::int32_t row_k = min(kStageK, in - k0);
-        const __nv_bfloat16* src = w + static_cast<std::int64_t>(n0) * in + k0;
+        const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
         unsigned char* dst = ring + static_cast<std::size_t>(s) * kStageBytes;
         const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
-        barrier_expect(&full[s], static_cast<std::uint32_t>(tile_rows) * row_bytes);
+        barrier_expect(&full[s], kRows * row_bytes);
 #pragma unroll 4
-        for (int r = 0; r < tile_rows; ++r)
+        for (int r = 0; r < kRows; ++r)
           bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
                     &full[s], policy);
       };
@@ -182,8 +178,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     const std::int32_t ks = i % k_stages;
     const std::int32_t k0 = ks * kStageK;
     const std::int32_t chunks = min(kStageK, in - k0) / 32;
-    const std::int32_t n0 = column_begin + (i / k_stages) * kRows;
-    const bool half = column_end - n0 < kRows;  // an 8-column tile: its second n8 tile unread
     // x first: its L1/L2 latency overlaps the wait for the slot.
     uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
 #pragma unroll
@@ -198,26 +192,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStreamStages) & 1));
     const unsigned char* slot =
         ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
-    // kTiles n8 tiles a chunk: two, or one for an 8-column tile (a path of its own, so that a
-    // whole tile's loop keeps both tiles' weight reads ahead of its MMAs).
-    const auto run_chunks = [&]<int kTiles>() {
 #pragma unroll
-      for (int u = 0; u < kChunksPerWarp; ++u) {
-        const std::int32_t c = warp + u * kConsumerWarps;
-        if (c < chunks) {
-          uint4 b[kTiles];
+    for (int u = 0; u < kChunksPerWarp; ++u) {
+      const std::int32_t c = warp + u * kConsumerWarps;
+      if (c < chunks) {
+        uint4 b[2];
 #pragma unroll
-          for (int j = 0; j < kTiles; ++j)
-            b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
+        for (int j = 0; j < 2; ++j)
+          b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
 #pragma unroll
-          for (int j = 0; j < kTiles; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
-        }
+        for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
       }
-    };
-    if (half)
-      run_chunks.template operator()<1>();
-    else
-      run_chunks.template operator()<2>();
+    }
     __syncwarp();
     if (lane == 0) barrier_arrive(&empty[s]);
     if (ks != k_stages - 1) continue;
@@ -233,12 +219,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         acc[j][r] = 0.0f;
       }
     consumers_sync();
+    const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
     const int e = static_cast<int>(threadIdx.x);
     if constexpr (kSwiglu) {
       if (e < kRegs / 2 * 32) {
         const int reg = 2 * (e / 32), l = e % 32;
         const int2 o = output_of<2>(reg, l);
-        if (o.x < rows && n0 + o.y < column_end) {
+        if (o.x < rows) {
           const float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
           act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
               __float2bfloat16_rn(silu_times(gate, up));
@@ -247,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       const int reg = e / 32, l = e % 32;
       const int2 o = output_of<2>(reg, l);
-      if (o.x < rows && n0 + o.y < column_end) {
+      if (o.x < rows) {
         const float sum = warps_total(part, reg, l);
         float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
         *dst = accumulate ? *dst + sum : sum;
@@ -277,10 +264,10 @@ bool stream_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, cons
 }
 
 double stream_gemm_fill(std::int64_t out, int sms) {
-  const std::int64_t units = out / 8;
-  if (out < kStreamTileColumns || sms < 1) return 0.0;
-  const std::int64_t most = (units + sms - 1) / sms;  // n8 units of the busiest block
-  return static_cast<double>(units) / static_cast<double>(most * sms);
+  const std::int64_t tiles = out / kStreamTileColumns;
+  if (tiles < 1 || sms < 1) return 0.0;
+  const std::int64_t waves = (tiles + sms - 1) / sms;
+  return static_cast<double>(tiles) / static_cast<double>(waves * sms);
 }
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
@@ -308,7 +295,8 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (blocks < 1)
     throw Error("streaming skinny GEMM: " + std::to_string(blocks) +
                 " blocks (expected at least one)");
-  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, out / 8));
+  const std::int64_t tiles = out / kStreamTileColumns;
+  const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   const bool swiglu = swiglu_act != nullptr;
   const auto kernel =
       norm != nullptr

@@ -158,16 +158,13 @@ TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
 
 TEST(StreamGemmRule, ShapesAndTheFillOfTheSmsSlots) {
   constexpr int kSms = 132;
-  // A block takes a contiguous run of n8 units (out / 8). Every SDAR-1.7B layer shape and the
-  // lm_head fill at least 0.97 of 132 SMs' slots...
-  EXPECT_NEAR(stream_gemm_fill(4096, kSms), 512.0 / 528.0, 1e-12);        // qkv
-  EXPECT_NEAR(stream_gemm_fill(2048, kSms), 256.0 / 264.0, 1e-12);        // o, down
-  EXPECT_NEAR(stream_gemm_fill(12288, kSms), 1536.0 / 1584.0, 1e-12);     // gate/up
-  EXPECT_NEAR(stream_gemm_fill(151936, kSms), 18992.0 / 19008.0, 1e-12);  // lm_head
-  // ...and SDAR-4B's gate/up 2,432 units / (19 x 132) (0.92 in whole 16-column tiles)...
-  EXPECT_NEAR(stream_gemm_fill(19456, kSms), 2432.0 / 2508.0, 1e-12);
-  // ...SDAR-4B's o and down projections 320 / 396, below the default rule's 0.9.
-  EXPECT_NEAR(stream_gemm_fill(2560, kSms), 320.0 / 396.0, 1e-12);
+  // Every SDAR-1.7B layer shape and the lm_head fill at least 0.97 of 132 SMs' tile slots...
+  EXPECT_NEAR(stream_gemm_fill(4096, kSms), 256.0 / 264.0, 1e-12);      // qkv
+  EXPECT_NEAR(stream_gemm_fill(2048, kSms), 128.0 / 132.0, 1e-12);      // o, down
+  EXPECT_NEAR(stream_gemm_fill(12288, kSms), 768.0 / 792.0, 1e-12);     // gate/up
+  EXPECT_NEAR(stream_gemm_fill(151936, kSms), 9496.0 / 9504.0, 1e-12);  // lm_head
+  // ...SDAR-4B's o and down projections 160 / 264, below the default rule's 0.9.
+  EXPECT_NEAR(stream_gemm_fill(2560, kSms), 160.0 / 264.0, 1e-12);
   EXPECT_LT(stream_gemm_fill(2560, kSms), 0.9);
   EXPECT_NEAR(stream_gemm_fill(16 * kSms, kSms), 1.0, 1e-12);
   EXPECT_EQ(stream_gemm_fill(8, kSms), 0.0);  // not one tile
