@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "cuda_check.h"
@@ -58,12 +59,7 @@ constexpr int kConsumerWarps = kSkinnyWarps;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // and one producer warp
 constexpr int kRegs = 8;                   // C registers of a tile: two n8 tiles x 4
-constexpr int kStageK = static_cast<int>(kStreamStageK);
 constexpr int kRows = static_cast<int>(kStreamTileColumns);  // weight rows of a tile and a stage
-constexpr int kRowPitch = kStageK * 2 + 64;                  // bytes
-constexpr std::size_t kStageBytes = static_cast<std::size_t>(kRows) * kRowPitch;
-/// 32-wide k chunks of a stage per consumer warp.
-constexpr int kChunksPerWarp = kStageK / 32 / kConsumerWarps;
 constexpr std::size_t kPartialFloats = static_cast<std::size_t>(kConsumerWarps) * kRegs * 32;
 constexpr std::size_t kPartialBytes = 2 * kPartialFloats * 4;
 static_assert(kConsumers == kRegs * 32, "one output per consumer thread in the epilogue");
@@ -72,8 +68,24 @@ static_assert(kConsumers == 256, "the fused norm is normalise_rows: 256 threads"
 /// for its alignment (128 bytes, the dynamic shared memory's) before the dynamic shared memory.
 constexpr std::size_t kNormStaticBytes = 1024;
 static_assert(kNormaliseRowsStaticBytes + 128 <= kNormStaticBytes);
-static_assert(kStreamSharedBytes ==
-              kStreamStages * (kStageBytes + 2 * sizeof(std::uint64_t)) + kPartialBytes);
+
+/// EXPERIMENT: the ring's geometry: kStages stages of kStageK (2,048 x 2: the default; 1,280 x 3:
+/// `in` 2,560 in equal stages of 2.5 KiB copies, 120 KiB in flight instead of 64 + 16).
+template <int kStageK, int kStages>
+struct Ring {
+  static constexpr int kStageK_ = kStageK, kStages_ = kStages;
+  static constexpr int kRowPitch = kStageK * 2 + 64;  // bytes
+  static constexpr std::size_t kStageBytes = static_cast<std::size_t>(kRows) * kRowPitch;
+  /// 32-wide k chunks of a stage per consumer warp.
+  static constexpr int kChunksPerWarp = kStageK / 32 / kConsumerWarps;
+  static_assert(kStageK % (32 * kConsumerWarps) == 0, "chunk c of every stage on warp c % 8");
+  static constexpr std::size_t kSharedBytes =
+      kStages * (kStageBytes + 2 * sizeof(std::uint64_t)) + kPartialBytes;
+};
+using DefaultRing = Ring<static_cast<int>(kStreamStageK), kStreamStages>;
+using ThirdsRing = Ring<1280, 3>;
+static_assert(kStreamSharedBytes == DefaultRing::kSharedBytes);
+static_assert(ThirdsRing::kSharedBytes <= kStreamSharedBytes, "no less room beside a block");
 
 __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
@@ -81,12 +93,17 @@ __device__ __forceinline__ void consumers_sync() {
 
 /// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
 /// consumers into shared memory past the barriers.
-template <bool kSwiglu, bool kNorm>
+template <bool kSwiglu, bool kNorm, typename R>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
                        GemmNorm norm) {
+  constexpr int kStageK = R::kStageK_;
+  constexpr int kStreamStages = R::kStages_;
+  constexpr int kRowPitch = R::kRowPitch;
+  constexpr std::size_t kStageBytes = R::kStageBytes;
+  constexpr int kChunksPerWarp = R::kChunksPerWarp;
   // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
   // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
   allow_next_grid();
@@ -157,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   std::int32_t x_stride = in;
   if constexpr (kNorm) {
     if (!early_weights) norm_weight = load_norm_weight(norm.weight, in);
-    auto* normed = reinterpret_cast<__nv_bfloat16*>(shared + kStreamSharedBytes);
+    auto* normed = reinterpret_cast<__nv_bfloat16*>(shared + R::kSharedBytes);
     normalise_rows(norm.residual, norm_weight, norm.eps, rows, in, normed,
                    [] { consumers_sync(); });
     x_rows = normed;
@@ -298,12 +315,18 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   const bool swiglu = swiglu_act != nullptr;
-  const auto kernel =
-      norm != nullptr
-          ? (swiglu ? stream_gemm_kernel<true, true> : stream_gemm_kernel<false, true>)
-          : (swiglu ? stream_gemm_kernel<true, false> : stream_gemm_kernel<false, false>);
-  const std::size_t shared =
-      norm != nullptr ? stream_norm_shared_bytes(rows, in) : kStreamSharedBytes;
+  // EXPERIMENT: `in` 2,560 (SDAR-4B's qkv, gate/up and lm_head) on three stages of 1,280.
+  const bool thirds = norm == nullptr && in % 1280 == 0 && in % 2048 != 0 &&
+                      std::getenv("DICE_STREAM_NO_THIRDS") == nullptr;
+  const auto kernel = thirds            ? (swiglu ? stream_gemm_kernel<true, false, ThirdsRing>
+                                                  : stream_gemm_kernel<false, false, ThirdsRing>)
+                      : norm != nullptr ? (swiglu ? stream_gemm_kernel<true, true, DefaultRing>
+                                                  : stream_gemm_kernel<false, true, DefaultRing>)
+                                        : (swiglu ? stream_gemm_kernel<true, false, DefaultRing>
+                                                  : stream_gemm_kernel<false, false, DefaultRing>);
+  const std::size_t shared = thirds            ? ThirdsRing::kSharedBytes
+                             : norm != nullptr ? stream_norm_shared_bytes(rows, in)
+                                               : kStreamSharedBytes;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared)));
   const char* name =

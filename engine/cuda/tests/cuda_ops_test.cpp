@@ -794,6 +794,14 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
           ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got))
               << what << ": " << v.blocks << " blocks";
         }
+        // EXPERIMENT: the default ring of two 2,048-k stages gives the same bits.
+        reset(y_b);
+        setenv("DICE_STREAM_NO_THIRDS", "1", 1);
+        launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
+                           sms, stream(), true, true);
+        unsetenv("DICE_STREAM_NO_THIRDS");
+        synchronize();
+        ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got)) << what << ": default ring";
         if (accumulate) continue;
         // The SwiGLU epilogue: the same sums, then swiglu.cuh's arithmetic.
         launch_swiglu(CudaDType::kBF16, y_a.as<float>(), static_cast<std::int32_t>(out / 2),
