@@ -1,14 +1,15 @@
 // The streaming skinny bf16 GEMM (stream_gemm.h): y[rows, out] = x[rows, in] w[out, in]^T for at
-// most 16 rows, weights streamed through a ring of two shared-memory stages.
+// most 16 rows, weights streamed through a ring of shared-memory stages.
 //
 // Work: the out / 16 tiles of 16 output columns are dealt to the grid's blocks in contiguous runs
 // (block b: tiles [T b / P, T (b + 1) / P)); a block walks its tiles in order and each tile's k in
-// stages of 2,048 (the last one shorter when in is not a multiple). Stage i of a block is ring slot
-// i % 2, guarded by two mbarriers: `full` (the producer's expect_tx arrival, completed by the
+// stages of K (the last one shorter when in is not a multiple). The ring (Ring<K, S>): S = 2
+// stages of K = 2,048, or 3 of 1,280 (stream_ring). Stage i of a block is ring slot i % S, guarded
+// by two mbarriers: `full` (the producer's expect_tx arrival, completed by the
 // bulk copies' bytes) and `empty` (one arrival per consumer warp once it has read the slot).
 //
 // Producer: lane 0 of warp 8 issues a stage as 16 bulk copies, one per weight row (row r of the
-// tile at byte r * (4,096 + 64) of the slot), with the L2 evict-first policy. With early weights
+// tile at byte r * (2 K + 64) of the slot), with the L2 evict-first policy. With early weights
 // it fills the whole ring before griddepcontrol.wait, i.e. while the kernel before this one still
 // runs under programmatic dependent launch (weights are read-only during a forward).
 //
@@ -38,7 +39,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "cuda_check.h"
@@ -69,8 +69,7 @@ static_assert(kConsumers == 256, "the fused norm is normalise_rows: 256 threads"
 constexpr std::size_t kNormStaticBytes = 1024;
 static_assert(kNormaliseRowsStaticBytes + 128 <= kNormStaticBytes);
 
-/// EXPERIMENT: the ring's geometry: kStages stages of kStageK (2,048 x 2: the default; 1,280 x 3:
-/// `in` 2,560 in equal stages of 2.5 KiB copies, 120 KiB in flight instead of 64 + 16).
+/// A ring of kStages stages of kStageK (stream_ring, StreamRing).
 template <int kStageK, int kStages>
 struct Ring {
   static constexpr int kStageK_ = kStageK, kStages_ = kStages;
@@ -100,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
                        GemmNorm norm) {
   constexpr int kStageK = R::kStageK_;
-  constexpr int kStreamStages = R::kStages_;
+  constexpr int kStages = R::kStages_;
   constexpr int kRowPitch = R::kRowPitch;
   constexpr std::size_t kStageBytes = R::kStageBytes;
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
@@ -109,10 +108,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   allow_next_grid();
   extern __shared__ __align__(128) unsigned char shared[];
   unsigned char* ring = shared;
-  auto* partial = reinterpret_cast<float*>(shared + kStreamStages * kStageBytes);
-  auto* full =
-      reinterpret_cast<std::uint64_t*>(shared + kStreamStages * kStageBytes + kPartialBytes);
-  std::uint64_t* empty = full + kStreamStages;
+  auto* partial = reinterpret_cast<float*>(shared + kStages * kStageBytes);
+  auto* full = reinterpret_cast<std::uint64_t*>(shared + kStages * kStageBytes + kPartialBytes);
+  std::uint64_t* empty = full + kStages;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const std::int32_t tiles = out / kRows;
   const auto grid = static_cast<std::int64_t>(gridDim.x);
@@ -124,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const std::int32_t count = (tile_end - tile_begin) * k_stages;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStreamStages; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       barrier_init(&full[s], 1);
       barrier_init(&empty[s], kConsumerWarps);
     }
@@ -136,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0) {
       const std::uint64_t policy = evict_first_policy();
       const auto issue = [&](std::int32_t i) {
-        const std::int32_t s = i % kStreamStages;
+        const std::int32_t s = i % kStages;
         const std::int32_t tile = tile_begin + i / k_stages;
         const std::int32_t k0 = (i % k_stages) * kStageK;
         const std::int32_t row_k = min(kStageK, in - k0);
@@ -149,15 +147,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
                     &full[s], policy);
       };
-      const std::int32_t first = min(count, kStreamStages);
+      const std::int32_t first = min(count, kStages);
       if (early_weights)
         for (std::int32_t i = 0; i < first; ++i) issue(i);
       wait_for_prior_grid();
       if (!early_weights)
         for (std::int32_t i = 0; i < first; ++i) issue(i);
       for (std::int32_t i = first; i < count; ++i) {
-        barrier_wait(&empty[i % kStreamStages],
-                     static_cast<std::uint32_t>((i / kStreamStages - 1) & 1));
+        barrier_wait(&empty[i % kStages], static_cast<std::uint32_t>((i / kStages - 1) & 1));
         issue(i);
       }
     }
@@ -191,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int buffer = 0;
 
   for (std::int32_t i = 0; i < count; ++i) {
-    const std::int32_t s = i % kStreamStages;
+    const std::int32_t s = i % kStages;
     const std::int32_t ks = i % k_stages;
     const std::int32_t k0 = ks * kStageK;
     const std::int32_t chunks = min(kStageK, in - k0) / 32;
@@ -206,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
       xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
     }
-    barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStreamStages) & 1));
+    barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStages) & 1));
     const unsigned char* slot =
         ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
 #pragma unroll
@@ -263,6 +260,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
+StreamRing stream_ring(std::int64_t in) {
+  return in > 0 && in % 1280 == 0 && in % 2048 != 0 ? StreamRing::kThreeOf1280
+                                                    : StreamRing::kTwoOf2048;
+}
+
 std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in) {
   return kStreamSharedBytes + gemm_norm_shared_bytes(rows, in);
 }
@@ -289,7 +291,8 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
-                        cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm) {
+                        cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
+                        StreamRing ring) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -315,9 +318,8 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   const bool swiglu = swiglu_act != nullptr;
-  // EXPERIMENT: `in` 2,560 (SDAR-4B's qkv, gate/up and lm_head) on three stages of 1,280.
-  const bool thirds = norm == nullptr && in % 1280 == 0 && in % 2048 != 0 &&
-                      std::getenv("DICE_STREAM_NO_THIRDS") == nullptr;
+  const StreamRing chosen = ring == StreamRing::kByShape ? stream_ring(in) : ring;
+  const bool thirds = norm == nullptr && chosen == StreamRing::kThreeOf1280;
   const auto kernel = thirds            ? (swiglu ? stream_gemm_kernel<true, false, ThirdsRing>
                                                   : stream_gemm_kernel<false, false, ThirdsRing>)
                       : norm != nullptr ? (swiglu ? stream_gemm_kernel<true, true, DefaultRing>

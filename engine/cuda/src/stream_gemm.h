@@ -1,7 +1,7 @@
 #pragma once
 // The streaming skinny bf16 GEMM (issue 6): y[rows, out] (fp32) = x[rows, in] (bf16) w[out, in]^T
 // (bf16), fp32 accumulation, optionally adding into y, or the SwiGLU epilogue, for at most 16 rows.
-// One persistent block per SM: a producer thread keeps a ring of two shared-memory stages full
+// One persistent block per SM: a producer thread keeps a ring of shared-memory stages full
 // with bulk copies of w (cp.async.bulk, 4 KiB per weight row, L2 evict-first), from before the
 // kernel's programmatic wait on, while eight consumer warps run the skinny kernel's
 // mma.sync.m16n8k16 chunks (skinny_mma.cuh) on them. At one sequence it is +3.7-4.1% tok/s on
@@ -21,20 +21,35 @@ namespace dice::engine::cuda {
 inline constexpr std::int64_t kStreamRowsLimit = 16;
 /// Output columns of one tile (two n8 tiles), the unit of work of a block.
 inline constexpr std::int64_t kStreamTileColumns = 16;
-/// k of one stage: a tile's 16 weight rows x 2,048 k (64 KiB of bf16), one 4 KiB bulk copy per
-/// row. 1 and 2 KiB copies, and more stages, streamed slower
-/// (bench/results/2026-11-28-stream-gemm-h100).
+/// k of one stage of the default ring: a tile's 16 weight rows x 2,048 k (64 KiB of bf16), one
+/// 4 KiB bulk copy per row. 1 and 2 KiB copies, and more stages, streamed slower
+/// (bench/results/2026-11-28-stream-gemm-h100, 2026-11-30-stream-ring-h200).
 inline constexpr std::int64_t kStreamStageK = 2048;
-/// Stages of the ring. With two, a block takes 146 KiB of shared memory (kStreamSharedBytes), so
-/// one block per SM.
+/// Stages of the default ring. With two, a block takes 146 KiB of shared memory
+/// (kStreamSharedBytes), so one block per SM.
 inline constexpr int kStreamStages = 2;
-/// Dynamic shared memory of one block: the ring (rows padded by 64 bytes so that the consumers'
-/// 16-byte reads of 8 rows are free of bank conflicts), the consumers' partial sums (two
-/// buffers) and the ring's barriers (bytes).
+/// Dynamic shared memory of one block on the default ring: the ring (rows padded by 64 bytes so
+/// that the consumers' 16-byte reads of 8 rows are free of bank conflicts), the consumers'
+/// partial sums (two buffers) and the ring's barriers (bytes). The thirds ring takes less.
 inline constexpr std::size_t kStreamSharedBytes =
     kStreamStages * (kStreamTileColumns * (kStreamStageK * 2 + 64) + 16) + 2 * 8 * 8 * 32 * 4;
 static_assert(kStreamSharedBytes <= 227 * 1024, "a Hopper block opts in to at most 227 KiB");
 static_assert(2 * kStreamSharedBytes > 228 * 1024, "one block per SM");
+
+/// The ring a launch streams its weights through.
+enum class StreamRing {
+  kByShape,     ///< stream_ring(in)
+  kTwoOf2048,   ///< two stages of 2,048 k (the default ring; a tile's last stage shorter where
+                ///< 2,048 does not divide in)
+  kThreeOf1280  ///< three stages of 1,280 k (2.5 KiB copies; 123 KiB of stages)
+};
+
+/// The ring for `in`: kThreeOf1280 where 1,280 divides in and 2,048 does not (SDAR-4B's 2,560:
+/// its tiles' stages are all 40 KiB and three are in flight, 120 KiB, instead of a 64 KiB stage
+/// and a 16 KiB one of 1 KiB copies; per launch at 4 rows chained under PDL SDAR-4B's gate/up
+/// 29.1 -> 26.2 us, qkv 10.5 -> 8.8; +4.4% tok/s at 1 x 1,024 on an H200,
+/// bench/results/2026-11-30-stream-thirds-h200), else kTwoOf2048. Never kByShape.
+StreamRing stream_ring(std::int64_t in);
 
 /// Dynamic shared memory (bytes) of a launch with the fused RMSNorm: kStreamSharedBytes and the
 /// normalised rows, rows x (in + 8) bf16.
@@ -62,19 +77,20 @@ double stream_gemm_fill(std::int64_t out, int sms);
 /// (act[rows, out / 2] bf16 = silu(gate) * up of the output pairs, w's rows alternating gate and
 /// up, swiglu.cuh; y not written), on min(blocks, out / 16) persistent blocks (`blocks`: the
 /// SMs), each taking a contiguous run of 16-column tiles. `early_weights`: the producer fills the
-/// ring before the kernel's programmatic wait (weights are read-only during a forward). The sum of
-/// an output runs over its k in a fixed order (32-wide chunk c to warp c % 8, each warp's chunks
-/// in order, then the warps in order), so the bits do not depend on `blocks` or timing; they
-/// differ from the skinny kernel's. Capture-safe. `pdl`: programmatic dependent launch
-/// (launch.cuh); the kernel lets the next one be scheduled at its start, before its wait. Throws
-/// `norm`: x is not read; after its wait each block normalises the rows itself into shared memory
-/// (rms_norm.cuh's normalise_rows: the same bits as rms_norm_vec_kernel's output, so the same y as
-/// that kernel then this one), one launch instead of two. Throws dice::Error for a shape it does
-/// not take (stream_gemm_fits, and stream_norm_fits with a norm), accumulate with swiglu_act,
-/// blocks < 1, or a failed launch.
+/// ring before the kernel's programmatic wait (weights are read-only during a forward). `ring`:
+/// the stages weights stream through (kByShape: stream_ring(in); a launch with `norm` takes
+/// kTwoOf2048 whatever it asks). The sum of an output runs over its k in a fixed order (32-wide
+/// chunk c to warp c % 8, each warp's chunks in order, then the warps in order), so the bits
+/// depend on neither `blocks`, `ring` nor timing; they differ from the skinny kernel's.
+/// Capture-safe. `pdl`: programmatic dependent launch (launch.cuh); the kernel lets the next one be
+/// scheduled at its start, before its wait. Throws `norm`: x is not read; after its wait each block
+/// normalises the rows itself into shared memory (rms_norm.cuh's normalise_rows: the same bits as
+/// rms_norm_vec_kernel's output, so the same y as that kernel then this one), one launch instead of
+/// two. Throws dice::Error for a shape it does not take (stream_gemm_fits, and stream_norm_fits
+/// with a norm), accumulate with swiglu_act, blocks < 1, or a failed launch.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
-                        const GemmNorm* norm = nullptr);
+                        const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape);
 
 }  // namespace dice::engine::cuda

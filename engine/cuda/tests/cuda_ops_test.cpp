@@ -752,8 +752,8 @@ TEST_F(CudaOps, SkinnyGemmMatchesCublasLtAndIsDeterministic) {
 TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
   // The streaming skinny kernel on the SDAR-1.7B/-4B layer shapes, an lm_head, a k that is not a
   // multiple of the 2,048-wide stage and a shape with fewer tiles than blocks: against cuBLASLt
-  // (1e-4 of the row's largest magnitude), and bit for bit the same for every grid size and
-  // launch mode; the SwiGLU epilogue bit for bit the fp32 output then the SwiGLU kernel. Shapes
+  // (1e-4 of the row's largest magnitude), and bit for bit the same for every grid size, launch
+  // mode and ring; the SwiGLU epilogue bit for bit the fp32 output then the SwiGLU kernel. Shapes
   // and arguments it does not take throw.
   struct Shape {
     std::int64_t in, out;
@@ -794,14 +794,15 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
           ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got))
               << what << ": " << v.blocks << " blocks";
         }
-        // EXPERIMENT: the default ring of two 2,048-k stages gives the same bits.
-        reset(y_b);
-        setenv("DICE_STREAM_NO_THIRDS", "1", 1);
-        launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
-                           sms, stream(), true, true);
-        unsetenv("DICE_STREAM_NO_THIRDS");
-        synchronize();
-        ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got)) << what << ": default ring";
+        // Both rings, whichever the shape takes: the same bits.
+        for (const StreamRing ring : {StreamRing::kTwoOf2048, StreamRing::kThreeOf1280}) {
+          reset(y_b);
+          launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
+                             sms, stream(), true, true, nullptr, ring);
+          synchronize();
+          ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got))
+              << what << ": ring " << static_cast<int>(ring);
+        }
         if (accumulate) continue;
         // The SwiGLU epilogue: the same sums, then swiglu.cuh's arithmetic.
         launch_swiglu(CudaDType::kBF16, y_a.as<float>(), static_cast<std::int32_t>(out / 2),

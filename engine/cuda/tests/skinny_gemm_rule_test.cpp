@@ -169,6 +169,11 @@ TEST(StreamGemmRule, ShapesAndTheFillOfTheSmsSlots) {
   EXPECT_NEAR(stream_gemm_fill(16 * kSms, kSms), 1.0, 1e-12);
   EXPECT_EQ(stream_gemm_fill(8, kSms), 0.0);  // not one tile
   EXPECT_EQ(stream_gemm_fill(4096, 0), 0.0);
+  // The ring: three stages of 1,280 where 1,280 divides in and 2,048 does not (SDAR-4B's 2,560).
+  EXPECT_EQ(stream_ring(2560), StreamRing::kThreeOf1280);
+  EXPECT_EQ(stream_ring(1280), StreamRing::kThreeOf1280);
+  for (const std::int64_t in : {2048, 4096, 6144, 9728, 10240, 96, 0})
+    EXPECT_EQ(stream_ring(in), StreamRing::kTwoOf2048) << in;
   // Shapes: at most 16 rows, in a multiple of 32, out of 16, 16-byte aligned.
   EXPECT_TRUE(stream_gemm_fits(16, 2048, 4096, at(256), at(512), at(1024)));
   EXPECT_FALSE(stream_gemm_fits(17, 2048, 4096, at(256), at(512), at(1024)));
