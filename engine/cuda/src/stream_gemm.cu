@@ -83,8 +83,6 @@ struct Ring {
 };
 using DefaultRing = Ring<static_cast<int>(kStreamStageK), kStreamStages>;
 using ThirdsRing = Ring<1280, 3>;
-using DeepRing = Ring<2048, 3>;  // EXPERIMENT: three 2,048-k stages where 2,048 divides in
-static_assert(DeepRing::kSharedBytes <= 227 * 1024);
 static_assert(kStreamSharedBytes == DefaultRing::kSharedBytes);
 static_assert(ThirdsRing::kSharedBytes <= kStreamSharedBytes, "no less room beside a block");
 
@@ -322,17 +320,13 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   const bool swiglu = swiglu_act != nullptr;
   const StreamRing chosen = ring == StreamRing::kByShape ? stream_ring(in) : ring;
   const bool thirds = norm == nullptr && chosen == StreamRing::kThreeOf1280;
-  const bool deep = norm == nullptr && !thirds && in % 2048 == 0;  // EXPERIMENT
-  const auto kernel = deep ? (swiglu ? stream_gemm_kernel<true, false, DeepRing>
-                                     : stream_gemm_kernel<false, false, DeepRing>)
-                      : thirds            ? (swiglu ? stream_gemm_kernel<true, false, ThirdsRing>
+  const auto kernel = thirds            ? (swiglu ? stream_gemm_kernel<true, false, ThirdsRing>
                                                   : stream_gemm_kernel<false, false, ThirdsRing>)
                       : norm != nullptr ? (swiglu ? stream_gemm_kernel<true, true, DefaultRing>
                                                   : stream_gemm_kernel<false, true, DefaultRing>)
                                         : (swiglu ? stream_gemm_kernel<true, false, DefaultRing>
                                                   : stream_gemm_kernel<false, false, DefaultRing>);
-  const std::size_t shared = deep     ? DeepRing::kSharedBytes
-                             : thirds ? ThirdsRing::kSharedBytes
+  const std::size_t shared = thirds            ? ThirdsRing::kSharedBytes
                              : norm != nullptr ? stream_norm_shared_bytes(rows, in)
                                                : kStreamSharedBytes;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
