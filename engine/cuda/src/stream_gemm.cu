@@ -4,9 +4,9 @@
 // Work: the out / 16 tiles of 16 output columns are dealt to the grid's blocks in contiguous runs
 // (block b: tiles [T b / P, T (b + 1) / P)); a block walks its tiles in order and each tile's k in
 // stages of K (the last one shorter when in is not a multiple). The ring (Ring<K, S>): S = 2
-// stages of K = 2,048, or 3 of 1,280 (stream_ring). Stage i of a block is ring slot i % S, guarded
-// by two mbarriers: `full` (the producer's expect_tx arrival, completed by the
-// bulk copies' bytes) and `empty` (one arrival per consumer warp once it has read the slot).
+// stages of K = 2,048, or 3 of 1,280 (stream_ring). Stage i of a block is ring slot i % S,
+// guarded by two mbarriers: `full` (the producer's expect_tx arrival, completed by the bulk
+// copies' bytes) and `empty` (one arrival per consumer warp once it has read the slot).
 //
 // Producer: lane 0 of warp 8 issues a stage as 16 bulk copies, one per weight row (row r of the
 // tile at byte r * (2 K + 64) of the slot), with the L2 evict-first policy. With early weights

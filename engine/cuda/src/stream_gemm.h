@@ -2,8 +2,8 @@
 // The streaming skinny bf16 GEMM (issue 6): y[rows, out] (fp32) = x[rows, in] (bf16) w[out, in]^T
 // (bf16), fp32 accumulation, optionally adding into y, or the SwiGLU epilogue, for at most 16 rows.
 // One persistent block per SM: a producer thread keeps a ring of shared-memory stages full
-// with bulk copies of w (cp.async.bulk, 4 KiB per weight row, L2 evict-first), from before the
-// kernel's programmatic wait on, while eight consumer warps run the skinny kernel's
+// with bulk copies of w (cp.async.bulk, one per weight row and stage, L2 evict-first), from before
+// the kernel's programmatic wait on, while eight consumer warps run the skinny kernel's
 // mma.sync.m16n8k16 chunks (skinny_mma.cuh) on them. At one sequence it is +3.7-4.1% tok/s on
 // SDAR-1.7B against the skinny kernel (bench/results/2026-11-28-stream-gemm-h100). Host rules
 // are testable without a device.
@@ -83,7 +83,7 @@ double stream_gemm_fill(std::int64_t out, int sms);
 /// chunk c to warp c % 8, each warp's chunks in order, then the warps in order), so the bits
 /// depend on neither `blocks`, `ring` nor timing; they differ from the skinny kernel's.
 /// Capture-safe. `pdl`: programmatic dependent launch (launch.cuh); the kernel lets the next one be
-/// scheduled at its start, before its wait. Throws `norm`: x is not read; after its wait each block
+/// scheduled at its start, before its wait. `norm`: x is not read; after its wait each block
 /// normalises the rows itself into shared memory (rms_norm.cuh's normalise_rows: the same bits as
 /// rms_norm_vec_kernel's output, so the same y as that kernel then this one), one launch instead of
 /// two. Throws dice::Error for a shape it does not take (stream_gemm_fits, and stream_norm_fits
