@@ -34,12 +34,14 @@ burst_ceilings_only() {
 # Writes a checkpoint of SDAR-SHAPE's shape (1.7b, 4b or 8b from the staged configs; tiny: dice's
 # test shape, for a dry run on a CPU) with random bf16 weights and no tokenizer to DIR; further
 # `dice model random` options may follow (e.g. --layers 2). Gives up after RANDOM_MODEL_TIMEOUT
-# seconds (default 1,800). Returns dice's exit status; its output goes to /dev/null.
+# seconds (default 1,800; at least 5, since `timeout 0` would wait forever). Returns dice's exit
+# status; its output goes to /dev/null.
 random_sdar_model() {
-  local shape=$1 dir=$2 config
+  local shape=$1 dir=$2 config seconds=${RANDOM_MODEL_TIMEOUT:-1800}
   shift 2
   config="$root/.device/shared/configs/sdar-$shape-chat.json"
   [ "$shape" = tiny ] && config=tiny
-  timeout "${RANDOM_MODEL_TIMEOUT:-1800}" "$DICE" model random --config "$config" --dtype bf16 \
-    --out "$dir" --no-tokenizer --threads "$(nproc)" --force "$@" >/dev/null
+  [ "$seconds" -ge 5 ] 2>/dev/null || seconds=5
+  timeout "$seconds" "$DICE" model random --config "$config" --dtype bf16 --out "$dir" \
+    --no-tokenizer --threads "$(nproc)" --force "$@" >/dev/null
 }
