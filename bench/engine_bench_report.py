@@ -230,11 +230,13 @@ def table(
         head.append("run")
     rows = []
     joined = set()
+    stopped = False  # a PyTorch rate marked "*": the footnote says what the mark means
     for r in dice:
         t = by_key.get(key(r))  # several dice rows (skinny, pdl values) share one PyTorch row
         joined.add(key(r))
         torch_rate = None if t is None or "error" in t else t["tokens_per_second"]
         torch_note = "" if t is None or "complete" not in t or t["complete"] else "*"
+        stopped = stopped or bool(torch_note)
         clocks = clocks_during(r, samples or [])
         rows.append(
             [
@@ -295,7 +297,8 @@ def table(
                 else ""
             )
         )
-    lines.append("* PyTorch stopped at its time limit; its rate covers the blocks it ran.")
+    if stopped:
+        lines.append("* PyTorch stopped at its time limit; its rate covers the blocks it ran.")
     if any(map(jetengine_row, dice)):
         lines.append(JETENGINE)
     summary = targets(dice, by_key)

@@ -107,6 +107,21 @@ def test_report_gives_the_serial_bound_beside_the_floor(tmp_path):
     assert (row["x floor"], row["serial/floor"], row["x serial"]) == ("2.200", "1.55", "1.420")
     assert row["dice/torch"] == "10.0"
     assert (before["serial/floor"], before["x serial"]) == ("-", "-")
+    assert "PyTorch stopped at its time limit" not in report  # no rate is marked "*"
+
+
+def test_report_marks_a_pytorch_rate_cut_by_its_time_limit(tmp_path):
+    """bench/engine_bench_report.py: a PyTorch record with complete false gets "*" after its rate
+    and the footnote that says what the mark means; a complete one gets neither."""
+    base = {"model": "/m/4b", "sequences": 1, "new_tokens": 1024, "fused_store": True,
+            "tokens_per_second": 300.0}  # fmt: skip
+    dice = [base, dict(base, new_tokens=4096)]
+    torch = [dict(base, tokens_per_second=20.0, complete=False),
+             dict(base, new_tokens=4096, tokens_per_second=20.0, complete=True)]  # fmt: skip
+    report = run_report(tmp_path, dice, torch, "--markdown")
+    cut, whole = markdown_rows(report, 2)
+    assert (cut["torch tok/s"], whole["torch tok/s"]) == ("20.0*", "20.0")
+    assert "* PyTorch stopped at its time limit; its rate covers the blocks it ran." in report
 
 
 def test_report_sums_up_issue_6s_targets(tmp_path):
