@@ -131,7 +131,7 @@ class Gemm {
   /// (wgmma_block_k, elements) go to it. Throws dice::Error when the wgmma launcher cannot be
   /// made (WgmmaGemm) or `min_block_k` is negative.
   /// `stage_k`: the kernel's k per stage, 64 or 128 (kWgmmaStageK; WgmmaGemm::launch, split
-  /// counts from wgmma_split_options(in, stage_k)); shapes whose `in` it does not divide go to
+  /// counts 1..wgmma_max_splits(in, stage_k)); shapes whose `in` it does not divide go to
   /// cuBLASLt. Other values throw dice::Error.
   void set_wgmma(bool on, std::int64_t min_block_k = 0, int stage_k = kWgmmaStageK);
   /// Whether run() gives this GEMM to the wgmma kernel (set_wgmma on an sm_90 device, bf16, not

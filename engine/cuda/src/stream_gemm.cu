@@ -69,10 +69,10 @@ static_assert(kConsumers == 256, "the fused norm is normalise_rows: 256 threads"
 constexpr std::size_t kNormStaticBytes = 1024;
 static_assert(kNormaliseRowsStaticBytes + 128 <= kNormStaticBytes);
 
-/// A ring of kStages stages of kStageK (stream_ring, StreamRing).
-template <int kStageK, int kStages>
+/// A ring of `Stages` stages of `StageK` k (stream_ring, StreamRing).
+template <int StageK, int Stages>
 struct Ring {
-  static constexpr int kStageK_ = kStageK, kStages_ = kStages;
+  static constexpr int kStageK = StageK, kStages = Stages;
   static constexpr int kRowPitch = kStageK * 2 + 64;  // bytes
   static constexpr std::size_t kStageBytes = static_cast<std::size_t>(kRows) * kRowPitch;
   /// 32-wide k chunks of a stage per consumer warp.
@@ -82,7 +82,7 @@ struct Ring {
       kStages * (kStageBytes + 2 * sizeof(std::uint64_t)) + kPartialBytes;
 };
 using DefaultRing = Ring<static_cast<int>(kStreamStageK), kStreamStages>;
-using ThirdsRing = Ring<1280, 3>;
+using ThirdsRing = Ring<static_cast<int>(kStreamThirdsStageK), 3>;
 static_assert(kStreamSharedBytes == DefaultRing::kSharedBytes);
 static_assert(ThirdsRing::kSharedBytes <= kStreamSharedBytes, "no less room beside a block");
 
@@ -98,8 +98,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
                        GemmNorm norm) {
-  constexpr int kStageK = R::kStageK_;
-  constexpr int kStages = R::kStages_;
+  constexpr int kStageK = R::kStageK;
+  constexpr int kStages = R::kStages;
   constexpr int kRowPitch = R::kRowPitch;
   constexpr std::size_t kStageBytes = R::kStageBytes;
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
@@ -261,8 +261,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 }  // namespace
 
 StreamRing stream_ring(std::int64_t in) {
-  return in > 0 && in % 1280 == 0 && in % 2048 != 0 ? StreamRing::kThreeOf1280
-                                                    : StreamRing::kTwoOf2048;
+  return in > 0 && in % kStreamThirdsStageK == 0 && in % kStreamStageK != 0
+             ? StreamRing::kThreeOf1280
+             : StreamRing::kTwoOf2048;
 }
 
 std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in) {

@@ -25,6 +25,9 @@ inline constexpr std::int64_t kStreamTileColumns = 16;
 /// 4 KiB bulk copy per row. 1 and 2 KiB copies, and more stages, streamed slower
 /// (bench/results/2026-11-28-stream-gemm-h100, 2026-11-30-stream-ring-h200).
 inline constexpr std::int64_t kStreamStageK = 2048;
+/// k of one stage of the thirds ring (StreamRing::kThreeOf1280): a third of a 3,840-k or half of a
+/// 2,560-k tile's row, one 2.5 KiB bulk copy per row.
+inline constexpr std::int64_t kStreamThirdsStageK = 1280;
 /// Stages of the default ring. With two, a block takes 146 KiB of shared memory
 /// (kStreamSharedBytes), so one block per SM.
 inline constexpr int kStreamStages = 2;

@@ -72,19 +72,19 @@ inline constexpr std::int64_t kWgmmaFoldMaxIn = 4096;
 bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int tile_n,
                      const void* x, const void* w, const void* y);
 
-/// The split counts that may run `in` with `stage_k` k a stage (1..kWgmmaMaxSplits, at most
-/// in / stage_k so every split has a stage); none when stage_k is not 64 or 128 or does not divide
-/// `in`. Each split count gives its own (deterministic) bits. The one place the kernel's k
-/// constraints live: launch() takes exactly these, Gemm takes a shape when there is one. No
-/// default `stage_k` here or in the rules below: a split count is only valid with the stage k it
-/// was chosen for (launch's default is kWgmmaStageK).
-std::vector<int> wgmma_split_options(std::int64_t in, int stage_k);
-
-/// The most splits of wgmma_split_options(in, stage_k), its last entry, without building the
-/// list: min(kWgmmaMaxSplits, in / stage_k), 0 when there is none.
+/// The most split counts that may run `in` with `stage_k` k a stage: min(kWgmmaMaxSplits,
+/// in / stage_k), so every split has a stage; 0 (none) when stage_k is not 64 or 128 or does not
+/// divide `in`. The one place the kernel's k constraints live: launch() and
+/// max_active_clusters() take 1..this many splits, the split rule picks among them, Gemm takes a
+/// shape when there is one. No default `stage_k` here or in the rules below: a split count is
+/// only valid with the stage k it was chosen for (launch's default is kWgmmaStageK).
 int wgmma_max_splits(std::int64_t in, int stage_k);
 
-/// The split count of the rule: the fewest splits of wgmma_split_options(in, stage_k) whose
+/// The split counts 1..wgmma_max_splits(in, stage_k) as a list (empty when there is none), for
+/// callers that try each (tests, timings). Each split count gives its own (deterministic) bits.
+std::vector<int> wgmma_split_options(std::int64_t in, int stage_k);
+
+/// The split count of the rule: the fewest splits of 1..wgmma_max_splits(in, stage_k) whose
 /// blocks (out / tile_n column tiles x splits) number at least 15/16 of `sms`, else the most (1
 /// when there is none). A fixed rule, not a timing, since the split count changes the bits.
 /// Measured at 32 and 64 rows on the SDAR layer shapes (bench/results/2026-11-25-wgmma-gemm-h100).
@@ -143,7 +143,7 @@ class WgmmaGemm {
   /// wait for the kernel before them. `swiglu_act`: y is not written; w's rows alternate gate and
   /// up (swiglu.cuh) and the blocks write swiglu_act [rows, out / 2] (bf16) = silu(gate) * up of
   /// each summed output pair (not with `accumulate`). Throws dice::Error for a shape it does not
-  /// take (wgmma_gemm_fits), a split count outside wgmma_split_options(in, stage_k), accumulate
+  /// take (wgmma_gemm_fits), a split count outside 1..wgmma_max_splits(in, stage_k), accumulate
   /// with swiglu_act, or a failed encode or launch. `stage_k`: 64, or 128 (each stage two 64-k
   /// boxes of x and of w: one barrier wait, block barrier and refill per 128 k). `fold`: the
   /// RMSNorm folds (WgmmaNormFold); throws dice::Error for an output side with swiglu_act, an
@@ -159,7 +159,7 @@ class WgmmaGemm {
   /// (cudaOccupancyMaxActiveClusters): a launch of more than out / tile_n clusters runs in more
   /// than one wave (CudaOps.SkinnyGemmTimings prints it; every SDAR shape fits in one,
   /// bench/results/2026-11-28-wgmma-balanced-h200). Throws dice::Error for a tile width, or a
-  /// split count outside wgmma_split_options(in, stage_k), or a failed query.
+  /// split count outside 1..wgmma_max_splits(in, stage_k), or a failed query.
   int max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
                           int stage_k = kWgmmaStageK) const;
 
