@@ -82,8 +82,7 @@ count() { tr ',' '\n' <<<"$1" | grep -c .; }
 configs=$(($(count "$sequences") * $(count "$new_tokens") * $(count "$store")))
 left() { echo $((limit - SECONDS)); }
 for shape in ${models//,/ }; do
-  config="$root/.device/shared/configs/sdar-$shape-chat.json"
-  [ "$shape" = tiny ] && config=tiny  # dice's tiny test shape: a dry run on a CPU
+  config=$(sdar_config "$shape")
   [ "$config" = tiny ] || [ -f "$config" ] || { echo "no config $config (MODELS: 1.7b, 4b, 8b, tiny)"; continue; }
   [ "$(left)" -gt 60 ] || { echo "SDAR-$shape: skipped, $(left) s left"; continue; }
   m="$WORK/models/$shape"

@@ -31,17 +31,19 @@ burst_ceilings_only() {
   "$1" engine bench --help 2>/dev/null | grep -q -- "--sustained-gemm-seconds" &&
     echo "--sustained-gemm-seconds 0"
 }
-# Writes a checkpoint of SDAR-SHAPE's shape (1.7b, 4b or 8b from the staged configs; tiny: dice's
-# test shape, for a dry run on a CPU) with random bf16 weights and no tokenizer to DIR; further
-# `dice model random` options may follow (e.g. --layers 2). Gives up after RANDOM_MODEL_TIMEOUT
-# seconds (default 1,800; at least 5, since `timeout 0` would wait forever). Returns dice's exit
-# status; its output goes to /dev/null.
+# The config of SDAR-SHAPE for `dice model random`: the staged config file of 1.7b, 4b or 8b
+# (printed whether or not it exists), or `tiny` (dice's test shape, for a dry run on a CPU).
+sdar_config() {
+  if [ "$1" = tiny ]; then echo tiny; else echo "$root/.device/shared/configs/sdar-$1-chat.json"; fi
+}
+# Writes a checkpoint of SDAR-SHAPE's shape (sdar_config) with random bf16 weights and no
+# tokenizer to DIR; further `dice model random` options may follow (e.g. --layers 2). Gives up
+# after RANDOM_MODEL_TIMEOUT seconds (default 1,800; at least 5, since `timeout 0` would wait
+# forever). Returns dice's exit status; its output goes to /dev/null.
 random_sdar_model() {
-  local shape=$1 dir=$2 config seconds=${RANDOM_MODEL_TIMEOUT:-1800}
+  local shape=$1 dir=$2 seconds=${RANDOM_MODEL_TIMEOUT:-1800}
   shift 2
-  config="$root/.device/shared/configs/sdar-$shape-chat.json"
-  [ "$shape" = tiny ] && config=tiny
   [ "$seconds" -ge 5 ] 2>/dev/null || seconds=5
-  timeout "$seconds" "$DICE" model random --config "$config" --dtype bf16 --out "$dir" \
-    --no-tokenizer --threads "$(nproc)" --force "$@" >/dev/null
+  timeout "$seconds" "$DICE" model random --config "$(sdar_config "$shape")" --dtype bf16 \
+    --out "$dir" --no-tokenizer --threads "$(nproc)" --force "$@" >/dev/null
 }
