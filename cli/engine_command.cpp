@@ -282,6 +282,7 @@ void run_bench(const BenchArgs& args) {
               {"wgmma_stage_k", o.wgmma_stage_k},
               {"stream_gemm", o.stream_gemm},
               {"stream_gemm_min_fill", o.stream_gemm_min_fill},
+              {"stream_gemm_split", o.stream_gemm_split},
               {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())

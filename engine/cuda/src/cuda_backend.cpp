@@ -264,7 +264,8 @@ struct CudaBackend::Impl {
     gemm->set_wgmma(options.wgmma_gemm, *options.wgmma_min_block_k, options.wgmma_stage_k);
     // With fused_norm_gemm the streaming kernel normalises its rows itself where it can
     // (Gemm::fuses_norm), the same bits as the norm kernel before it.
-    gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill);
+    gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill,
+                          options.stream_gemm_split);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);

@@ -71,7 +71,7 @@ Gemm::Gemm(std::int64_t skinny_max_rows, bool programmatic_launch, std::size_t w
   DICE_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
-void Gemm::set_stream_gemm(bool on, double min_fill) {
+void Gemm::set_stream_gemm(bool on, double min_fill, bool split) {
   if (!(min_fill >= 0.0 && min_fill <= 1.0))
     throw Error(fmt::format("streaming GEMM minimum fill {}: expected 0 to 1", min_fill));
   // The kernel's bulk copies need sm_90, its ring 146 KiB of shared memory per block (not on a
@@ -80,13 +80,24 @@ void Gemm::set_stream_gemm(bool on, double min_fill) {
             static_cast<std::size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)) >=
                 kStreamSharedBytes;
   stream_min_fill_ = min_fill;
+  if (stream_ && split) {
+    if (stream_split_slots_.bytes() == 0)
+      stream_split_slots_ = DeviceBuffer(stream_split_slot_bytes(sms_));
+  } else {
+    stream_split_slots_ = DeviceBuffer();
+  }
+}
+
+bool Gemm::stream_splits(std::int64_t in, std::int64_t out) const {
+  return stream_split_slots_.bytes() > 0 && stream_split_fits(in, out, sms_) &&
+         stream_split_saving_k(in, out, sms_) >= kStreamSplitMinSavingK;
 }
 
 bool Gemm::streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                    const void* x, const void* w, const void* y) const {
   return stream_ && skinny(dtype, rows, in, out, x, w, y) &&
          stream_gemm_fits(rows, in, out, x, w, y) &&
-         stream_gemm_fill(out, sms_) >= stream_min_fill_;
+         (stream_gemm_fill(out, sms_) >= stream_min_fill_ || stream_splits(in, out));
 }
 
 bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -146,8 +157,10 @@ void Gemm::run_folded(const void* x, const void* w, float* y, void* act, std::in
 void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                       std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                       const GemmNorm* norm) {
+  float* slots =
+      norm == nullptr && stream_splits(in, out) ? stream_split_slots_.as<float>() : nullptr;
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
-                     norm);
+                     norm, StreamRing::kByShape, slots);
   ++stream_launches_;
 }
 
@@ -429,7 +442,9 @@ bool Gemm::fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::
   // A GEMM the streaming kernel takes stays there, with its own norm prologue (one block per SM,
   // the ring filling meanwhile) where its shared memory holds the rows, else unfused: the fused
   // and the separate norm give the same bits.
-  if (streams(dtype, rows, in, out, norm.residual, w, y)) return stream_norm_fits(rows, in, norm);
+  // A split launch has no norm prologue: its norm stays a kernel of its own.
+  if (streams(dtype, rows, in, out, norm.residual, w, y))
+    return !stream_splits(in, out) && stream_norm_fits(rows, in, norm);
   // Every block of a fused launch runs the norm prologue, which the first weight loads only
   // partly hide: fused only where the launch is one wave of two blocks per SM (fused in every
   // launch, 14% slower at 1 sequence: bench/results/2026-11-23-engine-skinny-split-h100).

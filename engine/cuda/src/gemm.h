@@ -115,10 +115,15 @@ class Gemm {
   /// the blocks' slots (stream_gemm_fill; 0: every shape), to the streaming kernel instead
   /// (stream_gemm.h; other bits than the skinny kernel's, the same run to run). Off by default;
   /// stays off on a device below sm_90 or with less than kStreamSharedBytes of shared memory per
-  /// block. Throws dice::Error for min_fill outside [0, 1].
-  void set_stream_gemm(bool on, double min_fill = 0.0);
+  /// block. `split`: shapes that stream_split_fits takes and whose busiest block sheds at least
+  /// kStreamSplitMinSavingK k (stream_split_saving_k) stream on the split walk, whatever their
+  /// fill (launch_stream_gemm's `split_slots`, which this Gemm then holds: stream_split_slot_bytes
+  /// of its SMs; other bits than whole tiles, the same run to run on one device). Throws
+  /// dice::Error for min_fill outside [0, 1] or when the slots cannot be allocated.
+  void set_stream_gemm(bool on, double min_fill = 0.0, bool split = false);
   /// Whether run(), run_normed() and run_swiglu() give this GEMM to the streaming kernel
-  /// (set_stream_gemm on, skinny(), stream_gemm_fits, stream_gemm_fill at least its min_fill);
+  /// (set_stream_gemm on, skinny(), stream_gemm_fits, stream_gemm_fill at least its min_fill or
+  /// the split walk taking it);
   /// with a fused norm, fuses_norm() decides whether the norm goes with it.
   bool streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
                const void* w, const void* y) const;
@@ -214,6 +219,9 @@ class Gemm {
   void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                   const GemmNorm* norm = nullptr);
+  /// Whether a shape takes the split walk: set_stream_gemm's `split`, stream_split_fits and
+  /// stream_split_saving_k at least kStreamSplitMinSavingK on this device's SMs.
+  bool stream_splits(std::int64_t in, std::int64_t out) const;
   /// The n8 tiles the skinny kernel runs this shape with (tuned, else the default).
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
 
@@ -225,6 +233,7 @@ class Gemm {
   bool stream_ = false;           ///< set_stream_gemm
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
+  DeviceBuffer stream_split_slots_;     ///< set_stream_gemm's `split`: the split walk's slots
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
   int sms_ = 1;

@@ -27,6 +27,22 @@
 // c to warp c % 8, each warp's chunks in order, then the warps in order), independent of the
 // grid.
 //
+// Split walk (kSplit; stream_split_fits, for shapes whose tiles fill the blocks poorly, as
+// SDAR-4B's down projection: 160 tiles on 132 SMs): the work is the tiles x R rounds of 256 k
+// (one 32-wide chunk per consumer warp; R = in / 256), in tile order, each tile's in k order, and
+// block b takes rounds [U b / P, U (b + 1) / P) of the U, cut into stages of at most the ring's k
+// that never cross a tile. Every block then streams within one round of the mean, so at most two
+// blocks share a tile (U / P >= R: more tiles than blocks): block b + 1 starts with its tail (k
+// from a cut to in), block b ends with its head (k from 0 to the cut). The tail's block writes its
+// 16 x 16 sums (over its warps, in warp order) to the hand-over slot b in global memory, and one
+// thread releases the slot's flag after a barrier and a fence. Before the head's last stage every
+// thread of block b acquires the flag (set long before in practice: the tail is the first thing
+// block b + 1 streams) and reads its outputs' tail sums, so that their latency overlaps the
+// stage's weights; the epilogue adds them (head + tail), and one thread clears the flag for the
+// next launch. An output's bits are fixed by in, out and the grid (where the cuts fall), run to
+// run; they differ from whole tiles'. The hand-over costs ~1.1-1.5 us a launch
+// (bench/results/2026-11-30-stream-split-h200).
+//
 // Fused norm (kNorm): x is RMSNorm(residual). After their wait the consumers (256 threads, the
 // norm kernel's block size) normalise the rows into shared memory past the barriers with
 // normalise_rows (rms_norm.cuh; the norm kernel's layout and arithmetic, their own named barrier)
@@ -86,18 +102,76 @@ using ThirdsRing = Ring<static_cast<int>(kStreamThirdsStageK), 3>;
 static_assert(kStreamSharedBytes == DefaultRing::kSharedBytes);
 static_assert(ThirdsRing::kSharedBytes <= kStreamSharedBytes, "no less room beside a block");
 
+/// k of one round of the split walk: one 32-wide chunk per consumer warp.
+constexpr int kRoundK = 32 * kConsumerWarps;
+static_assert(kStreamSplitRoundK == kRoundK);
+static_assert(kStreamStageK % kRoundK == 0 && kStreamThirdsStageK % kRoundK == 0);
+/// Floats of one hand-over slot: a tile's 16 x 16 sums, output e = 32 reg + lane as the epilogue's
+/// threads own them.
+constexpr int kSlotFloats = kConsumers;
+
+/// One stage of the split walk: the tile, its first k and its k (elements), and whether it is the
+/// last stage of the tile in this block.
+struct SplitStage {
+  std::int32_t tile, k0, k;
+  bool tile_end;
+};
+
+/// The split walk's stages over rounds [pos, end) (the file's header), `rounds` per tile.
+template <int StageK>
+struct SplitWalk {
+  std::int32_t pos, end, rounds;
+  __device__ bool more() const { return pos < end; }
+  __device__ SplitStage next() {
+    const std::int32_t tile = pos / rounds;
+    const std::int32_t tile_stop = (tile + 1) * rounds;
+    const std::int32_t stop = min(min(end, tile_stop), pos + StageK / kRoundK);
+    const SplitStage stage{tile, (pos - tile * rounds) * kRoundK, (stop - pos) * kRoundK,
+                           stop == tile_stop || stop == end};
+    pos = stop;
+    return stage;
+  }
+};
+
+/// This block's split walk: rounds [U b / P, U (b + 1) / P) of U = tiles x in / 256.
+template <int StageK>
+__device__ __forceinline__ SplitWalk<StageK> split_walk(std::int32_t tiles, std::int32_t in) {
+  const std::int32_t rounds = in / kRoundK;
+  const std::int64_t total = static_cast<std::int64_t>(tiles) * rounds;
+  const auto grid = static_cast<std::int64_t>(gridDim.x);
+  const auto block = static_cast<std::int64_t>(blockIdx.x);
+  return {static_cast<std::int32_t>(total * block / grid),
+          static_cast<std::int32_t>(total * (block + 1) / grid), rounds};
+}
+
+/// Releases a hand-over flag at GPU scope: the block's slot writes before it (a block barrier
+/// and a fence before the store).
+__device__ __forceinline__ void release_flag(unsigned* flag) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(1u) : "memory");
+}
+
+/// Spins until a hand-over flag is set (acquire at GPU scope: the slot's writes before its release
+/// are visible after).
+__device__ __forceinline__ void wait_flag(const unsigned* flag) {
+  unsigned set = 0;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(set) : "l"(flag) : "memory");
+  } while (set == 0);
+}
+
 __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
 /// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
-/// consumers into shared memory past the barriers.
-template <bool kSwiglu, bool kNorm, typename R>
+/// consumers into shared memory past the barriers; kSplit: the split walk, with `slots` the
+/// hand-over slots (gridDim.x x kSlotFloats floats, then gridDim.x flags).
+template <bool kSwiglu, bool kNorm, bool kSplit, typename R>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       GemmNorm norm) {
+                       GemmNorm norm, float* __restrict__ slots) {
   constexpr int kStageK = R::kStageK;
   constexpr int kStages = R::kStages;
   constexpr int kRowPitch = R::kRowPitch;
@@ -114,10 +188,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const std::int32_t tiles = out / kRows;
   const auto grid = static_cast<std::int64_t>(gridDim.x);
-  const auto tile_begin =
-      static_cast<std::int32_t>(tiles * static_cast<std::int64_t>(blockIdx.x) / grid);
-  const auto tile_end =
-      static_cast<std::int32_t>(tiles * (static_cast<std::int64_t>(blockIdx.x) + 1) / grid);
+  const auto block = static_cast<std::int64_t>(blockIdx.x);
+  const auto tile_begin = static_cast<std::int32_t>(tiles * block / grid);
+  const auto tile_end = static_cast<std::int32_t>(tiles * (block + 1) / grid);
   const std::int32_t k_stages = (in + kStageK - 1) / kStageK;
   const std::int32_t count = (tile_end - tile_begin) * k_stages;
 
@@ -133,11 +206,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp == kConsumerWarps) {  // the producer
     if (lane == 0) {
       const std::uint64_t policy = evict_first_policy();
-      const auto issue = [&](std::int32_t i) {
+      const auto issue_stage = [&](std::int32_t i, std::int32_t tile, std::int32_t k0,
+                                   std::int32_t row_k) {
         const std::int32_t s = i % kStages;
-        const std::int32_t tile = tile_begin + i / k_stages;
-        const std::int32_t k0 = (i % k_stages) * kStageK;
-        const std::int32_t row_k = min(kStageK, in - k0);
         const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
         unsigned char* dst = ring + static_cast<std::size_t>(s) * kStageBytes;
         const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
@@ -147,15 +218,37 @@ __global__ void __launch_bounds__(kThreads, 1)
           bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
                     &full[s], policy);
       };
-      const std::int32_t first = min(count, kStages);
-      if (early_weights)
-        for (std::int32_t i = 0; i < first; ++i) issue(i);
-      wait_for_prior_grid();
-      if (!early_weights)
-        for (std::int32_t i = 0; i < first; ++i) issue(i);
-      for (std::int32_t i = first; i < count; ++i) {
-        barrier_wait(&empty[i % kStages], static_cast<std::uint32_t>((i / kStages - 1) & 1));
-        issue(i);
+      if constexpr (kSplit) {
+        auto walk = split_walk<kStageK>(tiles, in);
+        const auto issue = [&](std::int32_t i) {
+          const SplitStage stage = walk.next();
+          issue_stage(i, stage.tile, stage.k0, stage.k);
+        };
+        std::int32_t i = 0;
+        if (early_weights)
+          for (; i < kStages && walk.more(); ++i) issue(i);
+        wait_for_prior_grid();
+        if (!early_weights)
+          for (; i < kStages && walk.more(); ++i) issue(i);
+        for (; walk.more(); ++i) {
+          barrier_wait(&empty[i % kStages], static_cast<std::uint32_t>((i / kStages - 1) & 1));
+          issue(i);
+        }
+      } else {
+        const auto issue = [&](std::int32_t i) {
+          const std::int32_t k0 = (i % k_stages) * kStageK;
+          issue_stage(i, tile_begin + i / k_stages, k0, min(kStageK, in - k0));
+        };
+        const std::int32_t first = min(count, kStages);
+        if (early_weights)
+          for (std::int32_t i = 0; i < first; ++i) issue(i);
+        wait_for_prior_grid();
+        if (!early_weights)
+          for (std::int32_t i = 0; i < first; ++i) issue(i);
+        for (std::int32_t i = first; i < count; ++i) {
+          barrier_wait(&empty[i % kStages], static_cast<std::uint32_t>((i / kStages - 1) & 1));
+          issue(i);
+        }
       }
     }
     return;
@@ -187,74 +280,207 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
   int buffer = 0;
 
-  for (std::int32_t i = 0; i < count; ++i) {
-    const std::int32_t s = i % kStages;
-    const std::int32_t ks = i % k_stages;
-    const std::int32_t k0 = ks * kStageK;
-    const std::int32_t chunks = min(kStageK, in - k0) / 32;
-    // x first: its L1/L2 latency overlaps the wait for the slot.
-    uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
+  if constexpr (kSplit) {
+    // Stage i (slot i % kStages) of `chunks` 32-wide chunks from k0 into acc.
+    const auto consume = [&](std::int32_t i, std::int32_t k0, std::int32_t chunks) {
+      const std::int32_t s = i % kStages;
+      // x first: its L1/L2 latency overlaps the wait for the slot.
+      uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
 #pragma unroll
-    for (int u = 0; u < kChunksPerWarp; ++u) {
-      const std::int32_t c = warp + u * kConsumerWarps;
-      const std::int32_t k = k0 + c * 32;
-      const __nv_bfloat16* lo = x_lane + k;
-      const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
-      xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
-      xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
-    }
-    barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStages) & 1));
-    const unsigned char* slot =
-        ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
-#pragma unroll
-    for (int u = 0; u < kChunksPerWarp; ++u) {
-      const std::int32_t c = warp + u * kConsumerWarps;
-      if (c < chunks) {
-        uint4 b[2];
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-          b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
-#pragma unroll
-        for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
+      for (int u = 0; u < kChunksPerWarp; ++u) {
+        const std::int32_t c = warp + u * kConsumerWarps;
+        const std::int32_t k = k0 + c * 32;
+        const __nv_bfloat16* lo = x_lane + k;
+        const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
+        xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
+        xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
       }
-    }
-    __syncwarp();
-    if (lane == 0) barrier_arrive(&empty[s]);
-    if (ks != k_stages - 1) continue;
-
-    // The tile's last stage: partial sums, one barrier, one output per thread.
-    auto& part =
-        *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(partial + buffer * kPartialFloats);
+      barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStages) & 1));
+      const unsigned char* slot =
+          ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+      for (int u = 0; u < kChunksPerWarp; ++u) {
+        const std::int32_t c = warp + u * kConsumerWarps;
+        if (c < chunks) {
+          uint4 b[2];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        part[warp][j * 4 + r][lane] = acc[j][r];
-        acc[j][r] = 0.0f;
-      }
-    consumers_sync();
-    const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
-    const int e = static_cast<int>(threadIdx.x);
-    if constexpr (kSwiglu) {
-      if (e < kRegs / 2 * 32) {
-        const int reg = 2 * (e / 32), l = e % 32;
-        const int2 o = output_of<2>(reg, l);
-        if (o.x < rows) {
-          const float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
-          act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
-              __float2bfloat16_rn(silu_times(gate, up));
+          for (int j = 0; j < 2; ++j)
+            b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
         }
       }
-    } else {
-      const int reg = e / 32, l = e % 32;
-      const int2 o = output_of<2>(reg, l);
-      if (o.x < rows) {
-        const float sum = warps_total(part, reg, l);
-        float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
-        *dst = accumulate ? *dst + sum : sum;
+      __syncwarp();
+      if (lane == 0) barrier_arrive(&empty[s]);
+    };
+    using Partial = float[kConsumerWarps][kRegs][32];
+    // The warps' sums of the tile to shared memory (one buffer of two), acc back to zero, one
+    // barrier.
+    const auto partials = [&]() -> const Partial& {
+      auto& part = *reinterpret_cast<Partial*>(partial + buffer * kPartialFloats);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          part[warp][j * 4 + r][lane] = acc[j][r];
+          acc[j][r] = 0.0f;
+        }
+      buffer ^= 1;
+      consumers_sync();
+      return part;
+    };
+    // The epilogue of tile `tile`: one output per thread (a (gate, up) pair per lane with SwiGLU),
+    // each the warps' total plus, with `has_tail` (a head tile), the tail's sums (tail[0], and the
+    // up's tail[1] with SwiGLU; tail_values).
+    const auto finish = [&](const Partial& part, std::int32_t tile, bool has_tail,
+                            const float(&tail)[2]) {
+      const std::int64_t n0 = static_cast<std::int64_t>(tile) * kRows;
+      const int e = static_cast<int>(threadIdx.x);
+      if constexpr (kSwiglu) {
+        if (e < kRegs / 2 * 32) {
+          const int reg = 2 * (e / 32), l = e % 32;
+          const int2 o = output_of<2>(reg, l);
+          if (o.x < rows) {
+            float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
+            if (has_tail) {
+              gate += tail[0];
+              up += tail[1];
+            }
+            act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
+                __float2bfloat16_rn(silu_times(gate, up));
+          }
+        }
+      } else {
+        const int reg = e / 32, l = e % 32;
+        const int2 o = output_of<2>(reg, l);
+        if (o.x < rows) {
+          float sum = warps_total(part, reg, l);
+          if (has_tail) sum += tail[0];
+          float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
+          *dst = accumulate ? *dst + sum : sum;
+        }
+      }
+    };
+    // The tail's sums this thread's outputs take from slot b (finish's `tail`), once its flag is
+    // set: read before the head's last stage, so that their latency overlaps its weights'.
+    const auto tail_values = [&](const float* slot, float(&tail)[2]) {
+      const int e = static_cast<int>(threadIdx.x);
+      if constexpr (kSwiglu) {
+        const int reg = 2 * (e / 32), l = e % 32;
+        if (e < kRegs / 2 * 32) {
+          tail[0] = __ldcg(slot + reg * 32 + l);
+          tail[1] = __ldcg(slot + (reg + 1) * 32 + l);
+        }
+      } else {
+        tail[0] = __ldcg(slot + e);
+      }
+    };
+    auto* const flags = reinterpret_cast<unsigned*>(slots + grid * kSlotFloats);
+    auto walk = split_walk<kStageK>(tiles, in);
+    const std::int32_t first_tile = walk.pos / walk.rounds;
+    const bool tail_first = walk.pos % walk.rounds != 0, head_last = walk.end % walk.rounds != 0;
+    const float no_tail[2] = {0.0f, 0.0f};
+    for (std::int32_t i = 0; walk.more(); ++i) {
+      const SplitStage stage = walk.next();
+      const bool head = head_last && !walk.more();  // the walk's last stage ends a head
+      float tail[2] = {0.0f, 0.0f};
+      if (head) {
+        // Every thread acquires the flag block b + 1 released (long before, at the start of its
+        // walk), then reads its outputs' tail sums.
+        wait_flag(&flags[block]);
+        tail_values(slots + block * kSlotFloats, tail);
+      }
+      consume(i, stage.k0, stage.k / 32);
+      if (!stage.tile_end) continue;
+      if (tail_first && stage.tile == first_tile) {
+        // The tail of a tile whose head block b - 1 ends with: its sums to slot b - 1, then one
+        // thread releases the flag (the barrier orders the other threads' writes before it).
+        const Partial& part = partials();
+        const int e = static_cast<int>(threadIdx.x);
+        slots[(block - 1) * kSlotFloats + e] = warps_total(part, e / 32, e % 32);
+        consumers_sync();
+        if (threadIdx.x == 0) {
+          __threadfence();
+          release_flag(&flags[block - 1]);
+        }
+      } else if (head) {
+        finish(partials(), stage.tile, true, tail);
+        // Every thread has read the flag (partials()' barrier): clear it for the next launch.
+        if (threadIdx.x == 0) flags[block] = 0u;
+      } else {
+        finish(partials(), stage.tile, false, no_tail);
       }
     }
-    buffer ^= 1;
+  } else {
+    for (std::int32_t i = 0; i < count; ++i) {
+      const std::int32_t s = i % kStages;
+      const std::int32_t ks = i % k_stages;
+      const std::int32_t k0 = ks * kStageK;
+      const std::int32_t chunks = min(kStageK, in - k0) / 32;
+      // x first: its L1/L2 latency overlaps the wait for the slot.
+      uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
+#pragma unroll
+      for (int u = 0; u < kChunksPerWarp; ++u) {
+        const std::int32_t c = warp + u * kConsumerWarps;
+        const std::int32_t k = k0 + c * 32;
+        const __nv_bfloat16* lo = x_lane + k;
+        const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
+        xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
+        xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
+      }
+      barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStages) & 1));
+      const unsigned char* slot =
+          ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
+#pragma unroll
+      for (int u = 0; u < kChunksPerWarp; ++u) {
+        const std::int32_t c = warp + u * kConsumerWarps;
+        if (c < chunks) {
+          uint4 b[2];
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+            b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) barrier_arrive(&empty[s]);
+      if (ks != k_stages - 1) continue;
+
+      // The tile's last stage: partial sums, one barrier, one output per thread.
+      auto& part =
+          *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(partial + buffer * kPartialFloats);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          part[warp][j * 4 + r][lane] = acc[j][r];
+          acc[j][r] = 0.0f;
+        }
+      consumers_sync();
+      const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
+      const int e = static_cast<int>(threadIdx.x);
+      if constexpr (kSwiglu) {
+        if (e < kRegs / 2 * 32) {
+          const int reg = 2 * (e / 32), l = e % 32;
+          const int2 o = output_of<2>(reg, l);
+          if (o.x < rows) {
+            const float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
+            act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
+                __float2bfloat16_rn(silu_times(gate, up));
+          }
+        }
+      } else {
+        const int reg = e / 32, l = e % 32;
+        const int2 o = output_of<2>(reg, l);
+        if (o.x < rows) {
+          const float sum = warps_total(part, reg, l);
+          float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
+          *dst = accumulate ? *dst + sum : sum;
+        }
+      }
+      buffer ^= 1;
+    }
   }
 }
 
@@ -283,6 +509,23 @@ bool stream_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, cons
          aligned_to(y, 16);
 }
 
+bool stream_split_fits(std::int64_t in, std::int64_t out, int blocks) {
+  const std::int64_t tiles = out / kStreamTileColumns;
+  return blocks >= 1 && in > 0 && in % kStreamSplitRoundK == 0 && tiles > blocks &&
+         tiles % blocks != 0;
+}
+
+std::int64_t stream_split_saving_k(std::int64_t in, std::int64_t out, int blocks) {
+  if (!stream_split_fits(in, out, blocks)) return 0;
+  const std::int64_t tiles = out / kStreamTileColumns;
+  const std::int64_t rounds = tiles * (in / kStreamSplitRoundK);
+  return (tiles + blocks - 1) / blocks * in - (rounds + blocks - 1) / blocks * kStreamSplitRoundK;
+}
+
+std::size_t stream_split_slot_bytes(int blocks) {
+  return blocks < 1 ? 0 : static_cast<std::size_t>(blocks) * (kSlotFloats * sizeof(float) + 4);
+}
+
 double stream_gemm_fill(std::int64_t out, int sms) {
   const std::int64_t tiles = out / kStreamTileColumns;
   if (tiles < 1 || sms < 1) return 0.0;
@@ -293,7 +536,7 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
-                        StreamRing ring) {
+                        StreamRing ring, float* split_slots) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -316,17 +559,33 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (blocks < 1)
     throw Error("streaming skinny GEMM: " + std::to_string(blocks) +
                 " blocks (expected at least one)");
+  if (split_slots != nullptr && (norm != nullptr || !stream_split_fits(in, out, blocks)))
+    throw Error("streaming skinny GEMM, split: in " + std::to_string(in) + " out " +
+                std::to_string(out) + " on " + std::to_string(blocks) +
+                " blocks is not a shape the split walk takes (in a multiple of " +
+                std::to_string(kStreamSplitRoundK) + ", more 16-column tiles than blocks and not " +
+                "a multiple of them, no fused norm)");
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   const bool swiglu = swiglu_act != nullptr;
+  const bool split = split_slots != nullptr;
   const StreamRing chosen = ring == StreamRing::kByShape ? stream_ring(in) : ring;
   const bool thirds = norm == nullptr && chosen == StreamRing::kThreeOf1280;
-  const auto kernel = thirds            ? (swiglu ? stream_gemm_kernel<true, false, ThirdsRing>
-                                                  : stream_gemm_kernel<false, false, ThirdsRing>)
-                      : norm != nullptr ? (swiglu ? stream_gemm_kernel<true, true, DefaultRing>
-                                                  : stream_gemm_kernel<false, true, DefaultRing>)
-                                        : (swiglu ? stream_gemm_kernel<true, false, DefaultRing>
-                                                  : stream_gemm_kernel<false, false, DefaultRing>);
+  using Kernel = decltype(&stream_gemm_kernel<false, false, false, DefaultRing>);
+  // [split][swiglu] for each ring without the norm.
+  constexpr Kernel kThirds[2][2] = {{stream_gemm_kernel<false, false, false, ThirdsRing>,
+                                     stream_gemm_kernel<true, false, false, ThirdsRing>},
+                                    {stream_gemm_kernel<false, false, true, ThirdsRing>,
+                                     stream_gemm_kernel<true, false, true, ThirdsRing>}};
+  constexpr Kernel kDefault[2][2] = {{stream_gemm_kernel<false, false, false, DefaultRing>,
+                                      stream_gemm_kernel<true, false, false, DefaultRing>},
+                                     {stream_gemm_kernel<false, false, true, DefaultRing>,
+                                      stream_gemm_kernel<true, false, true, DefaultRing>}};
+  const Kernel kernel = thirds ? kThirds[split][swiglu]
+                        : norm != nullptr
+                            ? (swiglu ? stream_gemm_kernel<true, true, false, DefaultRing>
+                                      : stream_gemm_kernel<false, true, false, DefaultRing>)
+                            : kDefault[split][swiglu];
   const std::size_t shared = thirds            ? ThirdsRing::kSharedBytes
                              : norm != nullptr ? stream_norm_shared_bytes(rows, in)
                                                : kStreamSharedBytes;
@@ -334,12 +593,13 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                                        static_cast<int>(shared)));
   const char* name =
       norm != nullptr ? (swiglu ? "stream_gemm_kernel (norm, SwiGLU)" : "stream_gemm_kernel (norm)")
-                      : (swiglu ? "stream_gemm_kernel (SwiGLU)" : "stream_gemm_kernel");
+      : split ? (swiglu ? "stream_gemm_kernel (split, SwiGLU)" : "stream_gemm_kernel (split)")
+              : (swiglu ? "stream_gemm_kernel (SwiGLU)" : "stream_gemm_kernel");
   launch_kernel(name, kernel, grid, kThreads, shared, stream, pdl,
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
-                early_weights, norm != nullptr ? *norm : GemmNorm{});
+                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots);
 }
 
 }  // namespace dice::engine::cuda

@@ -76,6 +76,33 @@ bool stream_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, cons
 /// kernel is faster. 0 for out < 16 or sms < 1.
 double stream_gemm_fill(std::int64_t out, int sms);
 
+/// k of one round of the split walk (launch_stream_gemm's `split_slots`): one 32-wide chunk per
+/// consumer warp. Cuts between blocks fall on whole rounds.
+inline constexpr std::int64_t kStreamSplitRoundK = 256;
+
+/// Whether a launch on `blocks` blocks may take the split walk (launch_stream_gemm's
+/// `split_slots`): in a multiple of kStreamSplitRoundK, and more 16-column tiles than blocks but
+/// not a multiple of them (whole tiles would leave some blocks a tile more than others: SDAR-4B's
+/// o and down projections, 160 tiles on 132 SMs, fill 0.61). Host-only.
+bool stream_split_fits(std::int64_t in, std::int64_t out, int blocks);
+
+/// k (elements) that the busiest of `blocks` blocks streams less on the split walk than on whole
+/// tiles: ceil(tiles / blocks) x in less ceil(tiles x in / 256 / blocks) x 256 (0 where
+/// stream_split_fits does not hold). SDAR-4B on 132 SMs: o 3,072, down 7,424.
+std::int64_t stream_split_saving_k(std::int64_t in, std::int64_t out, int blocks);
+
+/// The least stream_split_saving_k for which Gemm takes the split walk: its hand-over costs about
+/// 1.4 us a launch (per launch at 4 rows on an H200, bench/results/2026-11-30-stream-split-h200),
+/// which whole tiles beat unless the busiest block sheds more than two 2,048-k stages. SDAR-4B's
+/// down projection splits (16.2-16.5 against 17.9 us unsplit, 16.9 on the skinny kernel), its o
+/// projection does not (10.4 against 8.2 and 8.6).
+inline constexpr std::int64_t kStreamSplitMinSavingK = 4096;
+
+/// Device memory (bytes) of the hand-over slots of split launches on up to `blocks` blocks: per
+/// block a tile's 16 x 16 fp32 sums, then a 32-bit flag per block. Zero them once before the first
+/// launch; every launch leaves them zero. 0 for blocks < 1.
+std::size_t stream_split_slot_bytes(int blocks);
+
 /// Launches y = x w^T (+ y with `accumulate`), or with `swiglu_act` the SwiGLU epilogue
 /// (act[rows, out / 2] bf16 = silu(gate) * up of the output pairs, w's rows alternating gate and
 /// up, swiglu.cuh; y not written), on min(blocks, out / 16) persistent blocks (`blocks`: the
@@ -91,9 +118,17 @@ double stream_gemm_fill(std::int64_t out, int sms);
 /// rms_norm_vec_kernel's output, so the same y as that kernel then this one), one launch instead of
 /// two. Throws dice::Error for a shape it does not take (stream_gemm_fits, and stream_norm_fits
 /// with a norm), accumulate with swiglu_act, blocks < 1, or a failed launch.
+/// `split_slots` (stream_split_slot_bytes(blocks), zeroed; not with `norm`): the split walk
+/// instead of whole tiles (stream_gemm.cu's header): each of the `blocks` blocks streams within
+/// 256 k of the mean share, and the two blocks that share a tile meet through a slot. Its bits are
+/// fixed by the shape and `blocks` (not by `ring` or timing) and differ from the unsplit launch's.
+/// Launches on one set of slots must be stream-ordered (at most one runs at a time: with `pdl`
+/// the next one writes them only after its wait). Throws dice::Error where stream_split_fits does
+/// not hold or with `norm`.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
-                        const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape);
+                        const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape,
+                        float* split_slots = nullptr);
 
 }  // namespace dice::engine::cuda

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -848,6 +849,103 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
                      sms, stream(), false, false);
   synchronize();
   EXPECT_EQ(download_f32(y_stream, 8 * wide), download_f32(y_direct, 8 * wide));
+}
+
+TEST_F(CudaOps, StreamGemmSplitMatchesCublasLtAndIsDeterministic) {
+  // The split walk (stream_gemm.cu) on SDAR-4B's o and down projections and small shapes on few
+  // blocks: against cuBLASLt (1e-4 of the row's largest magnitude); bit for bit the same over
+  // two runs, with and without PDL and early weights, on both rings; the slots left zero; the
+  // SwiGLU epilogue bit for bit the fp32 output then the SwiGLU kernel. Through Gemm with
+  // `split`: SDAR-4B's down projection streams, split, and gives the direct launch's bits; its o
+  // projection does not stream. Refusals throw.
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  struct Shape {
+    std::int64_t in, out;
+    int blocks;  // 0: the SMs
+  };
+  const Shape shapes[] = {
+      {4096, 2560, 0}, {9728, 2560, 0}, {512, 160, 7}, {2560, 208, 12}, {768, 96, 5}};
+  constexpr std::int64_t kMaxRows = kStreamRowsLimit;
+  Gemm cublas;  // skinny off
+  for (const Shape& shape : shapes) {
+    const std::int64_t in = shape.in, out = shape.out;
+    const int blocks = shape.blocks > 0 ? shape.blocks : sms;
+    const GemmCase data(in, out, kMaxRows, 0x5Bu, stream());
+    const DeviceBuffer &w = data.w, &x = data.x, &y0 = data.y0;
+    DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes()),
+        act_a(static_cast<std::size_t>(kMaxRows * out)), act_b(act_a.bytes()),
+        slots(stream_split_slot_bytes(blocks));
+    float* const split = slots.as<float>();
+    ASSERT_TRUE(stream_split_fits(in, out, blocks)) << in << " x " << out << " on " << blocks;
+    for (const std::int64_t rows : {1, 4, 13, 16})
+      for (const bool accumulate : {false, true}) {
+        const std::string what = data.label("stream split", rows, accumulate) + " on " +
+                                 std::to_string(blocks) + " blocks";
+        const auto reset = [&](const DeviceBuffer& y) { data.start(y, rows, out, stream()); };
+        const auto want = data.reference(cublas, y_ref, rows, accumulate, stream());
+        reset(y_a);
+        launch_stream_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, nullptr,
+                           blocks, stream(), false, false, nullptr, StreamRing::kByShape, split);
+        synchronize();
+        const auto got = download_f32(y_a, rows * out);
+        EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
+        for (const StreamRing ring : {StreamRing::kTwoOf2048, StreamRing::kThreeOf1280})
+          for (const bool pdl : {false, true}) {
+            reset(y_b);
+            launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate,
+                               nullptr, blocks, stream(), pdl, pdl, nullptr, ring, split);
+            synchronize();
+            ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got))
+                << what << ": ring " << static_cast<int>(ring) << ", pdl " << pdl;
+          }
+        const auto left = download_f32(slots, static_cast<std::int64_t>(slots.bytes() / 4));
+        const std::size_t flags_at = static_cast<std::size_t>(blocks) * 256;
+        for (std::size_t f = flags_at; f < left.size(); ++f)
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(left[f]), 0u) << what << ": flag " << f;
+        if (accumulate) continue;
+        launch_swiglu(CudaDType::kBF16, y_a.as<float>(), static_cast<std::int32_t>(out / 2),
+                      act_a.get(), static_cast<std::int32_t>(rows), stream());
+        launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), blocks,
+                           stream(), true, true, nullptr, StreamRing::kByShape, split);
+        synchronize();
+        const auto act_count = static_cast<std::size_t>(rows * out / 2);
+        ASSERT_TRUE(same_values(download(act_b, act_count, CudaDType::kBF16),
+                                download(act_a, act_count, CudaDType::kBF16)))
+            << what << ": SwiGLU";
+      }
+  }
+  // Refusals: a shape the walk does not take, a fused norm.
+  const GemmCase data(9728, 2560, 16, 0x5Cu, stream());
+  DeviceBuffer slots(stream_split_slot_bytes(sms)), y(data.y0.bytes());
+  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y.as<float>(), 4, 9728, 2048, false,
+                                  nullptr, sms, stream(), false, false, nullptr,
+                                  StreamRing::kByShape, slots.as<float>()),
+               Error);  // 128 tiles: not more than the blocks
+  const GemmNorm norm{data.y0.as<float>(), data.y0.as<float>(), 1e-6f};
+  EXPECT_THROW(
+      launch_stream_gemm(nullptr, data.w.get(), y.as<float>(), 4, 9728, 2560, false, nullptr, sms,
+                         stream(), false, false, &norm, StreamRing::kByShape, slots.as<float>()),
+      Error);
+  // Through Gemm: below the fill rule, the split walk streams SDAR-4B's down projection where
+  // `split` is on, not its o projection (too little saved, kStreamSplitMinSavingK).
+  Gemm gemm(kSkinnyRowsLimit);
+  gemm.set_stream_gemm(true, 0.9, false);
+  EXPECT_FALSE(
+      gemm.streams(CudaDType::kBF16, 4, 9728, 2560, data.x.get(), data.w.get(), y.as<float>()));
+  gemm.set_stream_gemm(true, 0.9, true);
+  ASSERT_TRUE(
+      gemm.streams(CudaDType::kBF16, 4, 9728, 2560, data.x.get(), data.w.get(), y.as<float>()));
+  EXPECT_FALSE(
+      gemm.streams(CudaDType::kBF16, 4, 4096, 2560, data.x.get(), data.w.get(), y.as<float>()));
+  DeviceBuffer y_direct(data.y0.bytes());
+  gemm.run(CudaDType::kBF16, data.x.get(), data.w.get(), y.as<float>(), 4, 9728, 2560, false,
+           stream());
+  EXPECT_EQ(gemm.stream_launches(), 1);
+  launch_stream_gemm(data.x.get(), data.w.get(), y_direct.as<float>(), 4, 9728, 2560, false,
+                     nullptr, sms, stream(), false, false, nullptr, StreamRing::kByShape,
+                     slots.as<float>());
+  synchronize();
+  EXPECT_EQ(download_f32(y, 4 * 2560), download_f32(y_direct, 4 * 2560));
 }
 
 TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
@@ -2527,6 +2625,19 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                   launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in, shape.out,
                                      shape.accumulate, nullptr, sms, stream(), true, true);
                 }));
+          if (stream_split_fits(shape.in, shape.out, sms)) {  // the split walk, both ways
+            const DeviceBuffer slots(stream_split_slot_bytes(sms));
+            print("stream split", time([&](std::int64_t i) {
+                    launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in,
+                                       shape.out, shape.accumulate, nullptr, sms, stream(), false,
+                                       false, nullptr, StreamRing::kByShape, slots.as<float>());
+                  }));
+            print("stream split pdl", time([&](std::int64_t i) {
+                    launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in,
+                                       shape.out, shape.accumulate, nullptr, sms, stream(), true,
+                                       true, nullptr, StreamRing::kByShape, slots.as<float>());
+                  }));
+          }
         }
       }
       const std::vector<int> only_splits = env_ints("DICE_SKINNY_WGMMA_SPLITS", {});

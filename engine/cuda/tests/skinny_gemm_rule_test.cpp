@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "skinny_gemm.h"
@@ -181,6 +182,40 @@ TEST(StreamGemmRule, ShapesAndTheFillOfTheSmsSlots) {
   EXPECT_FALSE(stream_gemm_fits(4, 2040, 4096, at(256), at(512), at(1024)));
   EXPECT_FALSE(stream_gemm_fits(4, 2048, 4088, at(256), at(512), at(1024)));
   EXPECT_FALSE(stream_gemm_fits(4, 2048, 4096, at(258), at(512), at(1024)));
+}
+
+TEST(StreamGemmRule, TheSplitWalkTakesMoreTilesThanBlocksNotAMultiple) {
+  constexpr int kSms = 132;
+  // SDAR-4B's o (4,096 -> 2,560) and down (9,728 -> 2,560): 160 tiles on 132 blocks.
+  EXPECT_TRUE(stream_split_fits(4096, 2560, kSms));
+  EXPECT_TRUE(stream_split_fits(9728, 2560, kSms));
+  EXPECT_TRUE(stream_split_fits(512, 160, 7));  // 10 tiles on 7 blocks
+  // Whole tiles already balance: a multiple of the blocks, or no more tiles than blocks.
+  EXPECT_FALSE(stream_split_fits(4096, 16 * 2 * kSms, kSms));
+  EXPECT_FALSE(stream_split_fits(2048, 2048, kSms));  // SDAR-1.7B's o: 128 tiles
+  EXPECT_FALSE(stream_split_fits(4096, 16 * kSms, kSms));
+  // in a multiple of 256 (whole rounds), at least one block.
+  EXPECT_FALSE(stream_split_fits(4064, 2560, kSms));
+  EXPECT_FALSE(stream_split_fits(0, 2560, kSms));
+  EXPECT_FALSE(stream_split_fits(4096, 2560, 0));
+  // The busiest block's k saved: 2 x 4,096 - 20 x 256 (o), 2 x 9,728 - 47 x 256 (down); Gemm
+  // splits only the down projection.
+  EXPECT_EQ(stream_split_saving_k(4096, 2560, kSms), 3072);
+  EXPECT_EQ(stream_split_saving_k(9728, 2560, kSms), 7424);
+  EXPECT_LT(stream_split_saving_k(4096, 2560, kSms), kStreamSplitMinSavingK);
+  EXPECT_GE(stream_split_saving_k(9728, 2560, kSms), kStreamSplitMinSavingK);
+  EXPECT_EQ(stream_split_saving_k(2048, 2048, kSms), 0);  // not split at all
+  // No other SDAR-1.7B or -4B shape (qkv, gate/up, lm_head) saves 2,048 k.
+  for (const auto& [in, out] : {std::pair<std::int64_t, std::int64_t>{2048, 4096},
+                                {2048, 12288},
+                                {2048, 151936},
+                                {2560, 6144},
+                                {2560, 19456},
+                                {2560, 151936}})
+    EXPECT_LT(stream_split_saving_k(in, out, kSms), 2048) << in << " x " << out;
+  // One 16 x 16 fp32 slot and a 4-byte flag per block.
+  EXPECT_EQ(stream_split_slot_bytes(kSms), 132u * (256u * 4u + 4u));
+  EXPECT_EQ(stream_split_slot_bytes(0), 0u);
 }
 
 TEST(SkinnyGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {

@@ -257,6 +257,15 @@ struct CudaBackendOptions {
   /// tile slots (stream_gemm_fill; 0.97 for every SDAR-1.7B layer shape, 0.61 for SDAR-4B's o
   /// and down projections, whose blocks would wait on the busiest) stream; 0: every shape.
   double stream_gemm_min_fill = 0.9;
+  /// With stream_gemm: shapes whose busiest block would stream at least kStreamSplitMinSavingK
+  /// (4,096) k less on the split walk than on whole tiles stream on it, whatever their fill
+  /// (stream_split_fits, stream_split_saving_k in engine/cuda/src/stream_gemm.h; of the SDAR
+  /// shapes, SDAR-4B's down projection): every block streams an equal share of the tiles' k to
+  /// within 256, and the two blocks that share a tile meet through a slot in global memory.
+  /// Per launch at 4 rows 16.2-16.5 us against 16.9 on the skinny kernel; +1.6% tok/s on SDAR-4B
+  /// at 1 x 1,024 on an H200 (bench/results/2026-11-30-stream-split-h200). Other bits than the
+  /// skinny kernel's, the same run to run on one device.
+  bool stream_gemm_split = true;
 };
 
 }  // namespace dice::engine
