@@ -268,6 +268,27 @@ TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {
   }
 }
 
+TEST_F(CudaBackendTest, StreamGemmSplitMatchesTheCpuReference) {
+  // SDAR-4B's widths (one layer): at 1 sequence its down projection (9,728 -> 2,560, 160 tiles)
+  // streams on the split walk by default. bf16 logits against the CPU reference, fused and
+  // unfused store; one streamed GEMM a layer more than with the split off (where down runs on
+  // the skinny kernel); the same bits run to run.
+  const Shape shape{"SDAR-4B widths, 1 layer", small_config(8192, 2560, 1, 32, 8, 128, 9728),
+                    0.018f};
+  CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
+  options.stream_gemm = true;
+  options.stream_gemm_split = true;
+  const CudaForwardStats split = expect_logits_like_the_cpu(shape, options, 8);
+  options.stream_gemm_split = false;
+  const CudaForwardStats whole = expect_logits_like_the_cpu(shape, options, 8);
+  EXPECT_GT(split.stream_gemms, whole.stream_gemms);
+  options.stream_gemm_split = true;
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  const auto ids = random_ids(60, shape.config.vocab_size, 9);
+  CudaBackend a(weights, options), b(weights, options);
+  EXPECT_TRUE(same_bits(score_blocks(a, ids, 40, 4, true), score_blocks(b, ids, 40, 4, true)));
+}
+
 TEST_F(CudaBackendTest, CudaCoreAndTensorCoreAttentionAgree) {
   // The tensor-core kernels against the CUDA-core one: the pipelined kernel (default), with
   // short splits that it merges itself (tiles of 128+ positions split), and the first one.
