@@ -35,13 +35,15 @@
 // blocks share a tile (U / P >= R: more tiles than blocks): block b + 1 starts with its tail (k
 // from a cut to in), block b ends with its head (k from 0 to the cut). The tail's block writes its
 // 16 x 16 sums (over its warps, in warp order) to the hand-over slot b in global memory, and one
-// thread releases the slot's flag after a barrier and a fence. Before the head's last stage every
-// thread of block b acquires the flag (set long before in practice: the tail is the first thing
-// block b + 1 streams) and reads its outputs' tail sums, so that their latency overlaps the
-// stage's weights; the epilogue adds them (head + tail), and one thread clears the flag for the
-// next launch. An output's bits are fixed by in, out and the grid (where the cuts fall), run to
-// run; they differ from whole tiles'. The hand-over costs ~1.1-1.5 us a launch
-// (bench/results/2026-11-30-stream-split-h200).
+// thread releases the slot's flag after a barrier. One thread of block b acquires the flag at the
+// end of the segment before the head (set by then in practice: the tail is the first thing block
+// b + 1 streams, and no longer than block b's walk before its head), ahead of that segment's
+// barrier, so that every thread may read its outputs' tail sums; they read them before the head's
+// last stage, overlapping the stage's weights. The epilogue adds them (head + tail), and one
+// thread clears the flag for the next launch. An output's bits are fixed by in, out and the grid
+// (where the cuts fall), run to run; they differ from whole tiles'. The hand-over cost ~1.1-1.5 us
+// a launch with every thread acquiring and a fence before the release, less as it is (SDAR-4B's
+// down projection 16.2-16.5 -> 16.0 us; bench/results/2026-11-30-stream-split-h200).
 //
 // Fused norm (kNorm): x is RMSNorm(residual). After their wait the consumers (256 threads, the
 // norm kernel's block size) normalise the rows into shared memory past the barriers with
@@ -145,7 +147,7 @@ __device__ __forceinline__ SplitWalk<StageK> split_walk(std::int32_t tiles, std:
 }
 
 /// Releases a hand-over flag at GPU scope: the block's slot writes before it (a block barrier
-/// and a fence before the store).
+/// before the store; the release is cumulative over what happened before it).
 __device__ __forceinline__ void release_flag(unsigned* flag) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(1u) : "memory");
 }
@@ -380,32 +382,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     const std::int32_t first_tile = walk.pos / walk.rounds;
     const bool tail_first = walk.pos % walk.rounds != 0, head_last = walk.end % walk.rounds != 0;
     const float no_tail[2] = {0.0f, 0.0f};
+    float tail[2] = {0.0f, 0.0f};
     for (std::int32_t i = 0; walk.more(); ++i) {
       const SplitStage stage = walk.next();
       const bool head = head_last && !walk.more();  // the walk's last stage ends a head
-      float tail[2] = {0.0f, 0.0f};
-      if (head) {
-        // Every thread acquires the flag block b + 1 released (long before, at the start of its
-        // walk), then reads its outputs' tail sums.
-        wait_flag(&flags[block]);
-        tail_values(slots + block * kSlotFloats, tail);
-      }
+      // The tail sums this thread's outputs take: the flag was acquired before the barrier that
+      // ended the segment before the head, so their latency overlaps this stage's weights.
+      if (head) tail_values(slots + block * kSlotFloats, tail);
       consume(i, stage.k0, stage.k / 32);
       if (!stage.tile_end) continue;
+      // Before the head (all that is left lies in one tile): thread 0 acquires the flag that
+      // block b + 1 released at the end of its tail (which streams no longer than this block's
+      // walk so far), ahead of the barrier in partials(), which orders the other threads' reads
+      // of the slot after it.
+      if (head_last && walk.more() && walk.end - walk.pos < walk.rounds && threadIdx.x == 0)
+        wait_flag(&flags[block]);
       if (tail_first && stage.tile == first_tile) {
-        // The tail of a tile whose head block b - 1 ends with: its sums to slot b - 1, then one
-        // thread releases the flag (the barrier orders the other threads' writes before it).
+        // The tail of a tile whose head block b - 1 ends with: its sums to slot b - 1, a barrier,
+        // then one thread's release of the flag (cumulative: the other threads' writes before the
+        // barrier are visible to whoever acquires it).
         const Partial& part = partials();
         const int e = static_cast<int>(threadIdx.x);
         slots[(block - 1) * kSlotFloats + e] = warps_total(part, e / 32, e % 32);
         consumers_sync();
-        if (threadIdx.x == 0) {
-          __threadfence();
-          release_flag(&flags[block - 1]);
-        }
+        if (threadIdx.x == 0) release_flag(&flags[block - 1]);
       } else if (head) {
         finish(partials(), stage.tile, true, tail);
-        // Every thread has read the flag (partials()' barrier): clear it for the next launch.
+        // Read (partials()' barrier): clear the flag for the next launch.
         if (threadIdx.x == 0) flags[block] = 0u;
       } else {
         finish(partials(), stage.tile, false, no_tail);

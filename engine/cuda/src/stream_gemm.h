@@ -92,10 +92,11 @@ bool stream_split_fits(std::int64_t in, std::int64_t out, int blocks);
 std::int64_t stream_split_saving_k(std::int64_t in, std::int64_t out, int blocks);
 
 /// The least stream_split_saving_k for which Gemm takes the split walk: its hand-over costs about
-/// 1.4 us a launch (per launch at 4 rows on an H200, bench/results/2026-11-30-stream-split-h200),
-/// which whole tiles beat unless the busiest block sheds more than two 2,048-k stages. SDAR-4B's
-/// down projection splits (16.2-16.5 against 17.9 us unsplit, 16.9 on the skinny kernel), its o
-/// projection does not (10.4 against 8.2 and 8.6).
+/// a microsecond a launch (per launch at 4 rows on an H200,
+/// bench/results/2026-11-30-stream-split-h200), which whole tiles beat unless the busiest block
+/// sheds more than two 2,048-k stages. SDAR-4B's down projection splits (16.0 us chained against
+/// 17.9 on whole tiles, 16.9 on the skinny kernel), its o projection does not (10.4-11.4 against
+/// 8.2 and 8.6).
 inline constexpr std::int64_t kStreamSplitMinSavingK = 4096;
 
 /// Device memory (bytes) of the hand-over slots of split launches on up to `blocks` blocks: per

@@ -262,9 +262,10 @@ struct CudaBackendOptions {
   /// (stream_split_fits, stream_split_saving_k in engine/cuda/src/stream_gemm.h; of the SDAR
   /// shapes, SDAR-4B's down projection): every block streams an equal share of the tiles' k to
   /// within 256, and the two blocks that share a tile meet through a slot in global memory.
-  /// Per launch at 4 rows 16.2-16.5 us against 16.9 on the skinny kernel; +1.6% tok/s on SDAR-4B
-  /// at 1 x 1,024 on an H200 (bench/results/2026-11-30-stream-split-h200). Other bits than the
-  /// skinny kernel's, the same run to run on one device.
+  /// Per launch at 4 rows 16.0 us against 16.9 on the skinny kernel; +2.6% tok/s on SDAR-4B at
+  /// 1 x 1,024 on an H200 (+1.6%, then +1.0% with the final hand-over;
+  /// bench/results/2026-11-30-stream-split-h200). Other bits than the skinny kernel's, the same
+  /// run to run on one device.
   bool stream_gemm_split = true;
 };
 
