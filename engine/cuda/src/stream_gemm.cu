@@ -282,6 +282,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
   int buffer = 0;
 
+  // The split walk has its own copy of the stage loop below: routed through these lambdas, the
+  // whole-tile kernels took 40-80 more instructions (cuobjdump), and that loop has been slower for
+  // fewer instructions before (bench/results/2026-11-28-stream-trigger-h200, call 8); as it is,
+  // their SASS is what it was before the split walk.
   if constexpr (kSplit) {
     // Stage i (slot i % kStages) of `chunks` 32-wide chunks from k0 into acc.
     const auto consume = [&](std::int32_t i, std::int32_t k0, std::int32_t chunks) {
