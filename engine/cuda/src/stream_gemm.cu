@@ -111,6 +111,7 @@ static_assert(kStreamStageK % kRoundK == 0 && kStreamThirdsStageK % kRoundK == 0
 /// Floats of one hand-over slot: a tile's 16 x 16 sums, output e = 32 reg + lane as the epilogue's
 /// threads own them.
 constexpr int kSlotFloats = kConsumers;
+static_assert(kSlotFloats == kStreamTileColumns * kStreamTileColumns);
 
 /// One stage of the split walk: the tile, its first k and its k (elements), and whether it is the
 /// last stage of the tile in this block.
@@ -530,7 +531,9 @@ std::int64_t stream_split_saving_k(std::int64_t in, std::int64_t out, int blocks
 }
 
 std::size_t stream_split_slot_bytes(int blocks) {
-  return blocks < 1 ? 0 : static_cast<std::size_t>(blocks) * (kSlotFloats * sizeof(float) + 4);
+  return blocks < 1 ? 0
+                    : static_cast<std::size_t>(blocks) *
+                          (kSlotFloats * sizeof(float) + sizeof(std::uint32_t));
 }
 
 double stream_gemm_fill(std::int64_t out, int sms) {

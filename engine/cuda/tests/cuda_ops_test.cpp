@@ -899,7 +899,9 @@ TEST_F(CudaOps, StreamGemmSplitMatchesCublasLtAndIsDeterministic) {
                 << what << ": ring " << static_cast<int>(ring) << ", pdl " << pdl;
           }
         const auto left = download_f32(slots, static_cast<std::int64_t>(slots.bytes() / 4));
-        const std::size_t flags_at = static_cast<std::size_t>(blocks) * 256;
+        // The slots' flags follow the blocks' 16 x 16 sums (stream_split_slot_bytes).
+        const auto flags_at =
+            static_cast<std::size_t>(blocks * kStreamTileColumns * kStreamTileColumns);
         for (std::size_t f = flags_at; f < left.size(); ++f)
           ASSERT_EQ(std::bit_cast<std::uint32_t>(left[f]), 0u) << what << ": flag " << f;
         if (accumulate) continue;
