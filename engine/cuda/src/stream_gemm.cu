@@ -386,7 +386,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto walk = split_walk<kStageK>(tiles, in);
     const std::int32_t first_tile = walk.pos / walk.rounds;
     const bool tail_first = walk.pos % walk.rounds != 0, head_last = walk.end % walk.rounds != 0;
-    const float no_tail[2] = {0.0f, 0.0f};
     float tail[2] = {0.0f, 0.0f};
     for (std::int32_t i = 0; walk.more(); ++i) {
       const SplitStage stage = walk.next();
@@ -411,12 +410,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         slots[(block - 1) * kSlotFloats + e] = warps_total(part, e / 32, e % 32);
         consumers_sync();
         if (threadIdx.x == 0) release_flag(&flags[block - 1]);
-      } else if (head) {
-        finish(partials(), stage.tile, true, tail);
-        // Read (partials()' barrier): clear the flag for the next launch.
-        if (threadIdx.x == 0) flags[block] = 0u;
       } else {
-        finish(partials(), stage.tile, false, no_tail);
+        finish(partials(), stage.tile, head, tail);
+        // A head's slot was read (partials()' barrier): clear its flag for the next launch.
+        if (head && threadIdx.x == 0) flags[block] = 0u;
       }
     }
   } else {
