@@ -1533,6 +1533,129 @@ TEST_F(CudaOps, StreamGemmFusedNormIsTheNormKernelThenTheGemm) {
                Error);
 }
 
+TEST_F(CudaOps, StreamGemmFoldedNormIsTheNormUpToRounding) {
+  // The streaming kernel's folded RMSNorm (launch_stream_gemm's `fold`) against a double-precision
+  // host reference of the same arithmetic (1 / r = 1 / sqrt(mean(x^2) + eps) of the fp32 residual
+  // row, times the product with bf16(w x)): within fp32 rounding (1e-4 of the row's largest
+  // magnitude), accumulating or not. Against the norm kernel then the plain launch (rounding
+  // bf16(w x / r) instead): within 1e-2 relative L2. The SwiGLU epilogue against the host's
+  // silu(gate) * up of the plain folded outputs (bf16). The same bits over the SMs and over 7
+  // blocks with PDL and early weights, on both rings (SDAR-1.7B's 2,048 and SDAR-4B's 2,560) and a
+  // narrow shape, 1-8 rows. Refused arguments throw.
+  struct Shape {
+    std::int64_t in, out;
+  };
+  const Shape shapes[] = {{2048, 4096}, {2560, 6144}, {2048, 1024}, {96, 64}};
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  constexpr std::int64_t kRows = kStreamFoldRowsLimit;
+  for (const Shape& shape : shapes) {
+    const std::int64_t in = shape.in, out = shape.out;
+    const NormGemmCase data(in, out, kRows, 91, stream());
+    const GemmNorm& norm = data.norm;
+    synchronize();
+    const auto residual = download_f32(data.residual, kRows * in);
+    const auto weight = download_f32(data.norm_weight, in);
+    const auto w = download(data.w, static_cast<std::size_t>(in * out), CudaDType::kBF16);
+    const auto y0 = download_f32(data.y0, kRows * out);
+    DeviceBuffer y_a(data.y0.bytes()), y_b(data.y0.bytes()), y_n(data.y0.bytes()),
+        act(static_cast<std::size_t>(kRows * out));
+    for (const std::int64_t rows : {1, 4, 8}) {
+      const std::string shape_what = "rows " + std::to_string(rows) + " in " + std::to_string(in) +
+                                     " out " + std::to_string(out);
+      ASSERT_TRUE(stream_fold_fits(rows, in, norm)) << shape_what;
+      // The host reference of the fold's arithmetic, row by row.
+      std::vector<double> ref(static_cast<std::size_t>(rows * out));
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* x = residual.data() + r * in;
+        double squares = 0.0;
+        std::vector<double> a(static_cast<std::size_t>(in));
+        for (std::int64_t k = 0; k < in; ++k) {
+          squares += static_cast<double>(x[k]) * x[k];
+          a[static_cast<std::size_t>(k)] =
+              model::bf16_to_f32(model::f32_to_bf16(weight[static_cast<std::size_t>(k)] * x[k]));
+        }
+        const double scale =
+            1.0 / std::sqrt(squares / static_cast<double>(in) + NormGemmCase::kEps);
+        for (std::int64_t n = 0; n < out; ++n) {
+          double sum = 0.0;
+          for (std::int64_t k = 0; k < in; ++k)
+            sum += static_cast<double>(w[static_cast<std::size_t>(n * in + k)]) *
+                   a[static_cast<std::size_t>(k)];
+          ref[static_cast<std::size_t>(r * out + n)] = sum * scale;
+        }
+      }
+      data.normalise(rows, stream());
+      for (const bool accumulate : {false, true}) {
+        const std::string what = shape_what + " accumulate " + std::to_string(accumulate);
+        data.start(y_a, rows, stream());
+        launch_stream_gemm(nullptr, data.w.get(), y_a.as<float>(), rows, in, out, accumulate,
+                           nullptr, sms, stream(), false, false, &norm, StreamRing::kByShape,
+                           nullptr, true);
+        synchronize();
+        const auto got = download_f32(y_a, rows * out);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          double largest = 0.0;
+          for (std::int64_t n = 0; n < out; ++n)
+            largest = std::max(largest, std::abs(ref[static_cast<std::size_t>(r * out + n)]));
+          for (std::int64_t n = 0; n < out; ++n) {
+            const auto i = static_cast<std::size_t>(r * out + n);
+            const double want = ref[i] + (accumulate ? static_cast<double>(y0[i]) : 0.0);
+            ASSERT_NEAR(got[i], want, 1e-4 * largest + 1e-6)
+                << what << ": row " << r << " column " << n;
+          }
+        }
+        // The same bits over 7 blocks, with PDL and early weights.
+        data.start(y_b, rows, stream());
+        launch_stream_gemm(nullptr, data.w.get(), y_b.as<float>(), rows, in, out, accumulate,
+                           nullptr, 7, stream(), true, true, &norm, StreamRing::kByShape, nullptr,
+                           true);
+        synchronize();
+        ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got)) << what << ", 7 blocks";
+        if (accumulate) continue;
+        // The norm kernel, then the plain launch: the same function up to rounding.
+        launch_stream_gemm(data.h.get(), data.w.get(), y_n.as<float>(), rows, in, out, false,
+                           nullptr, sms, stream(), false, false);
+        synchronize();
+        const auto normed = download_f32(y_n, rows * out);
+        double diff = 0.0, size = 0.0;
+        for (std::size_t i = 0; i < normed.size(); ++i) {
+          diff +=
+              (static_cast<double>(got[i]) - normed[i]) * (static_cast<double>(got[i]) - normed[i]);
+          size += static_cast<double>(normed[i]) * normed[i];
+        }
+        EXPECT_LE(std::sqrt(diff / size), 1e-2) << what << ": against the norm kernel's path";
+        // The SwiGLU epilogue: silu(gate) * up of the plain folded outputs (pairs of columns).
+        launch_stream_gemm(nullptr, data.w.get(), nullptr, rows, in, out, false, act.get(), sms,
+                           stream(), true, true, &norm, StreamRing::kByShape, nullptr, true);
+        synchronize();
+        const auto acts = download(act, static_cast<std::size_t>(rows * out / 2), CudaDType::kBF16);
+        for (std::size_t i = 0; i < acts.size(); ++i) {
+          const double gate = got[2 * i], up = got[2 * i + 1];
+          const double want = gate / (1.0 + std::exp(-gate)) * up;
+          ASSERT_NEAR(acts[i], want, 1e-2 * std::abs(want) + 1e-5) << what << ": SwiGLU at " << i;
+        }
+      }
+    }
+  }
+  NormGemmCase data(2048, 64, 16, 92, stream());
+  DeviceBuffer y(16 * 64 * 4);
+  // 9 rows (beyond kStreamFoldRowsLimit), no norm, no eps: refused.
+  EXPECT_FALSE(stream_fold_fits(kStreamFoldRowsLimit + 1, 2048, data.norm));
+  EXPECT_THROW(launch_stream_gemm(nullptr, data.w.get(), y.as<float>(), kStreamFoldRowsLimit + 1,
+                                  2048, 64, false, nullptr, sms, stream(), false, false, &data.norm,
+                                  StreamRing::kByShape, nullptr, true),
+               Error);
+  EXPECT_THROW(
+      launch_stream_gemm(data.h.get(), data.w.get(), y.as<float>(), 4, 2048, 64, false, nullptr,
+                         sms, stream(), false, false, nullptr, StreamRing::kByShape, nullptr, true),
+      Error);
+  const GemmNorm no_eps{data.norm.residual, data.norm.weight, 0.0f};
+  EXPECT_THROW(
+      launch_stream_gemm(nullptr, data.w.get(), y.as<float>(), 4, 2048, 64, false, nullptr, sms,
+                         stream(), false, false, &no_eps, StreamRing::kByShape, nullptr, true),
+      Error);
+}
+
 TEST_F(CudaOps, SkinnyGemmSwigluEpilogueIsTheGemmThenSwiglu) {
   // The SwiGLU epilogue against the plain kernel into fp32, then the SwiGLU kernel: bit for bit,
   // at every m-tile count (1-64 rows) and n-tile choice, on the SDAR-1.7B/-4B gate/up shapes and
