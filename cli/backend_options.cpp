@@ -144,12 +144,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "them, else the skinny kernel in one wave; same bits, a launch fewer per "
                     "layer; measured 2-6% slower at 1 sequence on an H100, 7-10% on an H200) "
                     "(default: off)");
-  command->add_flag("--fold-stream-norms,!--no-fold-stream-norms", args.cuda.fold_stream_norms,
-                    "cuda backend: at 1-8 rows (one sequence), the RMSNorms before qkv and "
-                    "gate/up folded into the streaming GEMM (it reads the fp32 residual, "
-                    "projects bf16(w x) and scales by 1 / rms from the row's sum of squares, "
-                    "summed by every block on the way): two norm launches fewer per layer "
-                    "(other rounding, the same bits run to run) (default: off)");
   command->add_flag("--fold-qkv-norm,!--no-fold-qkv-norm", args.cuda.fold_qkv_norm,
                     "cuda backend: at 17-64 rows on the wgmma GEMM, the down projection writes "
                     "the next layer's RMSNorm input and row sums of squares, and the q/k norm "
@@ -327,7 +321,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.gemm_tune_cold = false;
     options.masked_rows_only = false;
     options.fused_norm_gemm = false;
-    options.fold_stream_norms = false;
     options.fold_qkv_norm = false;
     options.fold_mlp_norm = false;
     options.chunked_vocab_pass = false;

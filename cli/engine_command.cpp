@@ -269,7 +269,6 @@ void run_bench(const BenchArgs& args) {
               {"gemm_autotune", o.gemm_autotune},
               {"skinny_gemm_rows", o.skinny_gemm_rows},
               {"fused_norm_gemm", o.fused_norm_gemm},
-              {"fold_stream_norms", o.fold_stream_norms},
               {"fold_qkv_norm", o.fold_qkv_norm},
               {"fold_mlp_norm", o.fold_mlp_norm},
               {"fused_swiglu", o.fused_swiglu},

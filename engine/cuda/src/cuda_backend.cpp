@@ -266,9 +266,6 @@ struct CudaBackend::Impl {
     // (Gemm::fuses_norm), the same bits as the norm kernel before it.
     gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill,
                           options.stream_gemm_split);
-    // With fold_stream_norms the streaming kernel folds the norm before it where it can, ahead of
-    // fused_norm_gemm's prologue (Gemm::fuses_norm).
-    gemm->set_norm_fusion(options.fused_norm_gemm, options.fold_stream_norms);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);
@@ -601,8 +598,7 @@ struct CudaBackend::Impl {
     // RMSNorm(x) w^T: fused into the skinny GEMM where it takes it, else the norm kernel into h.
     // With `swiglu_act`, SwiGLU is fused into the GEMM's epilogue where the skinny kernel takes
     // it (returns true; y is then not written), else the caller launches it (returns false).
-    const bool fuse = (options.fused_norm_gemm || options.fold_stream_norms) &&
-                      options.fast_norms && dtype == CudaDType::kBF16;
+    const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
     const auto norm_into_h = [&](const DeviceBuffer& norm_weight) {
       launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
                       h.get(), rows_pad, nullptr, s, options.fast_norms, pdl,
@@ -612,14 +608,10 @@ struct CudaBackend::Impl {
                                  std::int64_t out, void* swiglu_act = nullptr) {
       const GemmNorm norm{x.as<float>(), norm_weight.as<float>(), static_cast<float>(shape.eps)};
       const bool norm_fused = fuse && gemm->fuses_norm(dtype, rows_pad, hd, out, norm, w.get(), y);
-      if (norm_fused) {
+      if (norm_fused)
         ++stats.fused_norm_gemms;
-        if (gemm->folds_stream_norm(dtype, rows_pad, hd, out, norm, w.get(),
-                                    swiglu_act != nullptr ? swiglu_act : y))
-          ++stats.stream_folded_norms;
-      } else {
+      else
         norm_into_h(norm_weight);
-      }
       if (swiglu_act != nullptr &&
           gemm->fuses_swiglu(dtype, rows_pad, hd, out, norm_fused ? norm.residual : h.get(),
                              w.get(), swiglu_act)) {

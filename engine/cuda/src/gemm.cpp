@@ -159,10 +159,8 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
                       const GemmNorm* norm) {
   float* slots =
       norm == nullptr && stream_splits(in, out) ? stream_split_slots_.as<float>() : nullptr;
-  const bool fold = norm != nullptr && folds_stream_norm(CudaDType::kBF16, rows, in, out, *norm, w,
-                                                         act != nullptr ? act : y);
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
-                     norm, StreamRing::kByShape, slots, fold);
+                     norm, StreamRing::kByShape, slots);
   ++stream_launches_;
 }
 
@@ -446,21 +444,12 @@ bool Gemm::fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::
   // and the separate norm give the same bits.
   // A split launch has no norm prologue: its norm stays a kernel of its own.
   if (streams(dtype, rows, in, out, norm.residual, w, y))
-    return !stream_splits(in, out) && (folds_stream_norm(dtype, rows, in, out, norm, w, y) ||
-                                       (norm_prologue_ && stream_norm_fits(rows, in, norm)));
-  if (!norm_prologue_) return false;
+    return !stream_splits(in, out) && stream_norm_fits(rows, in, norm);
   // Every block of a fused launch runs the norm prologue, which the first weight loads only
   // partly hide: fused only where the launch is one wave of two blocks per SM (fused in every
   // launch, 14% slower at 1 sequence: bench/results/2026-11-23-engine-skinny-split-h100).
   return skinny(dtype, rows, in, out, norm.residual, w, y) && skinny_norm_fits(rows, in, norm) &&
          out / (8 * skinny_n_tiles(rows, in, out, false)) <= 2 * static_cast<std::int64_t>(sms_);
-}
-
-bool Gemm::folds_stream_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                             const GemmNorm& norm, const void* w, const void* y) const {
-  return stream_fold_ && dtype == CudaDType::kBF16 &&
-         streams(dtype, rows, in, out, norm.residual, w, y) && !stream_splits(in, out) &&
-         stream_fold_fits(rows, in, norm);
 }
 
 void Gemm::run_normed(const GemmNorm& norm, const void* w, float* y, std::int64_t rows,

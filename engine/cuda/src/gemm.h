@@ -64,10 +64,8 @@ class Gemm {
                     std::int64_t out, cudaStream_t stream);
 
   /// Whether run_normed() takes this GEMM: bf16 and, where streams() holds (with the residual in
-  /// x's place), the folded norm (set_norm_fusion's `stream_fold` and stream_fold_fits) or the
-  /// prologue (its `prologue` and stream_norm_fits), never on the split walk; else, with
-  /// `prologue`, skinny(), skinny_norm_fits() and one wave (out / (8 n tiles) <= 2 SMs; every
-  /// block pays the norm).
+  /// x's place), stream_norm_fits(); else skinny(), skinny_norm_fits() and one wave (out / (8 n
+  /// tiles) <= 2 SMs; every block pays the norm).
   bool fuses_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
                   const GemmNorm& norm, const void* w, const void* y) const;
   /// y = RMSNorm(norm.residual) w^T (y[rows, out] fp32, residual [rows, in] fp32, w [out, in]
@@ -87,20 +85,6 @@ class Gemm {
   /// fuses_norm()) does not hold or the launch fails.
   void run_swiglu(const void* x, const GemmNorm* norm, const void* w, void* act, std::int64_t rows,
                   std::int64_t in, std::int64_t out, cudaStream_t stream);
-
-  /// How run_normed() and run_swiglu() with a norm may take it into the GEMM (fuses_norm()):
-  /// `prologue`, every block normalises the rows itself first (the same bits as the norm kernel;
-  /// the default, on); `stream_fold`, the streaming kernel's folded norm (launch_stream_gemm's
-  /// `fold`: 1 / r after the product, other rounding) where it fits, ahead of the prologue (off
-  /// by default; CudaBackendOptions::fold_stream_norms).
-  void set_norm_fusion(bool prologue, bool stream_fold) {
-    norm_prologue_ = prologue;
-    stream_fold_ = stream_fold;
-  }
-  /// Whether this GEMM with this norm takes the streaming kernel's folded norm (set_norm_fusion's
-  /// `stream_fold`, streams(), stream_fold_fits, not the split walk).
-  bool folds_stream_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
-                         const GemmNorm& norm, const void* w, const void* y) const;
 
   /// Whether later skinny launches use programmatic dependent launch (the constructor's
   /// `programmatic_launch`, changed per pass by the backend) and, with it, load their first
@@ -246,8 +230,6 @@ class Gemm {
   bool early_weights_ = false;
   std::optional<WgmmaGemm> wgmma_;  ///< made by set_wgmma(true) on an sm_90 device
   std::int64_t wgmma_launches_ = 0;
-  bool norm_prologue_ = true;     ///< set_norm_fusion
-  bool stream_fold_ = false;      ///< set_norm_fusion
   bool stream_ = false;           ///< set_stream_gemm
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;

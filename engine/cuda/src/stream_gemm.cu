@@ -162,29 +162,6 @@ __device__ __forceinline__ void wait_flag(const unsigned* flag) {
   } while (set == 0);
 }
 
-/// Bytes of the folded norm's per-warp row sums of squares (kFold).
-constexpr std::size_t kFoldSquareBytes =
-    static_cast<std::size_t>(kConsumerWarps) * kStreamFoldRowsLimit * sizeof(float);
-
-/// The folded norm's A operand (kFold): 8 residual values x of one row at k .. k + 7 and the norm
-/// weight w there, as the 16 bytes of bf16(w x) that load16 would read at k, and x^2 added to
-/// `square_sum` in k order (rounded operations).
-__device__ __forceinline__ uint4 fold_pack(const float4 (&x)[2], const float4& w0, const float4& w1,
-                                           float& square_sum) {
-  const float v[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
-  const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-  std::uint32_t packed[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(__fmul_rn(wv[2 * i], v[2 * i]),
-                                                      __fmul_rn(wv[2 * i + 1], v[2 * i + 1]));
-    packed[i] = *reinterpret_cast<const std::uint32_t*>(&pair);
-  }
-#pragma unroll
-  for (int i = 0; i < 8; ++i) square_sum = __fmaf_rn(v[i], v[i], square_sum);
-  return make_uint4(packed[0], packed[1], packed[2], packed[3]);
-}
-
 __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
@@ -192,7 +169,7 @@ __device__ __forceinline__ void consumers_sync() {
 /// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
 /// consumers into shared memory past the barriers; kSplit: the split walk, with `slots` the
 /// hand-over slots (gridDim.x x kSlotFloats floats, then gridDim.x flags).
-template <bool kSwiglu, bool kNorm, bool kSplit, typename R, bool kFold = false>
+template <bool kSwiglu, bool kNorm, bool kSplit, typename R>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
@@ -440,18 +417,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   } else {
-    // kFold: this lane's sum of the squares of row g's residual over the k it reads in the
-    // block's first tile (the whole row, over the lanes and warps), for the epilogue's 1 / r;
-    // the epilogue thread's 1 / r of its output row (the same row in every tile); the block's
-    // bf16(w x) rows, made in its first tile and read back in the others (each warp its own
-    // chunks: no barrier).
-    [[maybe_unused]] float square_sum = 0.0f, row_scale = 0.0f;
-    [[maybe_unused]] __nv_bfloat16* folded_lane = nullptr;
-    if constexpr (kFold)
-      folded_lane = reinterpret_cast<__nv_bfloat16*>(shared + R::kSharedBytes + kFoldSquareBytes) +
-                    static_cast<std::int64_t>(g) * (in + 8) + 8 * t;
     for (std::int32_t i = 0; i < count; ++i) {
-      const bool first_tile = i < k_stages;
       const std::int32_t s = i % kStages;
       const std::int32_t ks = i % k_stages;
       const std::int32_t k0 = ks * kStageK;
@@ -462,30 +428,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int u = 0; u < kChunksPerWarp; ++u) {
         const std::int32_t c = warp + u * kConsumerWarps;
         const std::int32_t k = k0 + c * 32;
-        if constexpr (kFold) {
-          // kFold, first tile: the residual's 8 floats of row g at the lane's k (rows <=
-          // kStreamFoldRowsLimit: no row g + 8) and the norm weight there, made into bf16(w x)
-          // and kept; later tiles read them back.
-          const bool valid = c < chunks && low;
-          if (first_tile) {
-            const float4 none = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            const auto* src = reinterpret_cast<const float4*>(
-                norm.residual + static_cast<std::int64_t>(g) * in + k + 8 * t);
-            const auto* wv = reinterpret_cast<const float4*>(norm.weight + k + 8 * t);
-            const float4 xf[2] = {valid ? __ldg(src) : none, valid ? __ldg(src + 1) : none};
-            xl[u] =
-                fold_pack(xf, valid ? __ldg(wv) : none, valid ? __ldg(wv + 1) : none, square_sum);
-            if (valid) *reinterpret_cast<uint4*>(folded_lane + k) = xl[u];
-          } else {
-            xl[u] = valid ? load16<true>(folded_lane + k) : zero;
-          }
-          xh[u] = zero;
-        } else {
-          const __nv_bfloat16* lo = x_lane + k;
-          const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
-          xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
-          xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
-        }
+        const __nv_bfloat16* lo = x_lane + k;
+        const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
+        xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
+        xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
       }
       barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStages) & 1));
       const unsigned char* slot =
@@ -516,42 +462,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           part[warp][j * 4 + r][lane] = acc[j][r];
           acc[j][r] = 0.0f;
         }
-      [[maybe_unused]] float(*squares)[kStreamFoldRowsLimit] = nullptr;
-      if constexpr (kFold) {
-        // First tile: the warp's sums of squares of each row (over t: lanes 4 g .. 4 g + 3), to
-        // shared memory past the barriers.
-        squares = reinterpret_cast<float(*)[kStreamFoldRowsLimit]>(shared + R::kSharedBytes);
-        if (first_tile) {
-          square_sum += __shfl_xor_sync(0xffffffffu, square_sum, 1);
-          square_sum += __shfl_xor_sync(0xffffffffu, square_sum, 2);
-          if (t == 0 && g < kStreamFoldRowsLimit) squares[warp][g] = square_sum;
-        }
-      }
       consumers_sync();
       const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
       const int e = static_cast<int>(threadIdx.x);
-      // kFold: 1 / r of output row `row` (rms_norm.cuh's rms_scale of the warps' sums in warp
-      // order), the same in every block: made in the first tile, kept for the others.
-      const auto scale_of = [&](int row) {
-        if (first_tile) {
-          float total = squares[0][row];
-#pragma unroll
-          for (int v = 1; v < kConsumerWarps; ++v) total += squares[v][row];
-          row_scale = rms_scale(total, in, norm.eps);
-        }
-        return row_scale;
-      };
       if constexpr (kSwiglu) {
         if (e < kRegs / 2 * 32) {
           const int reg = 2 * (e / 32), l = e % 32;
           const int2 o = output_of<2>(reg, l);
           if (o.x < rows) {
-            float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
-            if constexpr (kFold) {
-              const float scale = scale_of(o.x);
-              gate = __fmul_rn(gate, scale);
-              up = __fmul_rn(up, scale);
-            }
+            const float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
             act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
                 __float2bfloat16_rn(silu_times(gate, up));
           }
@@ -560,8 +479,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int reg = e / 32, l = e % 32;
         const int2 o = output_of<2>(reg, l);
         if (o.x < rows) {
-          float sum = warps_total(part, reg, l);
-          if constexpr (kFold) sum = __fmul_rn(sum, scale_of(o.x));
+          const float sum = warps_total(part, reg, l);
           float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
           *dst = accumulate ? *dst + sum : sum;
         }
@@ -622,28 +540,10 @@ double stream_gemm_fill(std::int64_t out, int sms) {
   return static_cast<double>(tiles) / static_cast<double>(waves * sms);
 }
 
-namespace {
-
-/// Shared memory (bytes) the folded norm adds to a block's ring: the row sums of squares per warp
-/// and kStreamFoldRowsLimit rows of bf16(w x), in + 8 elements apart (as the fused norm's).
-std::size_t stream_fold_extra_bytes(std::int64_t in) {
-  return kFoldSquareBytes + static_cast<std::size_t>(kStreamFoldRowsLimit * (in + 8) * 2);
-}
-
-}  // namespace
-
-bool stream_fold_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  return rows >= 1 && rows <= kStreamFoldRowsLimit && in > 0 && in % 32 == 0 &&
-         kStreamSharedBytes + stream_fold_extra_bytes(in) <= 227 * 1024 &&
-         norm.residual != nullptr && norm.weight != nullptr && aligned(norm.residual) &&
-         aligned(norm.weight) && norm.eps > 0.0f;
-}
-
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
-                        StreamRing ring, float* split_slots, bool fold) {
+                        StreamRing ring, float* split_slots) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -652,12 +552,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 " is not a shape it takes (rows 1.." + std::to_string(kStreamRowsLimit) +
                 ", in a multiple of 32, out a multiple of " + std::to_string(kStreamTileColumns) +
                 ", 16-byte aligned)");
-  if (fold && (norm == nullptr || !stream_fold_fits(rows, in, *norm)))
-    throw Error("streaming skinny GEMM with a folded RMSNorm: rows " + std::to_string(rows) +
-                " in " + std::to_string(in) + " is not a shape the fold takes (a norm, rows 1.." +
-                std::to_string(kStreamFoldRowsLimit) +
-                ", eps > 0, 16-byte aligned residual and weight)");
-  if (norm != nullptr && !fold && !stream_norm_fits(rows, in, *norm))
+  if (norm != nullptr && !stream_norm_fits(rows, in, *norm))
     throw Error("streaming skinny GEMM with a fused RMSNorm: rows " + std::to_string(rows) +
                 " in " + std::to_string(in) + " is not a shape its norm takes (rows 1.." +
                 std::to_string(kNormRowsLimit) + ", in up to " +
@@ -682,7 +577,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   const bool swiglu = swiglu_act != nullptr;
   const bool split = split_slots != nullptr;
   const StreamRing chosen = ring == StreamRing::kByShape ? stream_ring(in) : ring;
-  const bool thirds = (norm == nullptr || fold) && chosen == StreamRing::kThreeOf1280;
+  const bool thirds = norm == nullptr && chosen == StreamRing::kThreeOf1280;
   using Kernel = decltype(&stream_gemm_kernel<false, false, false, DefaultRing>);
   // [split][swiglu] for each ring without the norm.
   constexpr Kernel kThirds[2][2] = {{stream_gemm_kernel<false, false, false, ThirdsRing>,
@@ -693,29 +588,18 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                                       stream_gemm_kernel<true, false, false, DefaultRing>},
                                      {stream_gemm_kernel<false, false, true, DefaultRing>,
                                       stream_gemm_kernel<true, false, true, DefaultRing>}};
-  // [thirds][swiglu] with the folded norm.
-  constexpr Kernel kFolded[2][2] = {{stream_gemm_kernel<false, false, false, DefaultRing, true>,
-                                     stream_gemm_kernel<true, false, false, DefaultRing, true>},
-                                    {stream_gemm_kernel<false, false, false, ThirdsRing, true>,
-                                     stream_gemm_kernel<true, false, false, ThirdsRing, true>}};
-  const Kernel kernel = fold     ? kFolded[thirds][swiglu]
-                        : thirds ? kThirds[split][swiglu]
+  const Kernel kernel = thirds ? kThirds[split][swiglu]
                         : norm != nullptr
                             ? (swiglu ? stream_gemm_kernel<true, true, false, DefaultRing>
                                       : stream_gemm_kernel<false, true, false, DefaultRing>)
                             : kDefault[split][swiglu];
-  const std::size_t shared =
-      fold ? (thirds ? ThirdsRing::kSharedBytes : kStreamSharedBytes) + stream_fold_extra_bytes(in)
-      : thirds          ? ThirdsRing::kSharedBytes
-      : norm != nullptr ? stream_norm_shared_bytes(rows, in)
-                        : kStreamSharedBytes;
+  const std::size_t shared = thirds            ? ThirdsRing::kSharedBytes
+                             : norm != nullptr ? stream_norm_shared_bytes(rows, in)
+                                               : kStreamSharedBytes;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared)));
   const char* name =
-      fold ? (swiglu ? "stream_gemm_kernel (folded norm, SwiGLU)"
-                     : "stream_gemm_kernel (folded norm)")
-      : norm != nullptr
-          ? (swiglu ? "stream_gemm_kernel (norm, SwiGLU)" : "stream_gemm_kernel (norm)")
+      norm != nullptr ? (swiglu ? "stream_gemm_kernel (norm, SwiGLU)" : "stream_gemm_kernel (norm)")
       : split ? (swiglu ? "stream_gemm_kernel (split, SwiGLU)" : "stream_gemm_kernel (split)")
               : (swiglu ? "stream_gemm_kernel (SwiGLU)" : "stream_gemm_kernel");
   launch_kernel(name, kernel, grid, kThreads, shared, stream, pdl,

@@ -19,9 +19,6 @@ namespace dice::engine::cuda {
 
 /// Most rows the streaming kernel takes (one m16 tile).
 inline constexpr std::int64_t kStreamRowsLimit = 16;
-/// Most rows the folded RMSNorm (launch_stream_gemm's `fold`) takes: x's row g of a lane only
-/// (no row g + 8 of the MMA's A fragment).
-inline constexpr int kStreamFoldRowsLimit = 8;
 /// Output columns of one tile (two n8 tiles), the unit of work of a block.
 inline constexpr std::int64_t kStreamTileColumns = 16;
 /// k of one stage of the default ring: a tile's 16 weight rows x 2,048 k (64 KiB of bf16), one
@@ -66,11 +63,6 @@ std::size_t stream_norm_shared_bytes(std::int64_t rows, std::int64_t in);
 /// static shared memory within a Hopper block's 227 KiB (SDAR-4B's 2,560: up to 15 rows), eps > 0,
 /// residual and weight 16-byte aligned.
 bool stream_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm);
-
-/// Whether the streaming kernel takes the folded RMSNorm (launch_stream_gemm's `fold`) for `rows`
-/// x `in` (on top of stream_gemm_fits): 1 <= rows <= kStreamFoldRowsLimit, in a positive multiple
-/// of 32, eps > 0, residual and weight 16-byte aligned. Host-only.
-bool stream_fold_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm);
 
 /// Whether the streaming kernel computes this GEMM: 1 <= rows <= kStreamRowsLimit, in a positive
 /// multiple of 32, out a positive multiple of kStreamTileColumns, x, w and y (fp32 output or the
@@ -135,17 +127,10 @@ std::size_t stream_split_slot_bytes(int blocks);
 /// Launches on one set of slots must be stream-ordered (at most one runs at a time: with `pdl`
 /// the next one writes them only after its wait). Throws dice::Error where stream_split_fits does
 /// not hold or with `norm`.
-/// `fold` (with `norm`; stream_fold_fits): the folded RMSNorm instead of the prologue (RMSNorm:
-/// Zhang & Sennrich 2019; norm_fold.h): the consumers read the fp32 residual rows at their k, make
-/// bf16(weight x) of them as the MMA's operand and sum x^2 on the way; each tile's epilogue scales
-/// its outputs (gate and up before the SwiGLU) by 1 / r = rms_scale(sum of the row's squares over
-/// the warps in warp order, in, eps). No prologue and no extra shared memory for the rows; any
-/// ring. Other rounding than the norm kernel's (bf16(w x) instead of bf16(w x / r)), the same bits
-/// run to run and for every `blocks`. Throws dice::Error where stream_fold_fits does not hold.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
                         const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape,
-                        float* split_slots = nullptr, bool fold = false);
+                        float* split_slots = nullptr);
 
 }  // namespace dice::engine::cuda

@@ -289,32 +289,6 @@ TEST_F(CudaBackendTest, StreamGemmSplitMatchesTheCpuReference) {
   EXPECT_TRUE(same_bits(score_blocks(a, ids, 40, 4, true), score_blocks(b, ids, 40, 4, true)));
 }
 
-TEST_F(CudaBackendTest, FoldedStreamNormsMatchTheCpuReference) {
-  // fold_stream_norms at SDAR-1.7B's and SDAR-4B's widths (one layer): at 1 sequence (passes of
-  // 4-8 rows) the norms before qkv and gate/up go into the streaming GEMMs. bf16 logits against
-  // the CPU reference, fused and unfused store; folded launches counted (none with the option
-  // off); the same bits run to run.
-  const Shape shapes[] = {
-      {"SDAR-1.7B widths, 1 layer", small_config(8192, 2048, 1, 16, 8, 128, 6144), 0.02f},
-      {"SDAR-4B widths, 1 layer", small_config(8192, 2560, 1, 32, 8, 128, 9728), 0.018f}};
-  for (const Shape& shape : shapes) {
-    CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
-    options.stream_gemm = true;
-    options.fold_stream_norms = true;
-    const CudaForwardStats folded = expect_logits_like_the_cpu(shape, options, 8);
-    EXPECT_GT(folded.stream_folded_norms, 0) << shape.name;
-    options.fold_stream_norms = false;
-    const CudaForwardStats plain = expect_logits_like_the_cpu(shape, options, 8);
-    EXPECT_EQ(plain.stream_folded_norms, 0) << shape.name;
-    options.fold_stream_norms = true;
-    const CpuWeights weights = random_weights(shape.config, shape.std, true);
-    const auto ids = random_ids(60, shape.config.vocab_size, 9);
-    CudaBackend a(weights, options), b(weights, options);
-    EXPECT_TRUE(same_bits(score_blocks(a, ids, 40, 4, true), score_blocks(b, ids, 40, 4, true)))
-        << shape.name;
-  }
-}
-
 TEST_F(CudaBackendTest, CudaCoreAndTensorCoreAttentionAgree) {
   // The tensor-core kernels against the CUDA-core one: the pipelined kernel (default), with
   // short splits that it merges itself (tiles of 128+ positions split), and the first one.

@@ -153,15 +153,6 @@ struct CudaBackendOptions {
   /// reads recovered only part of it (bench/results/2026-11-28-stream-norm-h200). false: the norm
   /// kernel, then the GEMM.
   bool fused_norm_gemm = false;
-  /// At 1-8 rows (one sequence), the RMSNorms before qkv and gate/up folded into the streaming
-  /// GEMM that projects them (engine/cuda/src/stream_gemm.h, launch_stream_gemm's `fold`; bf16
-  /// with fast_norms, where the streaming kernel takes the projection on whole tiles): its
-  /// consumers read the fp32 residual, project bf16(w x) and scale each output by 1 / r from the
-  /// row's sum of squares, which every block sums on the way (no prologue, no partial sums
-  /// between launches): two norm launches fewer per layer. Other rounding than the norm kernel's
-  /// (bf16(w x) before the projection, not bf16(w x / r)); the same bits run to run. Ahead of
-  /// fused_norm_gemm's prologue where both apply. false: the norm kernel (or fused_norm_gemm).
-  bool fold_stream_norms = false;
   /// The RMSNorm before qkv folded into the wgmma GEMMs (engine/cuda/src/norm_fold.h): in passes
   /// whose down projection the wgmma kernel takes (17-64 rows with wgmma_gemm, bf16 with
   /// fast_norms, head_dim 128), the down projection also writes bf16(w * x) for the next layer's

@@ -117,9 +117,6 @@ struct CudaForwardStats {
   /// GEMM launches enqueued (eagerly or into a captured graph, not per replay) with the RMSNorm
   /// fused in (CudaBackendOptions::fused_norm_gemm).
   std::int64_t fused_norm_gemms = 0;
-  /// Of those, the streaming GEMM launches with the folded norm
-  /// (CudaBackendOptions::fold_stream_norms).
-  std::int64_t stream_folded_norms = 0;
   /// RMSNorms enqueued folded into a wgmma GEMM's output (CudaBackendOptions::fold_qkv_norm,
   /// fold_mlp_norm).
   std::int64_t folded_norms = 0;
