@@ -89,7 +89,9 @@ void Gemm::set_stream_gemm(bool on, double min_fill, bool split) {
 }
 
 bool Gemm::stream_splits(std::int64_t in, std::int64_t out) const {
-  return stream_split_slots_.bytes() > 0 && stream_split_fits(in, out, sms_) &&
+  // stream_split_saving_k is 0 where stream_split_fits does not hold.
+  static_assert(kStreamSplitMinSavingK > 0);
+  return stream_split_slots_.bytes() > 0 &&
          stream_split_saving_k(in, out, sms_) >= kStreamSplitMinSavingK;
 }
 

@@ -219,8 +219,9 @@ class Gemm {
   void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                   const GemmNorm* norm = nullptr);
-  /// Whether a shape takes the split walk: set_stream_gemm's `split`, stream_split_fits and
-  /// stream_split_saving_k at least kStreamSplitMinSavingK on this device's SMs.
+  /// Whether a shape takes the split walk: set_stream_gemm's `split` and stream_split_saving_k
+  /// (0 where stream_split_fits does not hold) at least kStreamSplitMinSavingK on this device's
+  /// SMs.
   bool stream_splits(std::int64_t in, std::int64_t out) const;
   /// The n8 tiles the skinny kernel runs this shape with (tuned, else the default).
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
