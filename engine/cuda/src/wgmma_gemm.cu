@@ -22,8 +22,10 @@
 // partial 64 x tile_n sums into shared memory (rows padded by 8 floats: the float2 stores of a
 // half warp hit 32 distinct banks), the cluster syncs, and block r adds rows
 // [r rows / splits, (r + 1) rows / splits) of every block's partial in rank (split) order through
-// distributed shared memory, then y (y + sum with accumulate); a second cluster sync keeps every
-// block's shared memory alive until all have read it. A thread loads its output's partials from
+// distributed shared memory, then y (y + sum with accumulate); a second cluster barrier keeps every
+// block's shared memory alive until all have read it (a relaxed arrive: no thread waits for its y
+// stores to complete first; per launch 1-5% faster on the SDAR shapes, tokens/s even,
+// bench/results/2026-11-30-wgmma-barrier-h200). A thread loads its output's partials from
 // all the splits before adding them (the remote loads in flight together; the same sum order):
 // per launch at 64 rows under PDL SDAR-1.7B's o 5.96 -> 5.43 us, +1.1% tok/s on SDAR-1.7B at
 // 16 x 1,024, SDAR-4B even (bench/results/2026-11-30-wgmma-epilogue-h200).
@@ -377,7 +379,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  cluster.sync();
+  // The block's remote reads are done (each fed a store issued before this), so the arrive needs
+  // no release: with one, every thread would first wait for its y stores to complete.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 #else
   __trap();
 #endif
