@@ -221,37 +221,33 @@ __global__ void __launch_bounds__(kThreads, 1)
           bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
                     &full[s], policy);
       };
-      if constexpr (kSplit) {
-        auto walk = split_walk<kStageK>(tiles, in);
-        const auto issue = [&](std::int32_t i) {
-          const SplitStage stage = walk.next();
-          issue_stage(i, stage.tile, stage.k0, stage.k);
-        };
+      // Stages 0, 1, ... while more(i): the ring's first kStages before the programmatic wait
+      // with early weights (after it without), then each once its slot is free.
+      const auto produce = [&](const auto& more, const auto& issue) {
         std::int32_t i = 0;
         if (early_weights)
-          for (; i < kStages && walk.more(); ++i) issue(i);
+          for (; i < kStages && more(i); ++i) issue(i);
         wait_for_prior_grid();
         if (!early_weights)
-          for (; i < kStages && walk.more(); ++i) issue(i);
-        for (; walk.more(); ++i) {
+          for (; i < kStages && more(i); ++i) issue(i);
+        for (; more(i); ++i) {
           barrier_wait(&empty[i % kStages], static_cast<std::uint32_t>((i / kStages - 1) & 1));
           issue(i);
         }
+      };
+      if constexpr (kSplit) {
+        auto walk = split_walk<kStageK>(tiles, in);
+        produce([&](std::int32_t) { return walk.more(); },
+                [&](std::int32_t i) {
+                  const SplitStage stage = walk.next();
+                  issue_stage(i, stage.tile, stage.k0, stage.k);
+                });
       } else {
-        const auto issue = [&](std::int32_t i) {
-          const std::int32_t k0 = (i % k_stages) * kStageK;
-          issue_stage(i, tile_begin + i / k_stages, k0, min(kStageK, in - k0));
-        };
-        const std::int32_t first = min(count, kStages);
-        if (early_weights)
-          for (std::int32_t i = 0; i < first; ++i) issue(i);
-        wait_for_prior_grid();
-        if (!early_weights)
-          for (std::int32_t i = 0; i < first; ++i) issue(i);
-        for (std::int32_t i = first; i < count; ++i) {
-          barrier_wait(&empty[i % kStages], static_cast<std::uint32_t>((i / kStages - 1) & 1));
-          issue(i);
-        }
+        produce([&](std::int32_t i) { return i < count; },
+                [&](std::int32_t i) {
+                  const std::int32_t k0 = (i % k_stages) * kStageK;
+                  issue_stage(i, tile_begin + i / k_stages, k0, min(kStageK, in - k0));
+                });
       }
     }
     return;
