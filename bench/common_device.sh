@@ -8,6 +8,25 @@ export DICE_PYTHON=${DICE_PYTHON:-python3}
 export DICE_CACHE=${DICE_CACHE:-/tmp/dice-cache}
 # bubblewrap staged by device_prepare.sh (the device image has none).
 [ -x "$root/.device/bwrap" ] && export DICE_BWRAP=${DICE_BWRAP:-$root/.device/bwrap}
+# unpack_staged DIR: the binaries bench/device_prepare.sh staged xz-compressed (DIR/NAME.xz, so
+# that several fit a call's 64 MiB), each unpacked beside its .xz as DIR/NAME (executable) unless
+# an unpacked copy at least as new is there. An archive that does not unpack is named on stderr
+# and leaves no partial file; the rest still unpack.
+unpack_staged() {
+  local packed bin
+  for packed in "$1"/*.xz "$1"/*/*.xz; do
+    [ -f "$packed" ] || continue
+    bin=${packed%.xz}
+    [ -x "$bin" ] && [ ! "$packed" -nt "$bin" ] && continue
+    if xz -dc "$packed" >"$bin.part" 2>/dev/null && chmod +x "$bin.part"; then
+      mv "$bin.part" "$bin"
+    else
+      rm -f "$bin.part"
+      echo "common_device.sh: $packed does not unpack (xz -d failed); $bin is not staged" >&2
+    fi
+  done
+}
+unpack_staged "$root/.device"
 OUT=${OUT:-$root/out}
 WORK=${WORK:-/tmp/dice-device-work}
 mkdir -p "$OUT" "$WORK"

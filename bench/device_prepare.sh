@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Stages what a device call needs and git does not carry, into the ignored .device/:
 # - dice and, when built with CUDA, dice_engine_cuda_tests (built here, stripped; both for sm_90
-#   with the CUDA runtime linked statically, so nothing is compiled on the device);
+#   with the CUDA runtime linked statically, so nothing is compiled on the device), each
+#   xz-compressed as NAME.xz (~5 MiB instead of ~23 and ~58): bench/common_device.sh unpacks them
+#   on the device, so that a base build and its tests fit beside them in the call's 64 MiB;
 # - lib.tar.gz: every shared library of theirs a GPU machine may lack (cpp-httplib, brotli,
 #   OpenBLAS, PCRE2, utf8proc, gfortran, ...; not glibc's, the C++ runtime's, OpenSSL's or CUDA's),
 #   compressed to stay within the call's 64 MiB; bench/common_device.sh unpacks it into .device/lib,
@@ -14,10 +16,13 @@
 # Usage (here): scripts/build.sh && bench/device_prepare.sh; then carry ".device" in the call.
 # KERNELBENCH_MIRROR: a git dir of ScalingIntelligence/KernelBench (default: the fetch tool's).
 # STAGE=engine: dice, its libraries and the SDAR configs only (what device_engine_bench.sh,
-#   device_engine_variants.sh and device_engine_profile.sh read; ~30 MiB instead of ~51), so that
-#   a second binary fits the call's 64 MiB; whatever else an earlier staging left is removed.
-# BASE=PATH: also stages the dice binary PATH (a build of another commit), stripped, as
-#   .device/dice_base, for device_engine_variants.sh's VARIANTS=';bin=.device/dice_base'.
+#   device_engine_variants.sh and device_engine_profile.sh read; ~18 MiB instead of ~33), so that
+#   more binaries fit the call's 64 MiB; whatever else an earlier staging left is removed.
+#   TESTS=1: the CUDA tests binary too (device_engine_check.sh, bench/device_probe_lib.sh).
+# BASE=PATH: also stages the dice binary PATH (a build of another commit), stripped and
+#   compressed, as .device/dice_base, for device_engine_variants.sh's
+#   VARIANTS=';bin=.device/dice_base'. BASE_TESTS=PATH: that build's CUDA tests binary, as
+#   .device/dice_engine_cuda_tests_base (PROBE_TESTS of bench/device_probe_lib.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dev="$root/.device"
@@ -26,36 +31,45 @@ case $stage in
   all | engine) ;;
   *) echo "device_prepare.sh: STAGE=$stage: expected all or engine" >&2; exit 2 ;;
 esac
-rm -rf "$dev/lib" "$dev/dice_engine_cuda_tests" "$dev/dice_base"
+for name in dice dice_engine_cuda_tests dice_base dice_engine_cuda_tests_base; do
+  rm -f "$dev/$name" "$dev/$name.xz"
+done
+rm -rf "$dev/lib"
 if [ "$stage" = engine ]; then
   rm -rf "$dev/shared" "$dev/kernelbench" "$dev/bin" "$dev/bwrap" "$dev/bwrap-lib"
 fi
 mkdir -p "$dev/shared/configs"
-strip -o "$dev/dice" "$root/build/dice"
-binaries=("$root/build/dice")
-staged=(dice)
-tests="$root/build/engine/cuda/dice_engine_cuda_tests"
-if [ "$stage" = all ] && [ -x "$tests" ]; then
-  strip -o "$dev/dice_engine_cuda_tests" "$tests"
-  binaries+=("$tests")
-  staged+=(dice_engine_cuda_tests)
-fi
-if [ -n "${BASE:-}" ]; then
-  [ -x "$BASE" ] || { echo "device_prepare.sh: BASE=$BASE is not an executable dice binary" >&2; exit 2; }
-  strip -o "$dev/dice_base" "$BASE"
-  binaries+=("$BASE")
-  staged+=(dice_base)
-fi
 libs=$(mktemp -d)
 trap 'rm -rf "$libs"' EXIT
+binaries=()
+staged=()
+# stage BINARY NAME: BINARY stripped and xz-compressed as .device/NAME.xz.
+stage() {
+  strip -o "$libs/$2" "$1"
+  xz -T0 -6 -c "$libs/$2" >"$dev/$2.xz"
+  rm -f "$libs/$2"
+  binaries+=("$1")
+  staged+=("$2")
+}
+stage "$root/build/dice" dice
+tests="$root/build/engine/cuda/dice_engine_cuda_tests"
+if { [ "$stage" = all ] || [ "${TESTS:-0}" = 1 ]; } && [ -x "$tests" ]; then
+  stage "$tests" dice_engine_cuda_tests
+fi
+for base in BASE BASE_TESTS; do
+  [ -n "${!base:-}" ] || continue
+  [ -x "${!base}" ] || { echo "device_prepare.sh: $base=${!base} is not an executable" >&2; exit 2; }
+  if [ "$base" = BASE ]; then stage "${!base}" dice_base; else stage "${!base}" dice_engine_cuda_tests_base; fi
+done
+mkdir -p "$libs/so"
 for lib in $(ldd "${binaries[@]}" | awk '/=> \//{print $3}' | sort -u); do
   case $(basename "$lib") in
     libc.so*|libm.so*|libpthread*|libdl.so*|librt.so*|libstdc++*|libgcc_s*|ld-linux*) continue ;;
     libcublas*|libcudart*|libcuda.so*|libcrypto*|libssl*) continue ;;
   esac
-  cp -L "$lib" "$libs/"
+  cp -L "$lib" "$libs/so/"
 done
-tar -C "$libs" -czf "$dev/lib.tar.gz" .
+tar -C "$libs/so" -czf "$dev/lib.tar.gz" .
 cp "$root"/../shared/models/sdar/configs/*.json "$dev/shared/configs/"
 if [ "$stage" = all ]; then
   mkdir -p "$dev/shared/tokenizer" "$dev/bin"

@@ -1,10 +1,12 @@
 # Functions for one-off device probes (bench/results/*/probe-callN.sh, issue 6): a probe script
-# sources this from the repository root on the device (after bench/device_prepare.sh here and the
-# stripped engine tests binary packed as .device/dice_engine_cuda_tests.xz, carry ".device"),
+# sources this from the repository root on the device (after `STAGE=engine TESTS=1
+# bench/device_prepare.sh` here, with BASE= and BASE_TESTS= for a base build; carry ".device"),
 # then runs checks, kernel timings and tokens/s side by side, each leaving its files under $OUT
-# with the call's prefix (PROBE, e.g. PROBE=call3).
-#   probe_unpack_tests                      unpacks .device/dice_engine_cuda_tests (PROBE_TESTS:
-#                                           another staged tests binary, e.g. a base build's)
+# with the call's prefix (PROBE, e.g. PROBE=call3). Sourcing it sources common_device.sh, which
+# unpacks the staged .device/*.xz binaries.
+#   probe_unpack_tests                      unpacks .device/dice_engine_cuda_tests.xz again
+#                                           (PROBE_TESTS: another tests binary packed by hand,
+#                                           e.g. .device/dice_engine_cuda_tests_base)
 #   probe_checks LIMIT FILTER               the GPU tests FILTER (gtest filter) within LIMIT
 #                                           seconds: $OUT/$PROBE-check-tests.txt; prints the
 #                                           summary; returns 1 when a test failed
@@ -32,6 +34,8 @@
 #                                           $OUT/$PROBE-source-NAME.{txt,csv.gz}
 #                                           (ncu_source_report.py)
 # shellcheck shell=bash
+# shellcheck source=bench/common_device.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common_device.sh"
 
 probe_tests() { echo "${PROBE_TESTS:-.device/dice_engine_cuda_tests}"; }
 

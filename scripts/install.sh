@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 debs=(build-essential cmake ninja-build git python3-venv libssl-dev nlohmann-json3-dev libcli11-dev
       libfmt-dev libgtest-dev libgmock-dev libsqlite3-dev bubblewrap clang-format libcpp-httplib-dev
-      pkg-config clang libpcre2-dev libutf8proc-dev libopenblas-dev)
+      pkg-config clang libpcre2-dev libutf8proc-dev libopenblas-dev xz-utils)
 missing=()
 for d in "${debs[@]}"; do dpkg -s "$d" >/dev/null 2>&1 || missing+=("$d"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -36,6 +36,12 @@ elif "--page" in args:
 
 
 def run_probe(tmp_path: Path, commands: str) -> subprocess.CompletedProcess[str]:
+    """`commands` after sourcing a copy of bench/'s scripts under tmp_path/repo (so that the
+    common_device.sh it sources unpacks and writes nothing in this checkout's .device/)."""
+    repo = tmp_path / "repo"
+    (repo / "bench").mkdir(parents=True)
+    for script in [*(ROOT / "bench").glob("*.sh"), *(ROOT / "bench").glob("*.py")]:
+        (repo / "bench" / script.name).write_text(script.read_text())
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     ncu = bin_dir / "ncu"
@@ -43,10 +49,15 @@ def run_probe(tmp_path: Path, commands: str) -> subprocess.CompletedProcess[str]
     ncu.chmod(0o755)
     out = tmp_path / "out"
     out.mkdir()
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out)}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "OUT": str(out),
+        "WORK": str(tmp_path / "work"),
+    }
     script = f"source bench/device_probe_lib.sh; PROBE=callX; {commands}"
     return subprocess.run(
-        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        ["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=60
     )
 
 
@@ -85,3 +96,28 @@ def test_probe_source_reports_one_launchs_samples(tmp_path):
     assert "by reason: barrier 75.0%, wait 25.0%" in report
     assert not (tmp_path / "out" / "callX-source-pairs.ncu-rep").exists()
     assert (tmp_path / "out" / "callX-source-pairs.csv.gz").exists()
+
+
+def test_staged_binaries_unpack_beside_their_archives(tmp_path):
+    """bench/common_device.sh's unpack_staged: every .device/NAME.xz (and one folder down) that
+    bench/device_prepare.sh staged becomes an executable NAME when sourced; an archive that does
+    not unpack is named on stderr, leaves no partial file and stops nothing else."""
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "common_device.sh").write_text(
+        (ROOT / "bench" / "common_device.sh").read_text()
+    )
+    device = tmp_path / ".device"
+    (device / "sub").mkdir(parents=True)
+    program = b"#!/bin/sh\necho staged\n"
+    for packed in (device / "dice.xz", device / "sub" / "tests.xz"):
+        packed.write_bytes(subprocess.run(["xz", "-c"], input=program, capture_output=True).stdout)
+    (device / "broken.xz").write_bytes(b"not xz")
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work")}
+    script = f"source '{tmp_path}/bench/common_device.sh'; '{device}/dice'; '{device}/sub/tests'"
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split() == ["staged", "staged"]
+    assert "broken.xz does not unpack" in done.stderr
+    assert not (device / "broken").exists() and not (device / "broken.part").exists()
