@@ -204,11 +204,13 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "the SMs' tile slots run the streaming kernel; 0: every shape (default: 0.9)")
       ->check(CLI::Range(0.0, 1.0));
   command->add_flag("--stream-gemm-split,!--no-stream-gemm-split", args.cuda.stream_gemm_split,
-                    "cuda backend: with --stream-gemm, GEMMs whose busiest block would stream at "
-                    "least 4,096 k less with its tiles' k dealt evenly (SDAR-4B's down "
-                    "projection) stream that way, blocks sharing a tile meeting through global "
-                    "memory (deterministic; other rounding; +2.6% for SDAR-4B at 1 sequence on "
-                    "an H200) (default: on)");
+                    fmt::format("cuda backend: with --stream-gemm, GEMMs whose busiest block "
+                                "would stream at least {} k less with its tiles' k dealt evenly "
+                                "(SDAR-4B's down projection) stream that way, blocks sharing a "
+                                "tile meeting through global memory (deterministic; other "
+                                "rounding; +2.6% for SDAR-4B at 1 sequence on an H200) "
+                                "(default: on)",
+                                engine::kStreamSplitMinSavingK));
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {

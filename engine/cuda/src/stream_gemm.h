@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dice/engine/cuda_options.h"
 #include "skinny_gemm.h"
 
 namespace dice::engine::cuda {
@@ -91,14 +92,8 @@ bool stream_split_fits(std::int64_t in, std::int64_t out, int blocks);
 /// stream_split_fits does not hold). SDAR-4B on 132 SMs: o 3,072, down 7,424.
 std::int64_t stream_split_saving_k(std::int64_t in, std::int64_t out, int blocks);
 
-/// The least stream_split_saving_k for which Gemm takes the split walk, set between the two shapes
-/// measured (per launch at 4 rows, chained under PDL, on an H200,
-/// bench/results/2026-11-30-stream-split-h200): SDAR-4B's down projection saves 7,424 and splits
-/// (16.0 us against 17.9 on whole tiles, 16.9 on the skinny kernel); its o projection saves 3,072
-/// and does not (10.4-11.4 against 8.2 and 8.6). The hand-over costs about a microsecond a launch
-/// (call 2: 1.1-1.5 us in its first form), i.e. two 2,048-k stages of a block at its share of
-/// the bandwidth; the exact crossing between 3,072 and 7,424 was not measured.
-inline constexpr std::int64_t kStreamSplitMinSavingK = 4096;
+// kStreamSplitMinSavingK, the least saving for which Gemm takes the split walk, is in
+// dice/engine/cuda_options.h, where the CLI's help reads it too.
 
 /// Device memory (bytes) of the hand-over slots of split launches on up to `blocks` blocks: per
 /// block a tile's 16 x 16 fp32 sums, then a 32-bit flag per block. Zero them once before the first

@@ -7,6 +7,16 @@
 
 namespace dice::engine {
 
+/// The least stream_split_saving_k (engine/cuda/src/stream_gemm.h) for which the CUDA backend's
+/// Gemm takes the split walk (CudaBackendOptions::stream_gemm_split), set between the two shapes
+/// measured (per launch at 4 rows, chained under PDL, on an H200,
+/// bench/results/2026-11-30-stream-split-h200): SDAR-4B's down projection saves 7,424 and splits
+/// (16.0 us against 17.9 on whole tiles, 16.9 on the skinny kernel); its o projection saves 3,072
+/// and does not (10.4-11.4 against 8.2 and 8.6). The hand-over costs about a microsecond a launch
+/// (call 2: 1.1-1.5 us in its first form), i.e. two 2,048-k stages of a block at its share of
+/// the bandwidth; the exact crossing between 3,072 and 7,424 was not measured.
+inline constexpr std::int64_t kStreamSplitMinSavingK = 4096;
+
 /// Element type of the weights, activations and KV cache on the GPU. Residual stream, GEMM
 /// accumulation, logits and the vocabulary pass are fp32 (doubles for the softmax sums) in both.
 enum class CudaDType {
