@@ -2547,7 +2547,8 @@ TEST_F(CudaOps, GemmConfigSearch) {
 // only; DICE_SKINNY_WGMMA_PDL=1: each launch programmatic with early weights, as in the engine. The
 // wgmma rows name c<clusters>/<how many can be resident at once> (WgmmaGemm::max_active_clusters;
 // bench/results/2026-11-28-wgmma-balanced-h200). "4b up" is SDAR-4B's up projection alone: the down
-// projection's weight bytes in short rows.
+// projection's weight bytes in short rows. "1.7b lm_head" and "4b lm_head" (vocabulary 151,936)
+// run only when DICE_SKINNY_SHAPE names them.
 TEST_F(CudaOps, SkinnyGemmTimings) {
   if (std::getenv("DICE_SKINNY_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_SKINNY_TIMINGS=1 to time the skinny GEMM's tile and split choices";
@@ -2560,19 +2561,26 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
     const char* name;
     std::int64_t in, out;
     bool accumulate;
+    bool named_only = false;  ///< timed only when DICE_SKINNY_SHAPE names it (lm_heads)
   };
-  const Shape shapes[] = {{"1.7b qkv", 2048, 4096, false},      {"1.7b o", 2048, 2048, true},
-                          {"1.7b gate_up", 2048, 12288, false}, {"1.7b down", 6144, 2048, true},
-                          {"4b qkv", 2560, 6144, false},        {"4b o", 4096, 2560, true},
-                          {"4b gate_up", 2560, 19456, false},   {"4b down", 9728, 2560, true},
-                          {"4b up", 2560, 9728, false}};
+  const Shape shapes[] = {{"1.7b qkv", 2048, 4096, false},
+                          {"1.7b o", 2048, 2048, true},
+                          {"1.7b gate_up", 2048, 12288, false},
+                          {"1.7b down", 6144, 2048, true},
+                          {"4b qkv", 2560, 6144, false},
+                          {"4b o", 4096, 2560, true},
+                          {"4b gate_up", 2560, 19456, false},
+                          {"4b down", 9728, 2560, true},
+                          {"4b up", 2560, 9728, false},
+                          {"1.7b lm_head", 2048, 151936, false, true},
+                          {"4b lm_head", 2560, 151936, false, true}};
   constexpr std::int64_t kPoolBytes = 512ll << 20;
   Gemm cublas, tuned;
   std::optional<WgmmaGemm> wgmma;  // sm_90 only
   if (wgmma_gemm_supported()) wgmma.emplace();
   const char* only = std::getenv("DICE_SKINNY_SHAPE");  // one shape's name, e.g. "1.7b o"
   for (const Shape& shape : shapes) {
-    if (only != nullptr && std::string(only) != shape.name) continue;
+    if (only != nullptr ? std::string(only) != shape.name : shape.named_only) continue;
     const std::int64_t weight_bytes = shape.in * shape.out * 2;
     const std::int64_t copies = std::max<std::int64_t>(2, kPoolBytes / weight_bytes);
     DeviceBuffer w(static_cast<std::size_t>(copies * weight_bytes)),
