@@ -30,7 +30,6 @@ echo "models $models; sequences ${SEQUENCES:-1}; new tokens ${NEW_TOKENS:-1024};
   "store ${STORE:-fused}; repeats ${REPEATS:-2}; variants: $variants"
 # (one ';' more: `read` drops a trailing empty field, so 'bin=X;' keeps its empty second set)
 IFS=';' read -r -a sets <<<"$variants;"
-declare -A unpacked=()
 declare -A burst_flag=()  # per binary: burst_ceilings_only's option (tokens/s compared, no sustained floor)
 for shape in ${models//,/ }; do
   m="$WORK/models/$shape"
@@ -44,11 +43,8 @@ for shape in ${models//,/ }; do
         binary=${options%% *}
         binary="$root/${binary#bin=}"
         [[ $options == *" "* ]] && options=${options#* } || options=""
-        if [[ $binary == *.xz ]]; then  # unpacked beside it (its lib/ is there), once a run
-          if [ -z "${unpacked[$binary]:-}" ]; then
-            xz -dc "$binary" >"${binary%.xz}" && chmod +x "${binary%.xz}" || echo "$binary: xz -d failed"
-            unpacked[$binary]=1
-          fi
+        if [[ $binary == *.xz ]]; then  # unpacked beside it, where its lib/ is (unpack_staged)
+          unpack_staged "$(dirname "$binary")"
           binary=${binary%.xz}
         fi
       fi

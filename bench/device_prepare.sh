@@ -43,24 +43,28 @@ libs=$(mktemp -d)
 trap 'rm -rf "$libs"' EXIT
 binaries=()
 staged=()
-# stage BINARY NAME: BINARY stripped and xz-compressed as .device/NAME.xz.
-stage() {
+# stage_binary BINARY NAME: BINARY stripped and xz-compressed as .device/NAME.xz.
+stage_binary() {
   strip -o "$libs/$2" "$1"
   xz -T0 -6 -c "$libs/$2" >"$dev/$2.xz"
   rm -f "$libs/$2"
   binaries+=("$1")
   staged+=("$2")
 }
-stage "$root/build/dice" dice
+# stage_given VAR NAME: the executable that the environment variable VAR names, when set, as NAME.
+stage_given() {
+  local path=${!1:-}
+  [ -n "$path" ] || return 0
+  [ -x "$path" ] || { echo "device_prepare.sh: $1=$path is not an executable" >&2; exit 2; }
+  stage_binary "$path" "$2"
+}
+stage_binary "$root/build/dice" dice
 tests="$root/build/engine/cuda/dice_engine_cuda_tests"
 if { [ "$stage" = all ] || [ "${TESTS:-0}" = 1 ]; } && [ -x "$tests" ]; then
-  stage "$tests" dice_engine_cuda_tests
+  stage_binary "$tests" dice_engine_cuda_tests
 fi
-for base in BASE BASE_TESTS; do
-  [ -n "${!base:-}" ] || continue
-  [ -x "${!base}" ] || { echo "device_prepare.sh: $base=${!base} is not an executable" >&2; exit 2; }
-  if [ "$base" = BASE ]; then stage "${!base}" dice_base; else stage "${!base}" dice_engine_cuda_tests_base; fi
-done
+stage_given BASE dice_base
+stage_given BASE_TESTS dice_engine_cuda_tests_base
 mkdir -p "$libs/so"
 for lib in $(ldd "${binaries[@]}" | awk '/=> \//{print $3}' | sort -u); do
   case $(basename "$lib") in

@@ -4,9 +4,9 @@
 # then runs checks, kernel timings and tokens/s side by side, each leaving its files under $OUT
 # with the call's prefix (PROBE, e.g. PROBE=call3). Sourcing it sources common_device.sh, which
 # unpacks the staged .device/*.xz binaries.
-#   probe_unpack_tests                      unpacks .device/dice_engine_cuda_tests.xz again
-#                                           (PROBE_TESTS: another tests binary packed by hand,
-#                                           e.g. .device/dice_engine_cuda_tests_base)
+#   probe_unpack_tests                      unpack_staged over the folder of the tests binary
+#                                           (PROBE_TESTS: another one, packed by hand as
+#                                           PATH.xz outside .device/ and its subfolders)
 #   probe_checks LIMIT FILTER               the GPU tests FILTER (gtest filter) within LIMIT
 #                                           seconds: $OUT/$PROBE-check-tests.txt; prints the
 #                                           summary; returns 1 when a test failed
@@ -39,11 +39,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common_device.sh"
 
 probe_tests() { echo "${PROBE_TESTS:-.device/dice_engine_cuda_tests}"; }
 
-probe_unpack_tests() {
-  local t
-  t=$(probe_tests)
-  xz -dc "$t.xz" >"$t" && chmod +x "$t"
-}
+probe_unpack_tests() { unpack_staged "$(dirname "$(probe_tests)")"; }
 
 probe_checks() {
   local limit=$1 filter=$2 file="$OUT/$PROBE-check-tests.txt"
