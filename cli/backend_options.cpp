@@ -154,6 +154,12 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "cuda backend: likewise the RMSNorm before gate/up (the o projection writes "
                     "its input, the SwiGLU epilogue applies the 1 / rms); "
                     "--no-fold-mlp-norm: the norm kernel before gate/up (default: on)");
+  command->add_flag("--fused-qk-norm-rope,!--no-fused-qk-norm-rope", args.cuda.fused_qk_norm_rope,
+                    "cuda backend: at 17-64 rows on the wgmma GEMM (head_dim 128), the qkv "
+                    "projection's epilogue applies the q/k RMSNorm and RoPE and writes q and the "
+                    "K/V cache itself: no q/k norm + RoPE launch a layer (the same arithmetic; "
+                    "even on an H200 at 16 sequences); --no-fused-qk-norm-rope: the qkv GEMM, "
+                    "then that kernel (default: off)");
   command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.cuda.fused_swiglu,
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
@@ -325,6 +331,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.fused_norm_gemm = false;
     options.fold_qkv_norm = false;
     options.fold_mlp_norm = false;
+    options.fused_qk_norm_rope = false;
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
     options.pipelined_attention = false;
@@ -367,7 +374,9 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                                                                    : "") +
             (!args.baseline_kernels && !args.cuda.wgmma_gemm ? ", no wgmma GEMM" : "") +
             (!args.baseline_kernels && !args.cuda.fold_qkv_norm ? ", qkv norm not folded" : "") +
-            (!args.baseline_kernels && !args.cuda.fold_mlp_norm ? ", MLP norm not folded" : ""),
+            (!args.baseline_kernels && !args.cuda.fold_mlp_norm ? ", MLP norm not folded" : "") +
+            (!args.baseline_kernels && args.cuda.fused_qk_norm_rope ? ", q/k norm in the qkv GEMM"
+                                                                    : ""),
         args.cuda.skinny_gemm_rows,
         options.early_start_after_cublas ? "on, early after cuBLASLt"
         : args.pdl                       ? "on"

@@ -271,6 +271,7 @@ void run_bench(const BenchArgs& args) {
               {"fused_norm_gemm", o.fused_norm_gemm},
               {"fold_qkv_norm", o.fold_qkv_norm},
               {"fold_mlp_norm", o.fold_mlp_norm},
+              {"fused_qk_norm_rope", o.fused_qk_norm_rope},
               {"fused_swiglu", o.fused_swiglu},
               {"bf16_gate_up", o.bf16_gate_up},
               {"programmatic_launch", o.programmatic_launch},
@@ -319,6 +320,9 @@ void run_bench(const BenchArgs& args) {
           record["stream_gemms"] = st.stream_gemms + warmup_stats.stream_gemms;
           // RMSNorms folded into wgmma GEMMs, in the graphs captured for this configuration
           record["folded_norms"] = st.folded_norms + warmup_stats.folded_norms;
+          // qkv GEMMs with the q/k norm + RoPE epilogue, likewise
+          record["fused_qk_norm_rope_gemms"] =
+              st.fused_qk_norm_rope_gemms + warmup_stats.fused_qk_norm_rope_gemms;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)

@@ -565,6 +565,15 @@ struct CudaBackend::Impl {
     return folds;
   }
 
+  /// Whether a pass of rows_pad rows runs the qkv projection with the q/k norm + RoPE epilogue
+  /// (CudaBackendOptions::fused_qk_norm_rope): bf16 with fast_norms (the q/k kernel it replaces
+  /// is the vectorised one) where Gemm::fuses_qk_rope takes the shape.
+  bool qk_rope_epilogue(std::int32_t rows_pad) const {
+    return options.fused_qk_norm_rope && options.fast_norms && dtype == CudaDType::kBF16 &&
+           gemm->fuses_qk_rope(dtype, rows_pad, config.hidden_size, shape, h.get(),
+                               layers.front().qkv.get(), q.get());
+  }
+
   /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
   /// kernel (CudaBackendOptions::bf16_gate_up): bf16, and a GEMM that cuBLASLt runs (the
   /// skinny and the wgmma kernel's rows have the SwiGLU in their epilogue or an fp32 output).
@@ -629,6 +638,22 @@ struct CudaBackend::Impl {
     const bool swiglu = options.fused_swiglu && dtype == CudaDType::kBF16;
     const bool gate_up_bf16 = gate_up_in_bf16(rows_pad);
     const NormFolds folds = norm_folds(rows_pad);
+    // The q/k norm + RoPE in the qkv projection's epilogue (WgmmaQkRope), with its input norm
+    // folded after layer 0 as the q/k kernel would take it.
+    const bool qk_epilogue = qk_rope_epilogue(rows_pad);
+    const auto qk_rope = [&](const Layer& l, const CacheLayer& cache, bool fold_in) {
+      WgmmaQkRope r;
+      r.meta = header;
+      r.q_norm = l.q_norm.as<float>();
+      r.k_norm = l.k_norm.as<float>();
+      r.rope = rope.as<float2>();
+      r.shape = shape;
+      r.q_out = q.get();
+      r.cache = cache;
+      r.square_sums = fold_in ? square_sums.as<float>() : nullptr;
+      r.fold_width = static_cast<std::int32_t>(hd);
+      return r;
+    };
     // A folded norm's output side: x written by o / down, then bf16(x * next) into h and x's
     // squares into square_sums for the next GEMM's reader (WgmmaNormFold).
     const auto fold_out = [&](const DeviceBuffer& next) {
@@ -646,16 +671,23 @@ struct CudaBackend::Impl {
       const Layer& l = layers[i];
       // Layer 0's input comes from the embedding: its norm is not folded.
       const bool fold_in = folds.qkv && i > 0;
-      if (fold_in)
-        gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false,
-                  s);
-      else
-        normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
-      launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
-                          l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache, rows_pad,
-                          s, options.fast_norms, pdl, fold_in ? square_sums.as<float>() : nullptr,
-                          static_cast<std::int32_t>(hd), options.pdl_early_reads);
+      if (qk_epilogue) {
+        if (!fold_in) norm_into_h(l.input_norm);
+        gemm->run_qk_rope(h.get(), l.qkv.get(), qk_rope(l, cache, fold_in), rows_pad, hd, s);
+        ++stats.fused_qk_norm_rope_gemms;
+      } else {
+        if (fold_in)
+          gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false,
+                    s);
+        else
+          normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
+        launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
+                            l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache,
+                            rows_pad, s, options.fast_norms, pdl,
+                            fold_in ? square_sums.as<float>() : nullptr,
+                            static_cast<std::int32_t>(hd), options.pdl_early_reads);
+      }
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
                        attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);
@@ -744,6 +776,7 @@ struct CudaBackend::Impl {
          block_rows_pad, hd, c.vocab_size, false}};
     for (const Shape& g : shapes) {
       if (gemm_tune_seconds > kBudgetSeconds) return;
+      if (&g == &shapes[0] && qk_rope_epilogue(rows_pad)) continue;  // qkv: the wgmma kernel
       gemm_tune_seconds +=
           gemm->tune(dtype, g.x, g.w, g.y, g.rows, g.in, g.out, g.accumulate, s, 16, 3, g.bf16_out);
     }

@@ -155,6 +155,18 @@ class Gemm {
   void run_folded(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, const WgmmaNormFold& fold,
                   cudaStream_t stream);
+  /// Whether run_qk_rope() takes this qkv projection: set_wgmma on an sm_90 device, bf16, not
+  /// skinny(), set_wgmma's `stage_k` 128, wgmma_gemm_fits at tile_n 128 and a split count for the
+  /// rows (wgmma_qk_rope_splits), head_dim 128 and out = (heads + 2 kv_heads) x 128. Whatever
+  /// set_wgmma's `min_block_k` says: the epilogue saves the q/k norm + RoPE launch.
+  bool fuses_qk_rope(CudaDType dtype, std::int64_t rows, std::int64_t in, const LayerShape& shape,
+                     const void* x, const void* w, const void* q_out) const;
+  /// The qkv projection of x [rows, in] (bf16) by w [out, in] with the q/k epilogue (WgmmaQkRope:
+  /// q into qk.q_out, k and v into qk.cache, normalised and rotated as launch_qk_norm_rope does;
+  /// CudaBackendOptions::fused_qk_norm_rope): no fp32 output. Throws dice::Error when
+  /// fuses_qk_rope() does not hold or the launch refuses `qk` (WgmmaGemm::launch).
+  void run_qk_rope(const void* x, const void* w, const WgmmaQkRope& qk, std::int64_t rows,
+                   std::int64_t in, cudaStream_t stream);
   /// Whether run() gives this GEMM to one of dice's kernels (skinny() or wgmma()), which write
   /// fp32 or the SwiGLU epilogue's bf16, never cuBLASLt's bf16 output.
   bool own_kernel(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,

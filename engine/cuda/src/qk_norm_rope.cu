@@ -14,6 +14,7 @@
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "ops.h"
+#include "qk_norm_rope.cuh"
 #include "rms_norm.cuh"
 
 namespace dice::engine::cuda {
@@ -22,23 +23,6 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kMaxHeadDim = 256;
-
-/// Where head vector v (q heads, then k heads, then v heads) of pass row `row` goes: q_out
-/// [rows, heads, head_dim] for a q head, else the row's cache slot (page, kv head, slot) of the
-/// K or V cache [pages, kv_heads, kPageTokens, head_dim].
-template <typename T>
-__device__ __forceinline__ T* head_destination(const LayerShape& shape, const RowInfo& info,
-                                               std::int32_t row, std::int32_t v, T* q_out,
-                                               T* k_cache, T* v_cache) {
-  if (v < shape.heads)
-    return q_out + (static_cast<std::int64_t>(row) * shape.heads + v) * shape.head_dim;
-  const bool is_k = v < shape.heads + shape.kv_heads;
-  const std::int32_t kv_head = is_k ? v - shape.heads : v - shape.heads - shape.kv_heads;
-  return (is_k ? k_cache : v_cache) +
-         ((static_cast<std::int64_t>(info.page) * shape.kv_heads + kv_head) * kPageTokens +
-          info.slot) *
-             shape.head_dim;
-}
 
 template <typename T, typename Acc, bool kWarpPerVector>
 __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, const float* q_norm,
@@ -63,7 +47,7 @@ __global__ void qk_norm_rope_kernel(const PassHeader* meta, const float* qkv, co
     const float* h = src + static_cast<std::int64_t>(v) * d_head;
     const bool is_q = v < shape.heads;
     const bool is_k = !is_q && v < shape.heads + shape.kv_heads;
-    T* dst = head_destination(shape, info, row, v, q_out, k_cache, v_cache);
+    T* dst = qk_head_destination(shape, info, row, v, q_out, k_cache, v_cache);
     if (!is_q && !is_k) {  // V: as projected
       for (std::int32_t d = lane; d < d_head; d += 32) dst[d] = from_float<T>(h[d]);
       continue;
@@ -109,7 +93,7 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
   // folded norm's sums after it (launch.cuh, "Early start"). A V vector has no RoPE pairs or
   // norm weight to read.
   if (!early_reads) wait_for_prior_grid();
-  constexpr int kDim = 128, kHalf = 64;
+  constexpr int kDim = kQkHeadDim;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int32_t vectors = shape.heads + 2 * shape.kv_heads;
   const std::int64_t global_warp = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
@@ -126,57 +110,22 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
   float2 cs[4] = {};
   if (is_q || is_k) {
     w = reinterpret_cast<const float4*>(is_q ? q_norm : k_norm)[lane];
-    const float2* pairs = rope + static_cast<std::int64_t>(info.position) * kHalf + 4 * (lane & 15);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) cs[j] = pairs[j];
+    qk_rope_pairs(rope, info.position, lane, cs);
   }
   if (early_reads) wait_for_prior_grid();
   allow_next_grid();
   const float4 x = reinterpret_cast<const float4*>(
       qkv + (static_cast<std::int64_t>(row) * vectors + v) * kDim)[lane];
-  __nv_bfloat16* dst = head_destination(shape, info, row, v, q_out, k_cache, v_cache);
-  dst += 4 * lane;
+  __nv_bfloat16* dst = qk_head_destination(shape, info, row, v, q_out, k_cache, v_cache);
   // The folded input norm (launch_qk_norm_rope): qkv projects bf16(w x), r^2 times too large in
   // q's and k's mean squares; the q/k norm divides it out with eps r^2, V takes 1 / r. Lane l
   // adds the row's sums l, l + 32, ...; then the warp's fixed tree (every warp of the row alike).
-  float r2 = 1.0f;
-  if (square_sums != nullptr) {
-    const std::int32_t parts = fold_width / kFoldColumns;
-    const float* sums = square_sums + static_cast<std::int64_t>(row) * parts;
-    float part = 0.0f;
-    for (std::int32_t p = lane; p < parts; p += 32) part = __fadd_rn(part, sums[p]);
-    r2 = folded_mean_square(warp_sum(part), fold_width, static_cast<float>(shape.eps));
-  }
-  if (!is_q && !is_k) {  // V: as projected
-    if (square_sums != nullptr) {
-      const float inv_r = __fdiv_rn(1.0f, __fsqrt_rn(r2));
-      store4(dst, __fmul_rn(x.x, inv_r), __fmul_rn(x.y, inv_r), __fmul_rn(x.z, inv_r),
-             __fmul_rn(x.w, inv_r));
-    } else {
-      store4(dst, x.x, x.y, x.z, x.w);
-    }
-    return;
-  }
-  const float sum = warp_sum(x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w);
-  const float eps = square_sums != nullptr ? __fmul_rn(static_cast<float>(shape.eps), r2)
-                                           : static_cast<float>(shape.eps);
-  const float scale = 1.0f / sqrtf(sum / static_cast<float>(kDim) + eps);
-  const float own[4] = {
-      __fmul_rn(w.x, __fmul_rn(x.x, scale)), __fmul_rn(w.y, __fmul_rn(x.y, scale)),
-      __fmul_rn(w.z, __fmul_rn(x.z, scale)), __fmul_rn(w.w, __fmul_rn(x.w, scale))};
-  float other[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) other[j] = __shfl_xor_sync(0xffffffffu, own[j], 16);
-  const bool first = lane < 16;  // dimensions below kHalf
-  float out[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 c = cs[j];
-    // first half: x_i c - x_{i+half} s; second half: x_{i+half} c + x_i s (no FMA contraction).
-    out[j] = first ? __fsub_rn(__fmul_rn(own[j], c.x), __fmul_rn(other[j], c.y))
-                   : __fadd_rn(__fmul_rn(own[j], c.x), __fmul_rn(other[j], c.y));
-  }
-  store4(dst, out[0], out[1], out[2], out[3]);
+  const bool folded = square_sums != nullptr;
+  const float eps = static_cast<float>(shape.eps);
+  const float r2 =
+      folded ? qk_fold_r2(qk_fold_part(square_sums, row, fold_width, lane), fold_width, eps) : 1.0f;
+  const float4 o = qk_vector_out(x, is_q || is_k, w, cs, folded, r2, eps, lane);
+  store4(dst + 4 * lane, o.x, o.y, o.z, o.w);
 }
 
 }  // namespace

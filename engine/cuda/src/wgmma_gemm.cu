@@ -29,6 +29,11 @@
 // all the splits before adding them (the remote loads in flight together; the same sum order):
 // per launch at 64 rows under PDL SDAR-1.7B's o 5.96 -> 5.43 us, +1.1% tok/s on SDAR-1.7B at
 // 16 x 1,024, SDAR-4B even (bench/results/2026-11-30-wgmma-epilogue-h200).
+//
+// The q/k epilogue (kQk, WgmmaQkRope; tile_n 128, stage k 128, at most 4 splits): instead of y,
+// warp w of block r takes rows row_begin + w + 4 j (j < 4) of its tile, a head vector a row, lane
+// l its dimensions 4l..4l+3: all four rows' partial sums first, then their norms and rotations
+// (qk_norm_rope.cuh), then the stores into q and the cache.
 
 #include <cooperative_groups.h>
 #include <cuda.h>
@@ -48,6 +53,7 @@
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "mbarrier.cuh"
+#include "qk_norm_rope.cuh"
 #include "rms_norm.cuh"
 #include "swiglu.cuh"
 #include "wgmma_gemm.h"
@@ -178,13 +184,14 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[kTileN / 2], std::uint64_t
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <int kTileN, bool kSwiglu, int kHalves>
+template <int kTileN, bool kSwiglu, int kHalves, bool kQk>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap x_map,
                       const __grid_constant__ CUtensorMap w_map, float* __restrict__ y,
                       __nv_bfloat16* __restrict__ act, std::int32_t rows, std::int32_t in,
                       std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights,
-                      const WgmmaNormFold fold) {
+                      const WgmmaNormFold fold, const __grid_constant__ WgmmaQkRope qk) {
+  static_assert(!kQk || (kTileN == kQkHeadDim && !kSwiglu));
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[kMaxStages];
@@ -212,6 +219,40 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma_load(x_tile(s, h), &x_map, &full[s], (kb * kHalves + h) * 64, 0, policy);
   };
 
+  const int row_begin = split * rows / splits, row_end = (split + 1) * rows / splits;
+  const int warp = tid / 32, lane = tid % 32;
+
+  // The q/k epilogue's inputs (WgmmaQkRope): warp w's rows row_begin + w + 4 j, j <
+  // kQkRowsPerWarp, of head vector v = this column tile; lane l holds its dimensions 4l..4l+3.
+  // Metadata, RoPE pairs and the norm weight are constants of the pass and the model (read early
+  // with early weights); the square sums come from the kernel before (read after the wait).
+  constexpr int kQkRowsPerWarp = static_cast<int>(kWgmmaQkRowsPerBlock) / (kThreads / 32);
+  const int qk_v = n0 / kQkHeadDim;
+  const bool qk_rotate = kQk && qk_v < qk.shape.heads + qk.shape.kv_heads;
+  int qk_rows_end = row_end;
+  float4 qk_w = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float2 qk_cs[kQkRowsPerWarp][4] = {};
+  __nv_bfloat16* qk_dst[kQkRowsPerWarp] = {};
+  float qk_sums[kQkRowsPerWarp][kQkFoldRaw] = {};
+  const auto qk_constants = [&] {
+    qk_rows_end = min(row_end, qk.meta->rows);
+    const RowInfo* infos = pass_section<RowInfo>(qk.meta, qk.meta->rows_offset);
+    if (qk_rotate)
+      qk_w = reinterpret_cast<const float4*>(qk_v < qk.shape.heads ? qk.q_norm : qk.k_norm)[lane];
+#pragma unroll
+    for (int j = 0; j < kQkRowsPerWarp; ++j) {
+      const int row = row_begin + warp + 4 * j;
+      if (row >= qk_rows_end) continue;
+      const RowInfo info = infos[row];
+      qk_dst[j] =
+          qk_head_destination(qk.shape, info, row, qk_v, static_cast<__nv_bfloat16*>(qk.q_out),
+                              static_cast<__nv_bfloat16*>(qk.cache.k),
+                              static_cast<__nv_bfloat16*>(qk.cache.v)) +
+          4 * lane;
+      if (qk_rotate) qk_rope_pairs(qk.rope, info.position, lane, qk_cs[j]);
+    }
+  };
+
   std::uint64_t w_policy = 0, x_policy = 0;
   if (tid == 0) {
     // The TMA unit reads each tensor map from the kernel's parameters on its first copy: fetch
@@ -234,7 +275,23 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (early_weights) load_w(s, kb_begin + s, w_policy);
     }
   }
+  // (after the first weight copies are issued: these loads wait on one another)
+  if constexpr (kQk)
+    if (early_weights) qk_constants();
   wait_for_prior_grid();
+  if constexpr (kQk) {
+    if (!early_weights) qk_constants();
+    // Loaded here, added in the epilogue: an addition here would wait for them before the k
+    // loop (Nsight Compute: 18% of one launch's stall samples,
+    // bench/results/2026-11-30-qkv-wgmma-h200).
+    if (qk.square_sums != nullptr) {
+#pragma unroll
+      for (int j = 0; j < kQkRowsPerWarp; ++j) {
+        const int row = row_begin + warp + 4 * j;
+        if (row < qk_rows_end) qk_fold_raw(qk.square_sums, row, qk.fold_width, lane, qk_sums[j]);
+      }
+    }
+  }
   // The next kernel may start (its blocks wait for this grid's end before reading it): the next
   // GEMM brings its first weights while this one streams (+1.5-2.3% tok/s at 16 sequences
   // against no trigger, bench/results/2026-11-25-wgmma-gemm-h100).
@@ -249,7 +306,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The norm fold's input side (WgmmaNormFold): threads 2 j and 2 j + 1 load the even and odd
   // square sums of the block's row row_begin + j now, into registers, so that the loads complete
   // under the k loop; the epilogue adds them.
-  const int row_begin = split * rows / splits, row_end = (split + 1) * rows / splits;
   const bool fold_in = kSwiglu && fold.in_square_sums != nullptr;
   const int fold_row = row_begin + tid / 2, fold_half = tid % 2;
   float fold_parts[kFoldPartsPerThread];
@@ -305,7 +361,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Partial sums into shared memory (the stages are free: every copy was consumed).
   constexpr int kStride = reduce_stride(kTileN);
   float* const partial = reinterpret_cast<float*>(base);
-  const int warp = tid / 32, lane = tid % 32;
   const int row0 = warp * 16 + lane / 4;
 #pragma unroll
   for (int c = 0; c < kTileN / 8; ++c)
@@ -318,28 +373,58 @@ __global__ void __launch_bounds__(kThreads, 1)
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
-  constexpr int kVectors = kTileN / 4;
-  // Rows of a kVectors-thread group are whole (kThreads % kVectors == 0), so a 16-lane half warp
-  // is all in or all out of the loop: the output side's shuffles run over the half's mask.
-  static_assert(kThreads % kVectors == 0 && kVectors % 16 == 0);
-  for (int idx = tid; idx < (row_end - row_begin) * kVectors; idx += kThreads) {
-    const int row = row_begin + idx / kVectors, c4 = idx % kVectors;
-    const int offset = row * kStride + 4 * c4;
-    // Every split's partial first (the loads in flight together), then their sum in rank order.
-    float4 part[kWgmmaMaxSplits];
+  // Every split's partial of the 4 outputs at `offset` first (the loads in flight together), then
+  // their sum in rank order.
+  // kMaxSplits: the most splits the launch may have.
+  const auto split_sum = [&]<int kMaxSplits = kWgmmaMaxSplits>(int offset) {
+    float4 part[kMaxSplits];
 #pragma unroll
-    for (int q = 0; q < kWgmmaMaxSplits; ++q)
+    for (int q = 0; q < kMaxSplits; ++q)
       if (q < splits)
         part[q] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, q) + offset);
     float4 sum = part[0];
 #pragma unroll
-    for (int q = 1; q < kWgmmaMaxSplits; ++q)
+    for (int q = 1; q < kMaxSplits; ++q)
       if (q < splits) {
         sum.x += part[q].x;
         sum.y += part[q].y;
         sum.z += part[q].z;
         sum.w += part[q].w;
       }
+    return sum;
+  };
+  if constexpr (kQk) {
+    // A warp's rows' head vectors in phases, so that the rows' loads, and their shuffle and
+    // square-root chains, overlap: every row's partial sums, then every row's outputs (rows past
+    // the pass's too, from rows of the partial buffer, which has kWgmmaRowsLimit), then the
+    // stores of the pass's rows.
+    const float eps = static_cast<float>(qk.shape.eps);
+    const bool folded = qk.square_sums != nullptr;
+    float4 sums[kQkRowsPerWarp], outs[kQkRowsPerWarp];
+#pragma unroll
+    for (int j = 0; j < kQkRowsPerWarp; ++j) {
+      const int row = min(row_begin + warp + 4 * j, static_cast<int>(kWgmmaRowsLimit) - 1);
+      sums[j] = split_sum.template operator()<kWgmmaQkMaxSplits>(row * kStride + 4 * lane);
+    }
+#pragma unroll
+    for (int j = 0; j < kQkRowsPerWarp; ++j) {
+      const float r2 =
+          folded ? qk_fold_r2(qk_fold_part_of(qk_sums[j], qk.fold_width, lane), qk.fold_width, eps)
+                 : 1.0f;
+      outs[j] = qk_vector_out(sums[j], qk_rotate, qk_w, qk_cs[j], folded, r2, eps, lane);
+    }
+#pragma unroll
+    for (int j = 0; j < kQkRowsPerWarp; ++j)
+      if (row_begin + warp + 4 * j < qk_rows_end)
+        store4(qk_dst[j], outs[j].x, outs[j].y, outs[j].z, outs[j].w);
+  }
+  constexpr int kVectors = kTileN / 4;
+  // Rows of a kVectors-thread group are whole (kThreads % kVectors == 0), so a 16-lane half warp
+  // is all in or all out of the loop: the output side's shuffles run over the half's mask.
+  static_assert(kThreads % kVectors == 0 && kVectors % 16 == 0);
+  for (int idx = tid; !kQk && idx < (row_end - row_begin) * kVectors; idx += kThreads) {
+    const int row = row_begin + idx / kVectors, c4 = idx % kVectors;
+    float4 sum = split_sum(row * kStride + 4 * c4);
     if constexpr (kSwiglu) {
       if (fold_in) {
         const float scale = row_scale[row - row_begin];
@@ -420,10 +505,10 @@ CUtensorMap bf16_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const void* base,
 }
 
 /// Raises the kernel's dynamic shared-memory limit to its largest launch (max_stages stages).
-template <int kTileN, bool kSwiglu, int kHalves>
+template <int kTileN, bool kSwiglu, int kHalves, bool kQk = false>
 void allow_shared_memory() {
   DICE_CUDA_CHECK(cudaFuncSetAttribute(
-      wgmma_gemm_kernel<kTileN, kSwiglu, kHalves>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      wgmma_gemm_kernel<kTileN, kSwiglu, kHalves, kQk>, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(dynamic_shared_bytes(kTileN, max_stages(kTileN, kHalves), kHalves))));
 }
 
@@ -451,23 +536,64 @@ cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int6
   return config;
 }
 
-template <int kTileN, bool kSwiglu, int kHalves>
+template <int kTileN, bool kSwiglu, int kHalves, bool kQk = false>
 void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, void* act,
                  std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate, int splits,
                  int stages, cudaStream_t stream, bool pdl, bool early_weights,
-                 const WgmmaNormFold& fold) {
-  const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves>;
+                 const WgmmaNormFold& fold, const WgmmaQkRope& qk) {
+  const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves, kQk>;
   cudaLaunchAttribute attributes[2];
   const cudaLaunchConfig_t config =
       launch_config<kTileN, kHalves>(attributes, out, splits, stages, stream, pdl);
   check_cuda(cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
                                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
-                                accumulate, pdl && early_weights, fold),
+                                accumulate, pdl && early_weights, fold, qk),
              "wgmma_gemm_kernel", __FILE__, __LINE__);
 }
 
+/// Throws dice::Error naming what a q/k epilogue launch (WgmmaQkRope) lacks.
+void check_qk_rope(const WgmmaQkRope& qk, std::int64_t rows, std::int64_t out, int tile_n,
+                   int splits, int stage_k, bool accumulate, bool other_epilogue) {
+  const LayerShape& s = qk.shape;
+  const auto fail = [&](const std::string& what) {
+    throw Error("wgmma GEMM with the q/k epilogue: rows " + std::to_string(rows) + " out " +
+                std::to_string(out) + " tile_n " + std::to_string(tile_n) + " splits " +
+                std::to_string(splits) + " stage k " + std::to_string(stage_k) + ": " + what);
+  };
+  if (tile_n != kQkHeadDim || stage_k != 128) fail("needs tile_n 128 and stage k 128");
+  if (accumulate || other_epilogue) fail("does not accumulate, fold or apply SwiGLU");
+  if (s.head_dim != kQkHeadDim || s.heads <= 0 || s.kv_heads <= 0 ||
+      out != static_cast<std::int64_t>(s.heads + 2 * s.kv_heads) * kQkHeadDim)
+    fail("needs head_dim 128 and out = (heads + 2 kv_heads) x 128 (heads " +
+         std::to_string(s.heads) + ", kv_heads " + std::to_string(s.kv_heads) + ", head_dim " +
+         std::to_string(s.head_dim) + ")");
+  if ((rows + splits - 1) / splits > kWgmmaQkRowsPerBlock)
+    fail("a block sums at most 16 rows: needs more splits");
+  if (splits > kWgmmaQkMaxSplits) fail("at most 4 splits");
+  if (qk.q_norm == nullptr || qk.k_norm == nullptr || qk.rope == nullptr || qk.q_out == nullptr ||
+      qk.cache.k == nullptr || qk.cache.v == nullptr)
+    fail("a null norm weight, RoPE table, q output or cache");
+  if (!aligned_to(qk.q_out, 8) || !aligned_to(qk.cache.k, 8) || !aligned_to(qk.cache.v, 8) ||
+      !aligned_to(qk.q_norm, 16) || !aligned_to(qk.k_norm, 16) || !aligned_to(qk.rope, 8))
+    fail("outputs must be 8-byte aligned, norm weights 16-byte aligned");
+  if (qk.square_sums != nullptr && (qk.fold_width <= 0 || qk.fold_width % kFoldColumns != 0 ||
+                                    qk.fold_width > kQkFoldRaw * 32 * kFoldColumns))
+    fail("a folded norm width of " + std::to_string(qk.fold_width) +
+         " (a positive multiple of 64 up to 4,096 needed)");
+}
+
 }  // namespace
+
+int wgmma_qk_rope_splits(std::int64_t rows, std::int64_t in, std::int64_t out, int sms,
+                         int stage_k) {
+  if (stage_k != 128 || rows <= 0) return 0;
+  const std::int64_t least = (rows + kWgmmaQkRowsPerBlock - 1) / kWgmmaQkRowsPerBlock;
+  const int most = std::min(wgmma_max_splits(in, stage_k), kWgmmaQkMaxSplits);
+  if (least > most) return 0;
+  return std::clamp(wgmma_default_splits(in, out, kQkHeadDim, sms, stage_k),
+                    static_cast<int>(least), most);
+}
 
 bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int tile_n,
                      const void* x, const void* w, const void* y) {
@@ -543,12 +669,13 @@ WgmmaGemm::WgmmaGemm() {
   allow_shared_memory<64, true, 2>();
   allow_shared_memory<128, false, 2>();
   allow_shared_memory<128, true, 2>();
+  allow_shared_memory<128, false, 2, true>();
 }
 
 void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                        std::int64_t out, bool accumulate, int tile_n, int splits,
                        cudaStream_t stream, bool pdl, bool early_weights, void* swiglu_act,
-                       int stage_k, const WgmmaNormFold& fold) const {
+                       int stage_k, const WgmmaNormFold& fold, const WgmmaQkRope& qk) const {
   const bool known_split = splits >= 1 && splits <= wgmma_max_splits(in, stage_k);
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   if (!wgmma_gemm_fits(rows, in, out, tile_n, x, w, y_or_act) || !known_split)
@@ -573,11 +700,17 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
       (swiglu_act == nullptr || in % kFoldColumns != 0 || in > kWgmmaFoldMaxIn))
     throw Error("wgmma GEMM norm fold: the input side (in " + std::to_string(in) +
                 ") needs the SwiGLU epilogue and in a multiple of 64, at most 4,096");
+  if (qk.meta != nullptr)
+    check_qk_rope(qk, rows, out, tile_n, splits, stage_k, accumulate,
+                  swiglu_act != nullptr || output_side || fold.in_square_sums != nullptr);
   const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(encode_);
   const CUtensorMap x_map = bf16_map(encode, x, rows, in, 64, "x");
   const CUtensorMap w_map = bf16_map(encode, w, out, in, tile_n, "w");
   const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
   const bool swiglu = swiglu_act != nullptr;
+  if (qk.meta != nullptr)
+    return launch_tile<128, false, 2, true>(x_map, w_map, nullptr, nullptr, rows, in, out, false,
+                                            splits, stages, stream, pdl, early_weights, fold, qk);
   const auto launch =
       stage_k == 128
           ? (tile_n == 128 ? (swiglu ? launch_tile<128, true, 2> : launch_tile<128, false, 2>)
@@ -585,7 +718,7 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
           : (tile_n == 128 ? (swiglu ? launch_tile<128, true, 1> : launch_tile<128, false, 1>)
                            : (swiglu ? launch_tile<64, true, 1> : launch_tile<64, false, 1>));
   launch(x_map, w_map, y, swiglu_act, rows, in, out, accumulate, splits, stages, stream, pdl,
-         early_weights, fold);
+         early_weights, fold, qk);
 }
 
 int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n, int splits,
@@ -602,7 +735,7 @@ int WgmmaGemm::max_active_clusters(std::int64_t in, std::int64_t out, int tile_n
     const cudaLaunchConfig_t config =
         launch_config<kTileN, kHalves>(attributes, out, splits, stages, nullptr, false);
     DICE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(
-        &clusters, wgmma_gemm_kernel<kTileN, false, kHalves>, &config));
+        &clusters, wgmma_gemm_kernel<kTileN, false, kHalves, false>, &config));
   };
   if (tile_n == 128)
     stage_k == 128 ? query.operator()<128, 2>() : query.operator()<128, 1>();

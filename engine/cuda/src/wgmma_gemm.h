@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "norm_fold.h"
+#include "ops.h"
 
 namespace dice::engine::cuda {
 
@@ -64,6 +65,39 @@ struct WgmmaNormFold {
 /// The widest `in` the norm fold's input side takes: each row's square sums are held in the
 /// registers of two threads, 32 each.
 inline constexpr std::int64_t kWgmmaFoldMaxIn = 4096;
+
+/// The qkv projection's q/k epilogue (CudaBackendOptions::fused_qk_norm_rope): with tile_n 128
+/// each column tile is one head vector (q heads, then k, then v), and instead of writing y the
+/// block that sums a row's tile does what launch_qk_norm_rope's bf16 head_dim-128 kernel does with
+/// it (qk_norm_rope.cuh, the same bits): per-head RMSNorm of q and k with q_norm / k_norm, NeoX
+/// rotate-half RoPE at the row's position, q into q_out and k, v into the paged cache at the row's
+/// page and slot; with `square_sums` the folded input norm's eps r^2 and 1 / r (norm_fold.h).
+/// Rows at or past meta->rows are skipped. The rows' metadata, RoPE pairs and norm weight are read
+/// before the kernel's programmatic wait (with early weights), the square sums after it; both
+/// land while the k loop streams. `meta` null: off.
+struct WgmmaQkRope {
+  const PassHeader* meta = nullptr;    ///< the pass (RowInfo: position, page, slot)
+  const float* q_norm = nullptr;       ///< fp32 [128]
+  const float* k_norm = nullptr;       ///< fp32 [128]
+  const float2* rope = nullptr;        ///< (cos, sin) fp32 [positions, 64]
+  LayerShape shape{};                  ///< heads, kv_heads, head_dim (128), eps
+  void* q_out = nullptr;               ///< bf16 [rows, heads, 128]
+  CacheLayer cache{};                  ///< bf16 K and V pages
+  const float* square_sums = nullptr;  ///< fp32 [rows, fold_width / 64], or null: no fold
+  std::int32_t fold_width = 0;         ///< the folded norm's width (in), at most 4,096
+};
+/// Rows of one block's share in the q/k epilogue: a warp sums rows w, w + 4, ... of it (4 warps),
+/// at most 4 each, so a launch of `rows` rows needs ceil(rows / splits) <= 16.
+inline constexpr std::int64_t kWgmmaQkRowsPerBlock = 16;
+/// Most splits of a q/k epilogue launch (its epilogue loads a row's partials from at most this
+/// many blocks, all rows' together): with kWgmmaQkRowsPerBlock, up to 64 rows.
+inline constexpr int kWgmmaQkMaxSplits = 4;
+
+/// The split count of a q/k epilogue launch (WgmmaQkRope) at tile_n 128: the split rule's
+/// (wgmma_default_splits), within [ceil(rows / kWgmmaQkRowsPerBlock), min(wgmma_max_splits(in,
+/// stage_k), kWgmmaQkMaxSplits)]; 0 when that range is empty or stage_k is not 128.
+int wgmma_qk_rope_splits(std::int64_t rows, std::int64_t in, std::int64_t out, int sms,
+                         int stage_k);
 
 /// Whether the kernel computes this GEMM with `tile_n` columns per block (64 or 128): 1 <= rows
 /// <= kWgmmaRowsLimit, in a positive multiple of 64, out a positive multiple of tile_n, x and w
@@ -148,11 +182,16 @@ class WgmmaGemm {
   /// boxes of x and of w: one barrier wait, block barrier and refill per 128 k). `fold`: the
   /// RMSNorm folds (WgmmaNormFold); throws dice::Error for an output side with swiglu_act, an
   /// input side without it or with in above 4,096, a side with a null buffer, or a width (out,
-  /// resp. in) that 64 does not divide.
+  /// resp. in) that 64 does not divide. `qk` (WgmmaQkRope, `meta` set): y is not written; needs
+  /// tile_n 128, stage_k 128, no accumulate, SwiGLU or fold, head_dim 128, out = (heads + 2
+  /// kv_heads) 128, ceil(rows / splits) <= kWgmmaQkRowsPerBlock, splits <= kWgmmaQkMaxSplits,
+  /// every pointer set (square_sums
+  /// with fold_width a multiple of 64 up to 4,096), 8-byte aligned outputs; else dice::Error.
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr,
-              int stage_k = kWgmmaStageK, const WgmmaNormFold& fold = {}) const;
+              int stage_k = kWgmmaStageK, const WgmmaNormFold& fold = {},
+              const WgmmaQkRope& qk = {}) const;
 
   /// How many clusters of launch()'s configuration for this shape (tile_n 64 or 128, `splits`
   /// blocks a cluster, wgmma_stages stages, no SwiGLU) can be resident on the device at once

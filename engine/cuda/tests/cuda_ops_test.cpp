@@ -1240,6 +1240,149 @@ TEST_F(CudaOps, WgmmaGemmNormFoldInputSide) {
                Error);
 }
 
+TEST_F(CudaOps, WgmmaQkRopeEpilogueIsTheGemmThenTheQkKernel) {
+  // The qkv projection's q/k epilogue (WgmmaQkRope) against the same wgmma launch into fp32 and
+  // then launch_qk_norm_rope's vectorised kernel: q and both caches bit for bit (whole buffers,
+  // so no slot outside the pass's rows is written), with and without the folded input norm, for
+  // SDAR-1.7B's and -4B's head counts and widths, at 64 rows over a pass of 60 (the padding
+  // rows skipped) and at 40, the rule's split count and the most, with and without PDL and early
+  // reads. Gemm::run_qk_rope gives the same bits. Refused: tile_n 64, too few splits for the
+  // rows, accumulate, stage k 64, a null cache.
+  if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
+  const WgmmaGemm wgmma;
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  struct Case {
+    std::int32_t heads, kv_heads;
+    std::int64_t in;
+  };
+  const auto table = rope_table(1024, 128, 1e6);
+  const DeviceBuffer d_rope = upload_rope(table);
+  for (const Case& c : {Case{16, 8, 2048}, Case{32, 8, 2560}}) {
+    const std::int64_t out = (c.heads + 2 * c.kv_heads) * 128, in = c.in;
+    const LayerShape shape{static_cast<std::int32_t>(in), c.heads, c.kv_heads, 128, 6144, 1e-6};
+    constexpr std::int64_t kRows = kWgmmaRowsLimit, kPages = 40;
+    DeviceBuffer x(static_cast<std::size_t>(kRows * in) * 2),
+        w(static_cast<std::size_t>(in * out) * 2), y(static_cast<std::size_t>(kRows * out) * 4);
+    launch_fill_random(CudaDType::kBF16, x.get(), kRows * in, 1.0f, 131, stream());
+    launch_fill_random(CudaDType::kBF16, w.get(), in * out, 0.05f, 132, stream());
+    std::vector<float> sums = random_vector(static_cast<std::size_t>(kRows * in / 64), 133, 8.0f);
+    for (auto& v : sums) v = v * v;
+    const DeviceBuffer d_sums = upload(sums, CudaDType::kF32);
+    const auto qn = rms_norm_weight(128, 134), kn = rms_norm_weight(128, 135);
+    const auto d_qn = upload(qn, CudaDType::kF32), d_kn = upload(kn, CudaDType::kF32);
+    const std::size_t q_bytes = static_cast<std::size_t>(kRows * c.heads * 128) * 2,
+                      cache_bytes =
+                          static_cast<std::size_t>(kPages * c.kv_heads * kPageTokens * 128) * 2;
+    struct Outputs {
+      DeviceBuffer q, k, v;
+    };
+    const auto fresh = [&] {
+      Outputs o{DeviceBuffer(q_bytes), DeviceBuffer(cache_bytes), DeviceBuffer(cache_bytes)};
+      for (const DeviceBuffer* b : {&o.q, &o.k, &o.v})
+        DICE_CUDA_CHECK(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream()));
+      return o;
+    };
+    const auto same = [&](const Outputs& a, const Outputs& b) {
+      return download_bytes(a.q, q_bytes) == download_bytes(b.q, q_bytes) &&
+             download_bytes(a.k, cache_bytes) == download_bytes(b.k, cache_bytes) &&
+             download_bytes(a.v, cache_bytes) == download_bytes(b.v, cache_bytes);
+    };
+    // Page j of the sequence is page 1 + 11 j mod 39: scattered, distinct.
+    std::vector<std::int32_t> page_ids;
+    for (std::int32_t j = 0; j < 31; ++j) page_ids.push_back(1 + (11 * j) % 39);
+    for (const auto& [rows, pass_rows] : {std::pair<std::int64_t, int>{64, 60}, {40, 40}}) {
+      const PassPlan plan =
+          commit_pass(std::vector<std::int32_t>(pass_rows, 1), 900, page_ids, c.heads, c.kv_heads);
+      const auto meta = upload_bytes(plan.bytes);
+      const int rule = wgmma_qk_rope_splits(rows, in, out, sms, 128);
+      ASSERT_GT(rule, 0);
+      ASSERT_LE((rows + rule - 1) / rule, kWgmmaQkRowsPerBlock);
+      ASSERT_LE(rule, kWgmmaQkMaxSplits);
+      for (const int splits : {rule, kWgmmaQkMaxSplits})
+        for (const bool folded : {false, true})
+          for (const bool pdl : {false, true}) {
+            const std::string what = "heads " + std::to_string(c.heads) + " rows " +
+                                     std::to_string(rows) + " splits " + std::to_string(splits) +
+                                     (folded ? " folded" : "") + (pdl ? " pdl" : "");
+            const float* square_sums = folded ? d_sums.as<float>() : nullptr;
+            const Outputs want = fresh();
+            wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, false, 128, splits,
+                         stream(), false, false, nullptr, 128);
+            launch_qk_norm_rope(CudaDType::kBF16, meta.as<PassHeader>(), y.as<float>(),
+                                d_qn.as<float>(), d_kn.as<float>(), d_rope.as<float2>(), shape,
+                                want.q.get(), CacheLayer{want.k.get(), want.v.get()},
+                                static_cast<std::int32_t>(rows), stream(), true, false, square_sums,
+                                static_cast<std::int32_t>(in));
+            const Outputs got = fresh();
+            WgmmaQkRope qk;
+            qk.meta = meta.as<PassHeader>();
+            qk.q_norm = d_qn.as<float>();
+            qk.k_norm = d_kn.as<float>();
+            qk.rope = d_rope.as<float2>();
+            qk.shape = shape;
+            qk.q_out = got.q.get();
+            qk.cache = CacheLayer{got.k.get(), got.v.get()};
+            qk.square_sums = square_sums;
+            qk.fold_width = static_cast<std::int32_t>(in);
+            wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 128, splits, stream(),
+                         pdl, pdl, nullptr, 128, {}, qk);
+            synchronize();
+            ASSERT_TRUE(same(got, want)) << what;
+            if (splits != rule || !folded || !pdl) continue;
+            EXPECT_THROW(
+                wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 128,
+                             kWgmmaQkMaxSplits + 1, stream(), false, false, nullptr, 128, {}, qk),
+                Error)
+                << what << ": more than kWgmmaQkMaxSplits";
+            // Gemm picks the rule's splits; with its own PDL settings the same bits.
+            Gemm gemm(16);
+            gemm.set_wgmma(true);
+            ASSERT_TRUE(gemm.fuses_qk_rope(CudaDType::kBF16, rows, in, shape, x.get(), w.get(),
+                                           got.q.get()))
+                << what;
+            const Outputs again = fresh();
+            qk.q_out = again.q.get();
+            qk.cache = CacheLayer{again.k.get(), again.v.get()};
+            gemm.run_qk_rope(x.get(), w.get(), qk, rows, in, stream());
+            synchronize();
+            EXPECT_EQ(gemm.wgmma_launches(), 1);
+            ASSERT_TRUE(same(again, want)) << what << ": Gemm::run_qk_rope";
+            gemm.set_wgmma(true, 0, 64);
+            EXPECT_FALSE(gemm.fuses_qk_rope(CudaDType::kBF16, rows, in, shape, x.get(), w.get(),
+                                            got.q.get()))
+                << what << ": stage k 64";
+            EXPECT_THROW(gemm.run_qk_rope(x.get(), w.get(), qk, rows, in, stream()), Error);
+            // Refusals: tile_n 64, too few splits, accumulate, a null cache.
+            EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 64, splits,
+                                      stream(), false, false, nullptr, 128, {}, qk),
+                         Error)
+                << what;
+            if (rows > kWgmmaQkRowsPerBlock) {
+              EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 128, 1,
+                                        stream(), false, false, nullptr, 128, {}, qk),
+                           Error)
+                  << what;
+            }
+            EXPECT_THROW(wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, true, 128,
+                                      splits, stream(), false, false, nullptr, 128, {}, qk),
+                         Error)
+                << what;
+            WgmmaQkRope no_cache = qk;
+            no_cache.cache.v = nullptr;
+            EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 128, splits,
+                                      stream(), false, false, nullptr, 128, {}, no_cache),
+                         Error)
+                << what;
+          }
+    }
+  }
+  const LayerShape narrow{256, 4, 2, 64, 512, 1e-6};  // head_dim 64: not taken
+  Gemm gemm(16);
+  gemm.set_wgmma(true);
+  DeviceBuffer x(64 * 256 * 2), w(512 * 256 * 2), q(64 * 4 * 64 * 2);
+  EXPECT_FALSE(gemm.fuses_qk_rope(CudaDType::kBF16, 64, 256, narrow, x.get(), w.get(), q.get()));
+}
+
 TEST_F(CudaOps, FoldedGemmRefusesWhatTheWgmmaKernelDoesNotTake) {
   // Gemm::run_folded takes folds_norm() shapes only: with the wgmma kernel off, at skinny rows
   // and with inputs the kernel's k tile does not divide it throws dice::Error and launches

@@ -120,6 +120,9 @@ struct CudaForwardStats {
   /// RMSNorms enqueued folded into a wgmma GEMM's output (CudaBackendOptions::fold_qkv_norm,
   /// fold_mlp_norm).
   std::int64_t folded_norms = 0;
+  /// qkv GEMM launches enqueued with the q/k norm + RoPE epilogue
+  /// (CudaBackendOptions::fused_qk_norm_rope).
+  std::int64_t fused_qk_norm_rope_gemms = 0;
   /// GEMM launches enqueued with the SwiGLU epilogue (CudaBackendOptions::fused_swiglu).
   std::int64_t fused_swiglu_gemms = 0;
   /// GEMM launches enqueued on the wgmma kernel (CudaBackendOptions::wgmma_gemm).
