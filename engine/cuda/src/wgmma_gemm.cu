@@ -192,6 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                       std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights,
                       const WgmmaNormFold fold, const __grid_constant__ WgmmaQkRope qk) {
   static_assert(!kQk || (kTileN == kQkHeadDim && !kSwiglu));
+  static_assert(kQkHeadDim == kWgmmaQkHeadDim);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[kMaxStages];

@@ -86,6 +86,8 @@ struct WgmmaQkRope {
   const float* square_sums = nullptr;  ///< fp32 [rows, fold_width / 64], or null: no fold
   std::int32_t fold_width = 0;         ///< the folded norm's width (in), at most 4,096
 };
+/// The head_dim (and so the tile_n) of the q/k epilogue: one column tile a head vector.
+inline constexpr int kWgmmaQkHeadDim = 128;
 /// Rows of one block's share in the q/k epilogue: a warp sums rows w, w + 4, ... of it (4 warps),
 /// at most 4 each, so a launch of `rows` rows needs ceil(rows / splits) <= 16.
 inline constexpr std::int64_t kWgmmaQkRowsPerBlock = 16;

@@ -18,6 +18,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -1298,7 +1299,7 @@ TEST_F(CudaOps, WgmmaQkRopeEpilogueIsTheGemmThenTheQkKernel) {
       ASSERT_GT(rule, 0);
       ASSERT_LE((rows + rule - 1) / rule, kWgmmaQkRowsPerBlock);
       ASSERT_LE(rule, kWgmmaQkMaxSplits);
-      for (const int splits : {rule, kWgmmaQkMaxSplits})
+      for (const int splits : std::set<int>{rule, kWgmmaQkMaxSplits})
         for (const bool folded : {false, true})
           for (const bool pdl : {false, true}) {
             const std::string what = "heads " + std::to_string(c.heads) + " rows " +

@@ -133,6 +133,24 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
   EXPECT_FALSE(wgmma_gemm_fits(64, 2048, 4096, 64, at(258), at(512), at(1024)));   // alignment
 }
 
+TEST(WgmmaGemmRule, QkEpilogueSplitsLeaveABlockAtMost16Rows) {
+  // wgmma_qk_rope_splits: the 128-column split rule within [ceil(rows / 16), 4].
+  constexpr int kSms = 132;
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 2048, 4096, kSms, 128), 4);  // 1.7B qkv: the rule's 4
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 2560, 6144, kSms, 128), 4);  // 4B qkv: the rule's 3, raised
+  EXPECT_EQ(wgmma_default_splits(2560, 6144, 128, kSms, 128), 3);
+  EXPECT_EQ(wgmma_qk_rope_splits(40, 2560, 6144, kSms, 128), 3);  // 3 x 14 rows
+  EXPECT_EQ(wgmma_qk_rope_splits(17, 2048, 1024, kSms, 128), 4);  // 8 tiles: the rule's 8, capped
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 256, 4096, kSms, 128), 0);   // at most 2 splits of 128 k
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 2048, 4096, kSms, 64), 0);   // stage k 64
+  EXPECT_EQ(wgmma_qk_rope_splits(0, 2048, 4096, kSms, 128), 0);
+  for (const std::int64_t rows : {1, 16, 17, 33, 48, 49, 64}) {
+    const int splits = wgmma_qk_rope_splits(rows, 2048, 4096, kSms, 128);
+    EXPECT_LE((rows + splits - 1) / splits, kWgmmaQkRowsPerBlock) << rows;
+    EXPECT_LE(splits, kWgmmaQkMaxSplits) << rows;
+  }
+}
+
 TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
   // Peak bandwidths as device_peak_bandwidth() computes them: 2 x memory clock x bus bytes.
   const double h100 = 2.0 * 2619e6 * (5120 / 8);  // H100 SXM, HBM3: 3.35e12 bytes/s
