@@ -765,18 +765,19 @@ struct CudaBackend::Impl {
       std::int64_t rows, in, out;
       bool accumulate;
       bool bf16_out = false;
+      bool cublas = true;  ///< cuBLASLt may run it (qkv with the q/k epilogue: the wgmma kernel)
     };
-    const Shape shapes[] = {
-        {h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false},
-        {attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true},
-        {h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in, false,
-         gate_up_in_bf16(rows_pad)},
-        {act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true},
-        {hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(), logits.as<float>(),
-         block_rows_pad, hd, c.vocab_size, false}};
+    const Shape shapes[] = {{h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd,
+                             false, false, !qk_rope_epilogue(rows_pad)},
+                            {attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true},
+                            {h.get(), l.gate_up.get(), gate_up.as<float>(), rows_pad, hd, 2 * in,
+                             false, gate_up_in_bf16(rows_pad)},
+                            {act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true},
+                            {hn.get(), c.tie_word_embeddings ? embed.get() : lm_head.get(),
+                             logits.as<float>(), block_rows_pad, hd, c.vocab_size, false}};
     for (const Shape& g : shapes) {
       if (gemm_tune_seconds > kBudgetSeconds) return;
-      if (&g == &shapes[0] && qk_rope_epilogue(rows_pad)) continue;  // qkv: the wgmma kernel
+      if (!g.cublas) continue;
       gemm_tune_seconds +=
           gemm->tune(dtype, g.x, g.w, g.y, g.rows, g.in, g.out, g.accumulate, s, 16, 3, g.bf16_out);
     }

@@ -159,12 +159,11 @@ void Gemm::run_folded(const void* x, const void* w, float* y, void* act, std::in
 bool Gemm::fuses_qk_rope(CudaDType dtype, std::int64_t rows, std::int64_t in,
                          const LayerShape& shape, const void* x, const void* w,
                          const void* q_out) const {
-  const std::int64_t out =
-      static_cast<std::int64_t>(shape.heads + 2 * shape.kv_heads) * kWgmmaQkHeadDim;
-  return wgmma_.has_value() && dtype == CudaDType::kBF16 && shape.head_dim == kWgmmaQkHeadDim &&
+  const std::int64_t out = static_cast<std::int64_t>(shape.heads + 2 * shape.kv_heads) * kQkHeadDim;
+  return wgmma_.has_value() && dtype == CudaDType::kBF16 && shape.head_dim == kQkHeadDim &&
          shape.heads > 0 && shape.kv_heads > 0 && wgmma_stage_k_ == 128 &&
          !skinny(dtype, rows, in, out, x, w, q_out) &&
-         wgmma_gemm_fits(rows, in, out, kWgmmaQkHeadDim, x, w, q_out) &&
+         wgmma_gemm_fits(rows, in, out, kQkHeadDim, x, w, q_out) &&
          wgmma_qk_rope_splits(rows, in, out, sms_, wgmma_stage_k_) > 0;
 }
 
@@ -179,7 +178,7 @@ void Gemm::run_qk_rope(const void* x, const void* w, const WgmmaQkRope& qk, std:
         "a shape the wgmma kernel takes (set_wgmma off or stage k 64, skinny rows limit {}, "
         "head_dim not 128, or no fit)",
         rows, in, qk.shape.heads, qk.shape.kv_heads, qk.shape.head_dim, skinny_max_rows_));
-  wgmma_->launch(x, w, nullptr, rows, in, out, false, kWgmmaQkHeadDim,
+  wgmma_->launch(x, w, nullptr, rows, in, out, false, kQkHeadDim,
                  wgmma_qk_rope_splits(rows, in, out, sms_, wgmma_stage_k_), stream, pdl_,
                  early_weights_, nullptr, wgmma_stage_k_, {}, qk);
   ++wgmma_launches_;

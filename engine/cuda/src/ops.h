@@ -21,6 +21,9 @@ namespace dice::engine::cuda {
 
 /// Tokens per KV page. Attention reads the cache in chunks of one page.
 inline constexpr int kPageTokens = 32;
+/// The head_dim of the per-lane q/k norm + RoPE layout (qk_norm_rope.cuh: the vectorised q/k
+/// kernel and the wgmma GEMM's q/k epilogue, whose column tile is one head vector).
+inline constexpr int kQkHeadDim = 128;
 /// Query vectors (rows x heads of one KV head) per attention tile: one m16 MMA tile.
 inline constexpr int kTileQueries = 16;
 /// Query vectors of a paired work item (PlanShape::pair_tiles): two tiles of one pass item, for

@@ -17,9 +17,6 @@
 
 namespace dice::engine::cuda {
 
-/// Head vector dimensions of the per-lane layout.
-inline constexpr int kQkHeadDim = 128;
-
 /// Where head vector v (q heads, then k heads, then v heads) of pass row `row` goes: q_out
 /// [rows, heads, head_dim] for a q head, else the row's cache slot (page, kv head, slot) of the
 /// K or V cache [pages, kv_heads, kPageTokens, head_dim].

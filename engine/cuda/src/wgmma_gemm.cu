@@ -192,7 +192,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                       std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights,
                       const WgmmaNormFold fold, const __grid_constant__ WgmmaQkRope qk) {
   static_assert(!kQk || (kTileN == kQkHeadDim && !kSwiglu));
-  static_assert(kQkHeadDim == kWgmmaQkHeadDim);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[kMaxStages];
@@ -227,7 +226,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // kQkRowsPerWarp, of head vector v = this column tile; lane l holds its dimensions 4l..4l+3.
   // Metadata, RoPE pairs and the norm weight are constants of the pass and the model (read early
   // with early weights); the square sums come from the kernel before (read after the wait).
-  constexpr int kQkRowsPerWarp = static_cast<int>(kWgmmaQkRowsPerBlock) / (kThreads / 32);
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kQkRowsPerWarp = static_cast<int>(kWgmmaQkRowsPerBlock) / kWarps;
+  const auto qk_row = [&](int j) { return row_begin + warp + kWarps * j; };
   const int qk_v = n0 / kQkHeadDim;
   const bool qk_rotate = kQk && qk_v < qk.shape.heads + qk.shape.kv_heads;
   int qk_rows_end = row_end;
@@ -242,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       qk_w = reinterpret_cast<const float4*>(qk_v < qk.shape.heads ? qk.q_norm : qk.k_norm)[lane];
 #pragma unroll
     for (int j = 0; j < kQkRowsPerWarp; ++j) {
-      const int row = row_begin + warp + 4 * j;
+      const int row = qk_row(j);
       if (row >= qk_rows_end) continue;
       const RowInfo info = infos[row];
       qk_dst[j] =
@@ -287,10 +288,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // bench/results/2026-11-30-qkv-wgmma-h200).
     if (qk.square_sums != nullptr) {
 #pragma unroll
-      for (int j = 0; j < kQkRowsPerWarp; ++j) {
-        const int row = row_begin + warp + 4 * j;
-        if (row < qk_rows_end) qk_fold_raw(qk.square_sums, row, qk.fold_width, lane, qk_sums[j]);
-      }
+      for (int j = 0; j < kQkRowsPerWarp; ++j)
+        if (qk_row(j) < qk_rows_end)
+          qk_fold_raw(qk.square_sums, qk_row(j), qk.fold_width, lane, qk_sums[j]);
     }
   }
   // The next kernel may start (its blocks wait for this grid's end before reading it): the next
@@ -404,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float4 sums[kQkRowsPerWarp], outs[kQkRowsPerWarp];
 #pragma unroll
     for (int j = 0; j < kQkRowsPerWarp; ++j) {
-      const int row = min(row_begin + warp + 4 * j, static_cast<int>(kWgmmaRowsLimit) - 1);
+      const int row = min(qk_row(j), static_cast<int>(kWgmmaRowsLimit) - 1);
       sums[j] = split_sum.template operator()<kWgmmaQkMaxSplits>(row * kStride + 4 * lane);
     }
 #pragma unroll
@@ -416,8 +416,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 #pragma unroll
     for (int j = 0; j < kQkRowsPerWarp; ++j)
-      if (row_begin + warp + 4 * j < qk_rows_end)
-        store4(qk_dst[j], outs[j].x, outs[j].y, outs[j].z, outs[j].w);
+      if (qk_row(j) < qk_rows_end) store4(qk_dst[j], outs[j].x, outs[j].y, outs[j].z, outs[j].w);
   }
   constexpr int kVectors = kTileN / 4;
   // Rows of a kVectors-thread group are whole (kThreads % kVectors == 0), so a 16-lane half warp

@@ -86,8 +86,6 @@ struct WgmmaQkRope {
   const float* square_sums = nullptr;  ///< fp32 [rows, fold_width / 64], or null: no fold
   std::int32_t fold_width = 0;         ///< the folded norm's width (in), at most 4,096
 };
-/// The head_dim (and so the tile_n) of the q/k epilogue: one column tile a head vector.
-inline constexpr int kWgmmaQkHeadDim = 128;
 /// Rows of one block's share in the q/k epilogue: a warp sums rows w, w + 4, ... of it (4 warps),
 /// at most 4 each, so a launch of `rows` rows needs ceil(rows / splits) <= 16.
 inline constexpr std::int64_t kWgmmaQkRowsPerBlock = 16;
@@ -187,8 +185,8 @@ class WgmmaGemm {
   /// resp. in) that 64 does not divide. `qk` (WgmmaQkRope, `meta` set): y is not written; needs
   /// tile_n 128, stage_k 128, no accumulate, SwiGLU or fold, head_dim 128, out = (heads + 2
   /// kv_heads) 128, ceil(rows / splits) <= kWgmmaQkRowsPerBlock, splits <= kWgmmaQkMaxSplits,
-  /// every pointer set (square_sums
-  /// with fold_width a multiple of 64 up to 4,096), 8-byte aligned outputs; else dice::Error.
+  /// every pointer set (square_sums with fold_width a multiple of 64 up to 4,096), 8-byte aligned
+  /// outputs; else dice::Error.
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
               std::int64_t out, bool accumulate, int tile_n, int splits, cudaStream_t stream,
               bool pdl = false, bool early_weights = false, void* swiglu_act = nullptr,

@@ -188,9 +188,10 @@ struct CudaBackendOptions {
   /// no q/k norm + RoPE launch a layer. The same arithmetic as that kernel's (the same bits after
   /// the same GEMM); other GEMM bits than cuBLASLt's qkv, the same run to run. Off by default: even
   /// on an H200 at 16 x 1,024 (0.997 SDAR-1.7B, 1.006 SDAR-4B), since the 128-column wgmma qkv
-  /// costs 1.9 us (SDAR-1.7B) more than cuBLASLt's per launch and the attention after it cannot
-  /// start early beside its blocks (bench/results/2026-11-30-qkv-wgmma-h200). false: the qkv
-  /// GEMM, then the q/k norm + RoPE kernel.
+  /// costs 1.9 us (SDAR-1.7B) more than cuBLASLt's per launch and, by our reading (not measured),
+  /// the attention after it cannot start early beside its blocks
+  /// (bench/results/2026-11-30-qkv-wgmma-h200). false: the qkv GEMM, then the q/k norm + RoPE
+  /// kernel.
   bool fused_qk_norm_rope = false;
   /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
   /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
