@@ -160,6 +160,11 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "K/V cache itself: no q/k norm + RoPE launch a layer (the same arithmetic; "
                     "even on an H200 at 16 sequences); --no-fused-qk-norm-rope: the qkv GEMM, "
                     "then that kernel (default: off)");
+  command
+      ->add_option("--fused-qk-norm-rope-tile", args.cuda.fused_qk_norm_rope_tile_n,
+                   "cuda backend: with --fused-qk-norm-rope, the qkv projection's column tile: "
+                   "64 (a head vector's two tiles in one cluster) or 128 (default: 64)")
+      ->check(CLI::IsMember({64, 128}));
   command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.cuda.fused_swiglu,
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
@@ -276,6 +281,12 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
         "--wgmma-stage-k {}: the wgmma kernel is off (--no-wgmma-gemm), so the stage size would "
         "change nothing; drop one of the two",
         args.cuda.wgmma_stage_k));
+  if (!args.cuda.fused_qk_norm_rope &&
+      args.cuda.fused_qk_norm_rope_tile_n != engine::CudaBackendOptions{}.fused_qk_norm_rope_tile_n)
+    throw InputError(fmt::format(
+        "--fused-qk-norm-rope-tile {}: the q/k epilogue is off (--fused-qk-norm-rope not given), "
+        "so the tile would change nothing; drop it or add --fused-qk-norm-rope",
+        args.cuda.fused_qk_norm_rope_tile_n));
   const std::int64_t memory_limit =
       args.gpu_memory.empty() ? 0 : parse_bytes(args.gpu_memory, "--gpu-memory");
   const std::string which = resolve_backend(args);

@@ -272,6 +272,7 @@ void run_bench(const BenchArgs& args) {
               {"fold_qkv_norm", o.fold_qkv_norm},
               {"fold_mlp_norm", o.fold_mlp_norm},
               {"fused_qk_norm_rope", o.fused_qk_norm_rope},
+              {"fused_qk_norm_rope_tile_n", o.fused_qk_norm_rope_tile_n},
               {"fused_swiglu", o.fused_swiglu},
               {"bf16_gate_up", o.bf16_gate_up},
               {"programmatic_launch", o.programmatic_launch},

@@ -95,6 +95,10 @@ def test_problem_set_comes_from_dice_kernelbench(model, tmp_path):
             ["--prompt", "hi", "--backend", "cpu", "--no-wgmma-gemm", "--wgmma-stage-k", "64"],
             "--wgmma-stage-k 64: the wgmma kernel is off",
         ),
+        (
+            ["--prompt", "hi", "--backend", "cpu", "--fused-qk-norm-rope-tile", "128"],
+            "--fused-qk-norm-rope-tile 128: the q/k epilogue is off",
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error(model, args, message):
@@ -109,6 +113,7 @@ def test_bad_input_is_a_clear_error(model, args, message):
         (["--wgmma-min-block-k", "-1"], "not in range"),
         (["--wgmma-min-block-k", "1536", "--wgmma-min-block-k", "64"], "1 required"),
         (["--attention-min-split-keys", "-1"], "not in range"),
+        (["--fused-qk-norm-rope", "--fused-qk-norm-rope-tile", "96"], "not in {64,128}"),
     ],
 )
 def test_bad_options_are_refused_by_the_command_line_parser(model, args, message):

@@ -262,6 +262,7 @@ struct CudaBackend::Impl {
     if (!options.wgmma_min_block_k)
       options.wgmma_min_block_k = wgmma_auto_min_block_k(device_peak_bandwidth(), sms);
     gemm->set_wgmma(options.wgmma_gemm, *options.wgmma_min_block_k, options.wgmma_stage_k);
+    gemm->set_qk_rope_tile_n(options.fused_qk_norm_rope_tile_n);
     // With fused_norm_gemm the streaming kernel normalises its rows itself where it can
     // (Gemm::fuses_norm), the same bits as the norm kernel before it.
     gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill,

@@ -156,6 +156,12 @@ void Gemm::run_folded(const void* x, const void* w, float* y, void* act, std::in
   run_wgmma(x, w, y, act, rows, in, out, accumulate, fold, stream);
 }
 
+void Gemm::set_qk_rope_tile_n(int tile_n) {
+  if (tile_n != 64 && tile_n != kQkHeadDim)
+    throw Error(fmt::format("q/k epilogue column tile {}: expected 64 or 128", tile_n));
+  qk_rope_tile_n_ = tile_n;
+}
+
 bool Gemm::fuses_qk_rope(CudaDType dtype, std::int64_t rows, std::int64_t in,
                          const LayerShape& shape, const void* x, const void* w,
                          const void* q_out) const {
@@ -163,8 +169,8 @@ bool Gemm::fuses_qk_rope(CudaDType dtype, std::int64_t rows, std::int64_t in,
   return wgmma_.has_value() && dtype == CudaDType::kBF16 && shape.head_dim == kQkHeadDim &&
          shape.heads > 0 && shape.kv_heads > 0 && wgmma_stage_k_ == 128 &&
          !skinny(dtype, rows, in, out, x, w, q_out) &&
-         wgmma_gemm_fits(rows, in, out, kQkHeadDim, x, w, q_out) &&
-         wgmma_qk_rope_splits(rows, in, out, sms_, wgmma_stage_k_) > 0;
+         wgmma_gemm_fits(rows, in, out, qk_rope_tile_n_, x, w, q_out) &&
+         wgmma_qk_rope_splits(rows, in, out, sms_, wgmma_stage_k_, qk_rope_tile_n_) > 0;
 }
 
 void Gemm::run_qk_rope(const void* x, const void* w, const WgmmaQkRope& qk, std::int64_t rows,
@@ -178,9 +184,9 @@ void Gemm::run_qk_rope(const void* x, const void* w, const WgmmaQkRope& qk, std:
         "a shape the wgmma kernel takes (set_wgmma off or stage k 64, skinny rows limit {}, "
         "head_dim not 128, or no fit)",
         rows, in, qk.shape.heads, qk.shape.kv_heads, qk.shape.head_dim, skinny_max_rows_));
-  wgmma_->launch(x, w, nullptr, rows, in, out, false, kQkHeadDim,
-                 wgmma_qk_rope_splits(rows, in, out, sms_, wgmma_stage_k_), stream, pdl_,
-                 early_weights_, nullptr, wgmma_stage_k_, {}, qk);
+  wgmma_->launch(x, w, nullptr, rows, in, out, false, qk_rope_tile_n_,
+                 wgmma_qk_rope_splits(rows, in, out, sms_, wgmma_stage_k_, qk_rope_tile_n_), stream,
+                 pdl_, early_weights_, nullptr, wgmma_stage_k_, {}, qk);
   ++wgmma_launches_;
 }
 

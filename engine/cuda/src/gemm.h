@@ -155,10 +155,14 @@ class Gemm {
   void run_folded(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, const WgmmaNormFold& fold,
                   cudaStream_t stream);
+  /// The column tile run_qk_rope() launches with: 64 (the default: a head vector is two tiles in
+  /// one cluster) or 128 (one tile). Throws dice::Error for another width.
+  void set_qk_rope_tile_n(int tile_n);
   /// Whether run_qk_rope() takes this qkv projection: set_wgmma on an sm_90 device, bf16, not
-  /// skinny(), set_wgmma's `stage_k` 128, wgmma_gemm_fits at tile_n 128 and a split count for the
-  /// rows (wgmma_qk_rope_splits), head_dim 128 and out = (heads + 2 kv_heads) x 128. Whatever
-  /// set_wgmma's `min_block_k` says: the epilogue saves the q/k norm + RoPE launch.
+  /// skinny(), set_wgmma's `stage_k` 128, wgmma_gemm_fits at set_qk_rope_tile_n's tile and a
+  /// split count for the rows (wgmma_qk_rope_splits), head_dim 128 and out = (heads + 2 kv_heads)
+  /// x 128. Whatever set_wgmma's `min_block_k` says: the epilogue saves the q/k norm + RoPE
+  /// launch.
   bool fuses_qk_rope(CudaDType dtype, std::int64_t rows, std::int64_t in, const LayerShape& shape,
                      const void* x, const void* w, const void* q_out) const;
   /// The qkv projection of x [rows, in] (bf16) by w [out, in] with the q/k epilogue (WgmmaQkRope:
@@ -249,6 +253,7 @@ class Gemm {
   DeviceBuffer stream_split_slots_;     ///< set_stream_gemm's `split`: the split walk's slots
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
+  int qk_rope_tile_n_ = 64;             ///< set_qk_rope_tile_n
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)

@@ -30,10 +30,14 @@
 // per launch at 64 rows under PDL SDAR-1.7B's o 5.96 -> 5.43 us, +1.1% tok/s on SDAR-1.7B at
 // 16 x 1,024, SDAR-4B even (bench/results/2026-11-30-wgmma-epilogue-h200).
 //
-// The q/k epilogue (kQk, WgmmaQkRope; tile_n 128, stage k 128, at most 4 splits): instead of y,
-// warp w of block r takes rows row_begin + w + 4 j (j < 4) of its tile, a head vector a row, lane
-// l its dimensions 4l..4l+3: all four rows' partial sums first, then their norms and rotations
-// (qk_norm_rope.cuh), then the stores into q and the cache.
+// The q/k epilogue (kQk, WgmmaQkRope; stage k 128, at most 4 splits): instead of y, warp w of a
+// block takes rows row_begin + w + 4 j (j < 4) of its head vector, lane l its dimensions
+// 4l..4l+3: all four rows' partial sums first, then their norms and rotations
+// (qk_norm_rope.cuh), then the stores into q and the cache. At tile_n 128 a column tile is a head
+// vector and the cluster is its splits (1 x splits). At tile_n 64 a head vector is two column
+// tiles, and the cluster is both tiles' splits (2 x splits, rank tile + 2 split): the rows are
+// shared among its 2 splits blocks, and lane l loads its partials from the blocks of tile l / 16,
+// in split order (the same sum as each tile's own epilogue).
 
 #include <cooperative_groups.h>
 #include <cuda.h>
@@ -191,7 +195,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                       __nv_bfloat16* __restrict__ act, std::int32_t rows, std::int32_t in,
                       std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights,
                       const WgmmaNormFold fold, const __grid_constant__ WgmmaQkRope qk) {
-  static_assert(!kQk || (kTileN == kQkHeadDim && !kSwiglu));
+  // Column tiles a head vector spans in the q/k epilogue (1 otherwise): the cluster's x.
+  constexpr int kQkTiles = kQk ? kQkHeadDim / kTileN : 1;
+  static_assert(!kQk || (kTileN * kQkTiles == kQkHeadDim && kQkTiles <= 2 && !kSwiglu));
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[kMaxStages];
@@ -219,11 +225,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma_load(x_tile(s, h), &x_map, &full[s], (kb * kHalves + h) * 64, 0, policy);
   };
 
-  const int row_begin = split * rows / splits, row_end = (split + 1) * rows / splits;
+  // The block's share of the rows in the epilogue: one of the cluster's kQkTiles x splits.
+  const int share = split * kQkTiles + static_cast<int>(blockIdx.x) % kQkTiles;
+  const int shares = splits * kQkTiles;
+  const int row_begin = share * rows / shares, row_end = (share + 1) * rows / shares;
   const int warp = tid / 32, lane = tid % 32;
 
   // The q/k epilogue's inputs (WgmmaQkRope): warp w's rows row_begin + w + 4 j, j <
-  // kQkRowsPerWarp, of head vector v = this column tile; lane l holds its dimensions 4l..4l+3.
+  // kQkRowsPerWarp, of head vector v, the one this column tile is (or is half of); lane l holds
+  // its dimensions 4l..4l+3.
   // Metadata, RoPE pairs and the norm weight are constants of the pass and the model (read early
   // with early weights); the square sums come from the kernel before (read after the wait).
   constexpr int kWarps = kThreads / 32;
@@ -374,15 +384,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
-  // Every split's partial of the 4 outputs at `offset` first (the loads in flight together), then
-  // their sum in rank order.
-  // kMaxSplits: the most splits the launch may have.
-  const auto split_sum = [&]<int kMaxSplits = kWgmmaMaxSplits>(int offset) {
+  // Every split's partial of the 4 outputs at `offset` of column tile `tile` of the cluster first
+  // (the loads in flight together), then their sum in split order. Split q of tile t is cluster
+  // rank t + kQkTiles q. kMaxSplits: the most splits the launch may have.
+  const auto split_sum = [&]<int kMaxSplits = kWgmmaMaxSplits>(int offset, int tile = 0) {
     float4 part[kMaxSplits];
 #pragma unroll
     for (int q = 0; q < kMaxSplits; ++q)
       if (q < splits)
-        part[q] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, q) + offset);
+        part[q] = *reinterpret_cast<const float4*>(
+            cluster.map_shared_rank(partial, tile + kQkTiles * q) + offset);
     float4 sum = part[0];
 #pragma unroll
     for (int q = 1; q < kMaxSplits; ++q)
@@ -405,7 +416,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < kQkRowsPerWarp; ++j) {
       const int row = min(qk_row(j), static_cast<int>(kWgmmaRowsLimit) - 1);
-      sums[j] = split_sum.template operator()<kWgmmaQkMaxSplits>(row * kStride + 4 * lane);
+      sums[j] = split_sum.template operator()<kWgmmaQkMaxSplits>(row * kStride + 4 * lane % kTileN,
+                                                                 4 * lane / kTileN);
     }
 #pragma unroll
     for (int j = 0; j < kQkRowsPerWarp; ++j) {
@@ -512,15 +524,15 @@ void allow_shared_memory() {
       static_cast<int>(dynamic_shared_bytes(kTileN, max_stages(kTileN, kHalves), kHalves))));
 }
 
-/// The launch configuration of `splits`-block clusters along k over out / kTileN column tiles.
-/// `attributes` (two) receives the cluster dimension and the programmatic launch flag; with `pdl`
-/// false only the first is in the config.
+/// The launch configuration of clusters of `tiles` column tiles x `splits` splits along k over
+/// out / kTileN column tiles. `attributes` (two) receives the cluster dimension and the
+/// programmatic launch flag; with `pdl` false only the first is in the config.
 template <int kTileN, int kHalves>
 cudaLaunchConfig_t launch_config(cudaLaunchAttribute (&attributes)[2], std::int64_t out, int splits,
-                                 int stages, cudaStream_t stream, bool pdl) {
+                                 int stages, cudaStream_t stream, bool pdl, int tiles = 1) {
   attributes[0] = {};
   attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = 1;
+  attributes[0].val.clusterDim.x = static_cast<unsigned>(tiles);
   attributes[0].val.clusterDim.y = static_cast<unsigned>(splits);
   attributes[0].val.clusterDim.z = 1;
   attributes[1] = {};
@@ -543,8 +555,8 @@ void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, v
                  const WgmmaNormFold& fold, const WgmmaQkRope& qk) {
   const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves, kQk>;
   cudaLaunchAttribute attributes[2];
-  const cudaLaunchConfig_t config =
-      launch_config<kTileN, kHalves>(attributes, out, splits, stages, stream, pdl);
+  const cudaLaunchConfig_t config = launch_config<kTileN, kHalves>(
+      attributes, out, splits, stages, stream, pdl, kQk ? kQkHeadDim / kTileN : 1);
   check_cuda(cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
                                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
@@ -561,15 +573,17 @@ void check_qk_rope(const WgmmaQkRope& qk, std::int64_t rows, std::int64_t out, i
                 std::to_string(out) + " tile_n " + std::to_string(tile_n) + " splits " +
                 std::to_string(splits) + " stage k " + std::to_string(stage_k) + ": " + what);
   };
-  if (tile_n != kQkHeadDim || stage_k != 128) fail("needs tile_n 128 and stage k 128");
+  if ((tile_n != 64 && tile_n != kQkHeadDim) || stage_k != 128)
+    fail("needs tile_n 64 or 128 and stage k 128");
   if (accumulate || other_epilogue) fail("does not accumulate, fold or apply SwiGLU");
   if (s.head_dim != kQkHeadDim || s.heads <= 0 || s.kv_heads <= 0 ||
       out != static_cast<std::int64_t>(s.heads + 2 * s.kv_heads) * kQkHeadDim)
     fail("needs head_dim 128 and out = (heads + 2 kv_heads) x 128 (heads " +
          std::to_string(s.heads) + ", kv_heads " + std::to_string(s.kv_heads) + ", head_dim " +
          std::to_string(s.head_dim) + ")");
-  if ((rows + splits - 1) / splits > kWgmmaQkRowsPerBlock)
-    fail("a block sums at most 16 rows: needs more splits");
+  const std::int64_t shares = static_cast<std::int64_t>(splits) * (kQkHeadDim / tile_n);
+  if ((rows + shares - 1) / shares > kWgmmaQkRowsPerBlock)
+    fail("a block sums at most 16 rows of its head vectors: needs more splits");
   if (splits > kWgmmaQkMaxSplits) fail("at most 4 splits");
   if (qk.q_norm == nullptr || qk.k_norm == nullptr || qk.rope == nullptr || qk.q_out == nullptr ||
       qk.cache.k == nullptr || qk.cache.v == nullptr)
@@ -585,14 +599,15 @@ void check_qk_rope(const WgmmaQkRope& qk, std::int64_t rows, std::int64_t out, i
 
 }  // namespace
 
-int wgmma_qk_rope_splits(std::int64_t rows, std::int64_t in, std::int64_t out, int sms,
-                         int stage_k) {
-  if (stage_k != 128 || rows <= 0) return 0;
-  const std::int64_t least = (rows + kWgmmaQkRowsPerBlock - 1) / kWgmmaQkRowsPerBlock;
+int wgmma_qk_rope_splits(std::int64_t rows, std::int64_t in, std::int64_t out, int sms, int stage_k,
+                         int tile_n) {
+  if (stage_k != 128 || rows <= 0 || (tile_n != 64 && tile_n != kQkHeadDim)) return 0;
+  const std::int64_t per_split = kWgmmaQkRowsPerBlock * (kQkHeadDim / tile_n);
+  const std::int64_t least = (rows + per_split - 1) / per_split;
   const int most = std::min(wgmma_max_splits(in, stage_k), kWgmmaQkMaxSplits);
   if (least > most) return 0;
-  return std::clamp(wgmma_default_splits(in, out, kQkHeadDim, sms, stage_k),
-                    static_cast<int>(least), most);
+  return std::clamp(wgmma_default_splits(in, out, tile_n, sms, stage_k), static_cast<int>(least),
+                    most);
 }
 
 bool wgmma_gemm_fits(std::int64_t rows, std::int64_t in, std::int64_t out, int tile_n,
@@ -669,6 +684,7 @@ WgmmaGemm::WgmmaGemm() {
   allow_shared_memory<64, true, 2>();
   allow_shared_memory<128, false, 2>();
   allow_shared_memory<128, true, 2>();
+  allow_shared_memory<64, false, 2, true>();
   allow_shared_memory<128, false, 2, true>();
 }
 
@@ -709,8 +725,10 @@ void WgmmaGemm::launch(const void* x, const void* w, float* y, std::int64_t rows
   const int stages = wgmma_stages(tile_n, (out / tile_n) * splits, sms_, shared_per_sm_, stage_k);
   const bool swiglu = swiglu_act != nullptr;
   if (qk.meta != nullptr)
-    return launch_tile<128, false, 2, true>(x_map, w_map, nullptr, nullptr, rows, in, out, false,
-                                            splits, stages, stream, pdl, early_weights, fold, qk);
+    return (tile_n == 64 ? launch_tile<64, false, 2, true>
+                         : launch_tile<128, false, 2, true>)(x_map, w_map, nullptr, nullptr, rows,
+                                                             in, out, false, splits, stages, stream,
+                                                             pdl, early_weights, fold, qk);
   const auto launch =
       stage_k == 128
           ? (tile_n == 128 ? (swiglu ? launch_tile<128, true, 2> : launch_tile<128, false, 2>)

@@ -66,10 +66,11 @@ struct WgmmaNormFold {
 /// registers of two threads, 32 each.
 inline constexpr std::int64_t kWgmmaFoldMaxIn = 4096;
 
-/// The qkv projection's q/k epilogue (CudaBackendOptions::fused_qk_norm_rope): with tile_n 128
-/// each column tile is one head vector (q heads, then k, then v), and instead of writing y the
-/// block that sums a row's tile does what launch_qk_norm_rope's bf16 head_dim-128 kernel does with
-/// it (qk_norm_rope.cuh, the same bits): per-head RMSNorm of q and k with q_norm / k_norm, NeoX
+/// The qkv projection's q/k epilogue (CudaBackendOptions::fused_qk_norm_rope): a head vector (q
+/// heads, then k, then v) is one column tile at tile_n 128, two at tile_n 64 (one cluster with
+/// their splits, which share the rows), and instead of writing y the block that sums a row's head
+/// vector does what launch_qk_norm_rope's bf16 head_dim-128 kernel does with it
+/// (qk_norm_rope.cuh, the same bits): per-head RMSNorm of q and k with q_norm / k_norm, NeoX
 /// rotate-half RoPE at the row's position, q into q_out and k, v into the paged cache at the row's
 /// page and slot; with `square_sums` the folded input norm's eps r^2 and 1 / r (norm_fold.h).
 /// Rows at or past meta->rows are skipped. The rows' metadata, RoPE pairs and norm weight are read
@@ -87,17 +88,18 @@ struct WgmmaQkRope {
   std::int32_t fold_width = 0;         ///< the folded norm's width (in), at most 4,096
 };
 /// Rows of one block's share in the q/k epilogue: a warp sums rows w, w + 4, ... of it (4 warps),
-/// at most 4 each, so a launch of `rows` rows needs ceil(rows / splits) <= 16.
+/// at most 4 each, so a launch of `rows` rows needs ceil(rows / (splits x 128 / tile_n)) <= 16.
 inline constexpr std::int64_t kWgmmaQkRowsPerBlock = 16;
 /// Most splits of a q/k epilogue launch (its epilogue loads a row's partials from at most this
 /// many blocks, all rows' together): with kWgmmaQkRowsPerBlock, up to 64 rows.
 inline constexpr int kWgmmaQkMaxSplits = 4;
 
-/// The split count of a q/k epilogue launch (WgmmaQkRope) at tile_n 128: the split rule's
-/// (wgmma_default_splits), within [ceil(rows / kWgmmaQkRowsPerBlock), min(wgmma_max_splits(in,
-/// stage_k), kWgmmaQkMaxSplits)]; 0 when that range is empty or stage_k is not 128.
-int wgmma_qk_rope_splits(std::int64_t rows, std::int64_t in, std::int64_t out, int sms,
-                         int stage_k);
+/// The split count of a q/k epilogue launch (WgmmaQkRope) at `tile_n` (64 or 128): the split
+/// rule's (wgmma_default_splits at tile_n), within [ceil(rows / (kWgmmaQkRowsPerBlock x 128 /
+/// tile_n)), min(wgmma_max_splits(in, stage_k), kWgmmaQkMaxSplits)]; 0 when that range is empty,
+/// stage_k is not 128 or tile_n is neither.
+int wgmma_qk_rope_splits(std::int64_t rows, std::int64_t in, std::int64_t out, int sms, int stage_k,
+                         int tile_n);
 
 /// Whether the kernel computes this GEMM with `tile_n` columns per block (64 or 128): 1 <= rows
 /// <= kWgmmaRowsLimit, in a positive multiple of 64, out a positive multiple of tile_n, x and w
@@ -183,8 +185,9 @@ class WgmmaGemm {
   /// RMSNorm folds (WgmmaNormFold); throws dice::Error for an output side with swiglu_act, an
   /// input side without it or with in above 4,096, a side with a null buffer, or a width (out,
   /// resp. in) that 64 does not divide. `qk` (WgmmaQkRope, `meta` set): y is not written; needs
-  /// tile_n 128, stage_k 128, no accumulate, SwiGLU or fold, head_dim 128, out = (heads + 2
-  /// kv_heads) 128, ceil(rows / splits) <= kWgmmaQkRowsPerBlock, splits <= kWgmmaQkMaxSplits,
+  /// tile_n 64 (clusters of 2 tiles x splits) or 128, stage_k 128, no accumulate, SwiGLU or
+  /// fold, head_dim 128, out = (heads + 2 kv_heads) 128, ceil(rows / (splits x 128 / tile_n))
+  /// <= kWgmmaQkRowsPerBlock, splits <= kWgmmaQkMaxSplits,
   /// every pointer set (square_sums with fold_width a multiple of 64 up to 4,096), 8-byte aligned
   /// outputs; else dice::Error.
   void launch(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,

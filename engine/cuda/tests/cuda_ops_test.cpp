@@ -1246,9 +1246,10 @@ TEST_F(CudaOps, WgmmaQkRopeEpilogueIsTheGemmThenTheQkKernel) {
   // then launch_qk_norm_rope's vectorised kernel: q and both caches bit for bit (whole buffers,
   // so no slot outside the pass's rows is written), with and without the folded input norm, for
   // SDAR-1.7B's and -4B's head counts and widths, at 64 rows over a pass of 60 (the padding
-  // rows skipped) and at 40, the rule's split count and the most, with and without PDL and early
-  // reads. Gemm::run_qk_rope gives the same bits. Refused: tile_n 64, too few splits for the
-  // rows, accumulate, stage k 64, a null cache.
+  // rows skipped) and at 40, tile_n 64 (a head vector's two tiles in one cluster) and 128, the
+  // rule's split count and the most, with and without PDL and early reads. Gemm::run_qk_rope
+  // gives the same bits. Refused: too few splits for the rows, accumulate, stage k 64, a null
+  // cache.
   if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
   const WgmmaGemm wgmma;
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
@@ -1295,86 +1296,88 @@ TEST_F(CudaOps, WgmmaQkRopeEpilogueIsTheGemmThenTheQkKernel) {
       const PassPlan plan =
           commit_pass(std::vector<std::int32_t>(pass_rows, 1), 900, page_ids, c.heads, c.kv_heads);
       const auto meta = upload_bytes(plan.bytes);
-      const int rule = wgmma_qk_rope_splits(rows, in, out, sms, 128);
-      ASSERT_GT(rule, 0);
-      ASSERT_LE((rows + rule - 1) / rule, kWgmmaQkRowsPerBlock);
-      ASSERT_LE(rule, kWgmmaQkMaxSplits);
-      for (const int splits : std::set<int>{rule, kWgmmaQkMaxSplits})
-        for (const bool folded : {false, true})
-          for (const bool pdl : {false, true}) {
-            const std::string what = "heads " + std::to_string(c.heads) + " rows " +
-                                     std::to_string(rows) + " splits " + std::to_string(splits) +
-                                     (folded ? " folded" : "") + (pdl ? " pdl" : "");
-            const float* square_sums = folded ? d_sums.as<float>() : nullptr;
-            const Outputs want = fresh();
-            wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, false, 128, splits,
-                         stream(), false, false, nullptr, 128);
-            launch_qk_norm_rope(CudaDType::kBF16, meta.as<PassHeader>(), y.as<float>(),
-                                d_qn.as<float>(), d_kn.as<float>(), d_rope.as<float2>(), shape,
-                                want.q.get(), CacheLayer{want.k.get(), want.v.get()},
-                                static_cast<std::int32_t>(rows), stream(), true, false, square_sums,
-                                static_cast<std::int32_t>(in));
-            const Outputs got = fresh();
-            WgmmaQkRope qk;
-            qk.meta = meta.as<PassHeader>();
-            qk.q_norm = d_qn.as<float>();
-            qk.k_norm = d_kn.as<float>();
-            qk.rope = d_rope.as<float2>();
-            qk.shape = shape;
-            qk.q_out = got.q.get();
-            qk.cache = CacheLayer{got.k.get(), got.v.get()};
-            qk.square_sums = square_sums;
-            qk.fold_width = static_cast<std::int32_t>(in);
-            wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 128, splits, stream(),
-                         pdl, pdl, nullptr, 128, {}, qk);
-            synchronize();
-            ASSERT_TRUE(same(got, want)) << what;
-            if (splits != rule || !folded || !pdl) continue;
-            EXPECT_THROW(
-                wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 128,
-                             kWgmmaQkMaxSplits + 1, stream(), false, false, nullptr, 128, {}, qk),
-                Error)
-                << what << ": more than kWgmmaQkMaxSplits";
-            // Gemm picks the rule's splits; with its own PDL settings the same bits.
-            Gemm gemm(16);
-            gemm.set_wgmma(true);
-            ASSERT_TRUE(gemm.fuses_qk_rope(CudaDType::kBF16, rows, in, shape, x.get(), w.get(),
-                                           got.q.get()))
-                << what;
-            const Outputs again = fresh();
-            qk.q_out = again.q.get();
-            qk.cache = CacheLayer{again.k.get(), again.v.get()};
-            gemm.run_qk_rope(x.get(), w.get(), qk, rows, in, stream());
-            synchronize();
-            EXPECT_EQ(gemm.wgmma_launches(), 1);
-            ASSERT_TRUE(same(again, want)) << what << ": Gemm::run_qk_rope";
-            gemm.set_wgmma(true, 0, 64);
-            EXPECT_FALSE(gemm.fuses_qk_rope(CudaDType::kBF16, rows, in, shape, x.get(), w.get(),
-                                            got.q.get()))
-                << what << ": stage k 64";
-            EXPECT_THROW(gemm.run_qk_rope(x.get(), w.get(), qk, rows, in, stream()), Error);
-            // Refusals: tile_n 64, too few splits, accumulate, a null cache.
-            EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 64, splits,
-                                      stream(), false, false, nullptr, 128, {}, qk),
-                         Error)
-                << what;
-            if (rows > kWgmmaQkRowsPerBlock) {
-              EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 128, 1,
-                                        stream(), false, false, nullptr, 128, {}, qk),
+      for (const int tile_n : {64, 128}) {
+        const int rule = wgmma_qk_rope_splits(rows, in, out, sms, 128, tile_n);
+        const int per_split = static_cast<int>(kWgmmaQkRowsPerBlock) * (128 / tile_n);
+        ASSERT_GT(rule, 0);
+        ASSERT_LE((rows + rule - 1) / rule, per_split);
+        ASSERT_LE(rule, kWgmmaQkMaxSplits);
+        for (const int splits : std::set<int>{rule, kWgmmaQkMaxSplits})
+          for (const bool folded : {false, true})
+            for (const bool pdl : {false, true}) {
+              const std::string what = "heads " + std::to_string(c.heads) + " rows " +
+                                       std::to_string(rows) + " tile_n " + std::to_string(tile_n) +
+                                       " splits " + std::to_string(splits) +
+                                       (folded ? " folded" : "") + (pdl ? " pdl" : "");
+              const float* square_sums = folded ? d_sums.as<float>() : nullptr;
+              const Outputs want = fresh();
+              wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, false, tile_n, splits,
+                           stream(), false, false, nullptr, 128);
+              launch_qk_norm_rope(CudaDType::kBF16, meta.as<PassHeader>(), y.as<float>(),
+                                  d_qn.as<float>(), d_kn.as<float>(), d_rope.as<float2>(), shape,
+                                  want.q.get(), CacheLayer{want.k.get(), want.v.get()},
+                                  static_cast<std::int32_t>(rows), stream(), true, false,
+                                  square_sums, static_cast<std::int32_t>(in));
+              const Outputs got = fresh();
+              WgmmaQkRope qk;
+              qk.meta = meta.as<PassHeader>();
+              qk.q_norm = d_qn.as<float>();
+              qk.k_norm = d_kn.as<float>();
+              qk.rope = d_rope.as<float2>();
+              qk.shape = shape;
+              qk.q_out = got.q.get();
+              qk.cache = CacheLayer{got.k.get(), got.v.get()};
+              qk.square_sums = square_sums;
+              qk.fold_width = static_cast<std::int32_t>(in);
+              wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n, splits,
+                           stream(), pdl, pdl, nullptr, 128, {}, qk);
+              synchronize();
+              ASSERT_TRUE(same(got, want)) << what;
+              if (splits != rule || !folded || !pdl) continue;
+              EXPECT_THROW(
+                  wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n,
+                               kWgmmaQkMaxSplits + 1, stream(), false, false, nullptr, 128, {}, qk),
+                  Error)
+                  << what << ": more than kWgmmaQkMaxSplits";
+              // Gemm picks the rule's splits; with its own PDL settings the same bits.
+              Gemm gemm(16);
+              gemm.set_wgmma(true);
+              gemm.set_qk_rope_tile_n(tile_n);
+              ASSERT_TRUE(gemm.fuses_qk_rope(CudaDType::kBF16, rows, in, shape, x.get(), w.get(),
+                                             got.q.get()))
+                  << what;
+              const Outputs again = fresh();
+              qk.q_out = again.q.get();
+              qk.cache = CacheLayer{again.k.get(), again.v.get()};
+              gemm.run_qk_rope(x.get(), w.get(), qk, rows, in, stream());
+              synchronize();
+              EXPECT_EQ(gemm.wgmma_launches(), 1);
+              ASSERT_TRUE(same(again, want)) << what << ": Gemm::run_qk_rope";
+              gemm.set_wgmma(true, 0, 64);
+              EXPECT_FALSE(gemm.fuses_qk_rope(CudaDType::kBF16, rows, in, shape, x.get(), w.get(),
+                                              got.q.get()))
+                  << what << ": stage k 64";
+              EXPECT_THROW(gemm.run_qk_rope(x.get(), w.get(), qk, rows, in, stream()), Error);
+              // Refusals: too few splits, accumulate, a null cache.
+              if (rows > per_split) {
+                EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n,
+                                          1, stream(), false, false, nullptr, 128, {}, qk),
+                             Error)
+                    << what;
+              }
+              EXPECT_THROW(
+                  wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, true, tile_n, splits,
+                               stream(), false, false, nullptr, 128, {}, qk),
+                  Error)
+                  << what;
+              WgmmaQkRope no_cache = qk;
+              no_cache.cache.v = nullptr;
+              EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, tile_n,
+                                        splits, stream(), false, false, nullptr, 128, {}, no_cache),
                            Error)
                   << what;
             }
-            EXPECT_THROW(wgmma.launch(x.get(), w.get(), y.as<float>(), rows, in, out, true, 128,
-                                      splits, stream(), false, false, nullptr, 128, {}, qk),
-                         Error)
-                << what;
-            WgmmaQkRope no_cache = qk;
-            no_cache.cache.v = nullptr;
-            EXPECT_THROW(wgmma.launch(x.get(), w.get(), nullptr, rows, in, out, false, 128, splits,
-                                      stream(), false, false, nullptr, 128, {}, no_cache),
-                         Error)
-                << what;
-          }
+      }
     }
   }
   const LayerShape narrow{256, 4, 2, 64, 512, 1e-6};  // head_dim 64: not taken

@@ -134,21 +134,33 @@ TEST(WgmmaGemmRule, SplitsAndStagesOfTheSdarLayerShapes) {
 }
 
 TEST(WgmmaGemmRule, QkEpilogueSplitsLeaveABlockAtMost16Rows) {
-  // wgmma_qk_rope_splits: the 128-column split rule within [ceil(rows / 16), 4].
+  // wgmma_qk_rope_splits: the split rule at the tile within [ceil(rows / (16 x 128 / tile_n)), 4]
+  // (at tile_n 64 a head vector's two tiles share its rows).
   constexpr int kSms = 132;
-  EXPECT_EQ(wgmma_qk_rope_splits(64, 2048, 4096, kSms, 128), 4);  // 1.7B qkv: the rule's 4
-  EXPECT_EQ(wgmma_qk_rope_splits(64, 2560, 6144, kSms, 128), 4);  // 4B qkv: the rule's 3, raised
+  // tile_n 128
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 2048, 4096, kSms, 128, 128), 4);  // 1.7B qkv: the rule's 4
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 2560, 6144, kSms, 128, 128), 4);  // 4B: the rule's 3, raised
   EXPECT_EQ(wgmma_default_splits(2560, 6144, 128, kSms, 128), 3);
-  EXPECT_EQ(wgmma_qk_rope_splits(40, 2560, 6144, kSms, 128), 3);  // 3 x 14 rows
-  EXPECT_EQ(wgmma_qk_rope_splits(17, 2048, 1024, kSms, 128), 4);  // 8 tiles: the rule's 8, capped
-  EXPECT_EQ(wgmma_qk_rope_splits(64, 256, 4096, kSms, 128), 0);   // at most 2 splits of 128 k
-  EXPECT_EQ(wgmma_qk_rope_splits(64, 2048, 4096, kSms, 64), 0);   // stage k 64
-  EXPECT_EQ(wgmma_qk_rope_splits(0, 2048, 4096, kSms, 128), 0);
-  for (const std::int64_t rows : {1, 16, 17, 33, 48, 49, 64}) {
-    const int splits = wgmma_qk_rope_splits(rows, 2048, 4096, kSms, 128);
-    EXPECT_LE((rows + splits - 1) / splits, kWgmmaQkRowsPerBlock) << rows;
-    EXPECT_LE(splits, kWgmmaQkMaxSplits) << rows;
+  EXPECT_EQ(wgmma_qk_rope_splits(40, 2560, 6144, kSms, 128, 128), 3);  // 3 x 14 rows
+  EXPECT_EQ(wgmma_qk_rope_splits(17, 2048, 1024, kSms, 128, 128), 4);  // the rule's 8, capped
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 256, 4096, kSms, 128, 128), 0);   // at most 2 splits
+  // tile_n 64: a split's two blocks take 32 rows
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 2048, 4096, kSms, 128, 64), 2);  // 1.7B qkv: the rule's 2
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 2560, 6144, kSms, 128, 64), 2);  // 4B qkv: the rule's 2
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 256, 4096, kSms, 128, 64), 2);   // 2 x 2 x 16 rows
+  EXPECT_EQ(wgmma_qk_rope_splits(17, 2048, 1024, kSms, 128, 64), 4);  // the rule's 8, capped
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 128, 4096, kSms, 128, 64), 0);   // one split of 128 k
+  for (const int tile_n : {64, 128}) {
+    EXPECT_EQ(wgmma_qk_rope_splits(64, 2048, 4096, kSms, 64, tile_n), 0);  // stage k 64
+    EXPECT_EQ(wgmma_qk_rope_splits(0, 2048, 4096, kSms, 128, tile_n), 0);
+    for (const std::int64_t rows : {1, 16, 17, 33, 48, 49, 64}) {
+      const int splits = wgmma_qk_rope_splits(rows, 2048, 4096, kSms, 128, tile_n);
+      const std::int64_t shares = static_cast<std::int64_t>(splits) * (128 / tile_n);
+      EXPECT_LE((rows + shares - 1) / shares, kWgmmaQkRowsPerBlock) << rows << " " << tile_n;
+      EXPECT_LE(splits, kWgmmaQkMaxSplits) << rows << " " << tile_n;
+    }
   }
+  EXPECT_EQ(wgmma_qk_rope_splits(64, 2048, 4096, kSms, 128, 96), 0);  // neither tile
 }
 
 TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {

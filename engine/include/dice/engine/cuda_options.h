@@ -181,18 +181,24 @@ struct CudaBackendOptions {
   /// (bench/results/2026-11-28-norm-fold-h200). false: the norm kernel before gate/up.
   bool fold_mlp_norm = true;
   /// The q/k RMSNorm, RoPE and K/V cache write in the qkv projection's epilogue (issue 6): in bf16
-  /// passes with fast_norms whose qkv projection the wgmma kernel can take at 128 columns a block
-  /// (17-64 rows with wgmma_gemm, head_dim 128, wgmma_stage_k 128; whatever wgmma_min_block_k
-  /// says), each block's column tile is one head vector and the block that sums a row writes the
+  /// passes with fast_norms whose qkv projection the wgmma kernel can take
+  /// (fused_qk_norm_rope_tile_n; 17-64 rows with wgmma_gemm, head_dim 128, wgmma_stage_k 128;
+  /// whatever wgmma_min_block_k says), the block that sums a row's head vector writes the
   /// normalised, rotated q or cached k / v itself (WgmmaQkRope, wgmma_gemm.h): no fp32 qkv and
   /// no q/k norm + RoPE launch a layer. The same arithmetic as that kernel's (the same bits after
   /// the same GEMM); other GEMM bits than cuBLASLt's qkv, the same run to run. Off by default: even
   /// on an H200 at 16 x 1,024 (0.997 SDAR-1.7B, 1.006 SDAR-4B), since the 128-column wgmma qkv
   /// costs 1.9 us (SDAR-1.7B) more than cuBLASLt's per launch and, by our reading (not measured),
   /// the attention after it cannot start early beside its blocks
-  /// (bench/results/2026-11-30-qkv-wgmma-h200). false: the qkv GEMM, then the q/k norm + RoPE
+  /// (bench/results/2026-11-30-qkv-wgmma-h200); at 64-column tiles too (0.992 / 1.006,
+  /// bench/results/2026-11-30-qk-pair-h200). false: the qkv GEMM, then the q/k norm + RoPE
   /// kernel.
   bool fused_qk_norm_rope = false;
+  /// With fused_qk_norm_rope: the qkv projection's column tile, 64 (a head vector is two tiles,
+  /// one cluster with their splits, which share the rows) or 128 (one tile a head vector). Other
+  /// bits than each other (other GEMM tiles and split counts), the same run to run. Even with
+  /// each other on an H200 (bench/results/2026-11-30-qk-pair-h200).
+  int fused_qk_norm_rope_tile_n = 64;
   /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
   /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
   /// projection and the SwiGLU launch goes (the same bits: the projection's weight rows are
