@@ -369,25 +369,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       row_scale[fold_row - row_begin] =
           __fdiv_rn(1.0f, __fsqrt_rn(folded_mean_square(__fadd_rn(half_total, odd), in, fold.eps)));
   }
-  // The y epilogue's global reads for a thread's first kEarlyOutputs outputs (the old y with
-  // accumulate, the output-side fold's norm weight), issued here so that their latency passes
-  // under the partials' stores and the cluster barrier instead of after them.
-  constexpr int kVectors = kTileN / 4;
-  constexpr int kEarlyOutputs = 4;
-  const int outputs = (row_end - row_begin) * kVectors;
-  float4 early_old[kEarlyOutputs], early_g[kEarlyOutputs];
-#pragma unroll
-  for (int e = 0; e < kEarlyOutputs; ++e) {
-    early_old[e] = early_g[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const int idx = tid + e * kThreads;
-    if (kQk || kSwiglu || idx >= outputs) continue;
-    const int row = row_begin + idx / kVectors, col = n0 + 4 * (idx % kVectors);
-    if (accumulate)
-      early_old[e] =
-          *reinterpret_cast<const float4*>(y + static_cast<std::int64_t>(row) * out + col);
-    if (fold.norm_weight != nullptr)
-      early_g[e] = *reinterpret_cast<const float4*>(fold.norm_weight + col);
-  }
   // Partial sums into shared memory (the stages are free: every copy was consumed).
   constexpr int kStride = reduce_stride(kTileN);
   float* const partial = reinterpret_cast<float*>(base);
@@ -449,54 +430,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int j = 0; j < kQkRowsPerWarp; ++j)
       if (qk_row(j) < qk_rows_end) store4(qk_dst[j], outs[j].x, outs[j].y, outs[j].z, outs[j].w);
   }
+  constexpr int kVectors = kTileN / 4;
   // Rows of a kVectors-thread group are whole (kThreads % kVectors == 0), so a 16-lane half warp
   // is all in or all out of the loop: the output side's shuffles run over the half's mask.
   static_assert(kThreads % kVectors == 0 && kVectors % 16 == 0);
-  // Output idx of the y epilogue, with its old y and norm weight (unread where not needed).
-  const auto y_output = [&](int idx, float4 old, float4 g) {
+  for (int idx = tid; !kQk && idx < (row_end - row_begin) * kVectors; idx += kThreads) {
     const int row = row_begin + idx / kVectors, c4 = idx % kVectors;
     float4 sum = split_sum(row * kStride + 4 * c4);
-    float4* const dst =
-        reinterpret_cast<float4*>(y + static_cast<std::int64_t>(row) * out + n0) + c4;
-    if (accumulate) sum = make_float4(old.x + sum.x, old.y + sum.y, old.z + sum.z, old.w + sum.w);
-    *dst = sum;
-    if (fold.norm_weight != nullptr) {
-      const int col = n0 + 4 * c4;
-      __nv_bfloat16* const normed =
-          static_cast<__nv_bfloat16*>(fold.normed) + static_cast<std::int64_t>(row) * out + col;
-      store4(normed, __fmul_rn(sum.x, g.x), __fmul_rn(sum.y, g.y), __fmul_rn(sum.z, g.z),
-             __fmul_rn(sum.w, g.w));
-      // The 16 lanes of this 64-column group (c4 / 16) add their squares in a fixed tree.
-      float squares = add_squares(0.0f, sum);
-      const unsigned half_mask = 0xFFFFu << (lane & 16);
-#pragma unroll
-      for (int offset = 8; offset > 0; offset /= 2)
-        squares = __fadd_rn(squares, __shfl_xor_sync(half_mask, squares, offset));
-      if (c4 % 16 == 0)
-        fold.square_sums[static_cast<std::int64_t>(row) * (out / kFoldColumns) +
-                         col / kFoldColumns] = squares;
-    }
-  };
-  if constexpr (!kQk && !kSwiglu) {
-#pragma unroll
-    for (int e = 0; e < kEarlyOutputs; ++e)
-      if (tid + e * kThreads < outputs) y_output(tid + e * kThreads, early_old[e], early_g[e]);
-    for (int idx = tid + kEarlyOutputs * kThreads; idx < outputs; idx += kThreads) {
-      const int row = row_begin + idx / kVectors, col = n0 + 4 * (idx % kVectors);
-      const float4 old =
-          accumulate
-              ? *reinterpret_cast<const float4*>(y + static_cast<std::int64_t>(row) * out + col)
-              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      const float4 g = fold.norm_weight != nullptr
-                           ? *reinterpret_cast<const float4*>(fold.norm_weight + col)
-                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      y_output(idx, old, g);
-    }
-  }
-  for (int idx = tid; kSwiglu && idx < outputs; idx += kThreads) {
-    const int row = row_begin + idx / kVectors, c4 = idx % kVectors;
-    float4 sum = split_sum(row * kStride + 4 * c4);
-    {
+    if constexpr (kSwiglu) {
       if (fold_in) {
         const float scale = row_scale[row - row_begin];
         sum = make_float4(__fmul_rn(sum.x, scale), __fmul_rn(sum.y, scale), __fmul_rn(sum.z, scale),
@@ -508,6 +449,31 @@ __global__ void __launch_bounds__(kThreads, 1)
       pair.y = __float2bfloat16_rn(silu_times(sum.z, sum.w));
       *reinterpret_cast<__nv_bfloat162*>(act + static_cast<std::int64_t>(row) * (out / 2) +
                                          (n0 + 4 * c4) / 2) = pair;
+    } else {
+      float4* const dst =
+          reinterpret_cast<float4*>(y + static_cast<std::int64_t>(row) * out + n0) + c4;
+      if (accumulate) {
+        const float4 old = *dst;
+        sum = make_float4(old.x + sum.x, old.y + sum.y, old.z + sum.z, old.w + sum.w);
+      }
+      *dst = sum;
+      if (fold.norm_weight != nullptr) {
+        const int col = n0 + 4 * c4;
+        const float4 g = *reinterpret_cast<const float4*>(fold.norm_weight + col);
+        __nv_bfloat16* const normed =
+            static_cast<__nv_bfloat16*>(fold.normed) + static_cast<std::int64_t>(row) * out + col;
+        store4(normed, __fmul_rn(sum.x, g.x), __fmul_rn(sum.y, g.y), __fmul_rn(sum.z, g.z),
+               __fmul_rn(sum.w, g.w));
+        // The 16 lanes of this 64-column group (c4 / 16) add their squares in a fixed tree.
+        float squares = add_squares(0.0f, sum);
+        const unsigned half_mask = 0xFFFFu << (lane & 16);
+#pragma unroll
+        for (int offset = 8; offset > 0; offset /= 2)
+          squares = __fadd_rn(squares, __shfl_xor_sync(half_mask, squares, offset));
+        if (c4 % 16 == 0)
+          fold.square_sums[static_cast<std::int64_t>(row) * (out / kFoldColumns) +
+                           col / kFoldColumns] = squares;
+      }
     }
   }
   // The block's remote reads are done (each fed a store issued before this), so the arrive needs
