@@ -157,20 +157,26 @@ void Gemm::run_folded(const void* x, const void* w, float* y, void* act, std::in
 }
 
 void Gemm::set_qk_rope_tile_n(int tile_n) {
-  if (tile_n != 64 && tile_n != kQkHeadDim)
+  if (wgmma_qk_tiles(tile_n) == 0)
     throw Error(fmt::format("q/k epilogue column tile {}: expected 64 or 128", tile_n));
   qk_rope_tile_n_ = tile_n;
+}
+
+int Gemm::qk_rope_splits(CudaDType dtype, std::int64_t rows, std::int64_t in,
+                         const LayerShape& shape, const void* x, const void* w,
+                         const void* q_out) const {
+  const std::int64_t out = static_cast<std::int64_t>(shape.heads + 2 * shape.kv_heads) * kQkHeadDim;
+  const bool fits = wgmma_.has_value() && dtype == CudaDType::kBF16 &&
+                    shape.head_dim == kQkHeadDim && shape.heads > 0 && shape.kv_heads > 0 &&
+                    !skinny(dtype, rows, in, out, x, w, q_out) &&
+                    wgmma_gemm_fits(rows, in, out, qk_rope_tile_n_, x, w, q_out);
+  return fits ? wgmma_qk_rope_splits(rows, in, out, sms_, wgmma_stage_k_, qk_rope_tile_n_) : 0;
 }
 
 bool Gemm::fuses_qk_rope(CudaDType dtype, std::int64_t rows, std::int64_t in,
                          const LayerShape& shape, const void* x, const void* w,
                          const void* q_out) const {
-  const std::int64_t out = static_cast<std::int64_t>(shape.heads + 2 * shape.kv_heads) * kQkHeadDim;
-  return wgmma_.has_value() && dtype == CudaDType::kBF16 && shape.head_dim == kQkHeadDim &&
-         shape.heads > 0 && shape.kv_heads > 0 && wgmma_stage_k_ == 128 &&
-         !skinny(dtype, rows, in, out, x, w, q_out) &&
-         wgmma_gemm_fits(rows, in, out, qk_rope_tile_n_, x, w, q_out) &&
-         wgmma_qk_rope_splits(rows, in, out, sms_, wgmma_stage_k_, qk_rope_tile_n_) > 0;
+  return qk_rope_splits(dtype, rows, in, shape, x, w, q_out) > 0;
 }
 
 void Gemm::run_qk_rope(const void* x, const void* w, const WgmmaQkRope& qk, std::int64_t rows,
@@ -178,15 +184,15 @@ void Gemm::run_qk_rope(const void* x, const void* w, const WgmmaQkRope& qk, std:
   if (rows <= 0) return;
   const std::int64_t out =
       static_cast<std::int64_t>(qk.shape.heads + 2 * qk.shape.kv_heads) * qk.shape.head_dim;
-  if (!fuses_qk_rope(CudaDType::kBF16, rows, in, qk.shape, x, w, qk.q_out))
+  const int splits = qk_rope_splits(CudaDType::kBF16, rows, in, qk.shape, x, w, qk.q_out);
+  if (splits == 0)
     throw Error(fmt::format(
         "qkv GEMM with the q/k epilogue: rows {} in {} (heads {}, kv_heads {}, head_dim {}) is not "
         "a shape the wgmma kernel takes (set_wgmma off or stage k 64, skinny rows limit {}, "
         "head_dim not 128, or no fit)",
         rows, in, qk.shape.heads, qk.shape.kv_heads, qk.shape.head_dim, skinny_max_rows_));
-  wgmma_->launch(x, w, nullptr, rows, in, out, false, qk_rope_tile_n_,
-                 wgmma_qk_rope_splits(rows, in, out, sms_, wgmma_stage_k_, qk_rope_tile_n_), stream,
-                 pdl_, early_weights_, nullptr, wgmma_stage_k_, {}, qk);
+  wgmma_->launch(x, w, nullptr, rows, in, out, false, qk_rope_tile_n_, splits, stream, pdl_,
+                 early_weights_, nullptr, wgmma_stage_k_, {}, qk);
   ++wgmma_launches_;
 }
 

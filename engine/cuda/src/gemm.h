@@ -235,6 +235,10 @@ class Gemm {
   void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                   const GemmNorm* norm = nullptr);
+  /// The split count run_qk_rope() launches this qkv projection with (wgmma_qk_rope_splits at
+  /// set_qk_rope_tile_n's tile), 0 where fuses_qk_rope() does not hold.
+  int qk_rope_splits(CudaDType dtype, std::int64_t rows, std::int64_t in, const LayerShape& shape,
+                     const void* x, const void* w, const void* q_out) const;
   /// Whether a shape takes the split walk: set_stream_gemm's `split` and stream_split_saving_k
   /// (0 where stream_split_fits does not hold) at least kStreamSplitMinSavingK on this device's
   /// SMs.
@@ -253,7 +257,7 @@ class Gemm {
   DeviceBuffer stream_split_slots_;     ///< set_stream_gemm's `split`: the split walk's slots
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
-  int qk_rope_tile_n_ = 64;             ///< set_qk_rope_tile_n
+  int qk_rope_tile_n_ = CudaBackendOptions{}.fused_qk_norm_rope_tile_n;  ///< set_qk_rope_tile_n
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;
   DeviceBuffer l2_flush_;  ///< cold tuning's flush target, empty while it is off (set_cold_tune)

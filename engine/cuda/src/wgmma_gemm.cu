@@ -196,8 +196,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                       std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights,
                       const WgmmaNormFold fold, const __grid_constant__ WgmmaQkRope qk) {
   // Column tiles a head vector spans in the q/k epilogue (1 otherwise): the cluster's x.
-  constexpr int kQkTiles = kQk ? kQkHeadDim / kTileN : 1;
-  static_assert(!kQk || (kTileN * kQkTiles == kQkHeadDim && kQkTiles <= 2 && !kSwiglu));
+  constexpr int kQkTiles = kQk ? wgmma_qk_tiles(kTileN) : 1;
+  static_assert(!kQk || (kQkTiles > 0 && !kSwiglu));
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char shared_raw[];
   __shared__ alignas(8) std::uint64_t full[kMaxStages];
@@ -556,7 +556,7 @@ void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, v
   const auto kernel = wgmma_gemm_kernel<kTileN, kSwiglu, kHalves, kQk>;
   cudaLaunchAttribute attributes[2];
   const cudaLaunchConfig_t config = launch_config<kTileN, kHalves>(
-      attributes, out, splits, stages, stream, pdl, kQk ? kQkHeadDim / kTileN : 1);
+      attributes, out, splits, stages, stream, pdl, kQk ? wgmma_qk_tiles(kTileN) : 1);
   check_cuda(cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
                                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
@@ -573,15 +573,14 @@ void check_qk_rope(const WgmmaQkRope& qk, std::int64_t rows, std::int64_t out, i
                 std::to_string(out) + " tile_n " + std::to_string(tile_n) + " splits " +
                 std::to_string(splits) + " stage k " + std::to_string(stage_k) + ": " + what);
   };
-  if ((tile_n != 64 && tile_n != kQkHeadDim) || stage_k != 128)
-    fail("needs tile_n 64 or 128 and stage k 128");
+  if (wgmma_qk_tiles(tile_n) == 0 || stage_k != 128) fail("needs tile_n 64 or 128 and stage k 128");
   if (accumulate || other_epilogue) fail("does not accumulate, fold or apply SwiGLU");
   if (s.head_dim != kQkHeadDim || s.heads <= 0 || s.kv_heads <= 0 ||
       out != static_cast<std::int64_t>(s.heads + 2 * s.kv_heads) * kQkHeadDim)
     fail("needs head_dim 128 and out = (heads + 2 kv_heads) x 128 (heads " +
          std::to_string(s.heads) + ", kv_heads " + std::to_string(s.kv_heads) + ", head_dim " +
          std::to_string(s.head_dim) + ")");
-  const std::int64_t shares = static_cast<std::int64_t>(splits) * (kQkHeadDim / tile_n);
+  const std::int64_t shares = static_cast<std::int64_t>(splits) * wgmma_qk_tiles(tile_n);
   if ((rows + shares - 1) / shares > kWgmmaQkRowsPerBlock)
     fail("a block sums at most 16 rows of its head vectors: needs more splits");
   if (splits > kWgmmaQkMaxSplits) fail("at most 4 splits");
@@ -601,8 +600,9 @@ void check_qk_rope(const WgmmaQkRope& qk, std::int64_t rows, std::int64_t out, i
 
 int wgmma_qk_rope_splits(std::int64_t rows, std::int64_t in, std::int64_t out, int sms, int stage_k,
                          int tile_n) {
-  if (stage_k != 128 || rows <= 0 || (tile_n != 64 && tile_n != kQkHeadDim)) return 0;
-  const std::int64_t per_split = kWgmmaQkRowsPerBlock * (kQkHeadDim / tile_n);
+  const int tiles = wgmma_qk_tiles(tile_n);
+  if (stage_k != 128 || rows <= 0 || tiles == 0) return 0;
+  const std::int64_t per_split = kWgmmaQkRowsPerBlock * tiles;
   const std::int64_t least = (rows + per_split - 1) / per_split;
   const int most = std::min(wgmma_max_splits(in, stage_k), kWgmmaQkMaxSplits);
   if (least > most) return 0;

@@ -87,6 +87,11 @@ struct WgmmaQkRope {
   const float* square_sums = nullptr;  ///< fp32 [rows, fold_width / 64], or null: no fold
   std::int32_t fold_width = 0;         ///< the folded norm's width (in), at most 4,096
 };
+/// Column tiles of `tile_n` columns a head vector spans in the q/k epilogue: 2 at tile_n 64, 1 at
+/// 128 (kQkHeadDim), 0 for a width the epilogue does not take.
+constexpr int wgmma_qk_tiles(int tile_n) {
+  return tile_n == 64 || tile_n == kQkHeadDim ? kQkHeadDim / tile_n : 0;
+}
 /// Rows of one block's share in the q/k epilogue: a warp sums rows w, w + 4, ... of it (4 warps),
 /// at most 4 each, so a launch of `rows` rows needs ceil(rows / (splits x 128 / tile_n)) <= 16.
 inline constexpr std::int64_t kWgmmaQkRowsPerBlock = 16;

@@ -1249,7 +1249,7 @@ TEST_F(CudaOps, WgmmaQkRopeEpilogueIsTheGemmThenTheQkKernel) {
   // rows skipped) and at 40, tile_n 64 (a head vector's two tiles in one cluster) and 128, the
   // rule's split count and the most, with and without PDL and early reads. Gemm::run_qk_rope
   // gives the same bits. Refused: too few splits for the rows, accumulate, stage k 64, a null
-  // cache.
+  // cache, a tile of 96 (Gemm::set_qk_rope_tile_n).
   if (!wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
   const WgmmaGemm wgmma;
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
@@ -1298,7 +1298,7 @@ TEST_F(CudaOps, WgmmaQkRopeEpilogueIsTheGemmThenTheQkKernel) {
       const auto meta = upload_bytes(plan.bytes);
       for (const int tile_n : {64, 128}) {
         const int rule = wgmma_qk_rope_splits(rows, in, out, sms, 128, tile_n);
-        const int per_split = static_cast<int>(kWgmmaQkRowsPerBlock) * (128 / tile_n);
+        const int per_split = static_cast<int>(kWgmmaQkRowsPerBlock) * wgmma_qk_tiles(tile_n);
         ASSERT_GT(rule, 0);
         ASSERT_LE((rows + rule - 1) / rule, per_split);
         ASSERT_LE(rule, kWgmmaQkMaxSplits);
@@ -1383,6 +1383,7 @@ TEST_F(CudaOps, WgmmaQkRopeEpilogueIsTheGemmThenTheQkKernel) {
   const LayerShape narrow{256, 4, 2, 64, 512, 1e-6};  // head_dim 64: not taken
   Gemm gemm(16);
   gemm.set_wgmma(true);
+  EXPECT_THROW(gemm.set_qk_rope_tile_n(96), Error);
   DeviceBuffer x(64 * 256 * 2), w(512 * 256 * 2), q(64 * 4 * 64 * 2);
   EXPECT_FALSE(gemm.fuses_qk_rope(CudaDType::kBF16, 64, 256, narrow, x.get(), w.get(), q.get()));
 }

@@ -155,12 +155,14 @@ TEST(WgmmaGemmRule, QkEpilogueSplitsLeaveABlockAtMost16Rows) {
     EXPECT_EQ(wgmma_qk_rope_splits(0, 2048, 4096, kSms, 128, tile_n), 0);
     for (const std::int64_t rows : {1, 16, 17, 33, 48, 49, 64}) {
       const int splits = wgmma_qk_rope_splits(rows, 2048, 4096, kSms, 128, tile_n);
-      const std::int64_t shares = static_cast<std::int64_t>(splits) * (128 / tile_n);
+      const std::int64_t shares = static_cast<std::int64_t>(splits) * wgmma_qk_tiles(tile_n);
       EXPECT_LE((rows + shares - 1) / shares, kWgmmaQkRowsPerBlock) << rows << " " << tile_n;
       EXPECT_LE(splits, kWgmmaQkMaxSplits) << rows << " " << tile_n;
     }
   }
   EXPECT_EQ(wgmma_qk_rope_splits(64, 2048, 4096, kSms, 128, 96), 0);  // neither tile
+  static_assert(wgmma_qk_tiles(64) == 2 && wgmma_qk_tiles(128) == 1);
+  static_assert(wgmma_qk_tiles(96) == 0 && wgmma_qk_tiles(256) == 0);
 }
 
 TEST(WgmmaGemmRule, TheDefaultLimitGrowsWithTheBandwidthPerSm) {
