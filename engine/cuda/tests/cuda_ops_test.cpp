@@ -34,6 +34,7 @@
 #include "forward_plan.h"
 #include "gemm.h"
 #include "ops.h"
+#include "persistent_probe.h"
 #include "skinny_gemm.h"
 #include "sm_partition.h"
 #include "stream_gemm.h"
@@ -3078,6 +3079,93 @@ TEST_F(CudaOps, KernelBoundaryTimings) {
         EXPECT_EQ(sum, plain_sum) << chain_name << ", " << mode_name;
         std::printf("%-24s %-26s %-6s %10.3f %+10.3f\n", chain_name, mode_name,
                     early ? "yes" : "no", us, us - plain_us);
+      }
+    }
+  }
+}
+
+// A persistent decode kernel's weight stream against the engine's chain of GEMM launches (not a
+// check: skipped unless DICE_PERSISTENT_TIMINGS is set; persistent_probe.h). Per model (SDAR-1.7B
+// and -4B's four layer GEMMs, and their o, gate/up and down only ("-mlp"); every layer's own
+// weights, so from HBM; DICE_PERSISTENT_MODELS picks, a comma list, e.g. "4b,4b-mlp") at
+// DICE_PERSISTENT_ROWS rows (default 4: one sequence), us a layer, median of 7 graph replays: the
+// engine's launches (Gemm at few rows: the streaming kernel, its split walk, the skinny kernel
+// where tiles fill poorly) plain and under PDL with early weights; then, for each of four rings,
+// the probe kernel launched once a GEMM under PDL (its even split of the work, without
+// persistence), and as one persistent kernel on every SM whose ring runs on across phases: no waits
+// (the stream alone), count-ins after every GEMM but no waits, waits after the o and down
+// projections only (a layer whose other dependencies stay within groups of blocks), waits after
+// every GEMM, and 1 more grid barrier after each (a real layer's norms, q/k and attention). A
+// waiting run must leave every barrier passed by every block.
+TEST_F(CudaOps, PersistentStreamTimings) {
+  if (std::getenv("DICE_PERSISTENT_TIMINGS") == nullptr)
+    GTEST_SKIP() << "set DICE_PERSISTENT_TIMINGS=1 to time a persistent kernel's weight stream";
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  const double copy = measure_copy_bandwidth(0, 1ll << 30, 5);
+  std::printf("copy bandwidth %.0f GB/s, %d SMs\n", copy / 1e9, sms);
+  struct Model {
+    const char* name;
+    int layers;
+    std::vector<ProbeGemm> gemms;
+    unsigned o_and_down;  // wait_mask bits of the o and down projections
+  };
+  const Model models[] = {
+      {"1.7b", 28, {{2048, 4096}, {2048, 2048}, {2048, 12288}, {6144, 2048}}, 0b1010u},
+      {"4b", 36, {{2560, 6144}, {4096, 2560}, {2560, 19456}, {9728, 2560}}, 0b1010u},
+      // o, gate/up and down only: the chain a persistent kernel could take between the
+      // attention of one layer and the qkv projection of the next
+      {"1.7b-mlp", 28, {{2048, 2048}, {2048, 12288}, {6144, 2048}}, 0b101u},
+      {"4b-mlp", 36, {{4096, 2560}, {2560, 19456}, {9728, 2560}}, 0b101u}};
+  const char* only = std::getenv("DICE_PERSISTENT_MODELS");
+  std::printf("%-5s %4s %-34s %10s %8s %9s\n", "model", "rows", "variant", "us/layer", "x copy",
+              "vs pdl");
+  for (const Model& model : models) {
+    if (only != nullptr &&
+        ("," + std::string(only) + ",").find("," + std::string(model.name) + ",") ==
+            std::string::npos)
+      continue;
+    PersistentProbe probe(model.layers, model.gemms);
+    const double copy_us = static_cast<double>(probe.layer_weight_bytes()) / copy * 1e6;
+    for (const int rows : env_ints("DICE_PERSISTENT_ROWS", {4})) {
+      double pdl_us = 0;
+      const auto print = [&](const std::string& variant, double us) {
+        std::printf("%-5s %4d %-34s %10.2f %8.3f %9.3f\n", model.name, rows, variant.c_str(), us,
+                    us / copy_us, pdl_us > 0 ? us / pdl_us : 1.0);
+        std::fflush(stdout);
+      };
+      const auto per_layer = [&](const std::function<void()>& body) {
+        return captured_graph_us(stream(), 2, 7, body) / model.layers;
+      };
+      print("launches, plain", per_layer([&] { probe.enqueue_launches(rows, false, stream()); }));
+      pdl_us = per_layer([&] { probe.enqueue_launches(rows, true, stream()); });
+      print("launches, pdl + early weights", pdl_us);
+      const std::pair<const char*, ProbeRingShape> rings[] = {
+          {"2 x 2048", ProbeRingShape::kTwoOf2048},   {"3 x 2048", ProbeRingShape::kThreeOf2048},
+          {"3 x 1280", ProbeRingShape::kThreeOf1280}, {"4 x 1280", ProbeRingShape::kFourOf1280},
+          {"5 x 1280", ProbeRingShape::kFiveOf1280},  {"4 x 1024", ProbeRingShape::kFourOf1024},
+          {"6 x 1024", ProbeRingShape::kSixOf1024}};
+      for (const auto& [ring_name, ring] : rings) {
+        const std::string name = ring_name;
+        print(name + ", a launch a GEMM, pdl",
+              per_layer([&] { probe.enqueue_phase_launches(rows, sms, ring, true, stream()); }));
+        print(name + ", persistent, no waits", per_layer([&] {
+                probe.enqueue_persistent(rows, sms, ring, {false, 0}, stream());
+              }));
+        const auto timed = [&](const std::string& variant, const PersistentOrder& order) {
+          print(name + ", persistent, " + variant,
+                per_layer([&] { probe.enqueue_persistent(rows, sms, ring, order, stream()); }));
+          EXPECT_EQ(probe.counters_passed(sms, stream()), probe.barriers(order))
+              << model.name << ", " << name << ", " << variant;
+        };
+        if (probe.flagged_fits()) {
+          print(name + ", persistent, flagged inputs", per_layer([&] {
+                  probe.enqueue_persistent(rows, sms, ring, {false, 0, ~0u, false, true}, stream());
+                }));
+          EXPECT_EQ(probe.stale_flagged_words(rows, stream()), 0) << model.name << ", " << name;
+        }
+        timed("count-ins only", {true, 0, ~0u, true});
+        timed("waits after o, down", {true, 0, model.o_and_down});
+        for (const int extra : {0, 1}) timed("waits + " + std::to_string(extra), {true, extra});
       }
     }
   }
