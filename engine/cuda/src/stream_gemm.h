@@ -128,4 +128,55 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                         const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape,
                         float* split_slots = nullptr);
 
+/// The MLP side of a layer at few rows (1 sequence): the o projection, the post-attention
+/// RMSNorm, gate/up with SwiGLU and down, in one launch (launch_stream_mlp). All bf16 but the
+/// residual and the norm weight (fp32).
+struct StreamMlp {
+  const void* attn = nullptr;            ///< attention output [rows, attn_width]
+  const void* o_weight = nullptr;        ///< [hidden, attn_width]
+  float* residual = nullptr;             ///< [rows, hidden]: += o, then += down
+  const float* post_norm = nullptr;      ///< [hidden]
+  float eps = 0.0f;                      ///< the norm's epsilon
+  const void* gate_up_weight = nullptr;  ///< [2 intermediate, hidden], gate and up rows alternating
+  void* act = nullptr;                   ///< [rows, intermediate]: silu(gate) * up
+  const void* down_weight = nullptr;     ///< [hidden, intermediate]
+  std::int64_t rows = 0, hidden = 0, attn_width = 0, intermediate = 0;
+};
+
+/// Dynamic shared memory (bytes) of a launch_stream_mlp launch: four 1,280-k stages, the partial
+/// sums, and the normalised rows, rows x (hidden + 8) bf16.
+std::size_t stream_mlp_shared_bytes(std::int64_t rows, std::int64_t hidden);
+
+/// Whether launch_stream_mlp takes `m` on `blocks` blocks: every GEMM fits the split walk
+/// (stream_split_fits: o hidden / 16 tiles over attn_width, gate/up 2 intermediate / 16 over
+/// hidden, down hidden / 16 over intermediate), 1-16 rows, the norm's prologue
+/// (norm_prologue_fits; hidden a multiple of 4) with the rows in shared memory
+/// (stream_mlp_shared_bytes within a Hopper block's 227 KiB: SDAR-4B's 2,560 up to 8 rows),
+/// pointers 16-byte aligned. Host-only. SDAR-4B on 132 SMs fits; SDAR-1.7B's o projection (128
+/// tiles) does not.
+bool stream_mlp_fits(const StreamMlp& m, int blocks);
+
+/// Device memory (bytes) of launch_stream_mlp's grid barrier: a count and a generation, zeroed
+/// once before the first launch (every launch leaves the count zero).
+inline constexpr std::size_t kStreamMlpBarrierBytes = 8;
+
+/// Launches the MLP side of a layer as one persistent kernel of `blocks` blocks (one per SM; all
+/// must be resident at once, so nothing else may hold SMs for its lifetime; `blocks`: the SMs),
+/// the SDAR-4B design that bench/results/2026-11-30-persistent-probe-h200 measured:
+///   residual += attn o_weight^T                        (split walk)
+///   grid barrier
+///   act = SwiGLU(RMSNorm(residual) gate_up_weight^T)   (norm per block: normalise_rows; split)
+///   grid barrier
+///   residual += act down_weight^T                      (split walk)
+/// Each GEMM's bits are those of launch_stream_gemm's split walk on the same `blocks` (the norm's
+/// those of rms_norm_vec_kernel), so the launch equals o, the norm kernel, gate/up and down
+/// launched one by one with split slots. One producer streams the three weights through one ring,
+/// running on across the barriers. `split_slots`: stream_split_slot_bytes(blocks), zeroed once
+/// (left zero); `barrier`: kStreamMlpBarrierBytes, zeroed once. Launches on one set of slots and
+/// one barrier must be stream-ordered. `pdl` and `early_weights` as launch_stream_gemm's. Throws
+/// dice::Error where stream_mlp_fits does not hold, without slots or barrier, or for a failed
+/// launch.
+void launch_stream_mlp(const StreamMlp& m, int blocks, float* split_slots, unsigned* barrier,
+                       cudaStream_t stream, bool pdl, bool early_weights);
+
 }  // namespace dice::engine::cuda

@@ -853,6 +853,128 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
   EXPECT_EQ(download_f32(y_stream, 8 * wide), download_f32(y_direct, 8 * wide));
 }
 
+TEST_F(CudaOps, StreamMlpIsTheSplitLaunches) {
+  // launch_stream_mlp (o, RMSNorm, gate/up + SwiGLU, down in one persistent launch) against the
+  // split walk's launches one by one (o accumulated into the residual, the norm kernel, gate/up
+  // with the SwiGLU epilogue, down accumulated) on the same blocks: the residual and act bit for
+  // bit, at SDAR-4B's shapes on every SM and at small ones on 7 and 5 blocks; twice in a row,
+  // with and without PDL and early weights; the grid barrier's count back at zero, its
+  // generation two further a launch; the slots' flags zero. Shapes it does not take are refused.
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  struct Shape {
+    std::int64_t hidden, width, intermediate;
+    int blocks;  // 0: the SMs
+    std::vector<std::int64_t> rows;
+  };
+  const Shape shapes[] = {{2560, 4096, 9728, 0, {1, 4, 8}},
+                          {256, 512, 768, 7, {1, 4, 13, 16}},
+                          {256, 768, 512, 5, {3, 16}}};
+  constexpr float kEps = 1e-6f;
+  for (const Shape& shape : shapes) {
+    const std::int64_t hd = shape.hidden, width = shape.width, in = shape.intermediate;
+    const int blocks = shape.blocks > 0 ? shape.blocks : sms;
+    DeviceBuffer attn(static_cast<std::size_t>(16 * width * 2)),
+        wo(static_cast<std::size_t>(hd * width * 2)),
+        wgu(static_cast<std::size_t>(2 * in * hd * 2)), wd(static_cast<std::size_t>(hd * in * 2)),
+        norm(static_cast<std::size_t>(hd * 4)), start(static_cast<std::size_t>(16 * hd * 4)),
+        y_ref(start.bytes()), y_got(start.bytes()), h(static_cast<std::size_t>(16 * hd * 2)),
+        act_ref(static_cast<std::size_t>(16 * in * 2)), act_got(act_ref.bytes()),
+        slots(stream_split_slot_bytes(blocks)), barrier(kStreamMlpBarrierBytes);
+    launch_fill_random(CudaDType::kBF16, attn.get(), 16 * width, 1.0f, 71, stream());
+    launch_fill_random(CudaDType::kBF16, wo.get(), hd * width, 0.05f, 72, stream());
+    launch_fill_random(CudaDType::kBF16, wgu.get(), 2 * in * hd, 0.05f, 73, stream());
+    launch_fill_random(CudaDType::kBF16, wd.get(), hd * in, 0.05f, 74, stream());
+    launch_fill_random(CudaDType::kF32, norm.get(), hd, 1.0f, 75, stream());
+    launch_fill_random(CudaDType::kF32, start.get(), 16 * hd, 3.0f, 76, stream());
+    float* const split = slots.as<float>();
+    std::uint32_t generation = 0;
+    for (const std::int64_t rows : shape.rows) {
+      const std::string what = "hidden " + std::to_string(hd) + ", width " + std::to_string(width) +
+                               ", intermediate " + std::to_string(in) + ", " +
+                               std::to_string(rows) + " rows on " + std::to_string(blocks) +
+                               " blocks";
+      StreamMlp m;
+      m.attn = attn.get();
+      m.o_weight = wo.get();
+      m.residual = y_got.as<float>();
+      m.post_norm = norm.as<float>();
+      m.eps = kEps;
+      m.gate_up_weight = wgu.get();
+      m.act = act_got.get();
+      m.down_weight = wd.get();
+      m.rows = rows;
+      m.hidden = hd;
+      m.attn_width = width;
+      m.intermediate = in;
+      ASSERT_TRUE(stream_mlp_fits(m, blocks)) << what;
+      DICE_CUDA_CHECK(cudaMemcpyAsync(y_ref.get(), start.get(), start.bytes(),
+                                      cudaMemcpyDeviceToDevice, stream()));
+      launch_stream_gemm(attn.get(), wo.get(), y_ref.as<float>(), rows, width, hd, true, nullptr,
+                         blocks, stream(), false, false, nullptr, StreamRing::kByShape, split);
+      launch_rms_norm(CudaDType::kBF16, y_ref.as<float>(), norm.as<float>(),
+                      static_cast<std::int32_t>(hd), kEps, h.get(), static_cast<std::int32_t>(rows),
+                      nullptr, stream());
+      launch_stream_gemm(h.get(), wgu.get(), nullptr, rows, hd, 2 * in, false, act_ref.get(),
+                         blocks, stream(), false, false, nullptr, StreamRing::kByShape, split);
+      launch_stream_gemm(act_ref.get(), wd.get(), y_ref.as<float>(), rows, in, hd, true, nullptr,
+                         blocks, stream(), false, false, nullptr, StreamRing::kByShape, split);
+      synchronize();
+      const auto want_y = download_f32(y_ref, rows * hd);
+      const auto want_act =
+          download(act_ref, static_cast<std::size_t>(rows * in), CudaDType::kBF16);
+      for (const bool pdl : {false, true})
+        for (int run = 0; run < 2; ++run) {
+          DICE_CUDA_CHECK(cudaMemcpyAsync(y_got.get(), start.get(), start.bytes(),
+                                          cudaMemcpyDeviceToDevice, stream()));
+          launch_stream_mlp(m, blocks, split, barrier.as<unsigned>(), stream(), pdl, pdl);
+          synchronize();
+          generation += 2;
+          const std::string which =
+              what + ", pdl " + std::to_string(pdl) + ", run " + std::to_string(run);
+          ASSERT_TRUE(same_values(download_f32(y_got, rows * hd), want_y)) << which << ": residual";
+          ASSERT_TRUE(same_values(
+              download(act_got, static_cast<std::size_t>(rows * in), CudaDType::kBF16), want_act))
+              << which << ": act";
+          std::uint32_t words[2] = {};
+          DICE_CUDA_CHECK(cudaMemcpy(words, barrier.get(), sizeof words, cudaMemcpyDeviceToHost));
+          EXPECT_EQ(words[0], 0u) << which << ": the barrier's count";
+          EXPECT_EQ(words[1], generation) << which << ": the barrier's generation";
+        }
+      const auto left = download_f32(slots, static_cast<std::int64_t>(slots.bytes() / 4));
+      const auto flags_at =
+          static_cast<std::size_t>(blocks * kStreamTileColumns * kStreamTileColumns);
+      for (std::size_t f = flags_at; f < left.size(); ++f)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(left[f]), 0u) << what << ": flag " << f;
+    }
+  }
+  // Refusals: SDAR-1.7B's o projection (128 tiles on 132 blocks), SDAR-4B at 16 rows (the
+  // normalised rows do not fit beside the ring), no slots.
+  StreamMlp m;
+  DeviceBuffer any(16 * 9728 * 4);
+  m.attn = m.o_weight = m.gate_up_weight = m.down_weight = any.get();
+  m.act = any.get();
+  m.residual = any.as<float>();
+  m.post_norm = any.as<float>();
+  m.eps = kEps;
+  m.rows = 4;
+  m.hidden = 2048;
+  m.attn_width = 2048;
+  m.intermediate = 6144;
+  EXPECT_FALSE(stream_mlp_fits(m, 132));
+  m.hidden = 2560;
+  m.attn_width = 4096;
+  m.intermediate = 9728;
+  EXPECT_TRUE(stream_mlp_fits(m, 132));
+  m.rows = 16;
+  EXPECT_FALSE(stream_mlp_fits(m, 132));
+  DeviceBuffer barrier(kStreamMlpBarrierBytes);
+  EXPECT_THROW(launch_stream_mlp(m, 132, nullptr, barrier.as<unsigned>(), stream(), false, false),
+               Error);
+  m.rows = 4;
+  EXPECT_THROW(launch_stream_mlp(m, 132, nullptr, barrier.as<unsigned>(), stream(), false, false),
+               Error);
+}
+
 TEST_F(CudaOps, StreamGemmSplitMatchesCublasLtAndIsDeterministic) {
   // The split walk (stream_gemm.cu) on SDAR-4B's o and down projections and small shapes on few
   // blocks: against cuBLASLt (1e-4 of the row's largest magnitude); bit for bit the same over
