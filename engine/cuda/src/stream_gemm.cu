@@ -658,23 +658,41 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return;
   }
+  // Experiment: per-block timestamps (globaltimer, ns) at 8 points when m.trace is set.
+  const auto stamp = [&](int k) {
+    if (m.trace != nullptr && threadIdx.x == 0) {
+      unsigned long long now = 0;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+      m.trace[blockIdx.x * 8 + k] = now;
+    }
+  };
+  stamp(0);
   NormWeight norm_weight;
   if (early_weights) norm_weight = load_norm_weight(m.post_norm, hidden);
   wait_for_prior_grid();
+  stamp(1);
   if (!early_weights) norm_weight = load_norm_weight(m.post_norm, hidden);
   std::int32_t i = 0;
   int buffer = 0;
   consume_split<false, XFrom::kReadOnly, R>(static_cast<const __nv_bfloat16*>(m.attn), width,
                                             m.residual, nullptr, true, rows, width, hidden, slots,
                                             ring, partial, full, empty, i, buffer);
-  grid_barrier(barrier);
-  normalise_rows<true>(m.residual, norm_weight, m.eps, rows, hidden, normed,
-                       [] { consumers_sync(); });
+  stamp(2);
+  if ((m.mode & 1) == 0) grid_barrier(barrier);
+  stamp(3);
+  if ((m.mode & 2) == 0)
+    normalise_rows<true>(m.residual, norm_weight, m.eps, rows, hidden, normed,
+                         [] { consumers_sync(); });
+  stamp(4);
   consume_split<true, XFrom::kShared, R>(normed, hidden + 8, nullptr, act, false, rows, hidden,
                                          2 * inter, slots, ring, partial, full, empty, i, buffer);
-  grid_barrier(barrier);
+  stamp(5);
+  if ((m.mode & 1) == 0) grid_barrier(barrier);
+  stamp(6);
   consume_split<false, XFrom::kCoherent, R>(act, inter, m.residual, nullptr, true, rows, inter,
                                             hidden, slots, ring, partial, full, empty, i, buffer);
+  consumers_sync();
+  stamp(7);
 }
 }  // namespace
 

@@ -141,6 +141,8 @@ struct StreamMlp {
   void* act = nullptr;                   ///< [rows, intermediate]: silu(gate) * up
   const void* down_weight = nullptr;     ///< [hidden, intermediate]
   std::int64_t rows = 0, hidden = 0, attn_width = 0, intermediate = 0;
+  unsigned long long* trace = nullptr;  ///< experiment: 8 globaltimer stamps a block
+  int mode = 0;  ///< experiment: bit 0 no grid barriers, bit 1 no norm (wrong results)
 };
 
 /// Dynamic shared memory (bytes) of a launch_stream_mlp launch: four 1,280-k stages, the partial
