@@ -222,11 +222,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                                 "rounding; +2.6% for SDAR-4B at 1 sequence on an H200) "
                                 "(default: on)",
                                 engine::kStreamSplitMinSavingK));
-  command->add_flag("--stream-mlp,!--no-stream-mlp", args.cuda.stream_mlp,
-                    "cuda backend: with --stream-gemm and --stream-gemm-split, a layer's o "
-                    "projection, post-attention norm, gate/up and down at few rows as one "
-                    "persistent launch where all three GEMMs take the split walk (SDAR-4B on "
-                    "132 SMs; deterministic; other rounding) (default: off)");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -348,7 +343,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.fold_qkv_norm = false;
     options.fold_mlp_norm = false;
     options.fused_qk_norm_rope = false;
-    options.stream_mlp = false;
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
     options.pipelined_attention = false;

@@ -285,7 +285,6 @@ void run_bench(const BenchArgs& args) {
               {"stream_gemm", o.stream_gemm},
               {"stream_gemm_min_fill", o.stream_gemm_min_fill},
               {"stream_gemm_split", o.stream_gemm_split},
-              {"stream_mlp", o.stream_mlp},
               {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
@@ -320,7 +319,6 @@ void run_bench(const BenchArgs& args) {
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;
           // GEMM launches on the streaming kernel, in the graphs captured for this configuration
           record["stream_gemms"] = st.stream_gemms + warmup_stats.stream_gemms;
-          record["stream_mlps"] = st.stream_mlps + warmup_stats.stream_mlps;
           // RMSNorms folded into wgmma GEMMs, in the graphs captured for this configuration
           record["folded_norms"] = st.folded_norms + warmup_stats.folded_norms;
           // qkv GEMMs with the q/k norm + RoPE epilogue, likewise

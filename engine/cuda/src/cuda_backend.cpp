@@ -267,7 +267,6 @@ struct CudaBackend::Impl {
     // (Gemm::fuses_norm), the same bits as the norm kernel before it.
     gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill,
                           options.stream_gemm_split);
-    gemm->set_stream_mlp(options.stream_mlp && dtype == CudaDType::kBF16);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);
@@ -601,7 +600,6 @@ struct CudaBackend::Impl {
     stats.programmatic_passes += pdl ? 1 : 0;
     const std::int64_t wgmma_before = gemm->wgmma_launches();
     const std::int64_t stream_before = gemm->stream_launches();
-    const std::int64_t stream_mlp_before = gemm->stream_mlp_launches();
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
@@ -697,26 +695,6 @@ struct CudaBackend::Impl {
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
-      // The MLP side in one persistent launch (o, post norm, gate/up + SwiGLU, down), where the
-      // down projection folds no norm; its norm is the vectorised kernel's arithmetic and its
-      // SwiGLU the fused epilogue's, so only with both of those on.
-      StreamMlp mlp;
-      mlp.attn = attn.get();
-      mlp.o_weight = l.o.get();
-      mlp.residual = x.as<float>();
-      mlp.post_norm = l.post_norm.as<float>();
-      mlp.eps = static_cast<float>(shape.eps);
-      mlp.gate_up_weight = l.gate_up.get();
-      mlp.act = act.get();
-      mlp.down_weight = l.down.get();
-      mlp.rows = rows_pad;
-      mlp.hidden = hd;
-      mlp.attn_width = qd;
-      mlp.intermediate = in;
-      if (options.fast_norms && swiglu && !folds.mlp && !folds.qkv && gemm->streams_mlp(mlp)) {
-        gemm->run_stream_mlp(mlp, s);
-        continue;
-      }
       if (folds.mlp) {
         gemm->run_folded(attn.get(), l.o.get(), x.as<float>(), nullptr, rows_pad, qd, hd, true,
                          fold_out(l.post_norm), s);
@@ -767,7 +745,6 @@ struct CudaBackend::Impl {
     }
     stats.wgmma_gemms += gemm->wgmma_launches() - wgmma_before;
     stats.stream_gemms += gemm->stream_launches() - stream_before;
-    stats.stream_mlps += gemm->stream_mlp_launches() - stream_mlp_before;
   }
 
   /// The GEMM autotune for a pass of rows_pad rows and block_rows_pad block rows (before its

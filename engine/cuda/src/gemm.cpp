@@ -88,32 +88,6 @@ void Gemm::set_stream_gemm(bool on, double min_fill, bool split) {
   }
 }
 
-void Gemm::set_stream_mlp(bool on) {
-  if (!on) {
-    stream_mlp_barrier_ = DeviceBuffer();
-    return;
-  }
-  // DeviceBuffer zeroes it: a count and a generation at zero.
-  if (stream_mlp_barrier_.bytes() == 0) stream_mlp_barrier_ = DeviceBuffer(kStreamMlpBarrierBytes);
-}
-
-bool Gemm::streams_mlp(const StreamMlp& m) const {
-  return stream_mlp_barrier_.bytes() > 0 && stream_ && stream_split_slots_.bytes() > 0 &&
-         stream_mlp_fits(m, sms_);
-}
-
-void Gemm::run_stream_mlp(const StreamMlp& m, cudaStream_t stream) {
-  if (!streams_mlp(m))
-    throw Error(
-        fmt::format("streaming MLP: rows {} hidden {} intermediate {} is not one this GEMM runs "
-                    "(set_stream_mlp "
-                    "and set_stream_gemm's split walk on, stream_mlp_fits on {} SMs)",
-                    m.rows, m.hidden, m.intermediate, sms_));
-  launch_stream_mlp(m, sms_, stream_split_slots_.as<float>(), stream_mlp_barrier_.as<unsigned>(),
-                    stream, pdl_, early_weights_);
-  ++stream_mlp_launches_;
-}
-
 bool Gemm::stream_splits(std::int64_t in, std::int64_t out) const {
   // stream_split_saving_k is 0 where stream_split_fits does not hold.
   static_assert(kStreamSplitMinSavingK > 0);

@@ -129,19 +129,6 @@ class Gemm {
                const void* w, const void* y) const;
   /// GEMMs given to the streaming kernel so far (eager or captured; replays not counted).
   std::int64_t stream_launches() const { return stream_launches_; }
-  /// With `on`, a layer's MLP side at few rows (the o projection, the post-attention RMSNorm,
-  /// gate/up with SwiGLU and down) runs as one persistent launch where streams_mlp() holds
-  /// (launch_stream_mlp; this Gemm then holds its grid barrier). Off by default.
-  void set_stream_mlp(bool on);
-  /// Whether run_stream_mlp() takes `m`: set_stream_mlp on, set_stream_gemm's split walk on (its
-  /// slots), and stream_mlp_fits on this device's SMs.
-  bool streams_mlp(const StreamMlp& m) const;
-  /// launch_stream_mlp on every SM with this Gemm's slots and barrier, programmatic with early
-  /// weights as set_programmatic_launch says; counted in stream_mlp_launches(). Throws dice::Error
-  /// where streams_mlp() does not hold or the launch fails.
-  void run_stream_mlp(const StreamMlp& m, cudaStream_t stream);
-  /// MLPs given to run_stream_mlp() so far (eager or captured; replays not counted).
-  std::int64_t stream_mlp_launches() const { return stream_mlp_launches_; }
   /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
   /// skinny kernel does not take to the wgmma kernel (wgmma_gemm.h; tile_n kWgmmaTileN, the
   /// split count of wgmma_default_splits). Off by default; on a device other than sm_90 it stays
@@ -267,11 +254,9 @@ class Gemm {
   bool stream_ = false;           ///< set_stream_gemm
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
-  DeviceBuffer stream_split_slots_;  ///< set_stream_gemm's `split`: the split walk's slots
-  DeviceBuffer stream_mlp_barrier_;  ///< set_stream_mlp: launch_stream_mlp's grid barrier
-  std::int64_t stream_mlp_launches_ = 0;
-  std::int64_t wgmma_min_block_k_ = 0;                                   ///< set_wgmma
-  int wgmma_stage_k_ = kWgmmaStageK;                                     ///< set_wgmma
+  DeviceBuffer stream_split_slots_;     ///< set_stream_gemm's `split`: the split walk's slots
+  std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
+  int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
   int qk_rope_tile_n_ = CudaBackendOptions{}.fused_qk_norm_rope_tile_n;  ///< set_qk_rope_tile_n
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;

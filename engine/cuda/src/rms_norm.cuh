@@ -80,10 +80,8 @@ inline constexpr std::size_t kNormaliseRowsStaticBytes =
 /// held in registers between the sum and the scaling: one read of the rows. `sync()` is a
 /// barrier over exactly those 256 threads (__syncthreads() when they are the block). residual:
 /// fp32 [rows, in], 16-byte aligned. rows <= kNormRowsLimit, in % 4 == 0, in <= 4 * kNormVec *
-/// 256. Reads residual through the read-only path, so it must not change during the calling
-/// kernel; with kCoherent from L2 instead (a residual other blocks of the kernel wrote before a
-/// grid barrier: stream_mlp_kernel).
-template <bool kCoherent = false, typename Sync>
+/// 256. Reads residual through the read-only path: it must not change during the calling kernel.
+template <typename Sync>
 __device__ __forceinline__ void normalise_rows(const float* residual, const NormWeight& weight,
                                                float eps, std::int32_t rows, std::int32_t in,
                                                __nv_bfloat16* normed, Sync sync) {
@@ -101,7 +99,7 @@ __device__ __forceinline__ void normalise_rows(const float* residual, const Norm
 #pragma unroll
       for (int k = 0; k < kNormVec; ++k) {
         const int i = static_cast<int>(threadIdx.x) + k * 256;
-        if (r0 + r < rows && i < n4) v[r][k] = kCoherent ? __ldcg(src + i) : __ldg(src + i);
+        if (r0 + r < rows && i < n4) v[r][k] = __ldg(src + i);
       }
     }
 #pragma unroll

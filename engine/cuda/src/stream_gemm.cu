@@ -166,234 +166,6 @@ __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
-/// Where the consumers read x: read-only global memory (written before the kernel: __ldg), the
-/// fused norm's rows in shared memory, or global memory written during the kernel by other blocks
-/// (L2: stream_mlp_kernel's act, after a grid barrier). kCoherent also reads an accumulated y
-/// from L2.
-enum class XFrom { kReadOnly, kShared, kCoherent };
-
-template <XFrom kFrom>
-__device__ __forceinline__ uint4 load_x(const __nv_bfloat16* p) {
-  if constexpr (kFrom == XFrom::kCoherent)
-    return __ldcg(reinterpret_cast<const uint4*>(p));
-  else
-    return load16<kFrom == XFrom::kShared>(p);
-}
-
-template <XFrom kFrom>
-__device__ __forceinline__ float read_y(const float* p) {
-  if constexpr (kFrom == XFrom::kCoherent)
-    return __ldcg(p);
-  else
-    return *p;
-}
-
-/// Issues stage i of ring R (slot i % kStages): the 16 weight rows of tile `tile` of w [out, in]
-/// from k0, row_k k each, one bulk copy per row (L2 evict-first `policy`), completing on the
-/// slot's full barrier. One thread.
-template <typename R>
-__device__ __forceinline__ void issue_stage(unsigned char* ring, std::uint64_t* full,
-                                            const __nv_bfloat16* w, std::int32_t in, std::int32_t i,
-                                            std::int32_t tile, std::int32_t k0, std::int32_t row_k,
-                                            std::uint64_t policy) {
-  const std::int32_t s = i % R::kStages;
-  const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
-  unsigned char* dst = ring + static_cast<std::size_t>(s) * R::kStageBytes;
-  const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
-  barrier_expect(&full[s], kRows * row_bytes);
-#pragma unroll 4
-  for (int r = 0; r < kRows; ++r)
-    bulk_copy(dst + r * R::kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes, &full[s],
-              policy);
-}
-
-/// The producer's side of one GEMM's split walk (the file's header) over w [out, in] (`tiles` =
-/// out / 16): stages i, i + 1, ... of the ring, `i` carried across the GEMMs of one launch; a
-/// stage at i >= kStages once its slot is free. The programmatic wait comes before stage
-/// `wait_at` (kStages: early weights; 0: none early), or after the walk if it is shorter; never
-/// for wait_at < 0 (a later GEMM of the launch). One thread.
-template <typename R>
-__device__ __forceinline__ void produce_split(const __nv_bfloat16* w, std::int32_t tiles,
-                                              std::int32_t in, unsigned char* ring,
-                                              std::uint64_t* full, std::uint64_t* empty,
-                                              std::uint64_t policy, std::int32_t& i,
-                                              std::int32_t wait_at) {
-  auto walk = split_walk<R::kStageK>(tiles, in);
-  bool waited = wait_at < 0;
-  for (; walk.more(); ++i) {
-    if (!waited && i >= wait_at) {
-      wait_for_prior_grid();
-      waited = true;
-    }
-    if (i >= R::kStages)
-      barrier_wait(&empty[i % R::kStages], static_cast<std::uint32_t>((i / R::kStages - 1) & 1));
-    const SplitStage stage = walk.next();
-    issue_stage<R>(ring, full, w, in, i, stage.tile, stage.k0, stage.k, policy);
-  }
-  if (!waited) wait_for_prior_grid();
-}
-
-/// The consumers' side (warps 0-7) of one GEMM's split walk (the file's header): x [rows, in]
-/// at x_rows (row pitch x_stride elements, read as kFrom says), into y [rows, out] (added to it
-/// with `accumulate`) or with kSwiglu the SwiGLU pairs into act [rows, out / 2]; `slots`: the
-/// hand-over slots (stream_split_slot_bytes(gridDim.x), their flags zero, left zero). `i`: the
-/// ring's next stage, `buffer`: the partial sums' next buffer, both carried across the GEMMs of
-/// one launch.
-template <bool kSwiglu, XFrom kFrom, typename R>
-__device__ __forceinline__ void consume_split(const __nv_bfloat16* x_rows, std::int32_t x_stride,
-                                              float* y, __nv_bfloat16* act, bool accumulate,
-                                              std::int32_t rows, std::int32_t in, std::int32_t out,
-                                              float* slots, unsigned char* ring, float* partial,
-                                              std::uint64_t* full, std::uint64_t* empty,
-                                              std::int32_t& i, int& buffer) {
-  constexpr int kStageK = R::kStageK;
-  constexpr int kStages = R::kStages;
-  constexpr int kRowPitch = R::kRowPitch;
-  constexpr std::size_t kStageBytes = R::kStageBytes;
-  constexpr int kChunksPerWarp = R::kChunksPerWarp;
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int g = lane / 4, t = lane % 4;
-  const std::int32_t tiles = out / kRows;
-  const auto grid = static_cast<std::int64_t>(gridDim.x);
-  const auto block = static_cast<std::int64_t>(blockIdx.x);
-  const __nv_bfloat16* x_lane = x_rows + static_cast<std::int64_t>(g) * x_stride + 8 * t;
-  const bool low = g < rows, high = g + 8 < rows;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  float acc[2][4];
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
-  // Stage i (slot i % kStages) of `chunks` 32-wide chunks from k0 into acc.
-  const auto consume = [&](std::int32_t i, std::int32_t k0, std::int32_t chunks) {
-    const std::int32_t s = i % kStages;
-    // x first: its L1/L2 latency overlaps the wait for the slot.
-    uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
-#pragma unroll
-    for (int u = 0; u < kChunksPerWarp; ++u) {
-      const std::int32_t c = warp + u * kConsumerWarps;
-      const std::int32_t k = k0 + c * 32;
-      const __nv_bfloat16* lo = x_lane + k;
-      const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
-      xl[u] = c < chunks && low ? load_x<kFrom>(lo) : zero;
-      xh[u] = c < chunks && high ? load_x<kFrom>(hi) : zero;
-    }
-    barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStages) & 1));
-    const unsigned char* slot =
-        ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
-#pragma unroll
-    for (int u = 0; u < kChunksPerWarp; ++u) {
-      const std::int32_t c = warp + u * kConsumerWarps;
-      if (c < chunks) {
-        uint4 b[2];
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-          b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
-#pragma unroll
-        for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
-      }
-    }
-    __syncwarp();
-    if (lane == 0) barrier_arrive(&empty[s]);
-  };
-  using Partial = float[kConsumerWarps][kRegs][32];
-  // The warps' sums of the tile to shared memory (one buffer of two), acc back to zero, one
-  // barrier.
-  const auto partials = [&]() -> const Partial& {
-    auto& part = *reinterpret_cast<Partial*>(partial + buffer * kPartialFloats);
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        part[warp][j * 4 + r][lane] = acc[j][r];
-        acc[j][r] = 0.0f;
-      }
-    buffer ^= 1;
-    consumers_sync();
-    return part;
-  };
-  // The epilogue of tile `tile`: one output per thread (a (gate, up) pair per lane with SwiGLU),
-  // each the warps' total plus, with `has_tail` (a head tile), the tail's sums (tail[0], and the
-  // up's tail[1] with SwiGLU; tail_values).
-  const auto finish = [&](const Partial& part, std::int32_t tile, bool has_tail,
-                          const float(&tail)[2]) {
-    const std::int64_t n0 = static_cast<std::int64_t>(tile) * kRows;
-    const int e = static_cast<int>(threadIdx.x);
-    if constexpr (kSwiglu) {
-      if (e < kRegs / 2 * 32) {
-        const int reg = 2 * (e / 32), l = e % 32;
-        const int2 o = output_of<2>(reg, l);
-        if (o.x < rows) {
-          float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
-          if (has_tail) {
-            gate += tail[0];
-            up += tail[1];
-          }
-          act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
-              __float2bfloat16_rn(silu_times(gate, up));
-        }
-      }
-    } else {
-      const int reg = e / 32, l = e % 32;
-      const int2 o = output_of<2>(reg, l);
-      if (o.x < rows) {
-        float sum = warps_total(part, reg, l);
-        if (has_tail) sum += tail[0];
-        float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
-        *dst = accumulate ? read_y<kFrom>(dst) + sum : sum;
-      }
-    }
-  };
-  // The tail's sums this thread's outputs take from slot b (finish's `tail`), once its flag is
-  // set: read before the head's last stage, so that their latency overlaps its weights'.
-  const auto tail_values = [&](const float* slot, float(&tail)[2]) {
-    const int e = static_cast<int>(threadIdx.x);
-    if constexpr (kSwiglu) {
-      const int reg = 2 * (e / 32), l = e % 32;
-      if (e < kRegs / 2 * 32) {
-        tail[0] = __ldcg(slot + reg * 32 + l);
-        tail[1] = __ldcg(slot + (reg + 1) * 32 + l);
-      }
-    } else {
-      tail[0] = __ldcg(slot + e);
-    }
-  };
-  auto* const flags = reinterpret_cast<unsigned*>(slots + grid * kSlotFloats);
-  auto walk = split_walk<kStageK>(tiles, in);
-  const std::int32_t first_tile = walk.pos / walk.rounds;
-  const bool tail_first = walk.pos % walk.rounds != 0, head_last = walk.end % walk.rounds != 0;
-  float tail[2] = {0.0f, 0.0f};
-  for (; walk.more(); ++i) {
-    const SplitStage stage = walk.next();
-    const bool head = head_last && !walk.more();  // the walk's last stage ends a head
-    // The tail sums this thread's outputs take: the flag was acquired before the barrier that
-    // ended the segment before the head, so their latency overlaps this stage's weights.
-    if (head) tail_values(slots + block * kSlotFloats, tail);
-    consume(i, stage.k0, stage.k / 32);
-    if (!stage.tile_end) continue;
-    // Before the head (all that is left lies in one tile): thread 0 acquires the flag that
-    // block b + 1 released at the end of its tail (which streams no longer than this block's
-    // walk so far), ahead of the barrier in partials(), which orders the other threads' reads
-    // of the slot after it.
-    if (head_last && walk.more() && walk.end - walk.pos < walk.rounds && threadIdx.x == 0)
-      wait_flag(&flags[block]);
-    if (tail_first && stage.tile == first_tile) {
-      // The tail of a tile whose head block b - 1 ends with: its sums to slot b - 1, a barrier,
-      // then one thread's release of the flag (cumulative: the other threads' writes before the
-      // barrier are visible to whoever acquires it).
-      const Partial& part = partials();
-      const int e = static_cast<int>(threadIdx.x);
-      slots[(block - 1) * kSlotFloats + e] = warps_total(part, e / 32, e % 32);
-      consumers_sync();
-      if (threadIdx.x == 0) release_flag(&flags[block - 1]);
-    } else {
-      finish(partials(), stage.tile, head, tail);
-      // A head's slot was read (partials()' barrier): clear its flag for the next launch.
-      if (head && threadIdx.x == 0) flags[block] = 0u;
-    }
-  }
-}
-
 /// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
 /// consumers into shared memory past the barriers; kSplit: the split walk, with `slots` the
 /// hand-over slots (gridDim.x x kSlotFloats floats, then gridDim.x flags).
@@ -437,7 +209,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp == kConsumerWarps) {  // the producer
     if (lane == 0) {
       const std::uint64_t policy = evict_first_policy();
-
+      const auto issue_stage = [&](std::int32_t i, std::int32_t tile, std::int32_t k0,
+                                   std::int32_t row_k) {
+        const std::int32_t s = i % kStages;
+        const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
+        unsigned char* dst = ring + static_cast<std::size_t>(s) * kStageBytes;
+        const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
+        barrier_expect(&full[s], kRows * row_bytes);
+#pragma unroll 4
+        for (int r = 0; r < kRows; ++r)
+          bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
+                    &full[s], policy);
+      };
       // Stages 0, 1, ... while more(i): the ring's first kStages before the programmatic wait
       // with early weights (after it without), then each once its slot is free.
       const auto produce = [&](const auto& more, const auto& issue) {
@@ -453,14 +236,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       };
       if constexpr (kSplit) {
-        std::int32_t i = 0;
-        produce_split<R>(w, tiles, in, ring, full, empty, policy, i, early_weights ? kStages : 0);
+        auto walk = split_walk<kStageK>(tiles, in);
+        produce([&](std::int32_t) { return walk.more(); },
+                [&](std::int32_t i) {
+                  const SplitStage stage = walk.next();
+                  issue_stage(i, stage.tile, stage.k0, stage.k);
+                });
       } else {
         produce([&](std::int32_t i) { return i < count; },
                 [&](std::int32_t i) {
                   const std::int32_t k0 = (i % k_stages) * kStageK;
-                  issue_stage<R>(ring, full, w, in, i, tile_begin + i / k_stages, k0,
-                                 min(kStageK, in - k0), policy);
+                  issue_stage(i, tile_begin + i / k_stages, k0, min(kStageK, in - k0));
                 });
       }
     }
@@ -498,10 +284,134 @@ __global__ void __launch_bounds__(kThreads, 1)
   // fewer instructions before (bench/results/2026-11-28-stream-trigger-h200, call 8); as it is,
   // their SASS is what it was before the split walk.
   if constexpr (kSplit) {
-    std::int32_t i = 0;
-    consume_split<kSwiglu, kNorm ? XFrom::kShared : XFrom::kReadOnly, R>(
-        x_rows, x_stride, y, act, accumulate, rows, in, out, slots, ring, partial, full, empty, i,
-        buffer);
+    // Stage i (slot i % kStages) of `chunks` 32-wide chunks from k0 into acc.
+    const auto consume = [&](std::int32_t i, std::int32_t k0, std::int32_t chunks) {
+      const std::int32_t s = i % kStages;
+      // x first: its L1/L2 latency overlaps the wait for the slot.
+      uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
+#pragma unroll
+      for (int u = 0; u < kChunksPerWarp; ++u) {
+        const std::int32_t c = warp + u * kConsumerWarps;
+        const std::int32_t k = k0 + c * 32;
+        const __nv_bfloat16* lo = x_lane + k;
+        const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
+        xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
+        xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
+      }
+      barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStages) & 1));
+      const unsigned char* slot =
+          ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
+#pragma unroll
+      for (int u = 0; u < kChunksPerWarp; ++u) {
+        const std::int32_t c = warp + u * kConsumerWarps;
+        if (c < chunks) {
+          uint4 b[2];
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+            b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) barrier_arrive(&empty[s]);
+    };
+    using Partial = float[kConsumerWarps][kRegs][32];
+    // The warps' sums of the tile to shared memory (one buffer of two), acc back to zero, one
+    // barrier.
+    const auto partials = [&]() -> const Partial& {
+      auto& part = *reinterpret_cast<Partial*>(partial + buffer * kPartialFloats);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          part[warp][j * 4 + r][lane] = acc[j][r];
+          acc[j][r] = 0.0f;
+        }
+      buffer ^= 1;
+      consumers_sync();
+      return part;
+    };
+    // The epilogue of tile `tile`: one output per thread (a (gate, up) pair per lane with SwiGLU),
+    // each the warps' total plus, with `has_tail` (a head tile), the tail's sums (tail[0], and the
+    // up's tail[1] with SwiGLU; tail_values).
+    const auto finish = [&](const Partial& part, std::int32_t tile, bool has_tail,
+                            const float(&tail)[2]) {
+      const std::int64_t n0 = static_cast<std::int64_t>(tile) * kRows;
+      const int e = static_cast<int>(threadIdx.x);
+      if constexpr (kSwiglu) {
+        if (e < kRegs / 2 * 32) {
+          const int reg = 2 * (e / 32), l = e % 32;
+          const int2 o = output_of<2>(reg, l);
+          if (o.x < rows) {
+            float gate = warps_total(part, reg, l), up = warps_total(part, reg + 1, l);
+            if (has_tail) {
+              gate += tail[0];
+              up += tail[1];
+            }
+            act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
+                __float2bfloat16_rn(silu_times(gate, up));
+          }
+        }
+      } else {
+        const int reg = e / 32, l = e % 32;
+        const int2 o = output_of<2>(reg, l);
+        if (o.x < rows) {
+          float sum = warps_total(part, reg, l);
+          if (has_tail) sum += tail[0];
+          float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
+          *dst = accumulate ? *dst + sum : sum;
+        }
+      }
+    };
+    // The tail's sums this thread's outputs take from slot b (finish's `tail`), once its flag is
+    // set: read before the head's last stage, so that their latency overlaps its weights'.
+    const auto tail_values = [&](const float* slot, float(&tail)[2]) {
+      const int e = static_cast<int>(threadIdx.x);
+      if constexpr (kSwiglu) {
+        const int reg = 2 * (e / 32), l = e % 32;
+        if (e < kRegs / 2 * 32) {
+          tail[0] = __ldcg(slot + reg * 32 + l);
+          tail[1] = __ldcg(slot + (reg + 1) * 32 + l);
+        }
+      } else {
+        tail[0] = __ldcg(slot + e);
+      }
+    };
+    auto* const flags = reinterpret_cast<unsigned*>(slots + grid * kSlotFloats);
+    auto walk = split_walk<kStageK>(tiles, in);
+    const std::int32_t first_tile = walk.pos / walk.rounds;
+    const bool tail_first = walk.pos % walk.rounds != 0, head_last = walk.end % walk.rounds != 0;
+    float tail[2] = {0.0f, 0.0f};
+    for (std::int32_t i = 0; walk.more(); ++i) {
+      const SplitStage stage = walk.next();
+      const bool head = head_last && !walk.more();  // the walk's last stage ends a head
+      // The tail sums this thread's outputs take: the flag was acquired before the barrier that
+      // ended the segment before the head, so their latency overlaps this stage's weights.
+      if (head) tail_values(slots + block * kSlotFloats, tail);
+      consume(i, stage.k0, stage.k / 32);
+      if (!stage.tile_end) continue;
+      // Before the head (all that is left lies in one tile): thread 0 acquires the flag that
+      // block b + 1 released at the end of its tail (which streams no longer than this block's
+      // walk so far), ahead of the barrier in partials(), which orders the other threads' reads
+      // of the slot after it.
+      if (head_last && walk.more() && walk.end - walk.pos < walk.rounds && threadIdx.x == 0)
+        wait_flag(&flags[block]);
+      if (tail_first && stage.tile == first_tile) {
+        // The tail of a tile whose head block b - 1 ends with: its sums to slot b - 1, a barrier,
+        // then one thread's release of the flag (cumulative: the other threads' writes before the
+        // barrier are visible to whoever acquires it).
+        const Partial& part = partials();
+        const int e = static_cast<int>(threadIdx.x);
+        slots[(block - 1) * kSlotFloats + e] = warps_total(part, e / 32, e % 32);
+        consumers_sync();
+        if (threadIdx.x == 0) release_flag(&flags[block - 1]);
+      } else {
+        finish(partials(), stage.tile, head, tail);
+        // A head's slot was read (partials()' barrier): clear its flag for the next launch.
+        if (head && threadIdx.x == 0) flags[block] = 0u;
+      }
+    }
   } else {
     for (std::int32_t i = 0; i < count; ++i) {
       const std::int32_t s = i % kStages;
@@ -575,125 +485,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-/// Thread 0 of each block arrives at a barrier of the whole grid and waits until every block has
-/// (the consumers meet before and after it; the producer does not take part). Sense-reversing:
-/// `barrier` holds a count and a generation, both left as the barrier found them but the
-/// generation advanced. The arrival is acq_rel (the block's writes before it, ordered by the
-/// consumers' meeting, are released; the last arrival acquires everyone's), the last block resets
-/// the count and releases the next generation, the others acquire it. All blocks must be resident.
-__device__ __forceinline__ void grid_barrier(unsigned* barrier) {
-  consumers_sync();
-  if (threadIdx.x == 0) {
-    unsigned* count = barrier;
-    unsigned* generation = barrier + 1;
-    unsigned gen = 0, old = 0;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(generation) : "memory");
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                 : "=r"(old)
-                 : "l"(count)
-                 : "memory");
-    if (old + 1 == gridDim.x) {
-      asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(count), "r"(0u) : "memory");
-      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(generation), "r"(gen + 1)
-                   : "memory");
-    } else {
-      unsigned now = gen;
-      while (now == gen)
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-                     : "=r"(now)
-                     : "l"(generation)
-                     : "memory");
-    }
-  }
-  consumers_sync();
-}
-
-/// The ring of stream_mlp_kernel: four stages of 1,280 k (2.5 KiB copies), the probe's best for
-/// SDAR-4B (bench/results/2026-11-30-persistent-probe-h200: waits cost 0.2-0.35 us a GEMM on
-/// it, ~2 us on 4 KiB copies).
-using MlpRing = Ring<static_cast<int>(kStreamThirdsStageK), 4>;
-
-/// A layer's MLP side at few rows in one launch (launch_stream_mlp): o (y += attn wo^T), a grid
-/// barrier, RMSNorm(y) per block into shared memory and gate/up with the SwiGLU epilogue into
-/// act, a grid barrier, down (y += act wd^T). Each GEMM is a split walk (consume_split,
-/// produce_split); the producer streams the three GEMMs' weights through one ring without waiting
-/// for the barriers.
-template <typename R>
-__global__ void __launch_bounds__(kThreads, 1)
-    stream_mlp_kernel(StreamMlp m, float* slots, unsigned* barrier, bool early_weights) {
-  allow_next_grid();  // as stream_gemm_kernel: the next kernel waits for SMs this one frees
-  extern __shared__ __align__(128) unsigned char shared[];
-  unsigned char* ring = shared;
-  auto* partial = reinterpret_cast<float*>(shared + R::kStages * R::kStageBytes);
-  auto* full =
-      reinterpret_cast<std::uint64_t*>(shared + R::kStages * R::kStageBytes + kPartialBytes);
-  std::uint64_t* empty = full + R::kStages;
-  auto* normed = reinterpret_cast<__nv_bfloat16*>(shared + R::kSharedBytes);
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const auto rows = static_cast<std::int32_t>(m.rows);
-  const auto hidden = static_cast<std::int32_t>(m.hidden);
-  const auto width = static_cast<std::int32_t>(m.attn_width);
-  const auto inter = static_cast<std::int32_t>(m.intermediate);
-  const auto* wo = static_cast<const __nv_bfloat16*>(m.o_weight);
-  const auto* wgu = static_cast<const __nv_bfloat16*>(m.gate_up_weight);
-  const auto* wd = static_cast<const __nv_bfloat16*>(m.down_weight);
-  auto* act = static_cast<__nv_bfloat16*>(m.act);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < R::kStages; ++s) {
-      barrier_init(&full[s], 1);
-      barrier_init(&empty[s], kConsumerWarps);
-    }
-    barrier_init_fence();
-  }
-  __syncthreads();
-
-  if (warp == kConsumerWarps) {  // the producer: the three weights back to back
-    if (lane == 0) {
-      const std::uint64_t policy = evict_first_policy();
-      std::int32_t i = 0;
-      produce_split<R>(wo, hidden / kRows, width, ring, full, empty, policy, i,
-                       early_weights ? R::kStages : 0);
-      produce_split<R>(wgu, 2 * inter / kRows, hidden, ring, full, empty, policy, i, -1);
-      produce_split<R>(wd, hidden / kRows, inter, ring, full, empty, policy, i, -1);
-    }
-    return;
-  }
-  // Experiment: per-block timestamps (globaltimer, ns) at 8 points when m.trace is set.
-  const auto stamp = [&](int k) {
-    if (m.trace != nullptr && threadIdx.x == 0) {
-      unsigned long long now = 0;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-      m.trace[blockIdx.x * 8 + k] = now;
-    }
-  };
-  stamp(0);
-  NormWeight norm_weight;
-  if (early_weights) norm_weight = load_norm_weight(m.post_norm, hidden);
-  wait_for_prior_grid();
-  stamp(1);
-  if (!early_weights) norm_weight = load_norm_weight(m.post_norm, hidden);
-  std::int32_t i = 0;
-  int buffer = 0;
-  consume_split<false, XFrom::kReadOnly, R>(static_cast<const __nv_bfloat16*>(m.attn), width,
-                                            m.residual, nullptr, true, rows, width, hidden, slots,
-                                            ring, partial, full, empty, i, buffer);
-  stamp(2);
-  if ((m.mode & 1) == 0) grid_barrier(barrier);
-  stamp(3);
-  if ((m.mode & 2) == 0)
-    normalise_rows<true>(m.residual, norm_weight, m.eps, rows, hidden, normed,
-                         [] { consumers_sync(); });
-  stamp(4);
-  consume_split<true, XFrom::kShared, R>(normed, hidden + 8, nullptr, act, false, rows, hidden,
-                                         2 * inter, slots, ring, partial, full, empty, i, buffer);
-  stamp(5);
-  if ((m.mode & 1) == 0) grid_barrier(barrier);
-  stamp(6);
-  consume_split<false, XFrom::kCoherent, R>(act, inter, m.residual, nullptr, true, rows, inter,
-                                            hidden, slots, ring, partial, full, empty, i, buffer);
-  consumers_sync();
-  stamp(7);
-}
 }  // namespace
 
 StreamRing stream_ring(std::int64_t in) {
@@ -743,46 +534,6 @@ double stream_gemm_fill(std::int64_t out, int sms) {
   if (tiles < 1 || sms < 1) return 0.0;
   const std::int64_t waves = (tiles + sms - 1) / sms;
   return static_cast<double>(tiles) / static_cast<double>(waves * sms);
-}
-
-std::size_t stream_mlp_shared_bytes(std::int64_t rows, std::int64_t hidden) {
-  return MlpRing::kSharedBytes + gemm_norm_shared_bytes(rows, hidden);
-}
-
-bool stream_mlp_fits(const StreamMlp& m, int blocks) {
-  const GemmNorm norm{m.residual, m.post_norm, m.eps};
-  return blocks >= 1 && m.rows >= 1 && m.rows <= kStreamRowsLimit && m.hidden >= 4 &&
-         m.intermediate > 0 && m.attn_width > 0 && m.hidden <= (std::int64_t{1} << 20) &&
-         m.intermediate <= (std::int64_t{1} << 20) && m.attn_width <= (std::int64_t{1} << 20) &&
-         stream_split_fits(m.attn_width, m.hidden, blocks) &&
-         stream_split_fits(m.hidden, 2 * m.intermediate, blocks) &&
-         stream_split_fits(m.intermediate, m.hidden, blocks) &&
-         norm_prologue_fits(m.rows, m.hidden, norm) && m.hidden % 4 == 0 &&
-         stream_mlp_shared_bytes(m.rows, m.hidden) + kNormStaticBytes <= 227 * 1024 &&
-         aligned_to(m.attn, 16) && aligned_to(m.o_weight, 16) && aligned_to(m.gate_up_weight, 16) &&
-         aligned_to(m.down_weight, 16) && aligned_to(m.act, 16);
-}
-
-void launch_stream_mlp(const StreamMlp& m, int blocks, float* split_slots, unsigned* barrier,
-                       cudaStream_t stream, bool pdl, bool early_weights) {
-  if (!stream_mlp_fits(m, blocks))
-    throw Error("streaming MLP: rows " + std::to_string(m.rows) + " hidden " +
-                std::to_string(m.hidden) + " attention width " + std::to_string(m.attn_width) +
-                " intermediate " + std::to_string(m.intermediate) + " on " +
-                std::to_string(blocks) +
-                " blocks is not a shape it takes (each GEMM a split walk: k a multiple of " +
-                std::to_string(kStreamSplitRoundK) +
-                ", more 16-column tiles than blocks and not a multiple of them; rows 1.." +
-                std::to_string(kStreamRowsLimit) +
-                ", the norm's rows within shared memory, eps > 0, 16-byte aligned)");
-  if (split_slots == nullptr || barrier == nullptr)
-    throw Error("streaming MLP: no hand-over slots or grid barrier given");
-  auto* kernel = stream_mlp_kernel<MlpRing>;
-  const std::size_t shared = stream_mlp_shared_bytes(m.rows, m.hidden);
-  DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(shared)));
-  launch_kernel("stream_mlp_kernel", kernel, static_cast<unsigned>(blocks), kThreads, shared,
-                stream, pdl, m, split_slots, barrier, early_weights);
 }
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,

@@ -286,32 +286,6 @@ TEST_F(CudaBackendTest, QkRopeEpilogueMatchesTheCpuReference) {
   EXPECT_EQ(other.stats().fused_qk_norm_rope_gemms, 0) << narrow.name;
 }
 
-TEST_F(CudaBackendTest, StreamMlpMatchesTheCpuReference) {
-  // stream_mlp on SDAR-4B widths (2 layers): the decoding passes of 4 and 8 rows run each layer's
-  // MLP side as one persistent launch (counted, one a layer): bf16 logits against the CPU
-  // reference, and the same bits from two backends. Off, or on SDAR-1.7B widths (its o
-  // projection's 128 tiles do not take the split walk on 132 SMs), nothing runs it.
-  const Shape shape{"SDAR-4B widths, 2 layers", small_config(8192, 2560, 2, 32, 8, 128, 9728),
-                    0.02f};
-  CudaBackendOptions on = limited({.dtype = CudaDType::kBF16});
-  on.stream_mlp = true;
-  const CudaForwardStats stats = expect_logits_like_the_cpu(shape, on, 11);
-  EXPECT_GT(stats.stream_mlps, 0);
-  EXPECT_EQ(stats.stream_mlps % shape.config.num_layers, 0) << stats.stream_mlps;
-  const CpuWeights weights = random_weights(shape.config, shape.std, true);
-  CudaBackend a(weights, on), b(weights, on), off(weights, limited());
-  const auto ids = random_ids(60, shape.config.vocab_size, 12);
-  EXPECT_TRUE(same_bits(score_blocks(a, ids, 40, 4, true), score_blocks(b, ids, 40, 4, true)));
-  score_blocks(off, ids, 40, 4, true);
-  EXPECT_EQ(off.stats().stream_mlps, 0);
-  if (cuda::device_attribute(cudaDevAttrMultiProcessorCount) == 132) {
-    const Shape narrow = shapes()[2];
-    CudaBackend other(random_weights(narrow.config, narrow.std, true), on);
-    score_blocks(other, random_ids(60, narrow.config.vocab_size, 8), 40, 4, true);
-    EXPECT_EQ(other.stats().stream_mlps, 0) << narrow.name;
-  }
-}
-
 TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {
   // With stream_gemm and no fill rule, the few-row passes (decoding blocks of 4 rows, the fused
   // store pass's 8) run their layer GEMMs, the gate/up projection with the SwiGLU epilogue, on the

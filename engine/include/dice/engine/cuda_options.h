@@ -296,14 +296,6 @@ struct CudaBackendOptions {
   /// bench/results/2026-11-30-stream-split-h200). Other bits than the skinny kernel's, the same
   /// run to run on one device.
   bool stream_gemm_split = true;
-  /// With stream_gemm and stream_gemm_split: a layer's MLP side in bf16 passes of few rows (the o
-  /// projection, the post-attention RMSNorm, gate/up with SwiGLU and down) as one persistent
-  /// launch where its three GEMMs all take the split walk (stream_mlp_fits in
-  /// engine/cuda/src/stream_gemm.h: SDAR-4B on 132 SMs, not SDAR-1.7B): one weight stream through
-  /// two grid barriers instead of four launches (bench/results/2026-11-30-persistent-probe-h200).
-  /// Its o and gate/up bits are the split walk's (others than the skinny kernel's and whole
-  /// tiles'), the same run to run on one device. Off by default until measured in the forward.
-  bool stream_mlp = false;
 };
 
 }  // namespace dice::engine

@@ -130,8 +130,6 @@ struct CudaForwardStats {
   /// GEMM launches enqueued on the streaming skinny kernel
   /// (CudaBackendOptions::stream_gemm).
   std::int64_t stream_gemms = 0;
-  /// Layer MLPs enqueued as one persistent launch (CudaBackendOptions::stream_mlp).
-  std::int64_t stream_mlps = 0;
   /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
   /// (CudaBackendOptions::programmatic_launch, programmatic_launch_few_rows).
   std::int64_t programmatic_passes = 0;
