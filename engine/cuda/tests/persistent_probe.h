@@ -67,7 +67,8 @@ class PersistentProbe {
 
   /// Enqueues the persistent kernel over every layer's GEMMs for `rows` rows (1-16) on `blocks`
   /// blocks (one per SM; all must be resident at once) through `ring`, the counters zeroed first
-  /// (a memset node in a capture) when it waits. Throws dice::Error for rows, blocks or extra
+  /// (a memset node in a capture) when it waits, the run's epoch advanced first (a one-thread
+  /// kernel) when flagged. Throws dice::Error for rows, blocks or extra
   /// barriers (kMaxExtraBarriers) out of range, a flagged order where flagged_fits() does not
   /// hold, or a failed launch.
   void enqueue_persistent(int rows, int blocks, ProbeRingShape ring, const PersistentOrder& order,
