@@ -3095,8 +3095,10 @@ TEST_F(CudaOps, KernelBoundaryTimings) {
 // persistence), and as one persistent kernel on every SM whose ring runs on across phases: no waits
 // (the stream alone), count-ins after every GEMM but no waits, waits after the o and down
 // projections only (a layer whose other dependencies stay within groups of blocks), waits after
-// every GEMM, and 1 more grid barrier after each (a real layer's norms, q/k and attention). A
-// waiting run must leave every barrier passed by every block.
+// every GEMM, and 1 more grid barrier after each (a real layer's norms, q/k and attention); then
+// dynamic units of 1 and 2 stages (PersistentOrder::dynamic_stages), a launch a GEMM and
+// persistent with waits. A waiting run must leave every barrier passed by every block, a dynamic
+// run every unit taken.
 TEST_F(CudaOps, PersistentStreamTimings) {
   if (std::getenv("DICE_PERSISTENT_TIMINGS") == nullptr)
     GTEST_SKIP() << "set DICE_PERSISTENT_TIMINGS=1 to time a persistent kernel's weight stream";
@@ -3166,6 +3168,21 @@ TEST_F(CudaOps, PersistentStreamTimings) {
         timed("count-ins only", {true, 0, ~0u, true});
         timed("waits after o, down", {true, 0, model.o_and_down});
         for (const int extra : {0, 1}) timed("waits + " + std::to_string(extra), {true, extra});
+        // Dynamic units of one and two stages (PersistentOrder::dynamic_stages).
+        const int stage_k = name.ends_with("2048") ? 2048 : name.ends_with("1280") ? 1280 : 1024;
+        for (const int group : {1, 2}) {
+          const std::string unit = ", dynamic units of " + std::to_string(group);
+          print(name + unit + ", a launch a GEMM, pdl", per_layer([&] {
+                  probe.enqueue_phase_launches(rows, sms, ring, true, stream(), group);
+                }));
+          EXPECT_TRUE(probe.all_units_taken(sms, group, stage_k, stream())) << name << unit;
+          PersistentOrder order;
+          order.dynamic_stages = group;
+          print(name + unit + ", persistent, waits + 0",
+                per_layer([&] { probe.enqueue_persistent(rows, sms, ring, order, stream()); }));
+          EXPECT_TRUE(probe.all_units_taken(sms, group, stage_k, stream())) << name << unit;
+          EXPECT_EQ(probe.counters_passed(sms, stream()), probe.barriers(order)) << name << unit;
+        }
       }
     }
   }

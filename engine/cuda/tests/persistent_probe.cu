@@ -136,6 +136,110 @@ __device__ __forceinline__ void wait_all(const unsigned* counter) {
   consumers_sync();
 }
 
+/// Issues stage i of ring R: the 16 weight rows of tile `tile` of w [out, in] from k0, row_k k
+/// each, one bulk copy per row into slot i % Stages, completing on its full barrier. One thread.
+template <int StageK, int Stages>
+__device__ __forceinline__ void issue_stage(unsigned char* ring, std::uint64_t* full,
+                                            const __nv_bfloat16* w, std::int32_t in, std::int32_t i,
+                                            std::int32_t tile, std::int32_t k0,
+                                            std::uint64_t policy) {
+  using R = ProbeRing<StageK, Stages>;
+  const std::int32_t s = i % Stages;
+  const auto row_bytes = static_cast<std::uint32_t>(min(StageK, in - k0) * 2);
+  unsigned char* dst = ring + static_cast<std::size_t>(s) * R::kStageBytes;
+  const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
+  barrier_expect(&full[s], kRows * row_bytes);
+#pragma unroll 4
+  for (int row = 0; row < kRows; ++row)
+    bulk_copy(dst + row * R::kRowPitch, src + static_cast<std::int64_t>(row) * in, row_bytes,
+              &full[s], policy);
+}
+
+/// Stage i's MMAs into acc for the consumers (warps 0-7) on x chunks xl (rows g) and xh (rows
+/// g + 8) of lane (g, t), once the slot's weights landed; the slot freed after. `chunks`: 32-wide
+/// k chunks in the stage.
+template <int StageK, int Stages>
+__device__ __forceinline__ void mma_stage(const uint4 (&xl)[StageK / 256],
+                                          const uint4 (&xh)[StageK / 256], std::int32_t chunks,
+                                          const unsigned char* ring, std::uint64_t* full,
+                                          std::uint64_t* empty, std::int32_t i,
+                                          float (&acc)[2][4]) {
+  using R = ProbeRing<StageK, Stages>;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const std::int32_t s = i % Stages;
+  barrier_wait(&full[s], static_cast<std::uint32_t>((i / Stages) & 1));
+  const unsigned char* slot =
+      ring + static_cast<std::size_t>(s) * R::kStageBytes + g * R::kRowPitch + 16 * t;
+#pragma unroll
+  for (int v = 0; v < R::kChunksPerWarp; ++v) {
+    const std::int32_t c = warp + v * kConsumerWarps;
+    if (c < chunks) {
+      uint4 b[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * R::kRowPitch + c * 64);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[v], xh[v], b[j]);
+    }
+  }
+  __syncwarp();
+  if (lane == 0) barrier_arrive(&empty[s]);
+}
+
+/// Stage i of plain input x [16, in] (from k0, `chunks` 32-wide chunks): the lane's x loaded
+/// first (plain loads: written during the kernel, never read here before), then mma_stage.
+template <int StageK, int Stages>
+__device__ __forceinline__ void consume_stage(const __nv_bfloat16* x, std::int32_t in,
+                                              std::int32_t k0, std::int32_t chunks,
+                                              std::int32_t rows, const unsigned char* ring,
+                                              std::uint64_t* full, std::uint64_t* empty,
+                                              std::int32_t i, float (&acc)[2][4]) {
+  using R = ProbeRing<StageK, Stages>;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const __nv_bfloat16* x_lane = x + static_cast<std::int64_t>(g) * in + 8 * t;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 xl[R::kChunksPerWarp], xh[R::kChunksPerWarp];
+#pragma unroll
+  for (int v = 0; v < R::kChunksPerWarp; ++v) {
+    const std::int32_t c = warp + v * kConsumerWarps;
+    const std::int32_t k = k0 + c * 32;
+    xl[v] = c < chunks && g < rows ? *reinterpret_cast<const uint4*>(x_lane + k) : zero;
+    xh[v] = c < chunks && g + 8 < rows
+                ? *reinterpret_cast<const uint4*>(x_lane + 8 * static_cast<std::int64_t>(in) + k)
+                : zero;
+  }
+  mma_stage<StageK, Stages>(xl, xh, chunks, ring, full, empty, i, acc);
+}
+
+/// The warps' sums in acc (zeroed after) to partial buffer `buffer` (then the other one), one
+/// barrier of the consumers, and one output a thread: column tile * 16 + c of `next` [16,
+/// next_in] as bf16 for c within next_in (the probe's chain; the partial sums of a block whose
+/// units end mid-tile stand for the tile's).
+__device__ __forceinline__ void write_outputs(float* partial, int& buffer, float (&acc)[2][4],
+                                              std::int32_t tile, std::int32_t rows,
+                                              __nv_bfloat16* next, std::int32_t next_in) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  auto& part =
+      *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(partial + buffer * kPartialFloats);
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      part[warp][j * 4 + q][lane] = acc[j][q];
+      acc[j][q] = 0.0f;
+    }
+  buffer ^= 1;
+  consumers_sync();
+  const int e = static_cast<int>(threadIdx.x);
+  const int2 o = output_of<2>(e / 32, e % 32);
+  const std::int32_t column = tile * kRows + o.y;
+  if (o.x < rows && column < next_in)
+    next[static_cast<std::int64_t>(o.x) * next_in + column] =
+        __float2bfloat16_rn(warps_total(part, e / 32, e % 32));
+}
+
 /// Every phase's weights streamed through one ring (stream_gemm.cu's producer and consumers);
 /// with `wait`, phase p + 1's consumers read their input only after every block counted in
 /// after phase p, and `extra` more barriers follow each phase, where bit p % gemms of
@@ -175,19 +279,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         const Phase ph = phases[p];
         const UnitRange r = units_of<StageK>(ph);
         for (std::int32_t u = r.begin; u < r.end; ++u, ++i) {
-          const std::int32_t tile = u / r.k_stages, k0 = (u % r.k_stages) * StageK;
-          const auto row_bytes = static_cast<std::uint32_t>(min(StageK, ph.in - k0) * 2);
           const std::int32_t s = i % Stages;
           if (pdl && i == Stages) wait_for_prior_grid();
           if (i >= Stages)
             barrier_wait(&empty[s], static_cast<std::uint32_t>((i / Stages - 1) & 1));
-          unsigned char* dst = ring + static_cast<std::size_t>(s) * R::kStageBytes;
-          const __nv_bfloat16* src = ph.w + static_cast<std::int64_t>(tile) * kRows * ph.in + k0;
-          barrier_expect(&full[s], kRows * row_bytes);
-#pragma unroll 4
-          for (int row = 0; row < kRows; ++row)
-            bulk_copy(dst + row * R::kRowPitch, src + static_cast<std::int64_t>(row) * ph.in,
-                      row_bytes, &full[s], policy);
+          issue_stage<StageK, Stages>(ring, full, ph.w, ph.in, i, u / r.k_stages,
+                                      (u % r.k_stages) * StageK, policy);
         }
       }
       if (pdl && i <= Stages) wait_for_prior_grid();
@@ -209,37 +306,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     const Phase ph = phases[p];
     if (p > 0 && synced(p - 1) && !count_only) wait_all(&counters[(p - 1) * (1 + extra)]);
     const UnitRange r = units_of<StageK>(ph);
-    const __nv_bfloat16* x_lane = ph.x + static_cast<std::int64_t>(g) * ph.in + 8 * t;
-    const std::uint64_t* flagged_lane =
-        ph.flagged_x + static_cast<std::int64_t>(g) * (ph.in / 2) + 4 * t;
     for (std::int32_t u = r.begin; u < r.end; ++u, ++i) {
-      const std::int32_t s = i % Stages, ks = u % r.k_stages, k0 = ks * StageK;
+      const std::int32_t ks = u % r.k_stages, k0 = ks * StageK;
       const std::int32_t chunks = min(StageK, ph.in - k0) / 32;
-      uint4 xl[R::kChunksPerWarp], xh[R::kChunksPerWarp];
-      std::uint64_t wl[R::kChunksPerWarp][4], wh[R::kChunksPerWarp][4];
-#pragma unroll
-      for (int v = 0; v < R::kChunksPerWarp; ++v) {
-        const std::int32_t c = warp + v * kConsumerWarps;
-        const std::int32_t k = k0 + c * 32;
-        if constexpr (flagged) {
-          // The block's first pass over the phase's k checks the epochs from L2; later tiles
-          // read the same words, final by then, through L1. Every load is issued before any
-          // check (flagged_value), so a stage pays one round trip.
-          const bool first = u < r.begin + r.k_stages;
-          const bool take_low = c < chunks && low, take_high = c < chunks && high;
-          if (take_low) flagged_issue(flagged_lane + k / 2, first, wl[v]);
-          if (take_high) flagged_issue(flagged_lane + 4 * ph.in + k / 2, first, wh[v]);
-          continue;
-        }
-        // Plain loads: the input was written during this kernel (never read here before).
-        xl[v] = c < chunks && low ? *reinterpret_cast<const uint4*>(x_lane + k) : zero;
-        xh[v] =
-            c < chunks && high
-                ? *reinterpret_cast<const uint4*>(x_lane + 8 * static_cast<std::int64_t>(ph.in) + k)
-                : zero;
-      }
       if constexpr (flagged) {
+        // The block's first pass over the phase's k checks the epochs from L2; later tiles read
+        // the same words, final by then, through L1. Every load is issued before any check
+        // (flagged_value), so a stage pays one round trip.
+        const std::uint64_t* flagged_lane =
+            ph.flagged_x + static_cast<std::int64_t>(g) * (ph.in / 2) + 4 * t;
+        const bool first = u < r.begin + r.k_stages;
         const unsigned want = p > 0 ? epoch : 0u;  // the first phase's input: as it is
+        uint4 xl[R::kChunksPerWarp], xh[R::kChunksPerWarp];
+        std::uint64_t wl[R::kChunksPerWarp][4], wh[R::kChunksPerWarp][4];
+#pragma unroll
+        for (int v = 0; v < R::kChunksPerWarp; ++v) {
+          const std::int32_t c = warp + v * kConsumerWarps;
+          const std::int32_t k = k0 + c * 32;
+          if (c < chunks && low) flagged_issue(flagged_lane + k / 2, first, wl[v]);
+          if (c < chunks && high) flagged_issue(flagged_lane + 4 * ph.in + k / 2, first, wh[v]);
+        }
 #pragma unroll
         for (int v = 0; v < R::kChunksPerWarp; ++v) {
           const std::int32_t c = warp + v * kConsumerWarps;
@@ -251,40 +337,26 @@ __global__ void __launch_bounds__(kThreads, 1)
           xh[v] = c < chunks && high ? flagged_value(flagged_lane + 4 * ph.in + k / 2, want, wh[v])
                                      : zero;
         }
+        mma_stage<StageK, Stages>(xl, xh, chunks, ring, full, empty, i, acc);
+      } else {
+        consume_stage<StageK, Stages>(ph.x, ph.in, k0, chunks, rows, ring, full, empty, i, acc);
       }
-      barrier_wait(&full[s], static_cast<std::uint32_t>((i / Stages) & 1));
-      const unsigned char* slot =
-          ring + static_cast<std::size_t>(s) * R::kStageBytes + g * R::kRowPitch + 16 * t;
-#pragma unroll
-      for (int v = 0; v < R::kChunksPerWarp; ++v) {
-        const std::int32_t c = warp + v * kConsumerWarps;
-        if (c < chunks) {
-          uint4 b[2];
-#pragma unroll
-          for (int j = 0; j < 2; ++j)
-            b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * R::kRowPitch + c * 64);
-#pragma unroll
-          for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[v], xh[v], b[j]);
-        }
-      }
-      __syncwarp();
-      if (lane == 0) barrier_arrive(&empty[s]);
       if (ks != r.k_stages - 1 && u != r.end - 1) continue;
       // A tile's last stage here (or the block's last unit, mid-tile: its partial sums stand
-      // for the tile's, a probe's shortcut): the warps' sums, one barrier, one output a thread.
-      auto& part =
-          *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(partial + buffer * kPartialFloats);
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          part[warp][j * 4 + q][lane] = acc[j][q];
-          acc[j][q] = 0.0f;
-        }
-      buffer ^= 1;
-      consumers_sync();
-      const int e = static_cast<int>(threadIdx.x);
+      // for the tile's, a probe's shortcut).
       if constexpr (flagged) {
+        auto& part = *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(
+            partial + buffer * kPartialFloats);
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            part[warp][j * 4 + q][lane] = acc[j][q];
+            acc[j][q] = 0.0f;
+          }
+        buffer ^= 1;
+        consumers_sync();
+        const int e = static_cast<int>(threadIdx.x);
         // A pair of columns a thread (regs 2 m, 2 m + 1: one row, columns 2 t and 2 t + 1),
         // one 64-bit relaxed store with the epoch: whoever sees the epoch sees the values.
         if (e >= kConsumers / 2) continue;
@@ -302,13 +374,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         std::uint64_t* dst =
             ph.flagged_next + static_cast<std::int64_t>(o.x) * (ph.next_in / 2) + column / 2;
         asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(dst), "l"(word) : "memory");
-        continue;
+      } else {
+        write_outputs(partial, buffer, acc, u / r.k_stages, rows, ph.next, ph.next_in);
       }
-      const int2 o = output_of<2>(e / 32, e % 32);
-      const std::int32_t column = u / r.k_stages * kRows + o.y;
-      if (o.x < rows && column < ph.next_in)
-        ph.next[static_cast<std::int64_t>(o.x) * ph.next_in + column] =
-            __float2bfloat16_rn(warps_total(part, e / 32, e % 32));
     }
     if (!synced(p)) continue;
     count_in(&counters[p * (1 + extra)]);
@@ -335,6 +403,119 @@ void launch_probe(const Phase* phases, std::int32_t count, int rows, int blocks,
                 order.count_only, order.flagged ? epoch : nullptr);
 }
 
+/// The dynamic order (PersistentOrder::dynamic_stages): a phase's units, (tile, `group` k stages)
+/// in tile order, are handed out through an atomic counter per phase (unit_counters[p]) instead
+/// of dealt evenly, so a block that runs ahead takes more of them. The producer takes the next
+/// unit while it issues the current one's stages, and passes each stage's (tile, k0, last) to the
+/// consumers through shared memory behind a `ready` barrier per slot; a tile below zero ends the
+/// block's phase. With `wait` the phases are ordered as persistent_probe_kernel's (a count-in and
+/// a wait after each). The outputs are a unit's partial sums (the probe's shortcut).
+template <int StageK, int Stages>
+__global__ void __launch_bounds__(kThreads, 1)
+    dynamic_probe_kernel(const Phase* __restrict__ phases, std::int32_t count, std::int32_t rows,
+                         unsigned* counters, unsigned* unit_counters, bool wait, std::int32_t group,
+                         bool pdl) {
+  using R = ProbeRing<StageK, Stages>;
+  if (pdl) allow_next_grid();
+  extern __shared__ __align__(128) unsigned char shared[];
+  __shared__ int4 stage_info[Stages];      // tile, k0, last stage of its unit
+  __shared__ std::uint64_t ready[Stages];  // stage_info[s] written
+  unsigned char* ring = shared;
+  auto* partial = reinterpret_cast<float*>(shared + Stages * R::kStageBytes);
+  auto* full =
+      reinterpret_cast<std::uint64_t*>(shared + Stages * R::kStageBytes + 2 * kPartialFloats * 4);
+  std::uint64_t* empty = full + Stages;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Stages; ++s) {
+      barrier_init(&full[s], 1);
+      barrier_init(&empty[s], kConsumerWarps);
+      barrier_init(&ready[s], 1);
+    }
+    barrier_init_fence();
+  }
+  __syncthreads();
+
+  if (warp == kConsumerWarps) {  // the producer
+    if (lane == 0) {
+      const std::uint64_t policy = evict_first_policy();
+      std::int32_t i = 0;
+      // Stage i's slot, once free, with its info published (the wait for the prior grid before
+      // stage Stages under PDL: early weights).
+      const auto take_slot = [&](std::int32_t tile, std::int32_t k0, bool last) {
+        const std::int32_t s = i % Stages;
+        if (pdl && i == Stages) wait_for_prior_grid();
+        if (i >= Stages) barrier_wait(&empty[s], static_cast<std::uint32_t>((i / Stages - 1) & 1));
+        stage_info[s] = make_int4(tile, k0, last ? 1 : 0, 0);
+        barrier_arrive(&ready[s]);
+        return s;
+      };
+      for (std::int32_t p = 0; p < count; ++p) {
+        const Phase ph = phases[p];
+        const std::int32_t k_stages = (ph.in + StageK - 1) / StageK;
+        const std::int32_t groups = (k_stages + group - 1) / group;
+        const auto units = static_cast<unsigned>(ph.out / kRows * groups);
+        unsigned u = atomicAdd(&unit_counters[p], 1u);
+        while (u < units) {
+          const unsigned next = atomicAdd(&unit_counters[p], 1u);  // its latency under u's
+          const auto tile = static_cast<std::int32_t>(u / static_cast<unsigned>(groups));
+          const std::int32_t g0 =
+              static_cast<std::int32_t>(u % static_cast<unsigned>(groups)) * group;
+          const std::int32_t g1 = min(g0 + group, k_stages);
+          for (std::int32_t ks = g0; ks < g1; ++ks, ++i) {
+            take_slot(tile, ks * StageK, ks == g1 - 1);
+            issue_stage<StageK, Stages>(ring, full, ph.w, ph.in, i, tile, ks * StageK, policy);
+          }
+          u = next;
+        }
+        // The end of this block's phase: a stage with no weights (its full barrier completes
+        // on the arrival alone).
+        const std::int32_t s = take_slot(-1, 0, true);
+        barrier_expect(&full[s], 0);
+        ++i;
+      }
+      if (pdl && i <= Stages) wait_for_prior_grid();
+    }
+    return;
+  }
+  if (pdl) wait_for_prior_grid();
+  float acc[2][4] = {};
+  int buffer = 0;
+  std::int32_t i = 0;
+  for (std::int32_t p = 0; p < count; ++p) {
+    const Phase ph = phases[p];
+    if (wait && p > 0) wait_all(&counters[p - 1]);
+    for (;; ++i) {
+      const std::int32_t s = i % Stages;
+      barrier_wait(&ready[s], static_cast<std::uint32_t>((i / Stages) & 1));
+      const int4 info = stage_info[s];
+      if (info.x < 0) {
+        barrier_wait(&full[s], static_cast<std::uint32_t>((i / Stages) & 1));
+        __syncwarp();
+        if (lane == 0) barrier_arrive(&empty[s]);
+        ++i;
+        break;
+      }
+      consume_stage<StageK, Stages>(ph.x, ph.in, info.y, min(StageK, ph.in - info.y) / 32, rows,
+                                    ring, full, empty, i, acc);
+      if (info.z != 0) write_outputs(partial, buffer, acc, info.x, rows, ph.next, ph.next_in);
+    }
+    if (wait) count_in(&counters[p]);
+  }
+}
+
+template <int StageK, int Stages>
+void launch_dynamic(const Phase* phases, std::int32_t count, int rows, int blocks,
+                    unsigned* counters, unsigned* unit_counters, const PersistentOrder& order,
+                    bool pdl, cudaStream_t stream) {
+  using R = ProbeRing<StageK, Stages>;
+  auto* kernel = dynamic_probe_kernel<StageK, Stages>;
+  DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(R::kSharedBytes)));
+  launch_kernel("dynamic_probe_kernel", kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                R::kSharedBytes, stream, pdl, phases, count, rows, counters, unit_counters,
+                order.wait, order.dynamic_stages, pdl);
+}
 }  // namespace
 
 PersistentProbe::PersistentProbe(int layers, std::vector<ProbeGemm> gemms)
@@ -386,6 +567,7 @@ PersistentProbe::PersistentProbe(int layers, std::vector<ProbeGemm> gemms)
   phases_ = DeviceBuffer(table.size() * sizeof(Phase));
   DICE_CUDA_CHECK(cudaMemcpy(phases_.get(), table.data(), phases_.bytes(), cudaMemcpyHostToDevice));
   counters_ = DeviceBuffer(table.size() * (1 + kMaxExtraBarriers) * 4);
+  unit_counters_ = DeviceBuffer(table.size() * 4);
   DICE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -408,17 +590,38 @@ void PersistentProbe::enqueue_persistent(int rows, int blocks, ProbeRingShape ri
   } else if (order.wait) {
     DICE_CUDA_CHECK(cudaMemsetAsync(counters_.get(), 0, counters_.bytes(), stream));
   }
+  if (order.dynamic_stages > 0)
+    DICE_CUDA_CHECK(cudaMemsetAsync(unit_counters_.get(), 0, unit_counters_.bytes(), stream));
   launch(static_cast<const Phase*>(phases_.get()), count, rows, blocks, ring, order, false, stream);
 }
 
 void PersistentProbe::enqueue_phase_launches(int rows, int blocks, ProbeRingShape ring, bool pdl,
-                                             cudaStream_t stream) {
-  const PersistentOrder order{false, 0};
+                                             cudaStream_t stream, int dynamic_stages) {
+  PersistentOrder order{false, 0};
+  order.dynamic_stages = dynamic_stages;
   check(rows, blocks, order);
+  // One memset before the first launch: it would break the programmatic chain between two.
+  if (dynamic_stages > 0)
+    DICE_CUDA_CHECK(cudaMemsetAsync(unit_counters_.get(), 0, unit_counters_.bytes(), stream));
   const auto* phases = static_cast<const Phase*>(phases_.get());
   const auto count = static_cast<std::int64_t>(layers_) * static_cast<std::int64_t>(gemms_.size());
   for (std::int64_t p = 0; p < count; ++p)
     launch(phases + p, 1, rows, blocks, ring, order, pdl, stream);
+}
+
+bool PersistentProbe::all_units_taken(int blocks, int dynamic_stages, int stage_k,
+                                      cudaStream_t stream) const {
+  DICE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<unsigned> host(unit_counters_.bytes() / 4);
+  DICE_CUDA_CHECK(cudaMemcpy(host.data(), unit_counters_.get(), unit_counters_.bytes(),
+                             cudaMemcpyDeviceToHost));
+  for (std::size_t p = 0; p < host.size(); ++p) {
+    const ProbeGemm& g = gemms_[p % gemms_.size()];
+    const std::int64_t k_stages = (g.in + stage_k - 1) / stage_k;
+    const std::int64_t units = g.out / 16 * ((k_stages + dynamic_stages - 1) / dynamic_stages);
+    if (host[p] != static_cast<unsigned>(units + blocks)) return false;
+  }
+  return true;
 }
 
 bool PersistentProbe::flagged_fits() const {
@@ -436,7 +639,9 @@ int PersistentProbe::barriers(const PersistentOrder& order) const {
 
 void PersistentProbe::check(int rows, int blocks, const PersistentOrder& order) {
   if (rows < 1 || rows > 16 || blocks < 1 || order.extra_barriers < 0 ||
-      order.extra_barriers > kMaxExtraBarriers)
+      order.extra_barriers > kMaxExtraBarriers || order.dynamic_stages < 0 ||
+      (order.dynamic_stages > 0 &&
+       (order.flagged || order.extra_barriers > 0 || order.count_only || order.wait_mask != ~0u)))
     throw Error("persistent probe: rows " + std::to_string(rows) + ", blocks " +
                 std::to_string(blocks) + ", extra barriers " +
                 std::to_string(order.extra_barriers));
@@ -447,30 +652,34 @@ void PersistentProbe::launch(const void* phases, int count, int rows, int blocks
                              cudaStream_t stream) {
   const auto* table = static_cast<const Phase*>(phases);
   auto* counters = static_cast<unsigned*>(counters_.get());
+  // The phase's own unit counter, also for one phase a launch.
+  auto* unit_counters = static_cast<unsigned*>(unit_counters_.get()) +
+                        (table - static_cast<const Phase*>(phases_.get()));
   const auto gemms = static_cast<int>(gemms_.size());
   const auto* epoch = static_cast<const unsigned*>(epoch_.get());
+  const auto run = [&]<int StageK, int Stages>() {
+    if (order.dynamic_stages > 0)
+      launch_dynamic<StageK, Stages>(table, count, rows, blocks, counters, unit_counters, order,
+                                     pdl, stream);
+    else
+      launch_probe<StageK, Stages>(table, count, rows, blocks, counters, order, pdl, gemms, epoch,
+                                   stream);
+  };
   switch (ring) {
     case ProbeRingShape::kTwoOf2048:
-      return launch_probe<2048, 2>(table, count, rows, blocks, counters, order, pdl, gemms, epoch,
-                                   stream);
+      return run.template operator()<2048, 2>();
     case ProbeRingShape::kThreeOf2048:
-      return launch_probe<2048, 3>(table, count, rows, blocks, counters, order, pdl, gemms, epoch,
-                                   stream);
+      return run.template operator()<2048, 3>();
     case ProbeRingShape::kThreeOf1280:
-      return launch_probe<1280, 3>(table, count, rows, blocks, counters, order, pdl, gemms, epoch,
-                                   stream);
+      return run.template operator()<1280, 3>();
     case ProbeRingShape::kFourOf1280:
-      return launch_probe<1280, 4>(table, count, rows, blocks, counters, order, pdl, gemms, epoch,
-                                   stream);
+      return run.template operator()<1280, 4>();
     case ProbeRingShape::kFiveOf1280:
-      return launch_probe<1280, 5>(table, count, rows, blocks, counters, order, pdl, gemms, epoch,
-                                   stream);
+      return run.template operator()<1280, 5>();
     case ProbeRingShape::kFourOf1024:
-      return launch_probe<1024, 4>(table, count, rows, blocks, counters, order, pdl, gemms, epoch,
-                                   stream);
+      return run.template operator()<1024, 4>();
     case ProbeRingShape::kSixOf1024:
-      return launch_probe<1024, 6>(table, count, rows, blocks, counters, order, pdl, gemms, epoch,
-                                   stream);
+      return run.template operator()<1024, 6>();
   }
   throw Error("persistent probe: no such ring");
 }

@@ -43,6 +43,11 @@ struct PersistentOrder {
   /// input words until each carries the epoch (NCCL's LL protocol): no count-in, no barrier, and
   /// a stage waits only for the columns it reads. `wait` and the barriers are ignored.
   bool flagged = false;
+  /// > 0: dynamic units (dynamic_probe_kernel): a GEMM's (tile, this many k stages) units are
+  /// handed out through an atomic counter per GEMM, so faster blocks take more, instead of being
+  /// dealt evenly; with `wait` a count-in and a wait after each GEMM. Not with `flagged`, extra
+  /// barriers, count_only or a wait_mask. Not yet run on a device when committed (2026-11-30).
+  int dynamic_stages = 0;
 };
 
 /// A probe kernel's ring: stages of 2,048, 1,280 or 1,024 k (the streaming GEMM's default and
@@ -74,10 +79,15 @@ class PersistentProbe {
   void enqueue_persistent(int rows, int blocks, ProbeRingShape ring, const PersistentOrder& order,
                           cudaStream_t stream);
   /// Enqueues the same kernel once per GEMM (no counters: kernel boundaries order the phases),
-  /// plain or under PDL with early weights (the first stages before the wait). Throws as
-  /// enqueue_persistent().
+  /// plain or under PDL with early weights (the first stages before the wait); with
+  /// `dynamic_stages`, the dynamic kernel (PersistentOrder::dynamic_stages), the unit counters
+  /// zeroed before the first launch. Throws as enqueue_persistent().
   void enqueue_phase_launches(int rows, int blocks, ProbeRingShape ring, bool pdl,
-                              cudaStream_t stream);
+                              cudaStream_t stream, int dynamic_stages = 0);
+  /// After a run with dynamic units of `dynamic_stages` stages of `stage_k` on `blocks` blocks:
+  /// whether every GEMM's counter reads its units plus one failed take a block (every unit taken,
+  /// every block done), read back after synchronising `stream`.
+  bool all_units_taken(int blocks, int dynamic_stages, int stage_k, cudaStream_t stream) const;
   /// Enqueues the same GEMMs as the engine's launches at few rows (Gemm with the streaming
   /// kernel, its split walk and the engine's fill rule, so the skinny kernel where the tiles fill
   /// the SMs poorly; one launch per GEMM, programmatic with early weights when `pdl`), each
@@ -115,8 +125,9 @@ class PersistentProbe {
   DeviceBuffer outputs_;               // the launches' fp32 y: 16 x max out
   DeviceBuffer phases_;                // the kernel's phase table
   DeviceBuffer counters_;
-  DeviceBuffer flagged_;  // the flagged inputs, per slot 16 x max in / 2 words
-  DeviceBuffer epoch_;    // the last flagged run's epoch
+  DeviceBuffer unit_counters_;  // one a GEMM of the run: dynamic units taken
+  DeviceBuffer flagged_;        // the flagged inputs, per slot 16 x max in / 2 words
+  DeviceBuffer epoch_;          // the last flagged run's epoch
   std::int64_t max_in_ = 0, max_out_ = 0;
 };
 
