@@ -7,9 +7,10 @@
 #   probe_unpack_tests                      unpack_staged over the folder of the tests binary
 #                                           (PROBE_TESTS: another one, packed by hand as
 #                                           PATH.xz outside .device/ and its subfolders)
-#   probe_checks LIMIT FILTER               the GPU tests FILTER (gtest filter) within LIMIT
-#                                           seconds: $OUT/$PROBE-check-tests.txt; prints the
-#                                           summary; returns 1 when a test failed
+#   probe_checks LIMIT FILTER               the GPU tests FILTER (gtest filter) of probe_tests'
+#                                           binary within LIMIT seconds:
+#                                           $OUT/$PROBE-check-tests.txt; prints the summary;
+#                                           returns 1 when a test failed
 #   probe_timings NAME SHAPE...             CudaOps.SkinnyGemmTimings per shape ("4b down"),
 #                                           with the DICE_SKINNY_* settings of the environment:
 #                                           $OUT/$PROBE-timings-NAME.txt, printed
@@ -43,7 +44,8 @@ probe_unpack_tests() { unpack_staged "$(dirname "$(probe_tests)")"; }
 
 probe_checks() {
   local limit=$1 filter=$2 file="$OUT/$PROBE-check-tests.txt"
-  CHECK_LIMIT=$limit CHECK_TESTS=$filter bash bench/device_engine_check.sh tests >/dev/null 2>&1
+  ENGINE_TESTS=$(realpath "$(probe_tests)") CHECK_LIMIT=$limit CHECK_TESTS=$filter \
+    bash bench/device_engine_check.sh tests >/dev/null 2>&1
   cp "$OUT/engine-check.txt" "$file" 2>/dev/null || echo "no engine-check.txt" >"$file"
   grep -E "PASS|FAIL" "$file" | tail -8
   ! grep -q "FAIL" "$file"

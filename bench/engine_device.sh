@@ -1,7 +1,9 @@
 # Sourced by the engine's device scripts after common_device.sh (which unpacked the staged
 # libraries and put cuBLASLt on the library path): the staged CUDA test binary, dice_cmd /
-# tests_cmd, and a check that nothing the binaries load is missing.
-TESTS="$root/.device/dice_engine_cuda_tests"
+# tests_cmd, and a check that nothing the binaries load is missing. ENGINE_TESTS (an absolute
+# path) names another tests binary, e.g. a base build's that a probe checks
+# (device_probe_lib.sh's probe_checks with PROBE_TESTS).
+TESTS="${ENGINE_TESTS:-$root/.device/dice_engine_cuda_tests}"
 dice_cmd() { "$DICE" "$@"; }
 tests_cmd() { "$TESTS" "$@"; }
 # Prints what the staged binaries cannot resolve (empty when all is well): the binaries given,
