@@ -67,38 +67,20 @@
 #include "rms_norm.cuh"
 #include "skinny_mma.cuh"
 #include "stream_gemm.h"
+#include "stream_ring.cuh"
 #include "swiglu.cuh"
 
 namespace dice::engine::cuda {
 
 namespace {
 
-constexpr int kConsumerWarps = kSkinnyWarps;
-constexpr int kConsumers = kConsumerWarps * 32;
-constexpr int kThreads = kConsumers + 32;  // and one producer warp
-constexpr int kRegs = 8;                   // C registers of a tile: two n8 tiles x 4
-constexpr int kRows = static_cast<int>(kStreamTileColumns);  // weight rows of a tile and a stage
-constexpr std::size_t kPartialFloats = static_cast<std::size_t>(kConsumerWarps) * kRegs * 32;
-constexpr std::size_t kPartialBytes = 2 * kPartialFloats * 4;
-static_assert(kConsumers == kRegs * 32, "one output per consumer thread in the epilogue");
+using namespace stream;  // the block layout and ring (stream_ring.cuh)
 static_assert(kConsumers == 256, "the fused norm is normalise_rows: 256 threads");
 /// Static shared memory the fused norm's prologue may take: normalise_rows' scratch, with room
 /// for its alignment (128 bytes, the dynamic shared memory's) before the dynamic shared memory.
 constexpr std::size_t kNormStaticBytes = 1024;
 static_assert(kNormaliseRowsStaticBytes + 128 <= kNormStaticBytes);
 
-/// A ring of `Stages` stages of `StageK` k (stream_ring, StreamRing).
-template <int StageK, int Stages>
-struct Ring {
-  static constexpr int kStageK = StageK, kStages = Stages;
-  static constexpr int kRowPitch = kStageK * 2 + 64;  // bytes
-  static constexpr std::size_t kStageBytes = static_cast<std::size_t>(kRows) * kRowPitch;
-  /// 32-wide k chunks of a stage per consumer warp.
-  static constexpr int kChunksPerWarp = kStageK / 32 / kConsumerWarps;
-  static_assert(kStageK % (32 * kConsumerWarps) == 0, "chunk c of every stage on warp c % 8");
-  static constexpr std::size_t kSharedBytes =
-      kStages * (kStageBytes + 2 * sizeof(std::uint64_t)) + kPartialBytes;
-};
 using DefaultRing = Ring<static_cast<int>(kStreamStageK), kStreamStages>;
 using ThirdsRing = Ring<static_cast<int>(kStreamThirdsStageK), 3>;
 static_assert(kStreamSharedBytes == DefaultRing::kSharedBytes);
@@ -162,10 +144,6 @@ __device__ __forceinline__ void wait_flag(const unsigned* flag) {
   } while (set == 0);
 }
 
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
-}
-
 /// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
 /// consumers into shared memory past the barriers; kSplit: the split walk, with `slots` the
 /// hand-over slots (gridDim.x x kSlotFloats floats, then gridDim.x flags).
@@ -177,17 +155,13 @@ __global__ void __launch_bounds__(kThreads, 1)
                        GemmNorm norm, float* __restrict__ slots) {
   constexpr int kStageK = R::kStageK;
   constexpr int kStages = R::kStages;
-  constexpr int kRowPitch = R::kRowPitch;
-  constexpr std::size_t kStageBytes = R::kStageBytes;
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
   // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
   // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
   allow_next_grid();
   extern __shared__ __align__(128) unsigned char shared[];
-  unsigned char* ring = shared;
-  auto* partial = reinterpret_cast<float*>(shared + kStages * kStageBytes);
-  auto* full = reinterpret_cast<std::uint64_t*>(shared + kStages * kStageBytes + kPartialBytes);
-  std::uint64_t* empty = full + kStages;
+  const RingView<R> view = ring_view<R>(shared);
+  float* partial = view.partial;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const std::int32_t tiles = out / kRows;
   const auto grid = static_cast<std::int64_t>(gridDim.x);
@@ -196,31 +170,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto tile_end = static_cast<std::int32_t>(tiles * (block + 1) / grid);
   const std::int32_t k_stages = (in + kStageK - 1) / kStageK;
   const std::int32_t count = (tile_end - tile_begin) * k_stages;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      barrier_init(&full[s], 1);
-      barrier_init(&empty[s], kConsumerWarps);
-    }
-    barrier_init_fence();
-  }
-  __syncthreads();
+  init_ring(view);
 
   if (warp == kConsumerWarps) {  // the producer
     if (lane == 0) {
       const std::uint64_t policy = evict_first_policy();
-      const auto issue_stage = [&](std::int32_t i, std::int32_t tile, std::int32_t k0,
-                                   std::int32_t row_k) {
-        const std::int32_t s = i % kStages;
-        const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
-        unsigned char* dst = ring + static_cast<std::size_t>(s) * kStageBytes;
-        const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
-        barrier_expect(&full[s], kRows * row_bytes);
-#pragma unroll 4
-        for (int r = 0; r < kRows; ++r)
-          bulk_copy(dst + r * kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
-                    &full[s], policy);
-      };
       // Stages 0, 1, ... while more(i): the ring's first kStages before the programmatic wait
       // with early weights (after it without), then each once its slot is free.
       const auto produce = [&](const auto& more, const auto& issue) {
@@ -231,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (!early_weights)
           for (; i < kStages && more(i); ++i) issue(i);
         for (; more(i); ++i) {
-          barrier_wait(&empty[i % kStages], static_cast<std::uint32_t>((i / kStages - 1) & 1));
+          barrier_wait(&view.empty[i % kStages], static_cast<std::uint32_t>((i / kStages - 1) & 1));
           issue(i);
         }
       };
@@ -240,13 +194,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         produce([&](std::int32_t) { return walk.more(); },
                 [&](std::int32_t i) {
                   const SplitStage stage = walk.next();
-                  issue_stage(i, stage.tile, stage.k0, stage.k);
+                  issue_stage(view, w, in, i, stage.tile, stage.k0, stage.k, policy);
                 });
       } else {
         produce([&](std::int32_t i) { return i < count; },
                 [&](std::int32_t i) {
                   const std::int32_t k0 = (i % k_stages) * kStageK;
-                  issue_stage(i, tile_begin + i / k_stages, k0, min(kStageK, in - k0));
+                  issue_stage(view, w, in, i, tile_begin + i / k_stages, k0, min(kStageK, in - k0),
+                              policy);
                 });
       }
     }
@@ -282,11 +237,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The split walk has its own copy of the stage loop below: routed through these lambdas, the
   // whole-tile kernels took 40-80 more instructions (cuobjdump), and that loop has been slower for
   // fewer instructions before (bench/results/2026-11-28-stream-trigger-h200, call 8); as it is,
-  // their SASS is what it was before the split walk.
+  // their SASS is what it was before the split walk. Both copies share the stage's MMAs
+  // (stream_ring.cuh's stage_mmas: the same instructions as when each had them inline).
   if constexpr (kSplit) {
     // Stage i (slot i % kStages) of `chunks` 32-wide chunks from k0 into acc.
     const auto consume = [&](std::int32_t i, std::int32_t k0, std::int32_t chunks) {
-      const std::int32_t s = i % kStages;
       // x first: its L1/L2 latency overlaps the wait for the slot.
       uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
 #pragma unroll
@@ -298,40 +253,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
         xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
       }
-      barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStages) & 1));
-      const unsigned char* slot =
-          ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
-#pragma unroll
-      for (int u = 0; u < kChunksPerWarp; ++u) {
-        const std::int32_t c = warp + u * kConsumerWarps;
-        if (c < chunks) {
-          uint4 b[2];
-#pragma unroll
-          for (int j = 0; j < 2; ++j)
-            b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
-#pragma unroll
-          for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
-        }
-      }
-      __syncwarp();
-      if (lane == 0) barrier_arrive(&empty[s]);
+      stage_mmas(xl, xh, chunks, view, i, acc);
     };
-    using Partial = float[kConsumerWarps][kRegs][32];
     // The warps' sums of the tile to shared memory (one buffer of two), acc back to zero, one
     // barrier.
-    const auto partials = [&]() -> const Partial& {
-      auto& part = *reinterpret_cast<Partial*>(partial + buffer * kPartialFloats);
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          part[warp][j * 4 + r][lane] = acc[j][r];
-          acc[j][r] = 0.0f;
-        }
-      buffer ^= 1;
-      consumers_sync();
-      return part;
-    };
+    const auto partials = [&]() -> const Partial& { return stage_partials(partial, buffer, acc); };
     // The epilogue of tile `tile`: one output per thread (a (gate, up) pair per lane with SwiGLU),
     // each the warps' total plus, with `has_tail` (a head tile), the tail's sums (tail[0], and the
     // up's tail[1] with SwiGLU; tail_values).
@@ -414,7 +340,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     for (std::int32_t i = 0; i < count; ++i) {
-      const std::int32_t s = i % kStages;
       const std::int32_t ks = i % k_stages;
       const std::int32_t k0 = ks * kStageK;
       const std::int32_t chunks = min(kStageK, in - k0) / 32;
@@ -429,28 +354,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
         xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
       }
-      barrier_wait(&full[s], static_cast<std::uint32_t>((i / kStages) & 1));
-      const unsigned char* slot =
-          ring + static_cast<std::size_t>(s) * kStageBytes + g * kRowPitch + 16 * t;
-#pragma unroll
-      for (int u = 0; u < kChunksPerWarp; ++u) {
-        const std::int32_t c = warp + u * kConsumerWarps;
-        if (c < chunks) {
-          uint4 b[2];
-#pragma unroll
-          for (int j = 0; j < 2; ++j)
-            b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * kRowPitch + c * 64);
-#pragma unroll
-          for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[u], xh[u], b[j]);
-        }
-      }
-      __syncwarp();
-      if (lane == 0) barrier_arrive(&empty[s]);
+      stage_mmas(xl, xh, chunks, view, i, acc);
       if (ks != k_stages - 1) continue;
 
       // The tile's last stage: partial sums, one barrier, one output per thread.
-      auto& part =
-          *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(partial + buffer * kPartialFloats);
+      // (Inline, not stage_partials: with the buffer's flip after the outputs, as here, the
+      // whole-tile kernels keep the instructions they had; through it they take 8-16 more.)
+      auto& part = *reinterpret_cast<Partial*>(partial + buffer * kPartialFloats);
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll

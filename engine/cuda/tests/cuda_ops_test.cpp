@@ -3169,18 +3169,17 @@ TEST_F(CudaOps, PersistentStreamTimings) {
         timed("waits after o, down", {true, 0, model.o_and_down});
         for (const int extra : {0, 1}) timed("waits + " + std::to_string(extra), {true, extra});
         // Dynamic units of one and two stages (PersistentOrder::dynamic_stages).
-        const int stage_k = name.ends_with("2048") ? 2048 : name.ends_with("1280") ? 1280 : 1024;
         for (const int group : {1, 2}) {
           const std::string unit = ", dynamic units of " + std::to_string(group);
           print(name + unit + ", a launch a GEMM, pdl", per_layer([&] {
                   probe.enqueue_phase_launches(rows, sms, ring, true, stream(), group);
                 }));
-          EXPECT_TRUE(probe.all_units_taken(sms, group, stage_k, stream())) << name << unit;
+          EXPECT_TRUE(probe.all_units_taken(sms, ring, group, stream())) << name << unit;
           PersistentOrder order;
           order.dynamic_stages = group;
           print(name + unit + ", persistent, waits + 0",
                 per_layer([&] { probe.enqueue_persistent(rows, sms, ring, order, stream()); }));
-          EXPECT_TRUE(probe.all_units_taken(sms, group, stage_k, stream())) << name << unit;
+          EXPECT_TRUE(probe.all_units_taken(sms, ring, group, stream())) << name << unit;
           EXPECT_EQ(probe.counters_passed(sms, stream()), probe.barriers(order)) << name << unit;
         }
       }

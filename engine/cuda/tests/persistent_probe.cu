@@ -14,16 +14,12 @@
 #include "mbarrier.cuh"
 #include "ops.h"
 #include "skinny_mma.cuh"
+#include "stream_ring.cuh"
 
 namespace dice::engine::cuda {
 namespace {
 
-constexpr int kConsumerWarps = 8;
-constexpr int kConsumers = kConsumerWarps * 32;
-constexpr int kThreads = kConsumers + 32;  // and one producer warp
-constexpr int kRows = 16;                  // weight rows of a tile and a stage
-constexpr int kRegs = 8;                   // C registers of a tile: two n8 tiles x 4
-constexpr std::size_t kPartialFloats = static_cast<std::size_t>(kConsumerWarps) * kRegs * 32;
+using namespace stream;  // the streaming GEMM's block layout and ring (stream_ring.cuh)
 
 /// One GEMM of the persistent kernel: w [out, in], x [16, in] (rows past `rows` unread), and the
 /// next phase's input, whose first next_in columns this phase writes (bf16).
@@ -83,17 +79,6 @@ __global__ void bump_epoch_kernel(unsigned* epoch) {
   *epoch += 1;
 }
 
-template <int StageK, int Stages>
-struct ProbeRing {
-  static constexpr int kRowPitch = StageK * 2 + 64;  // bytes, as stream_gemm.cu's rows
-  static constexpr std::size_t kStageBytes = static_cast<std::size_t>(kRows) * kRowPitch;
-  static constexpr int kChunksPerWarp = StageK / 32 / kConsumerWarps;
-  static constexpr std::size_t kSharedBytes =
-      Stages * kStageBytes + 2 * kPartialFloats * 4 + 2 * Stages * sizeof(std::uint64_t);
-  static_assert(StageK % (32 * kConsumerWarps) == 0);
-  static_assert(kSharedBytes <= 227 * 1024);
-};
-
 /// This block's units of a phase: (tile, k stage) pairs in tile order, dealt evenly by stage.
 struct UnitRange {
   std::int32_t begin, end, k_stages;
@@ -105,10 +90,6 @@ __device__ UnitRange units_of(const Phase& p) {
   const std::int64_t units = static_cast<std::int64_t>(p.out / kRows) * k_stages;
   return {static_cast<std::int32_t>(units * blockIdx.x / gridDim.x),
           static_cast<std::int32_t>(units * (blockIdx.x + 1) / gridDim.x), k_stages};
-}
-
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
 /// Counts the block in on `counter` once its consumers' writes are done (a barrier, then one
@@ -136,102 +117,56 @@ __device__ __forceinline__ void wait_all(const unsigned* counter) {
   consumers_sync();
 }
 
-/// Issues stage i of ring R: the 16 weight rows of tile `tile` of w [out, in] from k0, row_k k
-/// each, one bulk copy per row into slot i % Stages, completing on its full barrier. One thread.
-template <int StageK, int Stages>
-__device__ __forceinline__ void issue_stage(unsigned char* ring, std::uint64_t* full,
-                                            const __nv_bfloat16* w, std::int32_t in, std::int32_t i,
-                                            std::int32_t tile, std::int32_t k0,
-                                            std::uint64_t policy) {
-  using R = ProbeRing<StageK, Stages>;
-  const std::int32_t s = i % Stages;
-  const auto row_bytes = static_cast<std::uint32_t>(min(StageK, in - k0) * 2);
-  unsigned char* dst = ring + static_cast<std::size_t>(s) * R::kStageBytes;
-  const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
-  barrier_expect(&full[s], kRows * row_bytes);
-#pragma unroll 4
-  for (int row = 0; row < kRows; ++row)
-    bulk_copy(dst + row * R::kRowPitch, src + static_cast<std::int64_t>(row) * in, row_bytes,
-              &full[s], policy);
+/// The producer's wait before issuing stage i: for a launch under PDL (`pdl`) the prior grid
+/// before stage kStages (the ring's first stages are early weights), and stage i's slot freed
+/// by the consumers (i >= kStages). One thread.
+template <typename R>
+__device__ __forceinline__ void await_slot(const RingView<R>& v, std::int32_t i, bool pdl) {
+  if (pdl && i == R::kStages) wait_for_prior_grid();
+  if (i >= R::kStages)
+    barrier_wait(&v.empty[i % R::kStages], static_cast<std::uint32_t>((i / R::kStages - 1) & 1));
 }
 
-/// Stage i's MMAs into acc for the consumers (warps 0-7) on x chunks xl (rows g) and xh (rows
-/// g + 8) of lane (g, t), once the slot's weights landed; the slot freed after. `chunks`: 32-wide
-/// k chunks in the stage.
-template <int StageK, int Stages>
-__device__ __forceinline__ void mma_stage(const uint4 (&xl)[StageK / 256],
-                                          const uint4 (&xh)[StageK / 256], std::int32_t chunks,
-                                          const unsigned char* ring, std::uint64_t* full,
-                                          std::uint64_t* empty, std::int32_t i,
-                                          float (&acc)[2][4]) {
-  using R = ProbeRing<StageK, Stages>;
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int g = lane / 4, t = lane % 4;
-  const std::int32_t s = i % Stages;
-  barrier_wait(&full[s], static_cast<std::uint32_t>((i / Stages) & 1));
-  const unsigned char* slot =
-      ring + static_cast<std::size_t>(s) * R::kStageBytes + g * R::kRowPitch + 16 * t;
-#pragma unroll
-  for (int v = 0; v < R::kChunksPerWarp; ++v) {
-    const std::int32_t c = warp + v * kConsumerWarps;
-    if (c < chunks) {
-      uint4 b[2];
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-        b[j] = *reinterpret_cast<const uint4*>(slot + j * 8 * R::kRowPitch + c * 64);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) mma_chunk(acc[j], xl[v], xh[v], b[j]);
-    }
-  }
-  __syncwarp();
-  if (lane == 0) barrier_arrive(&empty[s]);
+/// Stage i of ring R: the 16 rows of tile `tile` of w [out, in] from k0, as much k as is left
+/// up to the stage's (stream::issue_stage). One thread.
+template <typename R>
+__device__ __forceinline__ void issue_tile_stage(const RingView<R>& v, const __nv_bfloat16* w,
+                                                 std::int32_t in, std::int32_t i, std::int32_t tile,
+                                                 std::int32_t k0, std::uint64_t policy) {
+  issue_stage(v, w, in, i, tile, k0, min(R::kStageK, in - k0), policy);
 }
 
 /// Stage i of plain input x [16, in] (from k0, `chunks` 32-wide chunks): the lane's x loaded
-/// first (plain loads: written during the kernel, never read here before), then mma_stage.
-template <int StageK, int Stages>
+/// first (plain loads: written during the kernel, never read here before), then stage_mmas.
+template <typename R>
 __device__ __forceinline__ void consume_stage(const __nv_bfloat16* x, std::int32_t in,
                                               std::int32_t k0, std::int32_t chunks,
-                                              std::int32_t rows, const unsigned char* ring,
-                                              std::uint64_t* full, std::uint64_t* empty,
+                                              std::int32_t rows, const RingView<R>& v,
                                               std::int32_t i, float (&acc)[2][4]) {
-  using R = ProbeRing<StageK, Stages>;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const __nv_bfloat16* x_lane = x + static_cast<std::int64_t>(g) * in + 8 * t;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   uint4 xl[R::kChunksPerWarp], xh[R::kChunksPerWarp];
 #pragma unroll
-  for (int v = 0; v < R::kChunksPerWarp; ++v) {
-    const std::int32_t c = warp + v * kConsumerWarps;
+  for (int u = 0; u < R::kChunksPerWarp; ++u) {
+    const std::int32_t c = warp + u * kConsumerWarps;
     const std::int32_t k = k0 + c * 32;
-    xl[v] = c < chunks && g < rows ? *reinterpret_cast<const uint4*>(x_lane + k) : zero;
-    xh[v] = c < chunks && g + 8 < rows
+    xl[u] = c < chunks && g < rows ? *reinterpret_cast<const uint4*>(x_lane + k) : zero;
+    xh[u] = c < chunks && g + 8 < rows
                 ? *reinterpret_cast<const uint4*>(x_lane + 8 * static_cast<std::int64_t>(in) + k)
                 : zero;
   }
-  mma_stage<StageK, Stages>(xl, xh, chunks, ring, full, empty, i, acc);
+  stage_mmas(xl, xh, chunks, v, i, acc);
 }
 
-/// The warps' sums in acc (zeroed after) to partial buffer `buffer` (then the other one), one
-/// barrier of the consumers, and one output a thread: column tile * 16 + c of `next` [16,
-/// next_in] as bf16 for c within next_in (the probe's chain; the partial sums of a block whose
-/// units end mid-tile stand for the tile's).
+/// stage_partials, then one output a thread: column tile * 16 + c of `next` [16, next_in] as
+/// bf16 for c within next_in (the probe's chain; the partial sums of a block whose units end
+/// mid-tile stand for the tile's).
 __device__ __forceinline__ void write_outputs(float* partial, int& buffer, float (&acc)[2][4],
                                               std::int32_t tile, std::int32_t rows,
                                               __nv_bfloat16* next, std::int32_t next_in) {
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  auto& part =
-      *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(partial + buffer * kPartialFloats);
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      part[warp][j * 4 + q][lane] = acc[j][q];
-      acc[j][q] = 0.0f;
-    }
-  buffer ^= 1;
-  consumers_sync();
+  const Partial& part = stage_partials(partial, buffer, acc);
   const int e = static_cast<int>(threadIdx.x);
   const int2 o = output_of<2>(e / 32, e % 32);
   const std::int32_t column = tile * kRows + o.y;
@@ -251,25 +186,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                             unsigned* counters, bool wait, std::int32_t extra, bool pdl,
                             std::int32_t gemms, unsigned wait_mask, bool count_only,
                             const unsigned* epoch_of_run) {
-  using R = ProbeRing<StageK, Stages>;
+  using R = Ring<StageK, Stages>;
   // Under PDL (one phase a launch): the next launch may be scheduled at once, as the streaming
   // GEMM's; the ring's first stages are issued before the wait (early weights).
   if (pdl) allow_next_grid();
   extern __shared__ __align__(128) unsigned char shared[];
-  unsigned char* ring = shared;
-  auto* partial = reinterpret_cast<float*>(shared + Stages * R::kStageBytes);
-  auto* full =
-      reinterpret_cast<std::uint64_t*>(shared + Stages * R::kStageBytes + 2 * kPartialFloats * 4);
-  std::uint64_t* empty = full + Stages;
+  const RingView<R> view = ring_view<R>(shared);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < Stages; ++s) {
-      barrier_init(&full[s], 1);
-      barrier_init(&empty[s], kConsumerWarps);
-    }
-    barrier_init_fence();
-  }
-  __syncthreads();
+  init_ring(view);
 
   if (warp == kConsumerWarps) {  // the producer
     if (lane == 0) {
@@ -279,12 +203,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const Phase ph = phases[p];
         const UnitRange r = units_of<StageK>(ph);
         for (std::int32_t u = r.begin; u < r.end; ++u, ++i) {
-          const std::int32_t s = i % Stages;
-          if (pdl && i == Stages) wait_for_prior_grid();
-          if (i >= Stages)
-            barrier_wait(&empty[s], static_cast<std::uint32_t>((i / Stages - 1) & 1));
-          issue_stage<StageK, Stages>(ring, full, ph.w, ph.in, i, u / r.k_stages,
-                                      (u % r.k_stages) * StageK, policy);
+          await_slot(view, i, pdl);
+          issue_tile_stage(view, ph.w, ph.in, i, u / r.k_stages, (u % r.k_stages) * StageK, policy);
         }
       }
       if (pdl && i <= Stages) wait_for_prior_grid();
@@ -337,25 +257,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           xh[v] = c < chunks && high ? flagged_value(flagged_lane + 4 * ph.in + k / 2, want, wh[v])
                                      : zero;
         }
-        mma_stage<StageK, Stages>(xl, xh, chunks, ring, full, empty, i, acc);
+        stage_mmas(xl, xh, chunks, view, i, acc);
       } else {
-        consume_stage<StageK, Stages>(ph.x, ph.in, k0, chunks, rows, ring, full, empty, i, acc);
+        consume_stage<R>(ph.x, ph.in, k0, chunks, rows, view, i, acc);
       }
       if (ks != r.k_stages - 1 && u != r.end - 1) continue;
       // A tile's last stage here (or the block's last unit, mid-tile: its partial sums stand
       // for the tile's, a probe's shortcut).
       if constexpr (flagged) {
-        auto& part = *reinterpret_cast<float(*)[kConsumerWarps][kRegs][32]>(
-            partial + buffer * kPartialFloats);
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            part[warp][j * 4 + q][lane] = acc[j][q];
-            acc[j][q] = 0.0f;
-          }
-        buffer ^= 1;
-        consumers_sync();
+        const Partial& part = stage_partials(view.partial, buffer, acc);
         const int e = static_cast<int>(threadIdx.x);
         // A pair of columns a thread (regs 2 m, 2 m + 1: one row, columns 2 t and 2 t + 1),
         // one 64-bit relaxed store with the epoch: whoever sees the epoch sees the values.
@@ -375,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             ph.flagged_next + static_cast<std::int64_t>(o.x) * (ph.next_in / 2) + column / 2;
         asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(dst), "l"(word) : "memory");
       } else {
-        write_outputs(partial, buffer, acc, u / r.k_stages, rows, ph.next, ph.next_in);
+        write_outputs(view.partial, buffer, acc, u / r.k_stages, rows, ph.next, ph.next_in);
       }
     }
     if (!synced(p)) continue;
@@ -392,7 +302,8 @@ template <int StageK, int Stages>
 void launch_probe(const Phase* phases, std::int32_t count, int rows, int blocks, unsigned* counters,
                   const PersistentOrder& order, bool pdl, int gemms, const unsigned* epoch,
                   cudaStream_t stream) {
-  using R = ProbeRing<StageK, Stages>;
+  using R = Ring<StageK, Stages>;
+  static_assert(R::kSharedBytes <= 227 * 1024, "a Hopper block opts in to at most 227 KiB");
   auto* kernel = order.flagged ? persistent_probe_kernel<StageK, Stages, true>
                                : persistent_probe_kernel<StageK, Stages, false>;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -415,37 +326,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     dynamic_probe_kernel(const Phase* __restrict__ phases, std::int32_t count, std::int32_t rows,
                          unsigned* counters, unsigned* unit_counters, bool wait, std::int32_t group,
                          bool pdl) {
-  using R = ProbeRing<StageK, Stages>;
+  using R = Ring<StageK, Stages>;
   if (pdl) allow_next_grid();
   extern __shared__ __align__(128) unsigned char shared[];
   __shared__ int4 stage_info[Stages];      // tile, k0, last stage of its unit
   __shared__ std::uint64_t ready[Stages];  // stage_info[s] written
-  unsigned char* ring = shared;
-  auto* partial = reinterpret_cast<float*>(shared + Stages * R::kStageBytes);
-  auto* full =
-      reinterpret_cast<std::uint64_t*>(shared + Stages * R::kStageBytes + 2 * kPartialFloats * 4);
-  std::uint64_t* empty = full + Stages;
+  const RingView<R> view = ring_view<R>(shared);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < Stages; ++s) {
-      barrier_init(&full[s], 1);
-      barrier_init(&empty[s], kConsumerWarps);
-      barrier_init(&ready[s], 1);
-    }
-    barrier_init_fence();
-  }
-  __syncthreads();
+  // The ready barriers before init_ring's fence and block barrier, which cover them too.
+  if (threadIdx.x == 0)
+    for (int s = 0; s < Stages; ++s) barrier_init(&ready[s], 1);
+  init_ring(view);
 
   if (warp == kConsumerWarps) {  // the producer
     if (lane == 0) {
       const std::uint64_t policy = evict_first_policy();
       std::int32_t i = 0;
-      // Stage i's slot, once free, with its info published (the wait for the prior grid before
-      // stage Stages under PDL: early weights).
+      // Stage i's slot, once free (await_slot), with its info published.
       const auto take_slot = [&](std::int32_t tile, std::int32_t k0, bool last) {
         const std::int32_t s = i % Stages;
-        if (pdl && i == Stages) wait_for_prior_grid();
-        if (i >= Stages) barrier_wait(&empty[s], static_cast<std::uint32_t>((i / Stages - 1) & 1));
+        await_slot(view, i, pdl);
         stage_info[s] = make_int4(tile, k0, last ? 1 : 0, 0);
         barrier_arrive(&ready[s]);
         return s;
@@ -464,14 +364,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           const std::int32_t g1 = min(g0 + group, k_stages);
           for (std::int32_t ks = g0; ks < g1; ++ks, ++i) {
             take_slot(tile, ks * StageK, ks == g1 - 1);
-            issue_stage<StageK, Stages>(ring, full, ph.w, ph.in, i, tile, ks * StageK, policy);
+            issue_tile_stage(view, ph.w, ph.in, i, tile, ks * StageK, policy);
           }
           u = next;
         }
         // The end of this block's phase: a stage with no weights (its full barrier completes
         // on the arrival alone).
         const std::int32_t s = take_slot(-1, 0, true);
-        barrier_expect(&full[s], 0);
+        barrier_expect(&view.full[s], 0);
         ++i;
       }
       if (pdl && i <= Stages) wait_for_prior_grid();
@@ -490,15 +390,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       barrier_wait(&ready[s], static_cast<std::uint32_t>((i / Stages) & 1));
       const int4 info = stage_info[s];
       if (info.x < 0) {
-        barrier_wait(&full[s], static_cast<std::uint32_t>((i / Stages) & 1));
+        barrier_wait(&view.full[s], static_cast<std::uint32_t>((i / Stages) & 1));
         __syncwarp();
-        if (lane == 0) barrier_arrive(&empty[s]);
+        if (lane == 0) barrier_arrive(&view.empty[s]);
         ++i;
         break;
       }
-      consume_stage<StageK, Stages>(ph.x, ph.in, info.y, min(StageK, ph.in - info.y) / 32, rows,
-                                    ring, full, empty, i, acc);
-      if (info.z != 0) write_outputs(partial, buffer, acc, info.x, rows, ph.next, ph.next_in);
+      consume_stage<R>(ph.x, ph.in, info.y, min(StageK, ph.in - info.y) / 32, rows, view, i, acc);
+      if (info.z != 0) write_outputs(view.partial, buffer, acc, info.x, rows, ph.next, ph.next_in);
     }
     if (wait) count_in(&counters[p]);
   }
@@ -508,7 +407,8 @@ template <int StageK, int Stages>
 void launch_dynamic(const Phase* phases, std::int32_t count, int rows, int blocks,
                     unsigned* counters, unsigned* unit_counters, const PersistentOrder& order,
                     bool pdl, cudaStream_t stream) {
-  using R = ProbeRing<StageK, Stages>;
+  using R = Ring<StageK, Stages>;
+  static_assert(R::kSharedBytes <= 227 * 1024, "a Hopper block opts in to at most 227 KiB");
   auto* kernel = dynamic_probe_kernel<StageK, Stages>;
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(R::kSharedBytes)));
@@ -579,14 +479,14 @@ std::int64_t PersistentProbe::layer_weight_bytes() const {
 
 void PersistentProbe::enqueue_persistent(int rows, int blocks, ProbeRingShape ring,
                                          const PersistentOrder& order, cudaStream_t stream) {
-  check(rows, blocks, order);
+  check_launch(rows, blocks, order);
   if (order.flagged && !flagged_fits())
     throw Error(
         "persistent probe: flagged inputs need every GEMM's out at least the next one's in");
   const auto count = static_cast<std::int32_t>(layers_ * gemms_.size());
   if (order.flagged) {
-    bump_epoch_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned*>(epoch_.get()));
-    DICE_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("bump_epoch_kernel", bump_epoch_kernel, dim3(1), dim3(1), 0, stream, false,
+                  static_cast<unsigned*>(epoch_.get()));
   } else if (order.wait) {
     DICE_CUDA_CHECK(cudaMemsetAsync(counters_.get(), 0, counters_.bytes(), stream));
   }
@@ -599,7 +499,7 @@ void PersistentProbe::enqueue_phase_launches(int rows, int blocks, ProbeRingShap
                                              cudaStream_t stream, int dynamic_stages) {
   PersistentOrder order{false, 0};
   order.dynamic_stages = dynamic_stages;
-  check(rows, blocks, order);
+  check_launch(rows, blocks, order);
   // One memset before the first launch: it would break the programmatic chain between two.
   if (dynamic_stages > 0)
     DICE_CUDA_CHECK(cudaMemsetAsync(unit_counters_.get(), 0, unit_counters_.bytes(), stream));
@@ -609,8 +509,12 @@ void PersistentProbe::enqueue_phase_launches(int rows, int blocks, ProbeRingShap
     launch(phases + p, 1, rows, blocks, ring, order, pdl, stream);
 }
 
-bool PersistentProbe::all_units_taken(int blocks, int dynamic_stages, int stage_k,
+bool PersistentProbe::all_units_taken(int blocks, ProbeRingShape ring, int dynamic_stages,
                                       cudaStream_t stream) const {
+  const std::int64_t stage_k =
+      ring == ProbeRingShape::kTwoOf2048 || ring == ProbeRingShape::kThreeOf2048  ? 2048
+      : ring == ProbeRingShape::kFourOf1024 || ring == ProbeRingShape::kSixOf1024 ? 1024
+                                                                                  : 1280;
   DICE_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<unsigned> host(unit_counters_.bytes() / 4);
   DICE_CUDA_CHECK(cudaMemcpy(host.data(), unit_counters_.get(), unit_counters_.bytes(),
@@ -637,7 +541,7 @@ int PersistentProbe::barriers(const PersistentOrder& order) const {
   return layers_ * synced * (order.count_only ? 1 : 1 + order.extra_barriers);
 }
 
-void PersistentProbe::check(int rows, int blocks, const PersistentOrder& order) {
+void PersistentProbe::check_launch(int rows, int blocks, const PersistentOrder& order) {
   if (rows < 1 || rows > 16 || blocks < 1 || order.extra_barriers < 0 ||
       order.extra_barriers > kMaxExtraBarriers || order.dynamic_stages < 0 ||
       (order.dynamic_stages > 0 &&

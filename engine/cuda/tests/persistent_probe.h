@@ -84,10 +84,11 @@ class PersistentProbe {
   /// zeroed before the first launch. Throws as enqueue_persistent().
   void enqueue_phase_launches(int rows, int blocks, ProbeRingShape ring, bool pdl,
                               cudaStream_t stream, int dynamic_stages = 0);
-  /// After a run with dynamic units of `dynamic_stages` stages of `stage_k` on `blocks` blocks:
+  /// After a run on `ring` with dynamic units of `dynamic_stages` stages on `blocks` blocks:
   /// whether every GEMM's counter reads its units plus one failed take a block (every unit taken,
   /// every block done), read back after synchronising `stream`.
-  bool all_units_taken(int blocks, int dynamic_stages, int stage_k, cudaStream_t stream) const;
+  bool all_units_taken(int blocks, ProbeRingShape ring, int dynamic_stages,
+                       cudaStream_t stream) const;
   /// Enqueues the same GEMMs as the engine's launches at few rows (Gemm with the streaming
   /// kernel, its split walk and the engine's fill rule, so the skinny kernel where the tiles fill
   /// the SMs poorly; one launch per GEMM, programmatic with early weights when `pdl`), each
@@ -113,7 +114,9 @@ class PersistentProbe {
   std::int64_t layer_weight_bytes() const;
 
  private:
-  static void check(int rows, int blocks, const PersistentOrder& order);
+  /// Throws dice::Error for rows outside 1-16, no blocks, extra barriers outside 0 to
+  /// kMaxExtraBarriers, or dynamic units with an order they do not take.
+  static void check_launch(int rows, int blocks, const PersistentOrder& order);
   void launch(const void* phases, int count, int rows, int blocks, ProbeRingShape ring,
               const PersistentOrder& order, bool pdl, cudaStream_t stream);
 
