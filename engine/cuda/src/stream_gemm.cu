@@ -409,17 +409,23 @@ __device__ __forceinline__ UnitsState units_state(void* state) {
           reinterpret_cast<float*>(static_cast<unsigned char*>(state) + kStreamUnitsCounterBytes)};
 }
 
+/// Threads of a units block: the consumers, the producer warp and the fix-up warp.
+constexpr int kUnitsThreads = kThreads + 32;
+/// Units handed from the consumers to the fix-up warp at most ahead of it.
+constexpr int kPending = 4;
+
 /// Units (stream_gemm.cu's header, "Units"): the work is the tiles' (tile, k stage) units in tile
 /// order; block b takes units b, b + P, ... for its first kStages stages (issued before the
 /// programmatic wait with early weights), then, `dynamic`, units from S P on through an atomic
 /// counter (so a block that runs ahead takes more), or on as b + j P. The producer passes each
 /// stage's unit to the consumers through shared memory behind a `ready` barrier per slot (-1: the
-/// end). A tile of one unit is finished at once; otherwise each unit's 16 x 16 sums go to its own
-/// slot in global memory and the block whose unit arrives last at the tile (a count per tile)
-/// adds the tile's slots in unit order: an output's bits are fixed by in, out and the ring, not
-/// by the grid or by which block ran what.
+/// end). A tile of one unit is finished by the consumers at once. Otherwise they write each unit's
+/// 16 x 16 sums to its own slot in global memory and hand the unit to the fix-up warp (warp 9),
+/// which counts it in at its tile and, where it arrived last, adds the tile's slots in unit order
+/// into the outputs, while the consumers go on: an output's bits are fixed by in, out and the
+/// ring, not by the grid or by which block ran what.
 template <bool kSwiglu, typename R>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kUnitsThreads, 1)
     stream_units_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                         float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                         bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
@@ -429,9 +435,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
   allow_next_grid();
   extern __shared__ __align__(128) unsigned char shared[];
-  __shared__ std::int32_t unit_of[kStages];  // the unit stage i % kStages holds, -1: the end
-  __shared__ std::uint64_t ready[kStages];   // unit_of[s] written
-  __shared__ int last_arrival;               // this unit arrived last at its tile
+  __shared__ std::int32_t unit_of[kStages];         // the unit stage i % kStages holds, -1: the end
+  __shared__ std::uint64_t ready[kStages];          // unit_of[s] written
+  __shared__ std::int32_t pending_unit[kPending];   // handed to the fix-up warp, -1: the end
+  __shared__ std::uint64_t sums_written[kPending];  // its sums in global memory (every warp)
+  __shared__ std::uint64_t pending_free[kPending];  // pending_unit[p] read by the fix-up warp
   const RingView<R> view = ring_view<R>(shared);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const std::int32_t tiles = out / kRows;
@@ -440,9 +448,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto grid = static_cast<std::int32_t>(gridDim.x);
   const auto block = static_cast<std::int32_t>(blockIdx.x);
   const UnitsState state = units_state(units_state_ptr);
-  // The ready barriers before init_ring's fence and block barrier, which cover them too.
-  if (threadIdx.x == 0)
+  // These barriers before init_ring's fence and block barrier, which cover them too.
+  if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) barrier_init(&ready[s], 1);
+    for (int p = 0; p < kPending; ++p) {
+      barrier_init(&sums_written[p], kConsumerWarps);
+      barrier_init(&pending_free[p], 1);
+    }
+  }
   init_ring(view);
 
   if (warp == kConsumerWarps) {  // the producer
@@ -492,6 +505,61 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   wait_for_prior_grid();
+  if (warp == kConsumerWarps + 1) {  // the fix-up warp
+    for (std::int32_t j = 0;; ++j) {
+      const std::int32_t p = j % kPending;
+      barrier_wait(&sums_written[p], static_cast<std::uint32_t>((j / kPending) & 1));
+      const std::int32_t u = pending_unit[p];
+      __syncwarp();
+      if (lane == 0) barrier_arrive(&pending_free[p]);
+      if (u < 0) return;
+      const std::int32_t tile = u / k_stages;
+      // One count at the tile (acq_rel at GPU scope: releases the consumers' slot writes, which
+      // its barrier wait acquired in the block, and, arrived last, acquires the other units').
+      unsigned before = 0;
+      if (lane == 0) {
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                     : "=r"(before)
+                     : "l"(state.arrivals + tile)
+                     : "memory");
+        if (before == static_cast<unsigned>(k_stages - 1))
+          state.arrivals[tile] = 0u;  // for the next launch, after its wait
+      }
+      before = __shfl_sync(0xffffffffu, before, 0);
+      if (before != static_cast<unsigned>(k_stages - 1)) continue;
+      const float* tile_sums =
+          state.sums + static_cast<std::int64_t>(tile) * k_stages * kSlotFloats;
+      // Output 32 reg + lane of the tile: its units' sums in unit order.
+      const auto total = [&](int reg) {
+        float sum = 0.0f;
+        for (std::int32_t k = 0; k < k_stages; ++k)
+          sum += __ldcg(tile_sums + k * kSlotFloats + reg * 32 + lane);
+        return sum;
+      };
+      const std::int64_t n0 = static_cast<std::int64_t>(tile) * kRows;
+      if constexpr (kSwiglu) {
+#pragma unroll
+        for (int reg = 0; reg < kRegs; reg += 2) {
+          const int2 o = output_of<2>(reg, lane);
+          if (o.x < rows)
+            act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
+                __float2bfloat16_rn(silu_times(total(reg), total(reg + 1)));
+        }
+      } else {
+#pragma unroll
+        for (int reg = 0; reg < kRegs; ++reg) {
+          const int2 o = output_of<2>(reg, lane);
+          if (o.x < rows) {
+            const float sum = total(reg);
+            float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
+            *dst = accumulate ? *dst + sum : sum;
+          }
+        }
+      }
+    }
+  }
+
+  // The consumers.
   const int g = lane / 4, t = lane % 4;
   const __nv_bfloat16* x_lane = x + static_cast<std::int64_t>(g) * in + 8 * t;
   const bool low = g < rows, high = g + 8 < rows;
@@ -503,6 +571,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
   int buffer = 0;
+  std::int32_t handed = 0;  // units handed to the fix-up warp
+  // Unit u (-1: the end) to the fix-up warp once its entry is free, after this warp's sums.
+  const auto hand_over = [&](std::int32_t u) {
+    const std::int32_t p = handed % kPending;
+    if (warp == 0 && lane == 0) {
+      if (handed >= kPending)
+        barrier_wait(&pending_free[p], static_cast<std::uint32_t>((handed / kPending - 1) & 1));
+      pending_unit[p] = u;
+    }
+    __syncwarp();
+    if (lane == 0) barrier_arrive(&sums_written[p]);
+    ++handed;
+  };
   for (std::int32_t i = 0;; ++i) {
     const std::int32_t s = i % kStages;
     barrier_wait(&ready[s], static_cast<std::uint32_t>((i / kStages) & 1));
@@ -523,57 +604,35 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     stage_mmas(xl, xh, chunks, view, i, acc);
     const Partial& part = stage_partials(view.partial, buffer, acc);
-    // Output 32 reg + l of the tile: this unit's sum (the warps' in warp order), or, arrived last,
-    // the tile's (its units' sums in unit order).
-    const float* tile_sums = state.sums + static_cast<std::int64_t>(tile) * k_stages * kSlotFloats;
-    const auto total = [&](int reg, int l) {
-      const float own = warps_total(part, reg, l);
-      if (k_stages == 1) return own;
-      float sum = 0.0f;
-      for (std::int32_t j = 0; j < k_stages; ++j)
-        sum += j == ks ? own : __ldcg(tile_sums + j * kSlotFloats + reg * 32 + l);
-      return sum;
-    };
     if (k_stages > 1) {
-      // This unit's sums to its slot, a barrier, then one thread's count at the tile (acq_rel:
-      // releases the block's slot writes ordered before it by the barrier, and, arrived last,
-      // acquires the other units'); its word to the block through shared memory and a barrier.
+      // This unit's sums (the warps' in warp order) to its slot, then to the fix-up warp.
       const int2 o = output_of<2>(e / 32, e % 32);
       if (o.x < rows)
         __stcg(state.sums + static_cast<std::int64_t>(u) * kSlotFloats + e,
                warps_total(part, e / 32, e % 32));
-      consumers_sync();
-      if (e == 0) {
-        unsigned before = 0;
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                     : "=r"(before)
-                     : "l"(state.arrivals + tile)
-                     : "memory");
-        const bool last = before == static_cast<unsigned>(k_stages - 1);
-        if (last) state.arrivals[tile] = 0u;  // for the next launch, after its wait
-        last_arrival = last ? 1 : 0;
-      }
-      consumers_sync();
-      if (last_arrival == 0) continue;
+      hand_over(u);
+      continue;
     }
+    // A unit a tile: its outputs now, as the whole-tile kernel's.
     const std::int64_t n0 = static_cast<std::int64_t>(tile) * kRows;
     if constexpr (kSwiglu) {
       if (e < kRegs / 2 * 32) {
         const int reg = 2 * (e / 32), l = e % 32;
         const int2 o = output_of<2>(reg, l);
         if (o.x < rows)
-          act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
-              __float2bfloat16_rn(silu_times(total(reg, l), total(reg + 1, l)));
+          act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] = __float2bfloat16_rn(
+              silu_times(warps_total(part, reg, l), warps_total(part, reg + 1, l)));
       }
     } else {
       const int2 o = output_of<2>(e / 32, e % 32);
       if (o.x < rows) {
-        const float sum = total(e / 32, e % 32);
+        const float sum = warps_total(part, e / 32, e % 32);
         float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
         *dst = accumulate ? *dst + sum : sum;
       }
     }
   }
+  hand_over(-1);
 }
 
 }  // namespace
@@ -698,7 +757,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
     const auto grid =
         static_cast<unsigned>(std::min<std::int64_t>(blocks, stream_units(in, out, chosen)));
     launch_kernel(swiglu ? "stream_units_kernel (SwiGLU)" : "stream_units_kernel", kernel, grid,
-                  kThreads, shared, stream, pdl, static_cast<const __nv_bfloat16*>(x),
+                  kUnitsThreads, shared, stream, pdl, static_cast<const __nv_bfloat16*>(x),
                   static_cast<const __nv_bfloat16*>(w), y, static_cast<std::int32_t>(rows),
                   static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate,
                   static_cast<__nv_bfloat16*>(swiglu_act), early_weights, units->state,
