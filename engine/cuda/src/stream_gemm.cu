@@ -395,246 +395,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-/// Where a units launch keeps its state (stream_units_bytes): the take counter, the tiles'
-/// arrival counts, then the units' sums (kSlotFloats floats each, 256-byte aligned).
-struct UnitsState {
-  unsigned* take;
-  unsigned* arrivals;
-  float* sums;
-};
-
-__device__ __forceinline__ UnitsState units_state(void* state) {
-  auto* words = static_cast<unsigned*>(state);
-  return {words, words + 1,
-          reinterpret_cast<float*>(static_cast<unsigned char*>(state) + kStreamUnitsCounterBytes)};
-}
-
-/// Threads of a units block: the consumers, the producer warp and the fix-up warp.
-constexpr int kUnitsThreads = kThreads + 32;
-/// Units handed from the consumers to the fix-up warp at most ahead of it.
-constexpr int kPending = 4;
-
-/// Units (stream_gemm.cu's header, "Units"): the work is the tiles' (tile, k stage) units in tile
-/// order; block b takes units b, b + P, ... for its first kStages stages (issued before the
-/// programmatic wait with early weights), then, `dynamic`, units from S P on through an atomic
-/// counter (so a block that runs ahead takes more), or on as b + j P. The producer passes each
-/// stage's unit to the consumers through shared memory behind a `ready` barrier per slot (-1: the
-/// end). A tile of one unit is finished by the consumers at once. Otherwise they write each unit's
-/// 16 x 16 sums to its own slot in global memory and hand the unit to the fix-up warp (warp 9),
-/// which counts it in at its tile and, where it arrived last, adds the tile's slots in unit order
-/// into the outputs, while the consumers go on: an output's bits are fixed by in, out and the
-/// ring, not by the grid or by which block ran what.
-template <bool kSwiglu, typename R>
-__global__ void __launch_bounds__(kUnitsThreads, 1)
-    stream_units_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                        void* units_state_ptr, bool dynamic) {
-  constexpr int kStageK = R::kStageK;
-  constexpr int kStages = R::kStages;
-  constexpr int kChunksPerWarp = R::kChunksPerWarp;
-  allow_next_grid();
-  extern __shared__ __align__(128) unsigned char shared[];
-  __shared__ std::int32_t unit_of[kStages];         // the unit stage i % kStages holds, -1: the end
-  __shared__ std::uint64_t ready[kStages];          // unit_of[s] written
-  __shared__ std::int32_t pending_unit[kPending];   // handed to the fix-up warp, -1: the end
-  __shared__ std::uint64_t sums_written[kPending];  // its sums in global memory (every warp)
-  __shared__ std::uint64_t pending_free[kPending];  // pending_unit[p] read by the fix-up warp
-  const RingView<R> view = ring_view<R>(shared);
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int32_t tiles = out / kRows;
-  const std::int32_t k_stages = (in + kStageK - 1) / kStageK;
-  const std::int32_t units = tiles * k_stages;
-  const auto grid = static_cast<std::int32_t>(gridDim.x);
-  const auto block = static_cast<std::int32_t>(blockIdx.x);
-  const UnitsState state = units_state(units_state_ptr);
-  // These barriers before init_ring's fence and block barrier, which cover them too.
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) barrier_init(&ready[s], 1);
-    for (int p = 0; p < kPending; ++p) {
-      barrier_init(&sums_written[p], kConsumerWarps);
-      barrier_init(&pending_free[p], 1);
-    }
-  }
-  init_ring(view);
-
-  if (warp == kConsumerWarps) {  // the producer
-    if (lane == 0) {
-      const std::uint64_t policy = evict_first_policy();
-      std::int32_t i = 0;
-      // Stage i: unit u (or the end, u < 0) published once its slot is free, then its weights.
-      const auto publish = [&](std::int32_t u) {
-        const std::int32_t s = i % kStages;
-        if (i >= kStages)
-          barrier_wait(&view.empty[s], static_cast<std::uint32_t>((i / kStages - 1) & 1));
-        unit_of[s] = u;
-        barrier_arrive(&ready[s]);
-        if (u >= 0) {
-          const std::int32_t k0 = (u % k_stages) * kStageK;
-          issue_stage(view, w, in, i, u / k_stages, k0, min(kStageK, in - k0), policy);
-        }
-        ++i;
-      };
-      const std::int32_t first = kStages * grid;  // the units dealt before the counter's
-      const auto dealt = [&] {
-        for (std::int32_t j = 0; j < kStages && block + j * grid < units; ++j)
-          publish(block + j * grid);
-      };
-      if (early_weights) dealt();
-      wait_for_prior_grid();
-      if (!early_weights) dealt();
-      if (dynamic) {
-        // Takes t < D are units first + t; every block's take fails once, and the last failing
-        // one (t = D + P - 1: no block takes again) sets the counter back to 0 for the next
-        // launch, which reads it only after its programmatic wait.
-        const auto D = static_cast<unsigned>(max(units - first, 0));
-        for (;;) {
-          const unsigned t = atomicAdd(state.take, 1u);
-          if (t >= D) {
-            if (t == D + static_cast<unsigned>(grid) - 1) atomicExch(state.take, 0u);
-            break;
-          }
-          publish(first + static_cast<std::int32_t>(t));
-        }
-      } else {
-        for (std::int32_t u = first + block; u < units; u += grid) publish(u);
-      }
-      publish(-1);
-    }
-    return;
-  }
-
-  wait_for_prior_grid();
-  if (warp == kConsumerWarps + 1) {  // the fix-up warp
-    for (std::int32_t j = 0;; ++j) {
-      const std::int32_t p = j % kPending;
-      barrier_wait(&sums_written[p], static_cast<std::uint32_t>((j / kPending) & 1));
-      const std::int32_t u = pending_unit[p];
-      __syncwarp();
-      if (lane == 0) barrier_arrive(&pending_free[p]);
-      if (u < 0) return;
-      const std::int32_t tile = u / k_stages;
-      // One count at the tile (acq_rel at GPU scope: releases the consumers' slot writes, which
-      // its barrier wait acquired in the block, and, arrived last, acquires the other units').
-      unsigned before = 0;
-      if (lane == 0) {
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                     : "=r"(before)
-                     : "l"(state.arrivals + tile)
-                     : "memory");
-        if (before == static_cast<unsigned>(k_stages - 1))
-          state.arrivals[tile] = 0u;  // for the next launch, after its wait
-      }
-      before = __shfl_sync(0xffffffffu, before, 0);
-      if (before != static_cast<unsigned>(k_stages - 1)) continue;
-      const float* tile_sums =
-          state.sums + static_cast<std::int64_t>(tile) * k_stages * kSlotFloats;
-      // Output 32 reg + lane of the tile: its units' sums in unit order.
-      const auto total = [&](int reg) {
-        float sum = 0.0f;
-        for (std::int32_t k = 0; k < k_stages; ++k)
-          sum += __ldcg(tile_sums + k * kSlotFloats + reg * 32 + lane);
-        return sum;
-      };
-      const std::int64_t n0 = static_cast<std::int64_t>(tile) * kRows;
-      if constexpr (kSwiglu) {
-#pragma unroll
-        for (int reg = 0; reg < kRegs; reg += 2) {
-          const int2 o = output_of<2>(reg, lane);
-          if (o.x < rows)
-            act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] =
-                __float2bfloat16_rn(silu_times(total(reg), total(reg + 1)));
-        }
-      } else {
-#pragma unroll
-        for (int reg = 0; reg < kRegs; ++reg) {
-          const int2 o = output_of<2>(reg, lane);
-          if (o.x < rows) {
-            const float sum = total(reg);
-            float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
-            *dst = accumulate ? *dst + sum : sum;
-          }
-        }
-      }
-    }
-  }
-
-  // The consumers.
-  const int g = lane / 4, t = lane % 4;
-  const __nv_bfloat16* x_lane = x + static_cast<std::int64_t>(g) * in + 8 * t;
-  const bool low = g < rows, high = g + 8 < rows;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  const int e = static_cast<int>(threadIdx.x);
-  float acc[2][4];
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
-  int buffer = 0;
-  std::int32_t handed = 0;  // units handed to the fix-up warp
-  // Unit u (-1: the end) to the fix-up warp once its entry is free, after this warp's sums.
-  const auto hand_over = [&](std::int32_t u) {
-    const std::int32_t p = handed % kPending;
-    if (warp == 0 && lane == 0) {
-      if (handed >= kPending)
-        barrier_wait(&pending_free[p], static_cast<std::uint32_t>((handed / kPending - 1) & 1));
-      pending_unit[p] = u;
-    }
-    __syncwarp();
-    if (lane == 0) barrier_arrive(&sums_written[p]);
-    ++handed;
-  };
-  for (std::int32_t i = 0;; ++i) {
-    const std::int32_t s = i % kStages;
-    barrier_wait(&ready[s], static_cast<std::uint32_t>((i / kStages) & 1));
-    const std::int32_t u = unit_of[s];
-    if (u < 0) break;
-    const std::int32_t tile = u / k_stages, ks = u % k_stages;
-    const std::int32_t k0 = ks * kStageK;
-    const std::int32_t chunks = min(kStageK, in - k0) / 32;
-    // x first: its L1/L2 latency overlaps the wait for the slot.
-    uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
-#pragma unroll
-    for (int c8 = 0; c8 < kChunksPerWarp; ++c8) {
-      const std::int32_t c = warp + c8 * kConsumerWarps;
-      const std::int32_t k = k0 + c * 32;
-      xl[c8] = c < chunks && low ? load16<false>(x_lane + k) : zero;
-      xh[c8] =
-          c < chunks && high ? load16<false>(x_lane + 8 * static_cast<std::int64_t>(in) + k) : zero;
-    }
-    stage_mmas(xl, xh, chunks, view, i, acc);
-    const Partial& part = stage_partials(view.partial, buffer, acc);
-    if (k_stages > 1) {
-      // This unit's sums (the warps' in warp order) to its slot, then to the fix-up warp.
-      const int2 o = output_of<2>(e / 32, e % 32);
-      if (o.x < rows)
-        __stcg(state.sums + static_cast<std::int64_t>(u) * kSlotFloats + e,
-               warps_total(part, e / 32, e % 32));
-      hand_over(u);
-      continue;
-    }
-    // A unit a tile: its outputs now, as the whole-tile kernel's.
-    const std::int64_t n0 = static_cast<std::int64_t>(tile) * kRows;
-    if constexpr (kSwiglu) {
-      if (e < kRegs / 2 * 32) {
-        const int reg = 2 * (e / 32), l = e % 32;
-        const int2 o = output_of<2>(reg, l);
-        if (o.x < rows)
-          act[static_cast<std::int64_t>(o.x) * (out / 2) + (n0 + o.y) / 2] = __float2bfloat16_rn(
-              silu_times(warps_total(part, reg, l), warps_total(part, reg + 1, l)));
-      }
-    } else {
-      const int2 o = output_of<2>(e / 32, e % 32);
-      if (o.x < rows) {
-        const float sum = warps_total(part, e / 32, e % 32);
-        float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
-        *dst = accumulate ? *dst + sum : sum;
-      }
-    }
-  }
-  hand_over(-1);
-}
-
 }  // namespace
 
 StreamRing stream_ring(std::int64_t in) {
@@ -679,24 +439,6 @@ std::size_t stream_split_slot_bytes(int blocks) {
                           (kSlotFloats * sizeof(float) + sizeof(std::uint32_t));
 }
 
-std::size_t stream_units_bytes() {
-  return kStreamUnitsCounterBytes +
-         static_cast<std::size_t>(kStreamUnitsMax) * kSlotFloats * sizeof(float);
-}
-
-std::int64_t stream_units(std::int64_t in, std::int64_t out, StreamRing ring) {
-  if (in <= 0 || in % 32 != 0 || out <= 0 || out % kStreamTileColumns != 0) return 0;
-  const StreamRing chosen = ring == StreamRing::kByShape ? stream_ring(in) : ring;
-  const std::int64_t stage_k =
-      chosen == StreamRing::kThreeOf1280 ? kStreamThirdsStageK : kStreamStageK;
-  return out / kStreamTileColumns * ((in + stage_k - 1) / stage_k);
-}
-
-bool stream_units_fit(std::int64_t in, std::int64_t out, StreamRing ring) {
-  const std::int64_t units = stream_units(in, out, ring);
-  return units >= 1 && units <= kStreamUnitsMax;
-}
-
 double stream_gemm_fill(std::int64_t out, int sms) {
   const std::int64_t tiles = out / kStreamTileColumns;
   if (tiles < 1 || sms < 1) return 0.0;
@@ -707,7 +449,7 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
-                        StreamRing ring, float* split_slots, const StreamUnits* units) {
+                        StreamRing ring, float* split_slots) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -736,37 +478,11 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 " blocks is not a shape the split walk takes (in a multiple of " +
                 std::to_string(kStreamSplitRoundK) + ", more 16-column tiles than blocks and not " +
                 "a multiple of them, no fused norm)");
-  const bool swiglu = swiglu_act != nullptr;
-  const StreamRing chosen = ring == StreamRing::kByShape ? stream_ring(in) : ring;
-  if (units != nullptr) {
-    if (norm != nullptr || split_slots != nullptr || !stream_units_fit(in, out, chosen) ||
-        units->state == nullptr)
-      throw Error("streaming skinny GEMM, units: in " + std::to_string(in) + " out " +
-                  std::to_string(out) + " is not a launch the units form takes (at most " +
-                  std::to_string(kStreamUnitsMax) +
-                  " tile x k-stage units, no fused norm, no split walk, a state)");
-    const bool thirds = chosen == StreamRing::kThreeOf1280;
-    using Kernel = decltype(&stream_units_kernel<false, DefaultRing>);
-    constexpr Kernel kKernels[2][2] = {
-        {stream_units_kernel<false, DefaultRing>, stream_units_kernel<true, DefaultRing>},
-        {stream_units_kernel<false, ThirdsRing>, stream_units_kernel<true, ThirdsRing>}};
-    const Kernel kernel = kKernels[thirds][swiglu];
-    const std::size_t shared = thirds ? ThirdsRing::kSharedBytes : DefaultRing::kSharedBytes;
-    DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared)));
-    const auto grid =
-        static_cast<unsigned>(std::min<std::int64_t>(blocks, stream_units(in, out, chosen)));
-    launch_kernel(swiglu ? "stream_units_kernel (SwiGLU)" : "stream_units_kernel", kernel, grid,
-                  kUnitsThreads, shared, stream, pdl, static_cast<const __nv_bfloat16*>(x),
-                  static_cast<const __nv_bfloat16*>(w), y, static_cast<std::int32_t>(rows),
-                  static_cast<std::int32_t>(in), static_cast<std::int32_t>(out), accumulate,
-                  static_cast<__nv_bfloat16*>(swiglu_act), early_weights, units->state,
-                  units->dynamic);
-    return;
-  }
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
+  const bool swiglu = swiglu_act != nullptr;
   const bool split = split_slots != nullptr;
+  const StreamRing chosen = ring == StreamRing::kByShape ? stream_ring(in) : ring;
   const bool thirds = norm == nullptr && chosen == StreamRing::kThreeOf1280;
   using Kernel = decltype(&stream_gemm_kernel<false, false, false, DefaultRing>);
   // [split][swiglu] for each ring without the norm.

@@ -100,37 +100,6 @@ std::int64_t stream_split_saving_k(std::int64_t in, std::int64_t out, int blocks
 /// launch; every launch leaves them zero. 0 for blocks < 1.
 std::size_t stream_split_slot_bytes(int blocks);
 
-/// Most (tile, k stage) units of a units launch (launch_stream_gemm's `units`; their sums' slots
-/// in stream_units_bytes()).
-inline constexpr std::int64_t kStreamUnitsMax = 4096;
-/// Bytes of a units state before the units' sums: the take counter and kStreamUnitsMax tile
-/// arrival counts, rounded up to 256.
-inline constexpr std::size_t kStreamUnitsCounterBytes =
-    ((1 + static_cast<std::size_t>(kStreamUnitsMax)) * 4 + 255) / 256 * 256;
-
-/// Device memory (bytes) of a units state (StreamUnits::state): the counters
-/// (kStreamUnitsCounterBytes), then kStreamUnitsMax slots of a tile's 16 x 16 fp32 sums. Zero it
-/// once before the first launch; every launch leaves the counters zero.
-std::size_t stream_units_bytes();
-
-/// The (tile, k stage) units of a launch on `ring` (kByShape: stream_ring(in)): out / 16 tiles x
-/// ceil(in / the ring's stage k). 0 where stream_gemm_fits' in and out rules fail.
-std::int64_t stream_units(std::int64_t in, std::int64_t out, StreamRing ring);
-
-/// Whether a launch may take units: 1 <= stream_units(in, out, ring) <= kStreamUnitsMax.
-bool stream_units_fit(std::int64_t in, std::int64_t out, StreamRing ring);
-
-/// The units form of a launch (stream_gemm.cu's header, "Units"): the work dealt as (tile, k
-/// stage) units, the block whose unit arrives last at a tile adding the tile's units' sums.
-struct StreamUnits {
-  /// stream_units_bytes() of device memory, zeroed before the first launch; launches on one
-  /// state must be stream-ordered (with PDL the next one touches it only after its wait).
-  void* state = nullptr;
-  /// true: after its first stages a block takes the next unit from an atomic counter (faster
-  /// blocks take more); false: block b takes units b, b + P, b + 2 P, ...
-  bool dynamic = true;
-};
-
 /// Launches y = x w^T (+ y with `accumulate`), or with `swiglu_act` the SwiGLU epilogue
 /// (act[rows, out / 2] bf16 = silu(gate) * up of the output pairs, w's rows alternating gate and
 /// up, swiglu.cuh; y not written), on min(blocks, out / 16) persistent blocks (`blocks`: the
@@ -153,14 +122,10 @@ struct StreamUnits {
 /// Launches on one set of slots must be stream-ordered (at most one runs at a time: with `pdl`
 /// the next one writes them only after its wait). Throws dice::Error where stream_split_fits does
 /// not hold or with `norm`.
-/// `units` (not with `norm` or `split_slots`): the units form (StreamUnits) on min(blocks, units)
-/// blocks. An output's bits are fixed by in, out and the ring (not by `blocks`, `dynamic` or
-/// timing); a tile of a single unit (in at most the ring's stage k) has the whole-tile launch's
-/// bits. Throws dice::Error where stream_units_fit does not hold, with `norm` or `split_slots`.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
                         const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape,
-                        float* split_slots = nullptr, const StreamUnits* units = nullptr);
+                        float* split_slots = nullptr);
 
 }  // namespace dice::engine::cuda

@@ -952,106 +952,6 @@ TEST_F(CudaOps, StreamGemmSplitMatchesCublasLtAndIsDeterministic) {
   EXPECT_EQ(download_f32(y, 4 * 2560), download_f32(y_direct, 4 * 2560));
 }
 
-TEST_F(CudaOps, StreamUnitsMatchCublasLtAndAreDeterministic) {
-  // The units form (stream_gemm.cu, "Units") on SDAR-4B's o and down projections and small shapes
-  // on few blocks: against cuBLASLt (1e-4 of the row's largest magnitude); bit for bit the same
-  // over static and dynamic units, other block counts, both PDL settings and repeated launches
-  // on one state (its counters left zero); a tile of one unit (in within a stage) the whole-tile
-  // launch's bits; the SwiGLU epilogue bit for bit the fp32 output then the SwiGLU kernel.
-  // Refusals throw.
-  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
-  struct Shape {
-    std::int64_t in, out;
-    int blocks;  // 0: the SMs
-  };
-  const Shape shapes[] = {{4096, 2560, 0}, {9728, 2560, 0}, {2560, 6144, 0},
-                          {512, 160, 7},   {4352, 208, 12}, {768, 96, 5}};
-  constexpr std::int64_t kMaxRows = kStreamRowsLimit;
-  Gemm cublas;  // skinny off
-  DeviceBuffer state(stream_units_bytes());
-  DICE_CUDA_CHECK(cudaMemsetAsync(state.get(), 0, state.bytes(), stream()));
-  for (const Shape& shape : shapes) {
-    const std::int64_t in = shape.in, out = shape.out;
-    const int blocks = shape.blocks > 0 ? shape.blocks : sms;
-    const GemmCase data(in, out, kMaxRows, 0x5Du, stream());
-    const DeviceBuffer &w = data.w, &x = data.x, &y0 = data.y0;
-    DeviceBuffer y_ref(y0.bytes()), y_a(y0.bytes()), y_b(y0.bytes()),
-        act_a(static_cast<std::size_t>(kMaxRows * out)), act_b(act_a.bytes());
-    for (const std::int64_t rows : {1, 4, 13, 16})
-      for (const bool accumulate : {false, true}) {
-        const std::string what = data.label("stream units", rows, accumulate) + " on " +
-                                 std::to_string(blocks) + " blocks";
-        const auto reset = [&](const DeviceBuffer& y) { data.start(y, rows, out, stream()); };
-        const auto want = data.reference(cublas, y_ref, rows, accumulate, stream());
-        const StreamUnits dynamic{state.get(), true}, dealt{state.get(), false};
-        reset(y_a);
-        launch_stream_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, accumulate, nullptr,
-                           blocks, stream(), false, false, nullptr, StreamRing::kByShape, nullptr,
-                           &dynamic);
-        synchronize();
-        const auto got = download_f32(y_a, rows * out);
-        EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
-        for (const StreamUnits* units : {&dynamic, &dealt})
-          for (const int on : {blocks, std::max(1, blocks / 3)})
-            for (const bool pdl : {false, true}) {
-              reset(y_b);
-              launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate,
-                                 nullptr, on, stream(), pdl, pdl, nullptr, StreamRing::kByShape,
-                                 nullptr, units);
-              synchronize();
-              ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got))
-                  << what << ": dynamic " << units->dynamic << ", " << on << " blocks, pdl " << pdl;
-            }
-        if (stream_units(in, out, StreamRing::kByShape) == out / kStreamTileColumns) {
-          // A unit a tile: the whole-tile launch's bits.
-          reset(y_b);
-          launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
-                             blocks, stream(), false, false);
-          synchronize();
-          EXPECT_TRUE(same_values(download_f32(y_b, rows * out), got)) << what << ": whole tiles";
-        }
-        const auto counters =
-            download_f32(state, static_cast<std::int64_t>(kStreamUnitsCounterBytes / 4));
-        for (std::size_t c = 0; c < counters.size(); ++c)
-          ASSERT_EQ(std::bit_cast<std::uint32_t>(counters[c]), 0u) << what << ": counter " << c;
-        if (accumulate) continue;
-        launch_swiglu(CudaDType::kBF16, y_a.as<float>(), static_cast<std::int32_t>(out / 2),
-                      act_a.get(), static_cast<std::int32_t>(rows), stream());
-        launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), blocks,
-                           stream(), true, true, nullptr, StreamRing::kByShape, nullptr, &dynamic);
-        synchronize();
-        const auto act_count = static_cast<std::size_t>(rows * out / 2);
-        ASSERT_TRUE(same_values(download(act_b, act_count, CudaDType::kBF16),
-                                download(act_a, act_count, CudaDType::kBF16)))
-            << what << ": SwiGLU";
-      }
-  }
-  // Refusals: too many units, a fused norm, the split walk too, no state.
-  const GemmCase data(9728, 2560, 16, 0x5Eu, stream());
-  DeviceBuffer y(data.y0.bytes());
-  const StreamUnits units{state.get(), true};
-  EXPECT_FALSE(stream_units_fit(2048, 151936 / 16 * 16, StreamRing::kByShape));
-  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y.as<float>(), 4, 9728, 16384 * 2,
-                                  false, nullptr, sms, stream(), false, false, nullptr,
-                                  StreamRing::kByShape, nullptr, &units),
-               Error);  // 2,048 tiles x 5 stages
-  const GemmNorm norm{data.y0.as<float>(), data.y0.as<float>(), 1e-6f};
-  EXPECT_THROW(
-      launch_stream_gemm(nullptr, data.w.get(), y.as<float>(), 4, 2048, 2560, false, nullptr, sms,
-                         stream(), false, false, &norm, StreamRing::kByShape, nullptr, &units),
-      Error);
-  DeviceBuffer slots(stream_split_slot_bytes(sms));
-  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y.as<float>(), 4, 9728, 2560, false,
-                                  nullptr, sms, stream(), false, false, nullptr,
-                                  StreamRing::kByShape, slots.as<float>(), &units),
-               Error);
-  const StreamUnits stateless{nullptr, true};
-  EXPECT_THROW(launch_stream_gemm(data.x.get(), data.w.get(), y.as<float>(), 4, 9728, 2560, false,
-                                  nullptr, sms, stream(), false, false, nullptr,
-                                  StreamRing::kByShape, nullptr, &stateless),
-               Error);
-}
-
 TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
   // SDAR layer shapes and a small odd one, random bf16 data made on the device: the wgmma kernel
   // at every tile width and split count against cuBLASLt (within fp32 rounding: 1e-4 of the row's
@@ -2897,21 +2797,6 @@ TEST_F(CudaOps, SkinnyGemmTimings) {
                                        true, nullptr, StreamRing::kByShape, slots.as<float>());
                   }));
           }
-          // The units form (StreamUnits), dynamic and dealt, on both rings, under PDL.
-          const DeviceBuffer state(stream_units_bytes());
-          DICE_CUDA_CHECK(cudaMemsetAsync(state.get(), 0, state.bytes(), stream()));
-          for (const auto& [ring, ring_name] : {std::pair{StreamRing::kTwoOf2048, "2048"},
-                                                std::pair{StreamRing::kThreeOf1280, "1280"}})
-            for (const bool dynamic : {true, false}) {
-              if (!stream_units_fit(shape.in, shape.out, ring)) continue;
-              const StreamUnits units{state.get(), dynamic};
-              print(fmt::format("stream units{} {} pdl", dynamic ? "" : " dealt", ring_name),
-                    time([&](std::int64_t i) {
-                      launch_stream_gemm(x.get(), weights(i), y.as<float>(), rows, shape.in,
-                                         shape.out, shape.accumulate, nullptr, sms, stream(), true,
-                                         true, nullptr, ring, nullptr, &units);
-                    }));
-            }
         }
       }
       const std::vector<int> only_splits = env_ints("DICE_SKINNY_WGMMA_SPLITS", {});
