@@ -46,7 +46,7 @@ struct PersistentOrder {
   /// > 0: dynamic units (dynamic_probe_kernel): a GEMM's (tile, this many k stages) units are
   /// handed out through an atomic counter per GEMM, so faster blocks take more, instead of being
   /// dealt evenly; with `wait` a count-in and a wait after each GEMM. Not with `flagged`, extra
-  /// barriers, count_only or a wait_mask. Not yet run on a device when committed (2026-11-30).
+  /// barriers, count_only or a wait_mask. First run in bench/results/2026-11-30-dynamic-units-h200.
   int dynamic_stages = 0;
 };
 
