@@ -2409,6 +2409,123 @@ double graph_replay_us(cudaStream_t stream, int launches, int warmups, int repla
          launches;
 }
 
+// EXPERIMENT: where a split launch's time goes (DICE_SPLIT_STAMPS; 2: every block's stamps).
+// SDAR-4B's o and down projections at 4 rows, launches chained under PDL with early weights over
+// rotating weight copies (as SkinnyGemmTimings' "stream split pdl"), the head's flag wait before
+// the head (the kernel's) and after its last stage (late); per-block globaltimer stamps of the
+// graph's last launch.
+TEST_F(CudaOps, StreamSplitStamps) {
+  const char* mode = std::getenv("DICE_SPLIT_STAMPS");
+  if (mode == nullptr) GTEST_SKIP() << "set DICE_SPLIT_STAMPS=1 to stamp split launches";
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  struct Shape {
+    const char* name;
+    std::int64_t in, out;
+  };
+  const Shape shapes[] = {{"4b o", 4096, 2560}, {"4b down", 9728, 2560}};
+  constexpr std::int64_t kPoolBytes = 512ll << 20, kRows = 4;
+  DeviceBuffer slots(stream_split_slot_bytes(sms)),
+      stamps(static_cast<std::size_t>(sms) * 8 * sizeof(std::uint64_t));
+  DICE_CUDA_CHECK(cudaMemset(slots.get(), 0, slots.bytes()));
+  for (const Shape& shape : shapes) {
+    const std::int64_t weight_bytes = shape.in * shape.out * 2;
+    const std::int64_t copies = std::max<std::int64_t>(2, kPoolBytes / weight_bytes);
+    DeviceBuffer w(static_cast<std::size_t>(copies * weight_bytes)),
+        x(static_cast<std::size_t>(16 * shape.in * 2)),
+        y(static_cast<std::size_t>(16 * shape.out * 4));
+    launch_fill_random(CudaDType::kBF16, w.get(), copies * shape.in * shape.out, 0.05f, 61,
+                       stream());
+    launch_fill_random(CudaDType::kBF16, x.get(), 16 * shape.in, 1.0f, 62, stream());
+    DICE_CUDA_CHECK(cudaMemset(y.get(), 0, y.bytes()));
+    const int launches = static_cast<int>(std::max<std::int64_t>(copies, 24));
+    const auto weights = [&](std::int64_t i) {
+      return static_cast<const char*>(w.get()) + (i % copies) * weight_bytes;
+    };
+    const auto split_launch = [&](std::int64_t i) {
+      launch_stream_gemm(x.get(), weights(i), y.as<float>(), kRows, shape.in, shape.out, true,
+                         nullptr, sms, stream(), true, true, nullptr, StreamRing::kByShape,
+                         slots.as<float>());
+    };
+    const auto whole_launch = [&](std::int64_t i) {
+      launch_stream_gemm(x.get(), weights(i), y.as<float>(), kRows, shape.in, shape.out, true,
+                         nullptr, sms, stream(), true, true);
+    };
+    // The late wait gives the same bits.
+    std::vector<float> bits[2];
+    for (const bool late : {false, true}) {
+      set_split_stamps(nullptr, late);
+      DICE_CUDA_CHECK(cudaMemsetAsync(y.get(), 0, y.bytes(), stream()));
+      launch_stream_gemm(x.get(), weights(0), y.as<float>(), kRows, shape.in, shape.out, false,
+                         nullptr, sms, stream(), true, true, nullptr, StreamRing::kByShape,
+                         slots.as<float>());
+      synchronize();
+      bits[late] = download_f32(y, kRows * shape.out);
+    }
+    set_split_stamps(nullptr, false);
+    EXPECT_TRUE(same_values(bits[0], bits[1])) << shape.name;
+    synchronize();
+    std::printf("%s: whole tiles %.2f us\n", shape.name,
+                graph_replay_us(stream(), launches, 1, 7, whole_launch));
+    for (const bool late : {false, true}) {
+      set_split_stamps(nullptr, late);
+      const double us = graph_replay_us(stream(), launches, 1, 7, split_launch);
+      set_split_stamps(stamps.as<std::uint64_t>(), late);
+      const double stamped_us = graph_replay_us(stream(), launches, 1, 3, split_launch);
+      synchronize();
+      std::vector<std::uint64_t> st(static_cast<std::size_t>(sms) * 8);
+      DICE_CUDA_CHECK(cudaMemcpy(st.data(), stamps.get(), stamps.bytes(), cudaMemcpyDeviceToHost));
+      set_split_stamps(nullptr, false);
+      std::uint64_t t0 = ~0ull;
+      for (int b = 0; b < sms; ++b) t0 = std::min(t0, st[8 * b]);
+      struct Stat {
+        double sum = 0, worst = 0;
+        int n = 0;
+        void add(double v) {
+          sum += v;
+          worst = std::max(worst, v);
+          ++n;
+        }
+        std::string text() const {
+          return n == 0 ? "-" : fmt::format("{:.2f} ({:.2f}, {} blocks)", sum / n, worst, n);
+        }
+      };
+      Stat start, waited, before_flag, flag, tail_release, end, duration;
+      const auto us_of = [](std::uint64_t a, std::uint64_t b) {
+        return static_cast<double>(static_cast<std::int64_t>(a - b)) / 1e3;
+      };
+      for (int b = 0; b < sms; ++b) {
+        const std::uint64_t* q = st.data() + 8 * b;
+        start.add(us_of(q[0], t0));
+        waited.add(us_of(q[1], q[0]));
+        if (q[2] != 0) tail_release.add(us_of(q[2], q[1]));
+        if (q[3] != 0) {
+          before_flag.add(us_of(q[3], q[1]));
+          flag.add(static_cast<double>(q[6]) / 1980.0);
+        }
+        end.add(us_of(q[5], t0));
+        duration.add(us_of(q[5], q[1]));
+        if (mode[0] == '2')
+          std::printf(
+              "  block %3d start %6.2f wait %5.2f tail %6.2f flag-wait-start %6.2f "
+              "flag %5.2f end %6.2f stages %llu\n",
+              b, us_of(q[0], t0), us_of(q[1], q[0]), q[2] ? us_of(q[2], t0) : -1.0,
+              q[3] ? us_of(q[3], t0) : -1.0, static_cast<double>(q[6]) / 1980.0, us_of(q[5], t0),
+              static_cast<unsigned long long>(q[7]));
+      }
+      std::printf(
+          "%s split pdl, %s wait: %.2f us a launch (stamped %.2f); over blocks, mean "
+          "(worst), us:\n  start after the first %s\n  programmatic wait %s\n"
+          "  tail released after the wait %s\n  flag wait begins after the wait %s\n"
+          "  flag wait (clock64 at 1.98 GHz) %s\n  end after the first start %s\n"
+          "  wait to end %s\n",
+          shape.name, late ? "late" : "early", us, stamped_us, start.text().c_str(),
+          waited.text().c_str(), tail_release.text().c_str(), before_flag.text().c_str(),
+          flag.text().c_str(), end.text().c_str(), duration.text().c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
 // What cuBLASLt configurations beyond its heuristic's list would give the engine's many-row
 // GEMMs (not a check: skipped unless DICE_GEMM_SEARCH is set). For each SDAR-1.7B/-4B layer
 // shape at DICE_GEMM_SEARCH_ROWS rows (default 64, 512, 640): the heuristic's first choice (the
