@@ -144,16 +144,6 @@ __device__ __forceinline__ void wait_flag(const unsigned* flag) {
   } while (set == 0);
 }
 
-// EXPERIMENT: per-block stamps of split launches and the hand-over's wait mode.
-__device__ std::uint64_t* g_split_stamps = nullptr;
-__device__ int g_split_late_wait = 0;
-
-__device__ __forceinline__ std::uint64_t global_now() {
-  std::uint64_t t = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 /// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
 /// consumers into shared memory past the barriers; kSplit: the split walk, with `slots` the
 /// hand-over slots (gridDim.x x kSlotFloats floats, then gridDim.x flags).
@@ -222,15 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   NormWeight norm_weight;
   if constexpr (kNorm)
     if (early_weights) norm_weight = load_norm_weight(norm.weight, in);
-  std::uint64_t* const stamps =
-      kSplit && g_split_stamps != nullptr ? g_split_stamps + 8 * blockIdx.x : nullptr;
-  if (stamps != nullptr && threadIdx.x == 0) stamps[0] = global_now();
   wait_for_prior_grid();
-  if (stamps != nullptr && threadIdx.x == 0) {
-    stamps[1] = global_now();
-    for (int k = 2; k < 8; ++k) stamps[k] = 0;
-  }
-  const bool late_wait = kSplit && g_split_late_wait != 0;
   const int g = lane / 4, t = lane % 4;
   const __nv_bfloat16* x_rows = x;
   std::int32_t x_stride = in;
@@ -327,36 +309,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     const std::int32_t first_tile = walk.pos / walk.rounds;
     const bool tail_first = walk.pos % walk.rounds != 0, head_last = walk.end % walk.rounds != 0;
     float tail[2] = {0.0f, 0.0f};
-    std::int32_t i = 0;
-    for (; walk.more(); ++i) {
+    for (std::int32_t i = 0; walk.more(); ++i) {
       const SplitStage stage = walk.next();
       const bool head = head_last && !walk.more();  // the walk's last stage ends a head
       // The tail sums this thread's outputs take: the flag was acquired before the barrier that
       // ended the segment before the head, so their latency overlaps this stage's weights.
-      if (head && !late_wait) tail_values(slots + block * kSlotFloats, tail);
+      if (head) tail_values(slots + block * kSlotFloats, tail);
       consume(i, stage.k0, stage.k / 32);
       if (!stage.tile_end) continue;
       // Before the head (all that is left lies in one tile): thread 0 acquires the flag that
       // block b + 1 released at the end of its tail (which streams no longer than this block's
       // walk so far), ahead of the barrier in partials(), which orders the other threads' reads
       // of the slot after it.
-      if (head_last && threadIdx.x == 0 &&
-          (late_wait ? head : walk.more() && walk.end - walk.pos < walk.rounds)) {
-        if (stamps != nullptr) stamps[3] = global_now();
-        const long long c0 = clock64();
+      if (head_last && walk.more() && walk.end - walk.pos < walk.rounds && threadIdx.x == 0)
         wait_flag(&flags[block]);
-        if (stamps != nullptr) {
-          stamps[4] = global_now();
-          stamps[6] = static_cast<std::uint64_t>(clock64() - c0);
-        }
-      }
-      if (late_wait && head) {
-        const Partial& part = partials();
-        tail_values(slots + block * kSlotFloats, tail);
-        finish(part, stage.tile, head, tail);
-        if (threadIdx.x == 0) flags[block] = 0u;
-        continue;
-      }
       if (tail_first && stage.tile == first_tile) {
         // The tail of a tile whose head block b - 1 ends with: its sums to slot b - 1, a barrier,
         // then one thread's release of the flag (cumulative: the other threads' writes before the
@@ -365,19 +331,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int e = static_cast<int>(threadIdx.x);
         slots[(block - 1) * kSlotFloats + e] = warps_total(part, e / 32, e % 32);
         consumers_sync();
-        if (threadIdx.x == 0) {
-          release_flag(&flags[block - 1]);
-          if (stamps != nullptr) stamps[2] = global_now();
-        }
+        if (threadIdx.x == 0) release_flag(&flags[block - 1]);
       } else {
         finish(partials(), stage.tile, head, tail);
         // A head's slot was read (partials()' barrier): clear its flag for the next launch.
         if (head && threadIdx.x == 0) flags[block] = 0u;
       }
-    }
-    if (stamps != nullptr && threadIdx.x == 0) {
-      stamps[5] = global_now();
-      stamps[7] = static_cast<std::uint64_t>(i);
     }
   } else {
     for (std::int32_t i = 0; i < count; ++i) {
@@ -472,12 +431,6 @@ std::int64_t stream_split_saving_k(std::int64_t in, std::int64_t out, int blocks
   const std::int64_t tiles = out / kStreamTileColumns;
   const std::int64_t rounds = tiles * (in / kStreamSplitRoundK);
   return (tiles + blocks - 1) / blocks * in - (rounds + blocks - 1) / blocks * kStreamSplitRoundK;
-}
-
-void set_split_stamps(std::uint64_t* stamps, bool late_wait) {
-  DICE_CUDA_CHECK(cudaMemcpyToSymbol(g_split_stamps, &stamps, sizeof(stamps)));
-  const int late = late_wait ? 1 : 0;
-  DICE_CUDA_CHECK(cudaMemcpyToSymbol(g_split_late_wait, &late, sizeof(late)));
 }
 
 std::size_t stream_split_slot_bytes(int blocks) {

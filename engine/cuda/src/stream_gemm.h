@@ -95,12 +95,6 @@ std::int64_t stream_split_saving_k(std::int64_t in, std::int64_t out, int blocks
 // kStreamSplitMinSavingK, the least saving for which Gemm takes the split walk, is in
 // dice/engine/cuda_options.h, where the CLI's help reads it too.
 
-/// EXPERIMENT: split launches write per-block stamps to `stamps` (8 words a block: globaltimer at
-/// start, after the wait, at the tail's release, before and after the flag wait, at the end; the
-/// wait in clock64 cycles; stages) when not null; `late_wait`: the head waits for its tail's flag
-/// after its last stage instead of before the head.
-void set_split_stamps(std::uint64_t* stamps, bool late_wait);
-
 /// Device memory (bytes) of the hand-over slots of split launches on up to `blocks` blocks: per
 /// block a tile's 16 x 16 fp32 sums, then a 32-bit flag per block. Zero them once before the first
 /// launch; every launch leaves them zero. 0 for blocks < 1.
