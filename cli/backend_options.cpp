@@ -222,10 +222,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                                 "rounding; +2.6% for SDAR-4B at 1 sequence on an H200) "
                                 "(default: on)",
                                 engine::kStreamSplitMinSavingK));
-  command->add_flag("--stream-split-stage-rounds", args.cuda.stream_split_stage_rounds,
-                    "EXPERIMENT cuda backend: with --stream-gemm-split, shapes of at most two "
-                    "2048-k stages a tile (SDAR-4B's o projection) stream split into whole "
-                    "stages, the hand-over's wait after the head (default: off)");
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {

@@ -267,7 +267,6 @@ struct CudaBackend::Impl {
     // (Gemm::fuses_norm), the same bits as the norm kernel before it.
     gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill,
                           options.stream_gemm_split);
-    gemm->set_stream_stage_split(options.stream_split_stage_rounds);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);

@@ -91,17 +91,8 @@ void Gemm::set_stream_gemm(bool on, double min_fill, bool split) {
 bool Gemm::stream_splits(std::int64_t in, std::int64_t out) const {
   // stream_split_saving_k is 0 where stream_split_fits does not hold.
   static_assert(kStreamSplitMinSavingK > 0);
-  return stream_stage_splits(in, out) ||
-         (stream_split_slots_.bytes() > 0 &&
-          stream_split_saving_k(in, out, sms_) >= kStreamSplitMinSavingK);
-}
-
-bool Gemm::stream_stage_splits(std::int64_t in, std::int64_t out) const {
-  if (!stream_stage_split_ || stream_split_slots_.bytes() == 0 || in % kStreamStageK != 0 ||
-      in / kStreamStageK > 2 || !stream_split_fits(in, out, sms_))
-    return false;
-  const std::int64_t tiles = out / kStreamTileColumns, stages = in / kStreamStageK;
-  return (tiles * stages + sms_ - 1) / sms_ < (tiles + sms_ - 1) / sms_ * stages;
+  return stream_split_slots_.bytes() > 0 &&
+         stream_split_saving_k(in, out, sms_) >= kStreamSplitMinSavingK;
 }
 
 bool Gemm::streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -211,8 +202,7 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
   float* slots =
       norm == nullptr && stream_splits(in, out) ? stream_split_slots_.as<float>() : nullptr;
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
-                     norm, StreamRing::kByShape, slots,
-                     slots != nullptr && stream_stage_splits(in, out));
+                     norm, StreamRing::kByShape, slots);
   ++stream_launches_;
 }
 

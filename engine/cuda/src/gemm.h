@@ -121,10 +121,6 @@ class Gemm {
   /// of its SMs; other bits than whole tiles, the same run to run on one device). Throws
   /// dice::Error for min_fill outside [0, 1] or when the slots cannot be allocated.
   void set_stream_gemm(bool on, double min_fill = 0.0, bool split = false);
-  /// EXPERIMENT: with set_stream_gemm's `split`, shapes of at most two 2,048-k stages a tile
-  /// whose busiest block streams less on a walk of whole stages take it (launch_stream_gemm's
-  /// `stage_rounds`), whatever kStreamSplitMinSavingK says.
-  void set_stream_stage_split(bool on) { stream_stage_split_ = on; }
   /// Whether run(), run_normed() and run_swiglu() give this GEMM to the streaming kernel
   /// (set_stream_gemm on, skinny(), stream_gemm_fits, stream_gemm_fill at least its min_fill or
   /// the split walk taking it);
@@ -247,8 +243,6 @@ class Gemm {
   /// (0 where stream_split_fits does not hold) at least kStreamSplitMinSavingK on this device's
   /// SMs.
   bool stream_splits(std::int64_t in, std::int64_t out) const;
-  /// EXPERIMENT: whether a shape takes the walk of whole stages (set_stream_stage_split).
-  bool stream_stage_splits(std::int64_t in, std::int64_t out) const;
   /// The n8 tiles the skinny kernel runs this shape with (tuned, else the default).
   int skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out, bool accumulate) const;
 
@@ -261,7 +255,6 @@ class Gemm {
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
   DeviceBuffer stream_split_slots_;     ///< set_stream_gemm's `split`: the split walk's slots
-  bool stream_stage_split_ = false;     ///< set_stream_stage_split
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
   int qk_rope_tile_n_ = CudaBackendOptions{}.fused_qk_norm_rope_tile_n;  ///< set_qk_rope_tile_n

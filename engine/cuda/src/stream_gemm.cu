@@ -105,13 +105,13 @@ struct SplitStage {
 /// The split walk's stages over rounds [pos, end) (the file's header), `rounds` per tile.
 template <int StageK>
 struct SplitWalk {
-  std::int32_t pos, end, rounds, round_k;
+  std::int32_t pos, end, rounds;
   __device__ bool more() const { return pos < end; }
   __device__ SplitStage next() {
     const std::int32_t tile = pos / rounds;
     const std::int32_t tile_stop = (tile + 1) * rounds;
-    const std::int32_t stop = min(min(end, tile_stop), pos + StageK / round_k);
-    const SplitStage stage{tile, (pos - tile * rounds) * round_k, (stop - pos) * round_k,
+    const std::int32_t stop = min(min(end, tile_stop), pos + StageK / kRoundK);
+    const SplitStage stage{tile, (pos - tile * rounds) * kRoundK, (stop - pos) * kRoundK,
                            stop == tile_stop || stop == end};
     pos = stop;
     return stage;
@@ -120,14 +120,13 @@ struct SplitWalk {
 
 /// This block's split walk: rounds [U b / P, U (b + 1) / P) of U = tiles x in / 256.
 template <int StageK>
-__device__ __forceinline__ SplitWalk<StageK> split_walk(std::int32_t tiles, std::int32_t in,
-                                                        std::int32_t round_k) {
-  const std::int32_t rounds = in / round_k;
+__device__ __forceinline__ SplitWalk<StageK> split_walk(std::int32_t tiles, std::int32_t in) {
+  const std::int32_t rounds = in / kRoundK;
   const std::int64_t total = static_cast<std::int64_t>(tiles) * rounds;
   const auto grid = static_cast<std::int64_t>(gridDim.x);
   const auto block = static_cast<std::int64_t>(blockIdx.x);
   return {static_cast<std::int32_t>(total * block / grid),
-          static_cast<std::int32_t>(total * (block + 1) / grid), rounds, round_k};
+          static_cast<std::int32_t>(total * (block + 1) / grid), rounds};
 }
 
 /// Releases a hand-over flag at GPU scope: the block's slot writes before it (a block barrier
@@ -153,8 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       GemmNorm norm, float* __restrict__ slots, std::int32_t split_round_k,
-                       bool late_wait) {
+                       GemmNorm norm, float* __restrict__ slots) {
   constexpr int kStageK = R::kStageK;
   constexpr int kStages = R::kStages;
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
@@ -192,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       };
       if constexpr (kSplit) {
-        auto walk = split_walk<kStageK>(tiles, in, split_round_k);
+        auto walk = split_walk<kStageK>(tiles, in);
         produce([&](std::int32_t) { return walk.more(); },
                 [&](std::int32_t i) {
                   const SplitStage stage = walk.next();
@@ -307,7 +305,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     };
     auto* const flags = reinterpret_cast<unsigned*>(slots + grid * kSlotFloats);
-    auto walk = split_walk<kStageK>(tiles, in, split_round_k);
+    auto walk = split_walk<kStageK>(tiles, in);
     const std::int32_t first_tile = walk.pos / walk.rounds;
     const bool tail_first = walk.pos % walk.rounds != 0, head_last = walk.end % walk.rounds != 0;
     float tail[2] = {0.0f, 0.0f};
@@ -316,24 +314,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       const bool head = head_last && !walk.more();  // the walk's last stage ends a head
       // The tail sums this thread's outputs take: the flag was acquired before the barrier that
       // ended the segment before the head, so their latency overlaps this stage's weights.
-      if (head && !late_wait) tail_values(slots + block * kSlotFloats, tail);
+      if (head) tail_values(slots + block * kSlotFloats, tail);
       consume(i, stage.k0, stage.k / 32);
       if (!stage.tile_end) continue;
-      if (late_wait && head) {
-        // EXPERIMENT: the flag acquired after the head's last stage, then the tail's sums.
-        if (threadIdx.x == 0) wait_flag(&flags[block]);
-        const Partial& part = partials();
-        tail_values(slots + block * kSlotFloats, tail);
-        finish(part, stage.tile, head, tail);
-        if (threadIdx.x == 0) flags[block] = 0u;
-        continue;
-      }
       // Before the head (all that is left lies in one tile): thread 0 acquires the flag that
       // block b + 1 released at the end of its tail (which streams no longer than this block's
       // walk so far), ahead of the barrier in partials(), which orders the other threads' reads
       // of the slot after it.
-      if (!late_wait && head_last && walk.more() && walk.end - walk.pos < walk.rounds &&
-          threadIdx.x == 0)
+      if (head_last && walk.more() && walk.end - walk.pos < walk.rounds && threadIdx.x == 0)
         wait_flag(&flags[block]);
       if (tail_first && stage.tile == first_tile) {
         // The tail of a tile whose head block b - 1 ends with: its sums to slot b - 1, a barrier,
@@ -461,7 +449,7 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
-                        StreamRing ring, float* split_slots, bool stage_rounds) {
+                        StreamRing ring, float* split_slots) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -484,10 +472,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   if (blocks < 1)
     throw Error("streaming skinny GEMM: " + std::to_string(blocks) +
                 " blocks (expected at least one)");
-  if (split_slots != nullptr &&
-      (norm != nullptr || !stream_split_fits(in, out, blocks) ||
-       (stage_rounds && (in % kStreamStageK != 0 ||
-                         (ring != StreamRing::kByShape && ring != StreamRing::kTwoOf2048)))))
+  if (split_slots != nullptr && (norm != nullptr || !stream_split_fits(in, out, blocks)))
     throw Error("streaming skinny GEMM, split: in " + std::to_string(in) + " out " +
                 std::to_string(out) + " on " + std::to_string(blocks) +
                 " blocks is not a shape the split walk takes (in a multiple of " +
@@ -527,9 +512,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
-                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots,
-                static_cast<std::int32_t>(stage_rounds ? kStreamStageK : kStreamSplitRoundK),
-                stage_rounds);
+                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots);
 }
 
 }  // namespace dice::engine::cuda

@@ -119,9 +119,6 @@ std::size_t stream_split_slot_bytes(int blocks);
 /// instead of whole tiles (stream_gemm.cu's header): each of the `blocks` blocks streams within
 /// 256 k of the mean share, and the two blocks that share a tile meet through a slot. Its bits are
 /// fixed by the shape and `blocks` (not by `ring` or timing) and differ from the unsplit launch's.
-/// EXPERIMENT `stage_rounds` (with split_slots; in a multiple of 2,048, the default ring): the
-/// walk's rounds are whole 2,048-k stages instead of 256 k, and the head acquires its tail's flag
-/// after its own last stage.
 /// Launches on one set of slots must be stream-ordered (at most one runs at a time: with `pdl`
 /// the next one writes them only after its wait). Throws dice::Error where stream_split_fits does
 /// not hold or with `norm`.
@@ -129,6 +126,6 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
                         const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape,
-                        float* split_slots = nullptr, bool stage_rounds = false);
+                        float* split_slots = nullptr);
 
 }  // namespace dice::engine::cuda

@@ -296,8 +296,6 @@ struct CudaBackendOptions {
   /// bench/results/2026-11-30-stream-split-h200). Other bits than the skinny kernel's, the same
   /// run to run on one device.
   bool stream_gemm_split = true;
-  /// EXPERIMENT: Gemm::set_stream_stage_split.
-  bool stream_split_stage_rounds = false;
 };
 
 }  // namespace dice::engine
