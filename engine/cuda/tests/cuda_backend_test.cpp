@@ -258,28 +258,41 @@ TEST_F(CudaBackendTest, FoldedNormsMatchTheCpuReference) {
 TEST_F(CudaBackendTest, QkRopeEpilogueMatchesTheCpuReference) {
   // fused_qk_norm_rope on the SDAR-1.7B-wide shape with blocks of 16: the prefill
   // (48 rows) and the fused store passes (32 rows) run the qkv projection on the wgmma kernel
-  // with the q/k norm + RoPE in its epilogue (counted), with the input norm folded after layer 0
-  // and not: bf16 logits against the CPU reference, and the same bits from two backends. Off, or
-  // on a shape of another head width, nothing runs it.
+  // with the q/k norm + RoPE in its epilogue (counted), at both column tiles (64 and 128), with
+  // the input norm folded after layer 0 and not: bf16 logits against the CPU reference, and the
+  // same bits from two backends. Off, or on a shape of another head width, nothing runs it.
   if (!cuda::wgmma_gemm_supported()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a only";
   const Shape shape = shapes()[2];
-  for (const auto& [qk, fold] : {std::pair{true, true}, {true, false}, {false, true}}) {
+  struct Case {
+    bool qk, fold;
+    int tile_n;
+  };
+  for (const Case& c : {Case{true, true, 64}, Case{true, false, 64}, Case{true, true, 128},
+                        Case{true, false, 128}, Case{false, true, 64}}) {
     CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
-    options.fused_qk_norm_rope = qk;
-    options.fold_qkv_norm = fold;
+    options.fused_qk_norm_rope = c.qk;
+    options.fold_qkv_norm = c.fold;
+    options.fused_qk_norm_rope_tile_n = c.tile_n;
     const CudaForwardStats stats = expect_logits_like_the_cpu(shape, options, 9, 16);
-    EXPECT_EQ(stats.fused_qk_norm_rope_gemms > 0, qk) << "qk " << qk << ", fold " << fold;
-    if (qk) {
-      EXPECT_EQ(stats.fused_qk_norm_rope_gemms % shape.config.num_layers, 0);
+    const std::string what = "qk " + std::to_string(c.qk) + ", fold " + std::to_string(c.fold) +
+                             ", tile " + std::to_string(c.tile_n);
+    EXPECT_EQ(stats.fused_qk_norm_rope_gemms > 0, c.qk) << what;
+    if (c.qk) {
+      EXPECT_EQ(stats.fused_qk_norm_rope_gemms % shape.config.num_layers, 0) << what;
     }
   }
   CudaBackendOptions on = limited();
   on.fused_qk_norm_rope = true;
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
-  CudaBackend a(weights, on), b(weights, on);
   const auto ids = random_ids(60, shape.config.vocab_size, 10);
-  EXPECT_TRUE(same_bits(score_blocks(a, ids, 40, 16, true), score_blocks(b, ids, 40, 16, true)));
-  EXPECT_GT(a.stats().fused_qk_norm_rope_gemms, 0);
+  for (const int tile_n : {64, 128}) {
+    on.fused_qk_norm_rope_tile_n = tile_n;
+    CudaBackend a(weights, on), b(weights, on);
+    EXPECT_TRUE(same_bits(score_blocks(a, ids, 40, 16, true), score_blocks(b, ids, 40, 16, true)))
+        << "tile " << tile_n;
+    EXPECT_GT(a.stats().fused_qk_norm_rope_gemms, 0) << "tile " << tile_n;
+  }
+  on.fused_qk_norm_rope_tile_n = CudaBackendOptions{}.fused_qk_norm_rope_tile_n;
   const Shape narrow = shapes()[1];
   CudaBackend other(random_weights(narrow.config, narrow.std, true), on);
   score_blocks(other, random_ids(60, narrow.config.vocab_size, 8), 40, 16, true);
