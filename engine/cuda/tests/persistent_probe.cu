@@ -416,6 +416,28 @@ void launch_dynamic(const Phase* phases, std::int32_t count, int rows, int block
                 R::kSharedBytes, stream, pdl, phases, count, rows, counters, unit_counters,
                 order.wait, order.dynamic_stages, pdl);
 }
+/// f.template operator()<StageK, Stages>() for `ring`'s stage k and stage count: the one place
+/// that maps ProbeRingShape to a ring. Throws dice::Error for a value outside the enum.
+template <typename F>
+decltype(auto) with_ring(ProbeRingShape ring, F&& f) {
+  switch (ring) {
+    case ProbeRingShape::kTwoOf2048:
+      return f.template operator()<2048, 2>();
+    case ProbeRingShape::kThreeOf2048:
+      return f.template operator()<2048, 3>();
+    case ProbeRingShape::kThreeOf1280:
+      return f.template operator()<1280, 3>();
+    case ProbeRingShape::kFourOf1280:
+      return f.template operator()<1280, 4>();
+    case ProbeRingShape::kFiveOf1280:
+      return f.template operator()<1280, 5>();
+    case ProbeRingShape::kFourOf1024:
+      return f.template operator()<1024, 4>();
+    case ProbeRingShape::kSixOf1024:
+      return f.template operator()<1024, 6>();
+  }
+  throw Error("persistent probe: no such ring (" + std::to_string(static_cast<int>(ring)) + ")");
+}
 }  // namespace
 
 PersistentProbe::PersistentProbe(int layers, std::vector<ProbeGemm> gemms)
@@ -511,10 +533,8 @@ void PersistentProbe::enqueue_phase_launches(int rows, int blocks, ProbeRingShap
 
 bool PersistentProbe::all_units_taken(int blocks, ProbeRingShape ring, int dynamic_stages,
                                       cudaStream_t stream) const {
-  const std::int64_t stage_k =
-      ring == ProbeRingShape::kTwoOf2048 || ring == ProbeRingShape::kThreeOf2048  ? 2048
-      : ring == ProbeRingShape::kFourOf1024 || ring == ProbeRingShape::kSixOf1024 ? 1024
-                                                                                  : 1280;
+  // ([&]: nvcc rejects the conversion operator of a template lambda without captures.)
+  const std::int64_t stage_k = with_ring(ring, [&]<int StageK, int>() { return StageK; });
   DICE_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<unsigned> host(unit_counters_.bytes() / 4);
   DICE_CUDA_CHECK(cudaMemcpy(host.data(), unit_counters_.get(), unit_counters_.bytes(),
@@ -546,9 +566,12 @@ void PersistentProbe::check_launch(int rows, int blocks, const PersistentOrder& 
       order.extra_barriers > kMaxExtraBarriers || order.dynamic_stages < 0 ||
       (order.dynamic_stages > 0 &&
        (order.flagged || order.extra_barriers > 0 || order.count_only || order.wait_mask != ~0u)))
-    throw Error("persistent probe: rows " + std::to_string(rows) + ", blocks " +
-                std::to_string(blocks) + ", extra barriers " +
-                std::to_string(order.extra_barriers));
+    throw Error("persistent probe: rows " + std::to_string(rows) + " (1-16), blocks " +
+                std::to_string(blocks) + " (1 or more), extra barriers " +
+                std::to_string(order.extra_barriers) + " (0-" + std::to_string(kMaxExtraBarriers) +
+                "), dynamic stages " + std::to_string(order.dynamic_stages) +
+                " (0 or more; above 0 not with flagged inputs, extra barriers, count-ins only or "
+                "a wait mask)");
 }
 
 void PersistentProbe::launch(const void* phases, int count, int rows, int blocks,
@@ -561,31 +584,14 @@ void PersistentProbe::launch(const void* phases, int count, int rows, int blocks
                         (table - static_cast<const Phase*>(phases_.get()));
   const auto gemms = static_cast<int>(gemms_.size());
   const auto* epoch = static_cast<const unsigned*>(epoch_.get());
-  const auto run = [&]<int StageK, int Stages>() {
+  with_ring(ring, [&]<int StageK, int Stages>() {
     if (order.dynamic_stages > 0)
       launch_dynamic<StageK, Stages>(table, count, rows, blocks, counters, unit_counters, order,
                                      pdl, stream);
     else
       launch_probe<StageK, Stages>(table, count, rows, blocks, counters, order, pdl, gemms, epoch,
                                    stream);
-  };
-  switch (ring) {
-    case ProbeRingShape::kTwoOf2048:
-      return run.template operator()<2048, 2>();
-    case ProbeRingShape::kThreeOf2048:
-      return run.template operator()<2048, 3>();
-    case ProbeRingShape::kThreeOf1280:
-      return run.template operator()<1280, 3>();
-    case ProbeRingShape::kFourOf1280:
-      return run.template operator()<1280, 4>();
-    case ProbeRingShape::kFiveOf1280:
-      return run.template operator()<1280, 5>();
-    case ProbeRingShape::kFourOf1024:
-      return run.template operator()<1024, 4>();
-    case ProbeRingShape::kSixOf1024:
-      return run.template operator()<1024, 6>();
-  }
-  throw Error("persistent probe: no such ring");
+  });
 }
 
 void PersistentProbe::enqueue_launches(int rows, bool pdl, cudaStream_t stream) {
