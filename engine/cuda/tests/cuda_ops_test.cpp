@@ -2127,6 +2127,143 @@ double worst_row_error(const PassPlan& plan, const std::vector<float>& q,
   return worst;
 }
 
+TEST_F(CudaOps, AttentionMakesQkLikeTheQkKernel) {
+  // AttentionQkRope: the pipelined and deep kernels make Q and the pass's K/V from the qkv
+  // projection themselves. The attention's output and the whole K and V caches are bit for bit
+  // those of launch_qk_norm_rope (the vectorised kernel) then the same kernel reading Q, unsplit
+  // and split, group 2 and 4, with the input norm folded and not. The sequences: denoising
+  // blocks (one at 1,004 positions), fused store passes (commit + block rows, one across a page
+  // boundary), a prefill chunk of 52 rows, short first blocks. Other kernels, head dims and fold
+  // widths are refused.
+  constexpr auto kBF16 = CudaDType::kBF16;
+  constexpr int d = 128, width = 256;
+  struct Case {
+    AttentionKernel kernel;
+    int heads, kv_heads;
+    std::int32_t target_work;
+    bool folded;
+  };
+  const std::vector<Case> cases{{AttentionKernel::kTensorCoresPipelined, 16, 8, 1, false},
+                                {AttentionKernel::kTensorCoresPipelined, 16, 8, 600, true},
+                                {AttentionKernel::kTensorCoresPipelined, 32, 8, 4000, false},
+                                {AttentionKernel::kTensorCoresDeep, 16, 8, 1, true},
+                                {AttentionKernel::kTensorCoresDeep, 32, 8, 600, false},
+                                {AttentionKernel::kTensorCoresDeep, 32, 8, 4000, true}};
+  struct Seq {
+    std::int64_t start, commit, block;
+  };
+  const std::vector<Seq> seqs{{1004, 0, 4}, {36, 4, 4}, {0, 52, 0},
+                              {8, 0, 3},    {60, 4, 4}, {120, 8, 2}};
+  const int pages = 80;
+  std::vector<std::int32_t> pool(pages - 1);
+  std::iota(pool.begin(), pool.end(), 1);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(21));
+  std::vector<std::vector<std::int32_t>> seq_pages, tokens_commit, tokens_block;
+  std::size_t next = 0;
+  for (const auto& sq : seqs) {
+    const auto n = (sq.start + sq.commit + sq.block + kPageTokens - 1) / kPageTokens;
+    seq_pages.emplace_back(pool.begin() + static_cast<std::ptrdiff_t>(next),
+                           pool.begin() + static_cast<std::ptrdiff_t>(next + n));
+    next += static_cast<std::size_t>(n);
+    tokens_commit.emplace_back(sq.commit, 1);
+    tokens_block.emplace_back(sq.block, 1);
+  }
+  std::vector<PassItem> items(seqs.size());
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    items[i].commit = tokens_commit[i];
+    items[i].block = tokens_block[i];
+    items[i].start = seqs[i].start;
+    items[i].block_length = 4;
+    items[i].pages = seq_pages[i];
+  }
+  const auto qn = rms_norm_weight(d, 22), kn = rms_norm_weight(d, 23);
+  const auto d_qn = upload(qn, CudaDType::kF32), d_kn = upload(kn, CudaDType::kF32);
+  const DeviceBuffer d_rope = upload_rope(rope_table(1100, d, 1e6));
+  for (const auto& c : cases) {
+    const std::string what = std::string(name(c.kernel)) + " heads " + std::to_string(c.heads) +
+                             "/" + std::to_string(c.kv_heads) + " target " +
+                             std::to_string(c.target_work) + (c.folded ? ", folded" : "");
+    PlanShape plan_shape{c.heads, c.kv_heads, c.target_work,
+                         4096,    256,        attention_split_align(c.kernel)};
+    plan_shape.split_cost = 0;
+    const PassPlan plan = plan_pass(items, plan_shape);
+    if (c.target_work > 1) {
+      ASSERT_GT(plan.attn_combine, 0) << what;
+    }
+    EXPECT_EQ(plan.most_item_rows, 52) << what;
+    const auto meta = upload_bytes(plan.bytes);
+    const int vectors = c.heads + 2 * c.kv_heads;
+    const auto qkv = random_vector(static_cast<std::size_t>(plan.rows * vectors * d), 24, 2.0f);
+    std::vector<float> sums(static_cast<std::size_t>(plan.rows * width / kFoldColumns));
+    for (std::size_t i = 0; i < sums.size(); ++i)
+      sums[i] = 16.0f * std::pow(10.0f, static_cast<float>(i % 13) / 3.0f);
+    const auto d_qkv = upload(qkv, CudaDType::kF32), d_sums = upload(sums, CudaDType::kF32);
+    const float* square_sums = c.folded ? d_sums.as<float>() : nullptr;
+    const std::size_t cache_n = static_cast<std::size_t>(pages) * c.kv_heads * kPageTokens * d;
+    const auto k0 = as_dtype(random_vector(cache_n, 25, 1.0f), kBF16);
+    const auto v0 = as_dtype(random_vector(cache_n, 26, 1.0f), kBF16);
+    const LayerShape shape{c.heads * d, c.heads, c.kv_heads, d, 64, 1e-6};
+    const std::int32_t grid = attention_grid(kBF16, c.kernel, d);
+    const std::size_t out_n = static_cast<std::size_t>(plan.rows * c.heads * d);
+    DeviceBuffer partial_out(4096ull * kTileQueries * d * 4),
+        partial_lse(4096ull * kTileQueries * 4), counters(4096ull * 4);
+    DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+    // Returns the output, then the K and V caches (bytes).
+    const auto run = [&](bool in_kernel) {
+      const auto k = upload(k0, kBF16), v = upload(v0, kBF16);
+      const auto out = upload(std::vector<float>(out_n, std::nanf("")), kBF16);
+      const CacheLayer cache{k.get(), v.get()};
+      DeviceBuffer q(out_n * 2);
+      AttentionQkRope qk;
+      qk.qkv = d_qkv.as<float>();
+      qk.q_norm = d_qn.as<float>();
+      qk.k_norm = d_kn.as<float>();
+      qk.rope = d_rope.as<float2>();
+      qk.square_sums = square_sums;
+      qk.fold_width = width;
+      if (!in_kernel)
+        launch_qk_norm_rope(kBF16, meta.as<PassHeader>(), d_qkv.as<float>(), d_qn.as<float>(),
+                            d_kn.as<float>(), d_rope.as<float2>(), shape, q.get(), cache, plan.rows,
+                            stream(), true, false, square_sums, width);
+      launch_attention(kBF16, c.kernel, meta.as<PassHeader>(), in_kernel ? nullptr : q.get(), cache,
+                       shape, out.get(), partial_out.as<float>(), partial_lse.as<float>(),
+                       counters.as<std::uint32_t>(), grid, stream(), false, false,
+                       in_kernel ? &qk : nullptr);
+      synchronize();
+      return std::array{download_bytes(out, out_n * 2), download_bytes(k, cache_n * 2),
+                        download_bytes(v, cache_n * 2)};
+    };
+    const auto want = run(false);
+    const auto got = run(true);
+    const char* parts[] = {"output", "K cache", "V cache"};
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << what << ": " << parts[i];
+    EXPECT_NE(want[1], download_bytes(upload(k0, kBF16), cache_n * 2)) << what << ": no K written";
+  }
+  // Refusals: a paired kernel, head_dim 64, a fold width off the 64-column parts.
+  const PassPlan plan = plan_pass(items, PlanShape{16, 8, 1, 4096, 256, 128});
+  const auto meta = upload_bytes(plan.bytes);
+  DeviceBuffer any(1 << 20), counters(4096);
+  AttentionQkRope qk;
+  qk.qkv = any.as<float>();
+  qk.q_norm = qk.k_norm = any.as<float>();
+  qk.rope = any.as<float2>();
+  const CacheLayer cache{any.get(), any.get()};
+  const auto refused = [&](AttentionKernel kernel, int head_dim, const AttentionQkRope& with) {
+    const LayerShape shape{16 * head_dim, 16, 8, head_dim, 64, 1e-6};
+    EXPECT_THROW(launch_attention(kBF16, kernel, meta.as<PassHeader>(), nullptr, cache, shape,
+                                  any.get(), any.as<float>(), any.as<float>(),
+                                  counters.as<std::uint32_t>(), 1, stream(), false, false, &with),
+                 Error);
+  };
+  refused(AttentionKernel::kTensorCoresPaired, d, qk);
+  refused(AttentionKernel::kTensorCores, d, qk);
+  refused(AttentionKernel::kTensorCoresPipelined, 64, qk);
+  AttentionQkRope odd = qk;
+  odd.square_sums = any.as<float>();
+  odd.fold_width = 100;
+  refused(AttentionKernel::kTensorCoresPipelined, d, odd);
+}
+
 TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
   // 150 sequences (fused store passes of 8 rows at contexts 64, 132, 200, ...): 1,200 work items
   // (SDAR-1.7B heads; 2,400 tiles with SDAR-4B's, paired into 1,200 items by the pipelined
