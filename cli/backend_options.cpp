@@ -160,12 +160,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "K/V cache itself: no q/k norm + RoPE launch a layer (the same arithmetic; "
                     "even on an H200 at 16 sequences); --no-fused-qk-norm-rope: the qkv GEMM, "
                     "then that kernel (default: off)");
-  command->add_flag("--qk-in-attention,!--no-qk-in-attention", args.cuda.qk_in_attention,
-                    "cuda backend: in decoding passes (head_dim 128, the pipelined or deep "
-                    "attention kernel), the attention makes q and the pass's K/V from the qkv "
-                    "projection itself (the q/k RMSNorm, RoPE and cache write): no q/k norm + "
-                    "RoPE launch a layer (the same bits); --no-qk-in-attention: that kernel, "
-                    "then the attention (default: off)");
   command
       ->add_option("--fused-qk-norm-rope-tile", args.cuda.fused_qk_norm_rope_tile_n,
                    "cuda backend: with --fused-qk-norm-rope, the qkv projection's column tile: "
@@ -349,7 +343,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.fold_qkv_norm = false;
     options.fold_mlp_norm = false;
     options.fused_qk_norm_rope = false;
-    options.qk_in_attention = false;
     options.chunked_vocab_pass = false;
     options.attention_min_split_keys = 0;
     options.pipelined_attention = false;
@@ -394,9 +387,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && !args.cuda.fold_qkv_norm ? ", qkv norm not folded" : "") +
             (!args.baseline_kernels && !args.cuda.fold_mlp_norm ? ", MLP norm not folded" : "") +
             (!args.baseline_kernels && args.cuda.fused_qk_norm_rope ? ", q/k norm in the qkv GEMM"
-                                                                    : "") +
-            (!args.baseline_kernels && args.cuda.qk_in_attention ? ", q/k norm in the attention"
-                                                                 : ""),
+                                                                    : ""),
         args.cuda.skinny_gemm_rows,
         options.early_start_after_cublas ? "on, early after cuBLASLt"
         : args.pdl                       ? "on"

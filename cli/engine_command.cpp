@@ -273,7 +273,6 @@ void run_bench(const BenchArgs& args) {
               {"fold_mlp_norm", o.fold_mlp_norm},
               {"fused_qk_norm_rope", o.fused_qk_norm_rope},
               {"fused_qk_norm_rope_tile_n", o.fused_qk_norm_rope_tile_n},
-              {"qk_in_attention", o.qk_in_attention},
               {"fused_swiglu", o.fused_swiglu},
               {"bf16_gate_up", o.bf16_gate_up},
               {"programmatic_launch", o.programmatic_launch},
@@ -325,9 +324,6 @@ void run_bench(const BenchArgs& args) {
           // qkv GEMMs with the q/k norm + RoPE epilogue, likewise
           record["fused_qk_norm_rope_gemms"] =
               st.fused_qk_norm_rope_gemms + warmup_stats.fused_qk_norm_rope_gemms;
-          // attention launches that make Q and the K/V themselves, likewise
-          record["qk_in_attention_launches"] =
-              st.qk_in_attention_launches + warmup_stats.qk_in_attention_launches;
           record["rows"] = st.rows;
           record["padded_rows"] = st.padded_rows;
           record["block_rows"] = st.block_rows;  // rows given logits (--no-masked-rows-only: all)

@@ -27,7 +27,6 @@
 #include "dice/core/error.h"
 #include "launch.cuh"
 #include "ops.h"
-#include "qk_norm_rope.cuh"
 
 namespace dice::engine::cuda {
 
@@ -51,11 +50,6 @@ struct AttnArgs {
   std::int32_t kv_heads;
   std::int32_t group;
   float scale_log2;  ///< log2(e) / sqrt(head_dim): scores in the log2 domain
-  /// attention_mma_pipelined without pairs: with `qk.qkv`, Q and this pass's K/V are made from
-  /// the projection (AttentionQkRope; `q` is not read). eps: the q/k norm's.
-  AttentionQkRope qk;
-  CacheLayer fresh_out;  ///< with qk.qkv: the cache the pass's K/V go to (k_cache, v_cache)
-  float eps;
 };
 
 /// Element offset of (page, kv head, slot 0) in a layer's cache.
@@ -716,98 +710,19 @@ __device__ __forceinline__ unsigned count_in(unsigned* counter) {
   return old;
 }
 
-/// AttentionQkRope's part of work item w, by the kW warps of the block: its 16 query vectors
-/// (q = 0..15: row w.row0 + q / group, head kv_head group + q % group; zeros past w.rows) into
-/// q_shared [16][kStride] bf16, and the K and V vectors of the pass's rows at positions
-/// [max(kv_begin, fresh), kv_end) of its KV head into the cache (qk_norm_rope_vec_kernel's
-/// destinations and arithmetic, qk_norm_rope.cuh: the same bits). Jobs 0..15 are the query
-/// vectors, then K and V of each position; warp k takes jobs k, k + kW, ..., loading kQkBatch
-/// of them before computing any. The caller orders these writes before its reads
-/// (__syncthreads()).
-template <int kStride, int kW, int kQkBatch>
-__device__ __forceinline__ void make_q_and_fresh_kv(const AttnArgs& a, const AttnWork& w,
-                                                    const RowInfo* rows, std::uint16_t* q_shared,
-                                                    int warp, int lane) {
-  constexpr int kDim = kQkHeadDim;
-  const AttentionQkRope& qk = a.qk;
-  const std::int32_t vectors = a.heads + 2 * a.kv_heads;
-  const std::int32_t first_fresh = w.kv_begin > w.fresh ? w.kv_begin : w.fresh;
-  const std::int32_t fresh = w.kv_end > first_fresh ? w.kv_end - first_fresh : 0;
-  const int jobs = kTileQueries + 2 * fresh;
-  const bool folded = qk.square_sums != nullptr;
-  const float4 q_weight = reinterpret_cast<const float4*>(qk.q_norm)[lane];
-  const float4 k_weight = reinterpret_cast<const float4*>(qk.k_norm)[lane];
-  for (int base = warp; base < jobs; base += kQkBatch * kW) {
-    float4 x[kQkBatch];
-    float2 cs[kQkBatch][4];
-    float sums[kQkBatch][kQkFoldRaw];
-    std::int32_t row[kQkBatch];
-    bool make[kQkBatch];
-#pragma unroll
-    for (int b = 0; b < kQkBatch; ++b) {
-      const int j = base + b * kW;
-      std::int32_t v = 0;
-      make[b] = false;
-      row[b] = 0;
-      if (j < kTileQueries) {  // query vector j
-        make[b] = j / a.group < w.rows;
-        row[b] = w.row0 + j / a.group;
-        v = w.kv_head * a.group + j % a.group;
-      } else if (j < jobs) {  // K (even) or V (odd) at position first_fresh + (j - 16) / 2
-        make[b] = true;
-        row[b] = w.seq_row0 + (first_fresh + (j - kTileQueries) / 2 - w.fresh);
-        v = a.heads + ((j - kTileQueries) % 2) * a.kv_heads + w.kv_head;
-      }
-      if (!make[b]) continue;
-      x[b] = reinterpret_cast<const float4*>(
-          qk.qkv + (static_cast<std::int64_t>(row[b]) * vectors + v) * kDim)[lane];
-      qk_rope_pairs(qk.rope, rows[row[b]].position, lane, cs[b]);
-      if (folded) qk_fold_raw(qk.square_sums, row[b], qk.fold_width, lane, sums[b]);
-    }
-#pragma unroll
-    for (int b = 0; b < kQkBatch; ++b) {
-      const int j = base + b * kW;
-      if (j < kTileQueries && !make[b]) {  // past the tile's rows: zeros, as a skipped copy
-        store4(reinterpret_cast<__nv_bfloat16*>(q_shared + j * kStride + 4 * lane), 0.0f, 0.0f,
-               0.0f, 0.0f);
-        continue;
-      }
-      if (!make[b]) continue;
-      const bool is_v = j >= kTileQueries && (j - kTileQueries) % 2 == 1;
-      const float r2 =
-          folded ? qk_fold_r2(qk_fold_part_of(sums[b], qk.fold_width, lane), qk.fold_width, a.eps)
-                 : 1.0f;
-      const float4 o = qk_vector_out(x[b], !is_v, j < kTileQueries ? q_weight : k_weight, cs[b],
-                                     folded, r2, a.eps, lane);
-      if (j < kTileQueries) {
-        store4(reinterpret_cast<__nv_bfloat16*>(q_shared + j * kStride + 4 * lane), o.x, o.y, o.z,
-               o.w);
-      } else {
-        const RowInfo info = rows[row[b]];
-        auto* cache = static_cast<__nv_bfloat16*>(is_v ? a.fresh_out.v : a.fresh_out.k);
-        store4(cache + page_offset(info.page, w.kv_head, a.kv_heads, kDim) + info.slot * kDim +
-                   4 * lane,
-               o.x, o.y, o.z, o.w);
-      }
-    }
-  }
-}
-
 /// kStages: pages in flight per warp (1: AttentionKernel::kTensorCoresPipelined, Paired and
 /// DeepPaired8, 3: Deep and DeepPaired; a warp pair of a paired item has 2 kStages). kPairs: the
 /// kernel also takes paired items (kTensorCoresPaired, kTensorCoresDeepPaired(8)); without it
 /// their code is compiled out (a smaller kernel: the 1-sequence launches are latency-bound) and
 /// a paired item traps. kW: warps a block (kWarps; 8 for kTensorCoresDeepPaired8, one block a
 /// SM).
-template <int D, int kStages, bool kPairs, int kW = kWarps, bool kQk = false>
+template <int D, int kStages, bool kPairs, int kW = kWarps>
 __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>())
     attention_mma_pipelined_kernel(AttnArgs a) {
-  static_assert(!kQk || (!kPairs && D == kQkHeadDim), "AttentionQkRope: no pairs, head_dim 128");
   constexpr int kT = kW * 32;  // threads
   // With early_reads, a work item's metadata (uploaded before the pass's first kernel) is read
   // before the wait, Q and the cache after it (launch.cuh, "Early start").
   if (!a.early_reads) wait_for_prior_grid();
-
   constexpr int kStride = mma_row_stride<D>();
   constexpr int kSteps = D / 16;                              // k-steps of Q K^T
   constexpr int kDimTiles = D / 8;                            // n-tiles of P V
@@ -902,45 +817,34 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
     for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
     std::uint32_t q_frag[kSteps][4];
     if (!paired) {
-      // Stage s (< kStages): K and V of this warp's page s, one cp.async group each, into area s.
-      const auto issue_stage = [&](int stage) {
-        const std::int32_t chunk = c + stage * step;
-        const std::int32_t page = stage == 0 ? first_page : stage == 1 ? next_page : page_id(chunk);
-        std::uint16_t* area = k_shared + stage * kPageArea;
-        if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
-        cp_async_commit();
-        if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
-        cp_async_commit();
-      };
-      if constexpr (kQk) {
-        // The stages whose pages hold none of the pass's K/V (positions before w.fresh) are
-        // in flight while the block makes Q and those K/V; the others follow once written.
-        int stage = 0;
-        for (; stage < kStages; ++stage) {
-          const std::int32_t chunk = c + stage * step;
-          const std::int32_t last = chunk + kPageTokens < w.kv_end ? chunk + kPageTokens : w.kv_end;
-          if (chunk < w.kv_end && last > w.fresh) break;
-          issue_stage(stage);
-        }
-        make_q_and_fresh_kv<kStride, kW, kStages == 1 ? 2 : 4>(a, w, rows, q_shared, warp, lane);
-        __syncthreads();  // Q; and the K/V in global memory before this block copies them
-        for (; stage < kStages; ++stage) issue_stage(stage);
-      } else {
-        // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
-        for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kT) {
-          const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
-          const bool valid = q / a.group < w.rows;
-          // (an invalid vector reads nothing, from the item's first row: a valid address)
-          cp_async_16(q_shared + q * kStride + c8,
-                      q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
-        }
-        cp_async_commit();
-        // Groups 2 .. 2 kStages + 1: K and V of this warp's first kStages pages.
-#pragma unroll
-        for (int stage = 0; stage < kStages; ++stage) issue_stage(stage);
-        cp_async_wait<2 * kStages>();  // this thread's Q copies
-        __syncthreads();               // everyone's
+      // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
+      for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kT) {
+        const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
+        const bool valid = q / a.group < w.rows;
+        // (an invalid vector reads nothing, from the item's first row: a valid address)
+        cp_async_16(q_shared + q * kStride + c8,
+                    q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
       }
+      cp_async_commit();
+      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
+      cp_async_commit();  // group 2: K of the first page
+      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
+      cp_async_commit();  // group 3: V of the first page
+      if constexpr (kStages > 1) {
+        // Groups 4 .. 2 kStages + 1: K and V of the next kStages - 1 pages, stage s at area s.
+#pragma unroll
+        for (int stage = 1; stage < kStages; ++stage) {
+          const std::int32_t chunk = c + stage * step;
+          const std::int32_t page = stage == 1 ? next_page : page_id(chunk);
+          std::uint16_t* area = k_shared + stage * kPageArea;
+          if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
+          cp_async_commit();
+          if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
+          cp_async_commit();
+        }
+      }
+      cp_async_wait<2 * kStages>();  // this thread's Q copies
+      __syncthreads();               // everyone's
       // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks)
@@ -1174,23 +1078,10 @@ struct AttentionLaunch {
   int threads = kThreads;
 };
 
-/// The kernel `kernel` launches (for kCudaCores, the one for `dtype`; with `qk`, the
-/// instantiation that makes Q and the pass's K/V, AttentionQkRope): the one mapping of
-/// AttentionKernel to kernel instantiations, for launches and for occupancy. Throws dice::Error
-/// for `qk` where attention_takes_qk_rope does not allow it.
+/// The kernel `kernel` launches (for kCudaCores, the one for `dtype`): the one mapping of
+/// AttentionKernel to kernel instantiations, for launches and for occupancy.
 template <int D>
-AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel, bool qk = false) {
-  if constexpr (D == kQkHeadDim) {
-    if (qk && kernel == AttentionKernel::kTensorCoresPipelined)
-      return {"attention_mma_pipelined_kernel (q/k)",
-              attention_mma_pipelined_kernel<D, 1, false, kWarps, true>,
-              pipelined_shared_bytes<D, 1>()};
-    if (qk && kernel == AttentionKernel::kTensorCoresDeep)
-      return {"attention_mma_pipelined_kernel (deep, q/k)",
-              attention_mma_pipelined_kernel<D, deep_stages<D>(), false, kWarps, true>,
-              pipelined_shared_bytes<D, deep_stages<D>()>()};
-  }
-  if (qk) throw Error("CUDA attention: this kernel does not make Q and K/V itself");
+AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
   switch (kernel) {
     case AttentionKernel::kTensorCoresPipelined:
       return {"attention_mma_pipelined_kernel", attention_mma_pipelined_kernel<D, 1, false>,
@@ -1223,7 +1114,7 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel, bool q
 template <int D>
 void run_attention(CudaDType dtype, AttentionKernel kernel, const AttnArgs& args, std::int32_t grid,
                    cudaStream_t stream, bool pdl) {
-  const AttentionLaunch l = attention_launch<D>(dtype, kernel, args.qk.qkv != nullptr);
+  const AttentionLaunch l = attention_launch<D>(dtype, kernel);
   launch_kernel(l.name, l.kernel, static_cast<unsigned>(grid), static_cast<unsigned>(l.threads),
                 l.shared, stream, pdl, args);
 }
@@ -1262,14 +1153,7 @@ template <int D>
 std::int32_t grid_for(CudaDType dtype, AttentionKernel kernel) {
   const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
   const AttentionLaunch l = attention_launch<D>(dtype, kernel);
-  int blocks = blocks_per_sm(l.kernel, l.shared, l.threads);
-  if (attention_takes_qk_rope(dtype, kernel, D)) {
-    // Its AttentionQkRope instantiation runs on the same grid: its shared memory limit is
-    // raised here too, and the grid fits both.
-    const AttentionLaunch q = attention_launch<D>(dtype, kernel, true);
-    blocks = std::min(blocks, blocks_per_sm(q.kernel, q.shared, q.threads));
-  }
-  return sms * blocks;
+  return sms * blocks_per_sm(l.kernel, l.shared, l.threads);
 }
 
 AttnArgs make_args(const PassHeader* meta, const void* q, CacheLayer cache, const LayerShape& shape,
@@ -1330,33 +1214,12 @@ std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
-                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads,
-                      const AttentionQkRope* qk) {
+                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads) {
   check_kernel_dtype(dtype, kernel);
   if (attention_merges_splits(kernel) && counters == nullptr)
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
   AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   args.early_reads = pdl && early_reads;
-  if (qk != nullptr) {
-    if (!attention_takes_qk_rope(dtype, kernel, shape.head_dim))
-      throw Error(
-          "CUDA attention: Q and K/V made in the kernel need bf16, head_dim 128 and the "
-          "pipelined or deep kernel (head_dim " +
-          std::to_string(shape.head_dim) + ")");
-    if (qk->qkv == nullptr || qk->q_norm == nullptr || qk->k_norm == nullptr || qk->rope == nullptr)
-      throw Error(
-          "CUDA attention: Q and K/V made in the kernel need the projection, both norm "
-          "weights and the RoPE table");
-    if (qk->square_sums != nullptr &&
-        (qk->fold_width <= 0 || qk->fold_width > 32 * kQkFoldRaw * kFoldColumns ||
-         qk->fold_width % kFoldColumns != 0))
-      throw Error("CUDA attention: a folded input norm of width " + std::to_string(qk->fold_width) +
-                  " (a multiple of " + std::to_string(kFoldColumns) + " up to " +
-                  std::to_string(32 * kQkFoldRaw * kFoldColumns) + ")");
-    args.qk = *qk;
-    args.fresh_out = cache;
-    args.eps = static_cast<float>(shape.eps);
-  }
   with_head_dim(shape.head_dim, [&](auto d) {
     run_attention<decltype(d)::value>(dtype, kernel, args, grid, stream, pdl);
   });

@@ -134,8 +134,7 @@ struct CudaBackend::Impl {
     std::int64_t last_forward = 0;  ///< the forward_serial of the last forward naming it
   };
   /// Padded rows, padded block rows, a combine launch, the pass's attention kernel.
-  /// (rows_pad, block_rows_pad, combine, attention kernel, qk in the attention)
-  using GraphKey = std::tuple<std::int32_t, std::int32_t, bool, AttentionKernel, bool>;
+  using GraphKey = std::tuple<std::int32_t, std::int32_t, bool, AttentionKernel>;
 
   CudaBackendOptions options;
   model::ModelConfig config;
@@ -576,16 +575,6 @@ struct CudaBackend::Impl {
                                layers.front().qkv.get(), q.get());
   }
 
-  /// Whether a pass of rows_pad rows whose items have at most `most_item_rows` rows, its
-  /// attention on `kernel`, makes Q and the K/V inside the attention
-  /// (CudaBackendOptions::qk_in_attention): not where the qkv epilogue does it.
-  bool qk_in_attention(std::int32_t rows_pad, std::int32_t most_item_rows,
-                       AttentionKernel kernel) const {
-    return options.qk_in_attention && options.fast_norms &&
-           most_item_rows <= CudaBackendOptions::kQkInAttentionMaxRows &&
-           attention_takes_qk_rope(dtype, kernel, shape.head_dim) && !qk_rope_epilogue(rows_pad);
-  }
-
   /// Whether a pass of rows_pad rows computes the gate/up projection in bf16 for the SwiGLU
   /// kernel (CudaBackendOptions::bf16_gate_up): bf16, and a GEMM that cuBLASLt runs (the
   /// skinny and the wgmma kernel's rows have the SwiGLU in their epilogue or an fp32 output).
@@ -596,13 +585,12 @@ struct CudaBackend::Impl {
   }
 
   /// The launch sequence of one pass over rows_pad rows and block_rows_pad block rows, its
-  /// attention by `kernel` on grid_of(kernel) blocks (with `qk_in_kernel`, making Q and the K/V
-  /// itself: qk_in_attention). With options.programmatic_launch, or
+  /// attention by `kernel` on grid_of(kernel) blocks. With options.programmatic_launch, or
   /// programmatic_launch_few_rows and rows_pad <= skinny_gemm_rows, our kernels are PDL launches
   /// (launch.cuh); cuBLASLt's are plain, so each waits for the kernel before it to finish, and
   /// the kernel after it waits for it.
   void enqueue(std::int32_t rows_pad, std::int32_t block_rows_pad, bool combine,
-               AttentionKernel kernel, bool qk_in_kernel) {
+               AttentionKernel kernel) {
     const std::int32_t grid = grid_of(kernel);
     const cudaStream_t s = stream->get();
     // Our kernels only; the skinny GEMM's too.
@@ -680,11 +668,6 @@ struct CudaBackend::Impl {
     WgmmaNormFold fold_in_swiglu;
     fold_in_swiglu.in_square_sums = square_sums.as<float>();
     fold_in_swiglu.eps = static_cast<float>(shape.eps);
-    // With qk_in_kernel: the attention's AttentionQkRope (the layer's norms and fold set below).
-    AttentionQkRope qk_in;
-    qk_in.qkv = qkv.as<float>();
-    qk_in.rope = rope.as<float2>();
-    qk_in.fold_width = static_cast<std::int32_t>(hd);
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       // Layer 0's input comes from the embedding: its norm is not folded.
@@ -700,23 +683,15 @@ struct CudaBackend::Impl {
                     s);
         else
           normed_gemm(l.input_norm, l.qkv, qkv.as<float>(), qd + 2 * kvd);
-        if (qk_in_kernel) {
-          qk_in.q_norm = l.q_norm.as<float>();
-          qk_in.k_norm = l.k_norm.as<float>();
-          qk_in.square_sums = fold_in ? square_sums.as<float>() : nullptr;
-          ++stats.qk_in_attention_launches;
-        } else {
-          launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
-                              l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache,
-                              rows_pad, s, options.fast_norms, pdl,
-                              fold_in ? square_sums.as<float>() : nullptr,
-                              static_cast<std::int32_t>(hd), options.pdl_early_reads);
-        }
+        launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
+                            l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache,
+                            rows_pad, s, options.fast_norms, pdl,
+                            fold_in ? square_sums.as<float>() : nullptr,
+                            static_cast<std::int32_t>(hd), options.pdl_early_reads);
       }
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
-                       attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads,
-                       qk_in_kernel ? &qk_in : nullptr);
+                       attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);
@@ -826,16 +801,13 @@ struct CudaBackend::Impl {
     const std::int32_t block_rows_pad = graph ? bucket_rows(plan.block_rows) : plan.block_rows;
     // Only the kernels without their own merge launch the combine (and key graphs by it).
     const bool combine = plan.attn_combine > 0 && attention_needs_combine(attention);
-    const bool qk_in_kernel = qk_in_attention(rows_pad, plan.most_item_rows, kernel);
     if (options.gemm_autotune && dtype == CudaDType::kBF16 && rows_pad <= options.graph_max_rows)
       tune_gemms(rows_pad, block_rows_pad);
     if (graph) {
-      const GraphKey key{rows_pad, block_rows_pad, combine, kernel, qk_in_kernel};
+      const GraphKey key{rows_pad, block_rows_pad, combine, kernel};
       auto it = graphs.find(key);
       if (it == graphs.end()) {
-        const auto enqueue_pass = [&] {
-          enqueue(rows_pad, block_rows_pad, combine, kernel, qk_in_kernel);
-        };
+        const auto enqueue_pass = [&] { enqueue(rows_pad, block_rows_pad, combine, kernel); };
         const auto early = [&](cudaGraph_t g) {
           if (options.early_start_after_cublas)
             stats.early_start_edges += start_early_after_foreign_kernels(g, kOwnKernelNames);
@@ -846,7 +818,7 @@ struct CudaBackend::Impl {
       it->second.launch(s);
       ++stats.graph_replays;
     } else {
-      enqueue(rows_pad, block_rows_pad, combine, kernel, qk_in_kernel);
+      enqueue(rows_pad, block_rows_pad, combine, kernel);
     }
     const std::int64_t vocab = config.vocab_size;
     if (plan.block_rows > 0) {

@@ -126,9 +126,6 @@ struct PassPlan {
   std::int32_t attn_combine = 0;
   std::int32_t partials = 0;      ///< partial slots used
   std::int32_t paired_items = 0;  ///< work items of two tiles (PlanShape::pair_tiles)
-  /// The most rows of one item (commit + block rows): a decoding pass's are a block or two, a
-  /// prefill chunk's many (AttentionQkRope remakes an item's rows in every work item reading them).
-  std::int32_t most_item_rows = 0;
   std::int64_t kv_positions_read = 0;
   std::int64_t attention_scores = 0;
   const PassHeader& header() const { return *reinterpret_cast<const PassHeader*>(bytes.data()); }

@@ -57,10 +57,6 @@ struct AttnWork {
   std::int32_t table;     ///< index of the sequence's first page id in the tables section
   std::int32_t partial;   ///< -1: write the normalized output; else the partial slot
   std::int32_t combine;   ///< the tile's AttnCombine entry (and merge counter) if split, else -1
-  /// The pass's rows of the item's sequence are seq_row0, seq_row0 + 1, ... at positions fresh,
-  /// fresh + 1, ...: their K/V are written in this pass (read by AttentionQkRope's kernels).
-  std::int32_t seq_row0;
-  std::int32_t fresh;
 };
 
 /// A tile whose KV range was split: its partial slots [partial, partial + splits) are merged.
@@ -225,34 +221,6 @@ inline std::int32_t attention_split_align(AttentionKernel kernel) {
   return attention_merges_splits(kernel) ? 4 * kPageTokens : 0;
 }
 
-/// The q/k RMSNorm + RoPE and the K/V cache write of launch_qk_norm_rope (its vectorised
-/// kernel), done inside the attention instead (CudaBackendOptions::qk_in_attention): each work
-/// item makes its 16 query vectors from the projection into shared memory, and writes the K/V
-/// of this pass's rows in its range [kv_begin, kv_end) to the cache before it reads any page
-/// holding them. Items of one KV head whose ranges overlap write the same bytes. The same bits
-/// as launch_qk_norm_rope then launch_attention (qk_norm_rope.cuh's arithmetic). Every row of a
-/// sequence is remade by every item that reads it, so passes of long prefill chunks should use
-/// the q/k kernel.
-struct AttentionQkRope {
-  const float* qkv = nullptr;     ///< the projection [rows, heads + 2 kv_heads, 128] fp32
-  const float* q_norm = nullptr;  ///< [128] fp32
-  const float* k_norm = nullptr;  ///< [128] fp32
-  const float2* rope = nullptr;   ///< (cos, sin) [positions, 64]
-  /// The folded input norm's square sums (norm_fold.h, as launch_qk_norm_rope takes them) or
-  /// nullptr; fold_width: the hidden size they cover.
-  const float* square_sums = nullptr;
-  std::int32_t fold_width = 0;
-};
-
-/// Whether launch_attention takes an AttentionQkRope for `kernel`: bf16 at head_dim 128, on the
-/// pipelined and deep kernels (the paired kernels read Q from global memory).
-inline bool attention_takes_qk_rope(CudaDType dtype, AttentionKernel kernel,
-                                    std::int32_t head_dim) {
-  return dtype == CudaDType::kBF16 && head_dim == 128 &&
-         (kernel == AttentionKernel::kTensorCoresPipelined ||
-          kernel == AttentionKernel::kTensorCoresDeep);
-}
-
 /// Attention of every AttnWork of the pass: softmax(q k^T / sqrt(head_dim)) v over the paged
 /// cache, per query row over positions [kv_begin, min(kv_end, kv_len)). Output [rows, heads,
 /// head_dim] `dtype`, or partial results (normalized output fp32 [slot, 16, head_dim] and log2
@@ -263,14 +231,11 @@ inline bool attention_takes_qk_rope(CudaDType dtype, AttentionKernel kernel,
 /// blocks of the persistent kernel (attention_grid). `early_reads` (the kernels that merge splits):
 /// each work item's metadata is read before waiting for the kernel before this one (launch.cuh,
 /// "Early start").
-/// With `qk` (see AttentionQkRope), `q` is not read: the kernel makes Q and this pass's K/V
-/// itself. Throws dice::Error if `qk` is given for another dtype, head_dim or kernel than
-/// attention_takes_qk_rope allows, or with a fold width outside (0, 4,096] in multiples of 64.
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
                       std::int32_t grid, cudaStream_t stream, bool pdl = false,
-                      bool early_reads = false, const AttentionQkRope* qk = nullptr);
+                      bool early_reads = false);
 /// Merges the split tiles' partial results into `out`.
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,

@@ -804,51 +804,6 @@ TEST_F(CudaBackendTest, FusedNormAndSwigluChangeNoBits) {
   }
 }
 
-TEST_F(CudaBackendTest, QkInAttentionChangesNoBits) {
-  // qk_in_attention: the attention makes Q and the pass's K/V from the qkv projection with the
-  // q/k kernel's arithmetic, so logits and tokens are bit for bit those of the q/k kernel then
-  // the attention. On the SDAR-1.7B-wide shape (head_dim 128): one sequence (the pipelined
-  // kernel, split; the 250-row prompt pass keeps the q/k kernel) and 16 decoding together
-  // (64-row passes: the deep kernel, the qkv input norm folded into the wgmma GEMMs), with PDL in
-  // the few-row passes (the default) and in every pass. Off, or at another head_dim, nothing
-  // runs it.
-  const Shape shape = shapes()[2];
-  const auto& c = shape.config;
-  const CpuWeights weights = random_weights(c, shape.std, true);
-  std::vector<GenerationRequest> many;
-  for (int i = 0; i < 16; ++i) {
-    GenerationOptions o;
-    o.max_new_tokens = 24;
-    o.sampling.temperature = 0;
-    o.sampling.mask_id = c.mask_token_id;
-    o.sampling.vocab_limit = static_cast<std::int32_t>(c.vocab_size);
-    o.fused_store = i % 2 == 0;
-    o.stop_ids.clear();  // (SDAR's defaults lie outside this vocabulary)
-    many.push_back({random_ids(8 + 3 * i, c.mask_token_id, static_cast<std::uint32_t>(40 + i)), o});
-  }
-  for (const bool pdl : {false, true}) {
-    CudaBackendOptions off = limited();
-    off.programmatic_launch = pdl;
-    CudaBackendOptions on = off;
-    on.qk_in_attention = true;
-    CudaBackend a(weights, on), b(weights, off);
-    const std::string what = pdl ? "PDL in every pass" : "PDL in the few-row passes";
-    expect_same_bits(a, b, c, what);
-    const auto deep_before = a.stats().deep_attention_passes;
-    expect_same(generate(a, many), generate(b, many), what + ", 16 sequences");
-    EXPECT_GT(a.stats().deep_attention_passes, deep_before) << what << ": no deep passes";
-    EXPECT_GT(a.stats().qk_in_attention_launches, 0) << what;
-    EXPECT_EQ(a.stats().qk_in_attention_launches % c.num_layers, 0) << what;
-    EXPECT_EQ(b.stats().qk_in_attention_launches, 0) << what;
-  }
-  CudaBackendOptions on = limited();
-  on.qk_in_attention = true;
-  const Shape narrow = shapes()[1];
-  CudaBackend other(random_weights(narrow.config, narrow.std, true), on);
-  score_blocks(other, random_ids(60, narrow.config.vocab_size, 8), 40, 4, true);
-  EXPECT_EQ(other.stats().qk_in_attention_launches, 0) << narrow.name;
-}
-
 /// KV pages a request's whole cache takes on `backend` (its own page arithmetic, asked for a
 /// sequence id it never opened).
 std::int64_t cache_pages(const CudaBackend& backend, const GenerationRequest& request) {

@@ -194,23 +194,11 @@ struct CudaBackendOptions {
   /// bench/results/2026-11-30-qk-pair-h200). false: the qkv GEMM, then the q/k norm + RoPE
   /// kernel.
   bool fused_qk_norm_rope = false;
-  /// qk_in_attention's limit on the rows of one pass item (every work item remakes the K/V of
-  /// its sequence's rows in its range).
-  static constexpr int kQkInAttentionMaxRows = 16;
   /// With fused_qk_norm_rope: the qkv projection's column tile, 64 (a head vector is two tiles,
   /// one cluster with their splits, which share the rows) or 128 (one tile a head vector). Other
   /// bits than each other (other GEMM tiles and split counts), the same run to run. Even with
   /// each other on an H200 (bench/results/2026-11-30-qk-pair-h200).
   int fused_qk_norm_rope_tile_n = 64;
-  /// The q/k RMSNorm, RoPE and K/V cache write inside the attention kernel (issue 6): in bf16
-  /// passes with fast_norms at head_dim 128 that run the pipelined or deep attention kernel and
-  /// whose items have at most kQkInAttentionMaxRows rows (decoding, not long prefill chunks),
-  /// each attention work item makes its query vectors from the qkv projection and writes the
-  /// K/V of the pass's rows in its range before it reads them (AttentionQkRope, ops.h): no q/k
-  /// norm + RoPE launch a layer, the attention waiting on the qkv projection itself. The same
-  /// bits. Not with fused_qk_norm_rope (that pass keeps the GEMM epilogue). false: the q/k
-  /// kernel, then the attention.
-  bool qk_in_attention = false;
   /// SwiGLU in the gate/up GEMM's epilogue (issue 6): where the skinny kernel runs the gate/up
   /// projection (skinny_gemm_rows), its blocks write silu(gate) * up in bf16 for the down
   /// projection and the SwiGLU launch goes (the same bits: the projection's weight rows are

@@ -123,9 +123,6 @@ struct CudaForwardStats {
   /// qkv GEMM launches enqueued with the q/k norm + RoPE epilogue
   /// (CudaBackendOptions::fused_qk_norm_rope).
   std::int64_t fused_qk_norm_rope_gemms = 0;
-  /// Attention launches enqueued that make Q and the pass's K/V themselves, with no q/k norm +
-  /// RoPE launch before them (CudaBackendOptions::qk_in_attention).
-  std::int64_t qk_in_attention_launches = 0;
   /// GEMM launches enqueued with the SwiGLU epilogue (CudaBackendOptions::fused_swiglu).
   std::int64_t fused_swiglu_gemms = 0;
   /// GEMM launches enqueued on the wgmma kernel (CudaBackendOptions::wgmma_gemm).
