@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -817,14 +816,6 @@ struct CudaBackend::Impl {
         ++stats.graph_captures;
       }
       it->second.launch(s);
-      // EXPERIMENT: DICE_GRAPH_REPLAYS=N replays the pass's graph N times (idempotent: the same
-      // K/V and outputs rewritten), so that the GPU time of a replay without the host's gap
-      // before it shows as the difference.
-      static const int kReplays = [] {
-        const char* v = std::getenv("DICE_GRAPH_REPLAYS");
-        return v != nullptr ? std::atoi(v) : 1;
-      }();
-      for (int r = 1; r < kReplays; ++r) it->second.launch(s);
       ++stats.graph_replays;
     } else {
       enqueue(rows_pad, block_rows_pad, combine, kernel);
