@@ -226,7 +226,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   const __nv_bfloat16* x_lane = x_rows + static_cast<std::int64_t>(g) * x_stride + 8 * t;
   const bool low = g < rows, high = g + 8 < rows;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
   float acc[2][4];
 #pragma unroll
   for (int j = 0; j < 2; ++j)
@@ -237,22 +236,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The split walk has its own copy of the stage loop below: routed through these lambdas, the
   // whole-tile kernels took 40-80 more instructions (cuobjdump), and that loop has been slower for
   // fewer instructions before (bench/results/2026-11-28-stream-trigger-h200, call 8); as it is,
-  // their SASS is what it was before the split walk. Both copies share the stage's MMAs
-  // (stream_ring.cuh's stage_mmas: the same instructions as when each had them inline).
+  // their SASS is what it was before the split walk. Both copies share the stage's x loads and
+  // MMAs (stream_ring.cuh's load_x_chunks and stage_mmas: the whole-tile kernels' instructions
+  // as when they had them inline; bench/results/2026-11-30-x-chunks-h200).
   if constexpr (kSplit) {
     // Stage i (slot i % kStages) of `chunks` 32-wide chunks from k0 into acc.
     const auto consume = [&](std::int32_t i, std::int32_t k0, std::int32_t chunks) {
       // x first: its L1/L2 latency overlaps the wait for the slot.
       uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
-#pragma unroll
-      for (int u = 0; u < kChunksPerWarp; ++u) {
-        const std::int32_t c = warp + u * kConsumerWarps;
-        const std::int32_t k = k0 + c * 32;
-        const __nv_bfloat16* lo = x_lane + k;
-        const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
-        xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
-        xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
-      }
+      load_x_chunks<R, kNorm>(x_lane, x_stride, k0, chunks, low, high, warp, xl, xh);
       stage_mmas(xl, xh, chunks, view, i, acc);
     };
     // The warps' sums of the tile to shared memory (one buffer of two), acc back to zero, one
@@ -345,15 +337,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const std::int32_t chunks = min(kStageK, in - k0) / 32;
       // x first: its L1/L2 latency overlaps the wait for the slot.
       uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
-#pragma unroll
-      for (int u = 0; u < kChunksPerWarp; ++u) {
-        const std::int32_t c = warp + u * kConsumerWarps;
-        const std::int32_t k = k0 + c * 32;
-        const __nv_bfloat16* lo = x_lane + k;
-        const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * x_stride + k;
-        xl[u] = c < chunks && low ? load16<kNorm>(lo) : zero;
-        xh[u] = c < chunks && high ? load16<kNorm>(hi) : zero;
-      }
+      load_x_chunks<R, kNorm>(x_lane, x_stride, k0, chunks, low, high, warp, xl, xh);
       stage_mmas(xl, xh, chunks, view, i, acc);
       if (ks != k_stages - 1) continue;
 

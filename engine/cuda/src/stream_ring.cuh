@@ -93,6 +93,28 @@ __device__ __forceinline__ void issue_stage(const RingView<R>& v, const __nv_bfl
               &v.full[s], policy);
 }
 
+/// Consumer warp `warp`'s x chunks for stage_mmas: rows g (xl) and g + 8 (xh) of its 32-wide k
+/// chunks c = warp + 8 u < `chunks` from k0, x_lane pointing at row g's k = 0 (lane t's 8
+/// values) with `stride` elements a row; zeros for chunks past `chunks` and for rows past the x
+/// (`low`: row g is one of them, `high`: row g + 8). kPlain: plain loads (x in shared memory, or
+/// written during the kernel), else read-only ones (load16).
+template <typename R, bool kPlain>
+__device__ __forceinline__ void load_x_chunks(const __nv_bfloat16* x_lane, std::int32_t stride,
+                                              std::int32_t k0, std::int32_t chunks, bool low,
+                                              bool high, int warp, uint4 (&xl)[R::kChunksPerWarp],
+                                              uint4 (&xh)[R::kChunksPerWarp]) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int u = 0; u < R::kChunksPerWarp; ++u) {
+    const std::int32_t c = warp + u * kConsumerWarps;
+    const std::int32_t k = k0 + c * 32;
+    const __nv_bfloat16* lo = x_lane + k;
+    const __nv_bfloat16* hi = x_lane + static_cast<std::int64_t>(8) * stride + k;
+    xl[u] = c < chunks && low ? load16<kPlain>(lo) : zero;
+    xh[u] = c < chunks && high ? load16<kPlain>(hi) : zero;
+  }
+}
+
 /// Stage i's MMAs into acc for consumer warp `warp` (lane (g, t) = (lane / 4, lane % 4)): x
 /// chunks xl (row g) and xh (row g + 8) of the warp's 32-wide k chunks c = warp + 8 u < `chunks`,
 /// once the slot's weights landed (its full barrier); then the warp frees the slot (its lane 0

@@ -146,17 +146,8 @@ __device__ __forceinline__ void consume_stage(const __nv_bfloat16* x, std::int32
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const __nv_bfloat16* x_lane = x + static_cast<std::int64_t>(g) * in + 8 * t;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
   uint4 xl[R::kChunksPerWarp], xh[R::kChunksPerWarp];
-#pragma unroll
-  for (int u = 0; u < R::kChunksPerWarp; ++u) {
-    const std::int32_t c = warp + u * kConsumerWarps;
-    const std::int32_t k = k0 + c * 32;
-    xl[u] = c < chunks && g < rows ? *reinterpret_cast<const uint4*>(x_lane + k) : zero;
-    xh[u] = c < chunks && g + 8 < rows
-                ? *reinterpret_cast<const uint4*>(x_lane + 8 * static_cast<std::int64_t>(in) + k)
-                : zero;
-  }
+  load_x_chunks<R, true>(x_lane, in, k0, chunks, g < rows, g + 8 < rows, warp, xl, xh);
   stage_mmas(xl, xh, chunks, v, i, acc);
 }
 
