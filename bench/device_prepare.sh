@@ -19,6 +19,8 @@
 #   device_engine_variants.sh and device_engine_profile.sh read; ~18 MiB instead of ~33), so that
 #   more binaries fit the call's 64 MiB; whatever else an earlier staging left is removed.
 #   TESTS=1: the CUDA tests binary too (device_engine_check.sh, bench/device_probe_lib.sh).
+# TIMELINE=1: also engine/cuda's CUPTI injection library (libdice_kernel_timeline.so) and the
+#   libcupti it links, in .device/timeline/ (bench/device_kernel_timeline.sh).
 # BASE=PATH: also stages the dice binary PATH (a build of another commit), stripped and
 #   compressed, as .device/dice_base, for device_engine_variants.sh's
 #   VARIANTS=';bin=.device/dice_base'. BASE_TESTS=PATH: that build's CUDA tests binary, as
@@ -74,6 +76,15 @@ for lib in $(ldd "${binaries[@]}" | awk '/=> \//{print $3}' | sort -u); do
   cp -L "$lib" "$libs/so/"
 done
 tar -C "$libs/so" -czf "$dev/lib.tar.gz" .
+rm -rf "$dev/timeline"
+if [ "${TIMELINE:-0}" = 1 ]; then
+  timeline="$root/build/engine/cuda/libdice_kernel_timeline.so"
+  [ -f "$timeline" ] || { echo "device_prepare.sh: TIMELINE=1 but no $timeline (a build with CUPTI)" >&2; exit 2; }
+  mkdir -p "$dev/timeline"
+  cp "$timeline" "$dev/timeline/"
+  cp -L "$(ldd "$timeline" | awk '/libcupti/ {print $3}')" "$dev/timeline/"
+  staged+=("timeline/$(basename "$timeline")")
+fi
 cp "$root"/../shared/models/sdar/configs/*.json "$dev/shared/configs/"
 if [ "$stage" = all ]; then
   mkdir -p "$dev/shared/tokenizer" "$dev/bin"
