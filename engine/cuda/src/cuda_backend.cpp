@@ -609,10 +609,17 @@ struct CudaBackend::Impl {
     // With `swiglu_act`, SwiGLU is fused into the GEMM's epilogue where the skinny kernel takes
     // it (returns true; y is then not written), else the caller launches it (returns false).
     const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
-    const auto norm_into_h = [&](const DeviceBuffer& norm_weight) {
+    // EXPERIMENT: DICE_NORM_EARLY_TRIGGER = input, post or both: those norms let the next kernel
+    // start before their programmatic wait.
+    static const std::string early_trigger = [] {
+      const char* v = std::getenv("DICE_NORM_EARLY_TRIGGER");
+      return std::string(v != nullptr ? v : "");
+    }();
+    const auto norm_into_h = [&](const DeviceBuffer& norm_weight, bool input = false) {
+      const bool trigger = early_trigger == "both" || early_trigger == (input ? "input" : "post");
       launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
                       h.get(), rows_pad, nullptr, s, options.fast_norms, pdl,
-                      options.pdl_early_reads);
+                      options.pdl_early_reads, trigger);
     };
     const auto normed_gemm = [&](const DeviceBuffer& norm_weight, const DeviceBuffer& w, float* y,
                                  std::int64_t out, void* swiglu_act = nullptr) {
@@ -621,7 +628,7 @@ struct CudaBackend::Impl {
       if (norm_fused)
         ++stats.fused_norm_gemms;
       else
-        norm_into_h(norm_weight);
+        norm_into_h(norm_weight, y == qkv.as<float>());  // (the input norm: before qkv)
       if (swiglu_act != nullptr &&
           gemm->fuses_swiglu(dtype, rows_pad, hd, out, norm_fused ? norm.residual : h.get(),
                              w.get(), swiglu_act)) {
