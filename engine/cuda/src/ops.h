@@ -144,6 +144,9 @@ void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table
 /// pdl; the vectorised kernel): `weight`, a model weight that no kernel of the pass writes, is read
 /// before the programmatic wait (launch.cuh, "Early start"), so that it does not queue behind the
 /// next GEMM's early weight loads, which the kernel's trigger lets start; the same bits either way.
+/// The vectorised kernel lets the next kernel start once it has read its row, or with
+/// `early_trigger` before its own programmatic wait (CudaBackendOptions::input_norm_early_trigger);
+/// the same bits either way.
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
                      cudaStream_t stream, bool vectorised = true, bool pdl = false,

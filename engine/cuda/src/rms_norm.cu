@@ -59,6 +59,8 @@ __global__ void __launch_bounds__(kThreads)
   // With early_weight the norm weight (a model weight) is read before the wait, so that it does
   // not queue behind the next GEMM's early weight loads, which the trigger below lets start
   // (+0.7% tok/s on SDAR-1.7B at 1 sequence on an H200: bench/results/2026-11-28-stream-norm-h200).
+  // With early_trigger that kernel may start before this one waits: its blocks take their SMs
+  // as the kernel before this one leaves them (bench/results/2026-11-30-kernel-timeline-h200).
   const auto* w4 = reinterpret_cast<const float4*>(weight);
   float4 wv[kVec];
   const auto load_weight = [&] {

@@ -245,6 +245,18 @@ struct CudaBackendOptions {
   /// sequence and within the spread on SDAR-1.7B, whose o share mostly fits in the registers' early
   /// loads already (bench/results/2026-11-25-kernel-trace-h100). Same bits either way.
   bool stage_o_weights = true;
+  /// With PDL, the RMSNorm before the qkv projection lets the kernel after it start before its
+  /// own programmatic wait, not once it has read its row (issue 6). The qkv GEMM's blocks then
+  /// take their SMs as the down projection's leave and fill their weight rings while the norm
+  /// waits and runs (a kernel timeline showed them starting 0.15 us before the norm's end
+  /// otherwise). The same bits. On an H200 at 1 x 1,024: +2.9% SDAR-1.7B, +2.3% SDAR-4B (two
+  /// rounds), +4.0% / +2.7% in a last round (bench/results/2026-11-30-kernel-timeline-h200, calls
+  /// 3-5). Without PDL, or before a cuBLASLt GEMM (launched plainly), nothing changes.
+  bool input_norm_early_trigger = true;
+  /// The same for the RMSNorm before gate/up. Off: at 1 x 1,024 on an H200, +1.0% on SDAR-4B but
+  /// -2.4% on SDAR-1.7B, whose norm reads its row ~2 us later behind the gate/up GEMM's early
+  /// weights (call 2's timeline).
+  bool post_norm_early_trigger = false;
   /// bf16 GEMMs of 17-64 rows (16 sequences) run our TMA + wgmma weight-streaming kernel
   /// (engine/cuda/src/wgmma_gemm.h; split-K over a thread block cluster, deterministic; the gate/up
   /// projection with the SwiGLU epilogue) instead of cuBLASLt, on sm_90 devices, where
