@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "engine_profile_report.py"
+from bench_scripts import BENCH, line_after, run_bench_script
+
 DEEP = "void dice::<unnamed>::attention_mma_pipelined_kernel<128, 3, true, 8>(int *, float)"
 PAIRED = "void dice::<unnamed>::attention_mma_pipelined_kernel<128, 1, true, 4>(int *, float)"
 # (ncu spells the anonymous namespace either way; the parameter list is cut after it)
@@ -27,17 +27,11 @@ def csv_text() -> str:
 def report(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "ncu.csv"
     path.write_text(csv_text())
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), str(path), *flags],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_bench_script("engine_profile_report.py", str(path), *flags)
 
 
 def kernel_line(stdout: str, start: str) -> list[str]:
-    line = next(line for line in stdout.splitlines() if line.startswith(start))
-    return line[len(start) :].split()
+    return line_after(stdout, start).split()
 
 
 def test_template_arguments_are_dropped_by_default(tmp_path):
@@ -65,7 +59,7 @@ def test_a_metric_the_csv_lacks_is_named(tmp_path):
 
 
 def test_metric_columns_are_labelled_by_what_tells_them_apart():
-    sys.path.insert(0, str(SCRIPT.parent))
+    sys.path.insert(0, str(BENCH))
     from engine_profile_report import metric_labels
 
     stalls = [

@@ -4,11 +4,10 @@ the gaps between passes, and a clear message (exit 1) for a file without a compl
 
 import gzip
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "kernel_timeline_report.py"
+from bench_scripts import line_after, run_bench_script
+
 ATTENTION = (
     "_ZN4dice6engine4cuda30attention_mma_pipelined_kernelILi128ELi1ELb0ELi4EEEvNS1_8AttnArgsE"
 )
@@ -39,17 +38,12 @@ def timeline(passes: int, layers: int) -> str:
 
 
 def run(path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), str(path), *flags],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_bench_script("kernel_timeline_report.py", str(path), *flags)
 
 
 def numbers(stdout: str, start: str) -> list[float]:
-    line = next(line for line in stdout.splitlines() if line.startswith(start))
-    return [float(x) for x in line[len(start) :].split() if x[0].isdigit() or x[0] == "-"]
+    fields = line_after(stdout, start).split()
+    return [float(x) for x in fields if x[0].isdigit() or x[0] == "-"]
 
 
 def test_layer_steps_durations_and_leads(tmp_path: Path) -> None:
