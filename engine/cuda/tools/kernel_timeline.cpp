@@ -12,12 +12,15 @@
 
 #include <cupti.h>
 
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace {
@@ -35,8 +38,17 @@ struct KernelRecord {
 class Recorder {
  public:
   Recorder() {
-    if (const char* max = std::getenv("DICE_KERNEL_TIMELINE_MAX"))
-      limit_ = std::strtoull(max, nullptr, 10);
+    const char* max = std::getenv("DICE_KERNEL_TIMELINE_MAX");
+    if (max == nullptr) return;
+    const std::string_view text(max);
+    std::uint64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size())
+      std::fprintf(stderr,
+                   "kernel_timeline: DICE_KERNEL_TIMELINE_MAX=%s is not a count; keeping %llu\n",
+                   max, static_cast<unsigned long long>(limit_));
+    else
+      limit_ = value;
   }
   void add(const KernelRecord& r) {
     const std::lock_guard lock(mutex_);
