@@ -6,6 +6,8 @@
 
 #include <cctype>
 #include <cmath>
+#include <string>
+#include <string_view>
 
 #include "dice/core/error.h"
 #include "dice/engine/cpu_backend.h"
@@ -15,6 +17,18 @@
 #endif
 
 namespace dice::cli {
+
+namespace {
+
+/// Throws InputError for `option` (its flag and value) given while the feature it tunes is off:
+/// "OPTION: OFF, so WHAT would change nothing; REMEDY".
+void refuse_tuning_of_off_feature(const std::string& option, std::string_view off,
+                                  std::string_view what, std::string_view remedy) {
+  throw InputError(
+      fmt::format("{}: {}, so {} would change nothing; {}", option, off, what, remedy));
+}
+
+}  // namespace
 
 void add_backend_options(CLI::App* command, BackendArgs& args) {
   command
@@ -279,23 +293,21 @@ std::string resolve_backend(const BackendArgs& args) {
 std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                                               const model::Checkpoint& checkpoint,
                                               std::string* description) {
+  const engine::CudaBackendOptions defaults;  // (also for the description below)
+  constexpr std::string_view wgmma_off = "the wgmma kernel is off (--no-wgmma-gemm)";
   if (!args.cuda.wgmma_gemm && args.cuda.wgmma_min_block_k)
-    throw InputError(fmt::format(
-        "--wgmma-min-block-k {}: the wgmma kernel is off (--no-wgmma-gemm), so the limit would "
-        "change nothing; drop one of the two",
-        *args.cuda.wgmma_min_block_k));
-  if (!args.cuda.wgmma_gemm &&
-      args.cuda.wgmma_stage_k != engine::CudaBackendOptions{}.wgmma_stage_k)
-    throw InputError(fmt::format(
-        "--wgmma-stage-k {}: the wgmma kernel is off (--no-wgmma-gemm), so the stage size would "
-        "change nothing; drop one of the two",
-        args.cuda.wgmma_stage_k));
+    refuse_tuning_of_off_feature(
+        fmt::format("--wgmma-min-block-k {}", *args.cuda.wgmma_min_block_k), wgmma_off, "the limit",
+        "drop one of the two");
+  if (!args.cuda.wgmma_gemm && args.cuda.wgmma_stage_k != defaults.wgmma_stage_k)
+    refuse_tuning_of_off_feature(fmt::format("--wgmma-stage-k {}", args.cuda.wgmma_stage_k),
+                                 wgmma_off, "the stage size", "drop one of the two");
   if (!args.cuda.fused_qk_norm_rope &&
-      args.cuda.fused_qk_norm_rope_tile_n != engine::CudaBackendOptions{}.fused_qk_norm_rope_tile_n)
-    throw InputError(fmt::format(
-        "--fused-qk-norm-rope-tile {}: the q/k epilogue is off (--fused-qk-norm-rope not given), "
-        "so the tile would change nothing; drop it or add --fused-qk-norm-rope",
-        args.cuda.fused_qk_norm_rope_tile_n));
+      args.cuda.fused_qk_norm_rope_tile_n != defaults.fused_qk_norm_rope_tile_n)
+    refuse_tuning_of_off_feature(
+        fmt::format("--fused-qk-norm-rope-tile {}", args.cuda.fused_qk_norm_rope_tile_n),
+        "the q/k epilogue is off (--fused-qk-norm-rope not given)", "the tile",
+        "drop it or add --fused-qk-norm-rope");
   const std::int64_t memory_limit =
       args.gpu_memory.empty() ? 0 : parse_bytes(args.gpu_memory, "--gpu-memory");
   const std::string which = resolve_backend(args);
@@ -361,7 +373,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
   }
   auto cuda = std::make_unique<engine::CudaBackend>(checkpoint, options);
   if (description != nullptr) {
-    const engine::CudaBackendOptions defaults;  // the options not changed are not listed
+    // (against `defaults`: the options not changed are not listed)
     const auto m = cuda->memory();
     *description = fmt::format(
         "cuda ({}, {}{}, skinny GEMM rows {}, PDL {}, weights {:.2f} GiB, KV cache {:.2f} GiB = "
