@@ -410,7 +410,13 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && !args.cuda.fold_qkv_norm ? ", qkv norm not folded" : "") +
             (!args.baseline_kernels && !args.cuda.fold_mlp_norm ? ", MLP norm not folded" : "") +
             (!args.baseline_kernels && args.cuda.fused_qk_norm_rope ? ", q/k norm in the qkv GEMM"
-                                                                    : ""),
+                                                                    : "") +
+            (!args.baseline_kernels && !args.cuda.input_norm_early_trigger
+                 ? ", qkv started after the input norm's row"
+                 : "") +
+            (!args.baseline_kernels && args.cuda.post_norm_early_trigger
+                 ? ", gate/up started before the post norm's wait"
+                 : ""),
         args.cuda.skinny_gemm_rows,
         options.early_start_after_cublas ? "on, early after cuBLASLt"
         : args.pdl                       ? "on"
