@@ -7,7 +7,8 @@ dependent launch (PDL) included. A pass starts at its embedding kernel. Of the l
 (default 200) those with the most common kernel sequence are kept: the steady decoding passes.
 
 Kernels of a pass run in launch order and each ends after the one before it, so a pass's time is
-the sum of its kernels' steps: step = end - the previous kernel's end. A kernel's lead = the
+the sum of its kernels' steps: step = end - the previous kernel's end (the first kernel's: its
+duration), which is the pass's span. A kernel's lead = the
 previous kernel's end - its own start: how long it was on the GPU (reading weights or metadata
 before its programmatic wait) before its predecessor ended; negative: a gap in which no kernel
 of ours ran. Printed per kernel of one layer (the layers between the first and the last,
@@ -119,7 +120,9 @@ def report(passes: list[list[Kernel]]) -> str:
     roles = tuple(k.role for k in passes[0])
     starts = layer_windows(roles)
     lines = [f"{len(passes)} passes of {len(roles)} kernels, {len(starts)} layers"]
-    steps = [[(p[i].end - p[i - 1].end) if i else 0 for i in range(len(p))] for p in passes]
+    steps = [
+        [p[i].end - (p[i - 1].end if i else p[0].start) for i in range(len(p))] for p in passes
+    ]
     leads = [[(p[i - 1].end - p[i].start) if i else 0 for i in range(len(p))] for p in passes]
     if len(starts) >= 3:
         width = starts[1] - starts[0]

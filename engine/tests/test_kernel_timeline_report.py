@@ -65,6 +65,8 @@ def test_layer_steps_durations_and_leads(tmp_path: Path) -> None:
     assert "stream_gemm<0,0,1>" in out and "x5" in out
     assert numbers(out, "cublaslt") == [4.0]
     assert "pass span (first start to last end): 52.00 us" in out
+    # The steps add up to the span: the embedding's is its duration.
+    assert numbers(out, "embedding") == [2.0]
     assert "gap between passes: 10.00 us (median)" in out
 
 

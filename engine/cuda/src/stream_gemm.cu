@@ -342,16 +342,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (ks != k_stages - 1) continue;
 
       // The tile's last stage: partial sums, one barrier, one output per thread.
-      // (Inline, not stage_partials: with the buffer's flip after the outputs, as here, the
-      // whole-tile kernels keep the instructions they had; through it they take 8-16 more.)
-      auto& part = *reinterpret_cast<Partial*>(partial + buffer * kPartialFloats);
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          part[warp][j * 4 + r][lane] = acc[j][r];
-          acc[j][r] = 0.0f;
-        }
+      // (Not stage_partials: with the buffer's flip after the outputs, as here, the whole-tile
+      // kernels keep the instructions they had; through it they take 8-16 more.)
+      const Partial& part = store_warp_sums(partial, buffer, acc);
       consumers_sync();
       const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
       const int e = static_cast<int>(threadIdx.x);

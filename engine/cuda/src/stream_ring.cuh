@@ -155,12 +155,10 @@ __device__ __forceinline__ void consumers_sync() {
 /// One buffer of the warps' partial sums of a 16 x 16 tile: [warp][C register][lane].
 using Partial = float[kConsumerWarps][kRegs][32];
 
-/// The consumer warps' sums in acc (zeroed after) to partial buffer `buffer` of `partial` (the
-/// ring's two buffers, RingView::partial; the next call takes the other, so one barrier a tile
-/// suffices), then one barrier of the consumers; returns the buffer for the epilogue
-/// (warps_total).
-__device__ __forceinline__ const Partial& stage_partials(float* partial, int& buffer,
-                                                         float (&acc)[2][4]) {
+/// This consumer thread's sums in acc to its entries of partial buffer `buffer` of `partial`
+/// (the ring's two buffers, RingView::partial), acc back to zero; returns the buffer. No barrier.
+__device__ __forceinline__ Partial& store_warp_sums(float* partial, int buffer,
+                                                    float (&acc)[2][4]) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   auto& part = *reinterpret_cast<Partial*>(partial + buffer * kPartialFloats);
 #pragma unroll
@@ -170,6 +168,15 @@ __device__ __forceinline__ const Partial& stage_partials(float* partial, int& bu
       part[warp][j * 4 + r][lane] = acc[j][r];
       acc[j][r] = 0.0f;
     }
+  return part;
+}
+
+/// The consumer warps' sums in acc (zeroed after) to partial buffer `buffer` (store_warp_sums;
+/// the next call takes the other, so one barrier a tile suffices), then one barrier of the
+/// consumers; returns the buffer for the epilogue (warps_total).
+__device__ __forceinline__ const Partial& stage_partials(float* partial, int& buffer,
+                                                         float (&acc)[2][4]) {
+  const Partial& part = store_warp_sums(partial, buffer, acc);
   buffer ^= 1;
   consumers_sync();
   return part;

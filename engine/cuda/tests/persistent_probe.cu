@@ -407,6 +407,7 @@ void launch_dynamic(const Phase* phases, std::int32_t count, int rows, int block
                 R::kSharedBytes, stream, pdl, phases, count, rows, counters, unit_counters,
                 order.wait, order.dynamic_stages, pdl);
 }
+
 /// f.template operator()<StageK, Stages>() for `ring`'s stage k and stage count: the one place
 /// that maps ProbeRingShape to a ring. Throws dice::Error for a value outside the enum.
 template <typename F>

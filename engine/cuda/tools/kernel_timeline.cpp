@@ -58,14 +58,11 @@ class Recorder {
     else
       ++dropped_;
   }
-  /// Drops every record from here on (the file is written).
-  void close() {
-    const std::lock_guard lock(mutex_);
-    closed_ = true;
-  }
-  /// Writes the CSV to `path`; complains on stderr (naming the path) when it cannot.
+  /// Writes the CSV to `path`, complaining on stderr (naming the path) when it cannot; drops
+  /// every record from here on.
   void write(const std::string& path) {
     const std::lock_guard lock(mutex_);
+    closed_ = true;
     std::ofstream out(path);
     out << "start_ns,end_ns,graph_node,stream,grid,block,shared,name\n";
     for (const KernelRecord& r : records_)
@@ -119,10 +116,10 @@ void finish() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   if (const char* path = std::getenv("DICE_KERNEL_TIMELINE")) recorder().write(path);
-  recorder().close();
 }
 
-bool ok(CUptiResult result, const char* call) {
+/// Whether a CUPTI call succeeded; if not, a line on stderr naming `call` and CUPTI's reason.
+bool cupti_ok(CUptiResult result, const char* call) {
   if (result == CUPTI_SUCCESS) return true;
   const char* what = nullptr;
   cuptiGetResultString(result, &what);
@@ -143,9 +140,9 @@ extern "C" int InitializeInjection() {
   // The recorder first: statics are destroyed in the reverse order of their construction and
   // of atexit's registrations, so finish() runs while it is still alive.
   recorder();
-  if (!ok(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
-          "cuptiActivityRegisterCallbacks") ||
-      !ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable"))
+  if (!cupti_ok(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
+                "cuptiActivityRegisterCallbacks") ||
+      !cupti_ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable"))
     return 0;
   std::atexit(finish);
   return 1;
