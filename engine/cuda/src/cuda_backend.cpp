@@ -608,25 +608,15 @@ struct CudaBackend::Impl {
     // RMSNorm(x) w^T: fused into the skinny GEMM where it takes it, else the norm kernel into h.
     // With `swiglu_act`, SwiGLU is fused into the GEMM's epilogue where the skinny kernel takes
     // it (returns true; y is then not written), else the caller launches it (returns false).
-    // EXPERIMENT: trigger positions from the environment (0 after the row read, 1 before the
-    // wait, 2 right after it).
-    const auto env_trigger = [](const char* name, bool option) {
-      const char* v = std::getenv(name);
-      return v != nullptr ? std::atoi(v) : (option ? 1 : 0);
-    };
-    const int input_trigger =
-        env_trigger("DICE_EXP_INPUT_NORM_TRIGGER", options.input_norm_early_trigger);
-    const int post_trigger =
-        env_trigger("DICE_EXP_POST_NORM_TRIGGER", options.post_norm_early_trigger);
     const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
     // `early_trigger`: the next kernel may start before the norm's wait
     // (CudaBackendOptions::input_norm_early_trigger, post_norm_early_trigger).
-    const auto norm_into_h = [&](const DeviceBuffer& norm_weight, int early_trigger) {
+    const auto norm_into_h = [&](const DeviceBuffer& norm_weight, bool early_trigger) {
       launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
                       h.get(), rows_pad, nullptr, s, options.fast_norms, pdl,
                       options.pdl_early_reads, early_trigger);
     };
-    const auto normed_gemm = [&](const DeviceBuffer& norm_weight, int early_trigger,
+    const auto normed_gemm = [&](const DeviceBuffer& norm_weight, bool early_trigger,
                                  const DeviceBuffer& w, float* y, std::int64_t out,
                                  void* swiglu_act = nullptr) {
       const GemmNorm norm{x.as<float>(), norm_weight.as<float>(), static_cast<float>(shape.eps)};
@@ -687,7 +677,7 @@ struct CudaBackend::Impl {
       const bool fold_in = folds.qkv && i > 0;
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
       if (qk_epilogue) {
-        if (!fold_in) norm_into_h(l.input_norm, input_trigger);
+        if (!fold_in) norm_into_h(l.input_norm, options.input_norm_early_trigger);
         gemm->run_qk_rope(h.get(), l.qkv.get(), qk_rope(l, cache, fold_in), rows_pad, hd, s);
         ++stats.fused_qk_norm_rope_gemms;
       } else {
@@ -695,7 +685,8 @@ struct CudaBackend::Impl {
           gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false,
                     s);
         else
-          normed_gemm(l.input_norm, input_trigger, l.qkv, qkv.as<float>(), qd + 2 * kvd);
+          normed_gemm(l.input_norm, options.input_norm_early_trigger, l.qkv, qkv.as<float>(),
+                      qd + 2 * kvd);
         launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                             l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache,
                             rows_pad, s, options.fast_norms, pdl,
@@ -719,12 +710,12 @@ struct CudaBackend::Impl {
         gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
                   options.stage_o_weights);
         if (gate_up_bf16) {
-          norm_into_h(l.post_norm, post_trigger);
+          norm_into_h(l.post_norm, options.post_norm_early_trigger);
           gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
           launch_swiglu_bf16_input(gate_up.as<__nv_bfloat16>(), shape.intermediate, act.get(),
                                    rows_pad, s, pdl);
-        } else if (!normed_gemm(l.post_norm, post_trigger, l.gate_up, gate_up.as<float>(), 2 * in,
-                                swiglu ? act.get() : nullptr)) {
+        } else if (!normed_gemm(l.post_norm, options.post_norm_early_trigger, l.gate_up,
+                                gate_up.as<float>(), 2 * in, swiglu ? act.get() : nullptr)) {
           launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s,
                         pdl);
         }

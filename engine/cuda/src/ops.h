@@ -150,7 +150,7 @@ void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
                      cudaStream_t stream, bool vectorised = true, bool pdl = false,
-                     bool early_weight = false, int early_trigger = 0);
+                     bool early_weight = false, bool early_trigger = false);
 
 /// From the fused projection output qkv [rows_pad, (heads + 2 kv_heads) head_dim] fp32: per-head
 /// RMSNorm of q and k with q_norm / k_norm [head_dim], NeoX rotate-half RoPE at the row's

@@ -55,8 +55,7 @@ constexpr int kMaxVec = 8;  // float4 per thread: hidden up to 8,192
 template <typename T, typename Acc, int kVec>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_vec_kernel(const float* x, const float* weight, std::int32_t hidden, double eps,
-                        T* out, const PassHeader* gather, bool early_weight, int trigger) {
-  const bool early_trigger = trigger == 1;
+                        T* out, const PassHeader* gather, bool early_weight, bool early_trigger) {
   // With early_weight the norm weight (a model weight) is read before the wait, so that it does
   // not queue behind the next GEMM's early weight loads, which the trigger below lets start
   // (+0.7% tok/s on SDAR-1.7B at 1 sequence on an H200: bench/results/2026-11-28-stream-norm-h200).
@@ -74,7 +73,6 @@ __global__ void __launch_bounds__(kThreads)
   if (early_weight) load_weight();
   if (early_trigger) allow_next_grid();
   wait_for_prior_grid();
-  if (trigger == 2) allow_next_grid();
   if (!early_weight) load_weight();
   __shared__ Acc scratch[32];
   const std::int32_t row = blockIdx.x;
@@ -108,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
   // The next kernel (a GEMM whose blocks load their first weights before their wait) may start
   // once this block's row is read: its weight loads then do not delay these row loads
   // (bench/results/2026-11-25-kernel-trace-h100: +0.9% tok/s on SDAR-4B at 1 sequence).
-  if (trigger == 0) allow_next_grid();
+  if (!early_trigger) allow_next_grid();
   float scale = 0;
   if constexpr (std::is_same_v<Acc, float>)
     scale = rms_scale(sum, hidden, static_cast<float>(eps));
@@ -133,7 +131,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, typename Acc>
 void launch_vec(const float* x, const float* weight, std::int32_t hidden, double eps, T* out,
                 std::int32_t rows, const PassHeader* gather, cudaStream_t stream, bool pdl,
-                bool early_weight, int early_trigger) {
+                bool early_weight, bool early_trigger) {
   const int per_thread = (hidden / 4 + kThreads - 1) / kThreads;
   const auto kernel = per_thread <= 2   ? rms_norm_vec_kernel<T, Acc, 2>
                       : per_thread <= 4 ? rms_norm_vec_kernel<T, Acc, 4>
@@ -147,7 +145,7 @@ void launch_vec(const float* x, const float* weight, std::int32_t hidden, double
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
                      cudaStream_t stream, bool vectorised, bool pdl, bool early_weight,
-                     int early_trigger) {
+                     bool early_trigger) {
   if (rows <= 0) return;
   early_weight = early_weight && pdl;  // as the q/k and attention launchers take early_reads
   if (vectorised && hidden % 4 == 0 && hidden <= 4 * kThreads * kMaxVec) {
