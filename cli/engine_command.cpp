@@ -279,8 +279,8 @@ void run_bench(const BenchArgs& args) {
               {"programmatic_launch_few_rows", o.programmatic_launch_few_rows},
               {"pdl_early_reads", o.pdl_early_reads},
               {"stage_o_weights", o.stage_o_weights},
-              {"input_norm_early_trigger", o.input_norm_early_trigger},
-              {"post_norm_early_trigger", o.post_norm_early_trigger},
+              {"input_norm_trigger", engine::norm_trigger_name(o.input_norm_trigger)},
+              {"post_norm_trigger", engine::norm_trigger_name(o.post_norm_trigger)},
               {"wgmma_gemm", o.wgmma_gemm},
               {"wgmma_min_block_k", o.wgmma_min_block_k.value_or(-1)},  // (the backend sets it)
               {"wgmma_stage_k", o.wgmma_stage_k},

@@ -114,6 +114,7 @@ def test_bad_input_is_a_clear_error(model, args, message):
         (["--wgmma-min-block-k", "1536", "--wgmma-min-block-k", "64"], "1 required"),
         (["--attention-min-split-keys", "-1"], "not in range"),
         (["--fused-qk-norm-rope", "--fused-qk-norm-rope-tile", "96"], "not in {64,128}"),
+        (["--post-norm-trigger", "sideways"], "--post-norm-trigger: Check sideways value"),
     ],
 )
 def test_bad_options_are_refused_by_the_command_line_parser(model, args, message):

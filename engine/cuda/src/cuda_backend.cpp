@@ -609,14 +609,14 @@ struct CudaBackend::Impl {
     // With `swiglu_act`, SwiGLU is fused into the GEMM's epilogue where the skinny kernel takes
     // it (returns true; y is then not written), else the caller launches it (returns false).
     const bool fuse = options.fused_norm_gemm && options.fast_norms && dtype == CudaDType::kBF16;
-    // `early_trigger`: the next kernel may start before the norm's wait
-    // (CudaBackendOptions::input_norm_early_trigger, post_norm_early_trigger).
-    const auto norm_into_h = [&](const DeviceBuffer& norm_weight, bool early_trigger) {
+    // `trigger`: where the norm lets the next kernel start
+    // (CudaBackendOptions::input_norm_trigger, post_norm_trigger).
+    const auto norm_into_h = [&](const DeviceBuffer& norm_weight, NormTrigger trigger) {
       launch_rms_norm(dtype, x.as<float>(), norm_weight.as<float>(), shape.hidden, shape.eps,
                       h.get(), rows_pad, nullptr, s, options.fast_norms, pdl,
-                      options.pdl_early_reads, early_trigger);
+                      options.pdl_early_reads, trigger);
     };
-    const auto normed_gemm = [&](const DeviceBuffer& norm_weight, bool early_trigger,
+    const auto normed_gemm = [&](const DeviceBuffer& norm_weight, NormTrigger trigger,
                                  const DeviceBuffer& w, float* y, std::int64_t out,
                                  void* swiglu_act = nullptr) {
       const GemmNorm norm{x.as<float>(), norm_weight.as<float>(), static_cast<float>(shape.eps)};
@@ -624,7 +624,7 @@ struct CudaBackend::Impl {
       if (norm_fused)
         ++stats.fused_norm_gemms;
       else
-        norm_into_h(norm_weight, early_trigger);
+        norm_into_h(norm_weight, trigger);
       if (swiglu_act != nullptr &&
           gemm->fuses_swiglu(dtype, rows_pad, hd, out, norm_fused ? norm.residual : h.get(),
                              w.get(), swiglu_act)) {
@@ -677,7 +677,7 @@ struct CudaBackend::Impl {
       const bool fold_in = folds.qkv && i > 0;
       const CacheLayer cache = cache_layer(static_cast<std::int64_t>(i));
       if (qk_epilogue) {
-        if (!fold_in) norm_into_h(l.input_norm, options.input_norm_early_trigger);
+        if (!fold_in) norm_into_h(l.input_norm, options.input_norm_trigger);
         gemm->run_qk_rope(h.get(), l.qkv.get(), qk_rope(l, cache, fold_in), rows_pad, hd, s);
         ++stats.fused_qk_norm_rope_gemms;
       } else {
@@ -685,7 +685,7 @@ struct CudaBackend::Impl {
           gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false,
                     s);
         else
-          normed_gemm(l.input_norm, options.input_norm_early_trigger, l.qkv, qkv.as<float>(),
+          normed_gemm(l.input_norm, options.input_norm_trigger, l.qkv, qkv.as<float>(),
                       qd + 2 * kvd);
         launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
                             l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache,
@@ -710,11 +710,11 @@ struct CudaBackend::Impl {
         gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
                   options.stage_o_weights);
         if (gate_up_bf16) {
-          norm_into_h(l.post_norm, options.post_norm_early_trigger);
+          norm_into_h(l.post_norm, options.post_norm_trigger);
           gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
           launch_swiglu_bf16_input(gate_up.as<__nv_bfloat16>(), shape.intermediate, act.get(),
                                    rows_pad, s, pdl);
-        } else if (!normed_gemm(l.post_norm, options.post_norm_early_trigger, l.gate_up,
+        } else if (!normed_gemm(l.post_norm, options.post_norm_trigger, l.gate_up,
                                 gate_up.as<float>(), 2 * in, swiglu ? act.get() : nullptr)) {
           launch_swiglu(dtype, gate_up.as<float>(), shape.intermediate, act.get(), rows_pad, s,
                         pdl);

@@ -144,13 +144,13 @@ void launch_embedding(CudaDType dtype, const PassHeader* meta, const void* table
 /// pdl; the vectorised kernel): `weight`, a model weight that no kernel of the pass writes, is read
 /// before the programmatic wait (launch.cuh, "Early start"), so that it does not queue behind the
 /// next GEMM's early weight loads, which the kernel's trigger lets start; the same bits either way.
-/// The vectorised kernel lets the next kernel start once it has read its row, or with
-/// `early_trigger` before its own programmatic wait (CudaBackendOptions::input_norm_early_trigger);
-/// the same bits either way.
+/// `trigger`: where the vectorised kernel lets the next kernel start under PDL (NormTrigger: once
+/// it has read its row, right after its own programmatic wait, or before it; the scalar kernel
+/// always after its wait); the same bits in every position.
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
                      cudaStream_t stream, bool vectorised = true, bool pdl = false,
-                     bool early_weight = false, bool early_trigger = false);
+                     bool early_weight = false, NormTrigger trigger = NormTrigger::kAfterRead);
 
 /// From the fused projection output qkv [rows_pad, (heads + 2 kv_heads) head_dim] fp32: per-head
 /// RMSNorm of q and k with q_norm / k_norm [head_dim], NeoX rotate-half RoPE at the row's

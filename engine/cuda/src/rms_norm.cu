@@ -55,12 +55,12 @@ constexpr int kMaxVec = 8;  // float4 per thread: hidden up to 8,192
 template <typename T, typename Acc, int kVec>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_vec_kernel(const float* x, const float* weight, std::int32_t hidden, double eps,
-                        T* out, const PassHeader* gather, bool early_weight, bool early_trigger) {
+                        T* out, const PassHeader* gather, bool early_weight, NormTrigger trigger) {
   // With early_weight the norm weight (a model weight) is read before the wait, so that it does
-  // not queue behind the next GEMM's early weight loads, which the trigger below lets start
-  // (+0.7% tok/s on SDAR-1.7B at 1 sequence on an H200: bench/results/2026-11-28-stream-norm-h200).
-  // With early_trigger that kernel may start before this one waits: its blocks take their SMs
-  // as the kernel before this one leaves them (bench/results/2026-11-30-kernel-timeline-h200).
+  // not queue behind the next GEMM's early weight loads, which the trigger lets start (+0.7%
+  // tok/s on SDAR-1.7B at 1 sequence on an H200: bench/results/2026-11-28-stream-norm-h200).
+  // `trigger`: where that kernel may start (NormTrigger; before the wait its blocks take their
+  // SMs as the kernel before this one leaves them: bench/results/2026-11-30-kernel-timeline-h200).
   const auto* w4 = reinterpret_cast<const float4*>(weight);
   float4 wv[kVec];
   const auto load_weight = [&] {
@@ -71,8 +71,9 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
   if (early_weight) load_weight();
-  if (early_trigger) allow_next_grid();
+  if (trigger == NormTrigger::kBeforeWait) allow_next_grid();
   wait_for_prior_grid();
+  if (trigger == NormTrigger::kAfterWait) allow_next_grid();
   if (!early_weight) load_weight();
   __shared__ Acc scratch[32];
   const std::int32_t row = blockIdx.x;
@@ -103,10 +104,10 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   sum = block_sum(sum, scratch);
-  // The next kernel (a GEMM whose blocks load their first weights before their wait) may start
-  // once this block's row is read: its weight loads then do not delay these row loads
-  // (bench/results/2026-11-25-kernel-trace-h100: +0.9% tok/s on SDAR-4B at 1 sequence).
-  if (!early_trigger) allow_next_grid();
+  // kAfterRead: the next kernel (a GEMM whose blocks load their first weights before their wait)
+  // may start once this block's row is read, so that its weight loads do not delay these row
+  // loads (bench/results/2026-11-25-kernel-trace-h100: +0.9% tok/s on SDAR-4B at 1 sequence).
+  if (trigger == NormTrigger::kAfterRead) allow_next_grid();
   float scale = 0;
   if constexpr (std::is_same_v<Acc, float>)
     scale = rms_scale(sum, hidden, static_cast<float>(eps));
@@ -131,13 +132,13 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, typename Acc>
 void launch_vec(const float* x, const float* weight, std::int32_t hidden, double eps, T* out,
                 std::int32_t rows, const PassHeader* gather, cudaStream_t stream, bool pdl,
-                bool early_weight, bool early_trigger) {
+                bool early_weight, NormTrigger trigger) {
   const int per_thread = (hidden / 4 + kThreads - 1) / kThreads;
   const auto kernel = per_thread <= 2   ? rms_norm_vec_kernel<T, Acc, 2>
                       : per_thread <= 4 ? rms_norm_vec_kernel<T, Acc, 4>
                                         : rms_norm_vec_kernel<T, Acc, kMaxVec>;
   launch_kernel("rms_norm_vec_kernel", kernel, static_cast<unsigned>(rows), kThreads, 0, stream,
-                pdl, x, weight, hidden, eps, out, gather, early_weight, early_trigger);
+                pdl, x, weight, hidden, eps, out, gather, early_weight, trigger);
 }
 
 }  // namespace
@@ -145,16 +146,16 @@ void launch_vec(const float* x, const float* weight, std::int32_t hidden, double
 void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::int32_t hidden,
                      double eps, void* out, std::int32_t rows, const PassHeader* gather,
                      cudaStream_t stream, bool vectorised, bool pdl, bool early_weight,
-                     bool early_trigger) {
+                     NormTrigger trigger) {
   if (rows <= 0) return;
   early_weight = early_weight && pdl;  // as the q/k and attention launchers take early_reads
   if (vectorised && hidden % 4 == 0 && hidden <= 4 * kThreads * kMaxVec) {
     if (dtype == CudaDType::kBF16)
       launch_vec<__nv_bfloat16, float>(x, weight, hidden, eps, static_cast<__nv_bfloat16*>(out),
-                                       rows, gather, stream, pdl, early_weight, early_trigger);
+                                       rows, gather, stream, pdl, early_weight, trigger);
     else
       launch_vec<float, double>(x, weight, hidden, eps, static_cast<float*>(out), rows, gather,
-                                stream, pdl, early_weight, early_trigger);
+                                stream, pdl, early_weight, trigger);
     return;
   }
   const auto grid = static_cast<unsigned>(rows);

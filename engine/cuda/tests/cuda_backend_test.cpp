@@ -692,13 +692,14 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   // PDL only lets a kernel be scheduled before its predecessor drains; every kernel waits for it
   // first, so logits and tokens are bit for bit those of plain launches, with PDL in every pass
   // and in the few-row passes only (the default: the 250-row prompt pass plain, the block passes
-  // with PDL), with the RMSNorms letting the next kernel start before their wait or after their
-  // row (input_norm_early_trigger, post_norm_early_trigger). Each variant covers other kernels:
-  // bf16 with graphs (skinny GEMM at few rows, pipelined tensor-core attention, chunked vocabulary
-  // pass), and with short splits (the pipelined kernel's own merge and its counters, replayed);
-  // bf16 eager with the first layouts (the first mma attention, split, and its combine, the scalar
-  // norms, the whole-row vocabulary pass); fp32 with graphs (CUDA-core attention, split). The GEMM
-  // autotune stays off: its choice cannot differ in bits, but this test is about PDL.
+  // with PDL), with the RMSNorms letting the next kernel start before their wait, after it (the
+  // default's post norm) or after their row (input_norm_trigger, post_norm_trigger). Each variant
+  // covers other kernels: bf16 with graphs (skinny GEMM at few rows, pipelined tensor-core
+  // attention, chunked vocabulary pass), and with short splits (the pipelined kernel's own merge
+  // and its counters, replayed); bf16 eager with the first layouts (the first mma attention, split,
+  // and its combine, the scalar norms, the whole-row vocabulary pass); fp32 with graphs (CUDA-core
+  // attention, split). The GEMM autotune stays off: its choice cannot differ in bits, but this test
+  // is about PDL.
   struct Variant {
     std::string name;
     std::size_t shape;
@@ -728,11 +729,11 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     few.programmatic_launch_few_rows = true;
     CudaBackendOptions late = few;  // reads after the wait only (no early start reads)
     late.pdl_early_reads = false;
-    // Both RMSNorms let the next kernel start before their wait, or neither (the default: the
-    // one before qkv).
+    // Both RMSNorms let the next kernel start before their wait, or both after their row read
+    // (the default: the one before qkv before its wait, the one before gate/up after it).
     CudaBackendOptions both_norms = few, no_norm = few;
-    both_norms.post_norm_early_trigger = true;
-    no_norm.input_norm_early_trigger = false;
+    both_norms.post_norm_trigger = NormTrigger::kBeforeWait;
+    no_norm.input_norm_trigger = no_norm.post_norm_trigger = NormTrigger::kAfterRead;
     CudaBackend off(weights, plain), on(weights, pdl), some(weights, few), waiting(weights, late);
     expect_same_bits(on, off, shape.config, v.name);
     expect_same_bits(some, off, shape.config, v.name + ", PDL in few-row passes");
@@ -740,7 +741,7 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     {
       CudaBackend early(weights, both_norms), after(weights, no_norm);
       expect_same_bits(early, off, shape.config, v.name + ", both norms trigger early");
-      expect_same_bits(after, off, shape.config, v.name + ", no norm triggers early");
+      expect_same_bits(after, off, shape.config, v.name + ", both norms trigger after their row");
     }
     EXPECT_EQ(waiting.stats().programmatic_passes, some.stats().programmatic_passes) << v.name;
     EXPECT_GT(on.stats().programmatic_passes, 0) << v.name << ": PDL never ran";

@@ -215,13 +215,18 @@ TEST_F(CudaOps, RmsNormPlainAndGathered) {
       for (std::size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], want[i], tol * std::abs(want[i]) + 1e-30)
             << "rms_norm " << name(dtype) << kernel << " element " << i;
-      if (vectorised) {  // the weight read before the wait (PDL launch): the same bits
-        DeviceBuffer early(out.bytes());
-        launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, early.get(), rows,
-                        nullptr, stream(), true, true, true);
-        synchronize();
-        const auto again = download(early, rows * hidden, dtype);
-        ASSERT_TRUE(same_values(again, got)) << "rms_norm " << name(dtype) << " early weight";
+      if (vectorised) {  // the weight read before the wait (PDL launch), each trigger: the same
+        for (const auto trigger :  // bits
+             {NormTrigger::kAfterRead, NormTrigger::kAfterWait, NormTrigger::kBeforeWait}) {
+          DeviceBuffer early(out.bytes());
+          launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, early.get(), rows,
+                          nullptr, stream(), true, true, true, trigger);
+          synchronize();
+          const auto again = download(early, rows * hidden, dtype);
+          ASSERT_TRUE(same_values(again, got))
+              << "rms_norm " << name(dtype) << " early weight, trigger "
+              << norm_trigger_name(trigger);
+        }
       }
 
       // Gather: block rows of a pass (rows 4..7 of a fused-store pass), padded to 8 rows.

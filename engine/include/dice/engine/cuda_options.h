@@ -31,6 +31,30 @@ enum class CudaAttention {
   kTensorCores,  ///< mma.sync m16n8k16 bf16 (bf16 only; head_dim a multiple of 16)
 };
 
+/// Where an RMSNorm kernel lets the kernel after it start under programmatic dependent launch.
+/// That kernel is a GEMM whose blocks load their weights before their own wait, so the earlier
+/// the trigger, the more of its weights are in flight when the norm's output is ready, and the
+/// more they compete with the norm's own row read. The same bits in every position.
+enum class NormTrigger {
+  kAfterRead,   ///< once the norm has read its row (the first position; the baseline kernels')
+  kAfterWait,   ///< right after the norm's programmatic wait, before its row read
+  kBeforeWait,  ///< before that wait: the GEMM's blocks take their SMs as the kernel before the
+                ///< norm leaves them
+};
+
+/// The CLI's name of a trigger position: after-read, after-wait or before-wait.
+constexpr const char* norm_trigger_name(NormTrigger trigger) {
+  switch (trigger) {
+    case NormTrigger::kAfterRead:
+      return "after-read";
+    case NormTrigger::kAfterWait:
+      return "after-wait";
+    case NormTrigger::kBeforeWait:
+      return "before-wait";
+  }
+  return "?";
+}
+
 /// Options of the CUDA backend.
 struct CudaBackendOptions {
   CudaDType dtype = CudaDType::kBF16;
@@ -245,18 +269,21 @@ struct CudaBackendOptions {
   /// sequence and within the spread on SDAR-1.7B, whose o share mostly fits in the registers' early
   /// loads already (bench/results/2026-11-25-kernel-trace-h100). Same bits either way.
   bool stage_o_weights = true;
-  /// With PDL, the RMSNorm before the qkv projection lets the kernel after it start before its
-  /// own programmatic wait, not once it has read its row (issue 6). The qkv GEMM's blocks then
-  /// take their SMs as the down projection's leave and fill their weight rings while the norm
-  /// waits and runs (a kernel timeline showed them starting 0.15 us before the norm's end
-  /// otherwise). The same bits. On an H200 at 1 x 1,024: +2.9% SDAR-1.7B, +2.3% SDAR-4B (two
-  /// rounds), +4.0% / +2.7% in a last round (bench/results/2026-11-30-kernel-timeline-h200, calls
-  /// 3-5). Without PDL, or before a cuBLASLt GEMM (launched plainly), nothing changes.
-  bool input_norm_early_trigger = true;
-  /// The same for the RMSNorm before gate/up. Off: at 1 x 1,024 on an H200, +1.0% on SDAR-4B but
-  /// -2.4% on SDAR-1.7B, whose norm reads its row ~2 us later behind the gate/up GEMM's early
-  /// weights (call 2's timeline).
-  bool post_norm_early_trigger = false;
+  /// With PDL, where the RMSNorm before the qkv projection lets the qkv GEMM start (issue 6):
+  /// before the norm's own programmatic wait. The GEMM's blocks then take their SMs as the down
+  /// projection's leave and fill their weight rings while the norm waits and runs (a kernel
+  /// timeline showed them starting 0.15 us before the norm's end with kAfterRead). On an H200 at
+  /// 1 x 1,024 against kAfterRead: +2.9% SDAR-1.7B, +2.3% SDAR-4B (two rounds), +4.0% / +2.7% in a
+  /// last round (bench/results/2026-11-30-kernel-timeline-h200, calls 3-5); kAfterWait instead is
+  /// ~2% slower on both (bench/results/2026-11-30-norm-trigger-wait-h200). The same bits in every
+  /// position. Without PDL, or before a cuBLASLt GEMM (launched plainly), nothing changes.
+  NormTrigger input_norm_trigger = NormTrigger::kBeforeWait;
+  /// The same for the RMSNorm before gate/up: right after the norm's wait. On an H200 at
+  /// 1 x 1,024 against kAfterRead: +1.2% SDAR-1.7B, +0.8% SDAR-4B (two rounds each;
+  /// bench/results/2026-11-30-norm-trigger-wait-h200). kBeforeWait gave +1.0% on SDAR-4B but
+  /// -2.4% on SDAR-1.7B, whose norm then reads its row ~2 us later, behind the gate/up GEMM's early
+  /// weights (bench/results/2026-11-30-kernel-timeline-h200, call 2).
+  NormTrigger post_norm_trigger = NormTrigger::kAfterWait;
   /// bf16 GEMMs of 17-64 rows (16 sequences) run our TMA + wgmma weight-streaming kernel
   /// (engine/cuda/src/wgmma_gemm.h; split-K over a thread block cluster, deterministic; the gate/up
   /// projection with the SwiGLU epilogue) instead of cuBLASLt, on sm_90 devices, where
