@@ -40,8 +40,6 @@
 
 #include <cuda_bf16.h>
 
-#include <cstdlib>
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -109,7 +107,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, GemmNorm norm, __nv_bfloat16* __restrict__ act,
-                       bool early_weights, std::int32_t staged, std::int32_t trigger) {
+                       bool early_weights, std::int32_t staged) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
@@ -156,10 +154,8 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     }
   }
   if (early_weights && first_loaded) load_b(begin);
-  if (trigger == 1) allow_next_grid();  // EXPERIMENT
   wait_for_prior_grid();
   if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
-  if (trigger == 2) allow_next_grid();       // EXPERIMENT
   if (!early_weights && first_loaded) load_b(begin);
   const __nv_bfloat16* x_rows = x;
   std::int32_t x_stride = in;
@@ -269,9 +265,6 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
   const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
   std::size_t shared = 0;
   std::int32_t staged = 0;
-  std::int32_t trigger = 0;  // EXPERIMENT: DICE_EXP_O_TRIGGER (1 before the wait, 2 after it)
-  if (!kNorm && !kSwiglu && stage_share && std::getenv("DICE_EXP_O_TRIGGER") != nullptr)
-    trigger = std::atoi(std::getenv("DICE_EXP_O_TRIGGER"));
   if constexpr (kNorm) {
     shared = gemm_norm_shared_bytes(rows, in);
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -291,7 +284,7 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
-                early_weights, staged, trigger);
+                early_weights, staged);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
