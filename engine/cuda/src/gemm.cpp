@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -202,11 +201,6 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
                       const GemmNorm* norm) {
   float* slots =
       norm == nullptr && stream_splits(in, out) ? stream_split_slots_.as<float>() : nullptr;
-  // EXPERIMENT: DICE_EXP_SPLIT_SWIGLU takes the split walk for the gate/up GEMM wherever it
-  // saves any k.
-  if (norm == nullptr && act != nullptr && std::getenv("DICE_EXP_SPLIT_SWIGLU") != nullptr &&
-      stream_split_slots_.bytes() > 0 && stream_split_saving_k(in, out, sms_) > 0)
-    slots = stream_split_slots_.as<float>();
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
                      norm, StreamRing::kByShape, slots);
   ++stream_launches_;
