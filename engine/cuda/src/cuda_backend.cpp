@@ -674,7 +674,7 @@ struct CudaBackend::Impl {
     // EXPERIMENT: the streaming down projection folds the next input norm (DICE_EXP_STREAM_FOLD).
     const bool stream_fold = std::getenv("DICE_EXP_STREAM_FOLD") != nullptr && !folds.qkv &&
                              !qk_epilogue && dtype == CudaDType::kBF16 && options.fast_norms &&
-                             !fuse;
+                             !fuse && c.head_dim == 128 && hd % 16 == 0;
     bool stream_folded = false;  // the down projection before this layer folded its norm
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
