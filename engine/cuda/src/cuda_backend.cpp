@@ -460,7 +460,7 @@ struct CudaBackend::Impl {
                        kvd = c.num_kv_heads * c.head_dim;
     x = work_buffer(r * c.hidden_size * 4);
     h = work_buffer(r * c.hidden_size * e);
-    square_sums = work_buffer(r * ((c.hidden_size + 15) / 16) * 4);  // EXPERIMENT: per 16
+    square_sums = work_buffer(r * ((c.hidden_size + kFoldColumns - 1) / kFoldColumns) * 4);
     qkv = work_buffer(r * (qd + 2 * kvd) * 4);
     q = work_buffer(r * qd * e);
     attn = work_buffer(r * qd * e);
@@ -671,11 +671,6 @@ struct CudaBackend::Impl {
     WgmmaNormFold fold_in_swiglu;
     fold_in_swiglu.in_square_sums = square_sums.as<float>();
     fold_in_swiglu.eps = static_cast<float>(shape.eps);
-    // EXPERIMENT: the streaming down projection folds the next input norm (DICE_EXP_STREAM_FOLD).
-    const bool stream_fold = std::getenv("DICE_EXP_STREAM_FOLD") != nullptr && !folds.qkv &&
-                             !qk_epilogue && dtype == CudaDType::kBF16 && options.fast_norms &&
-                             !fuse && c.head_dim == 128 && hd % 16 == 0;
-    bool stream_folded = false;  // the down projection before this layer folded its norm
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = layers[i];
       // Layer 0's input comes from the embedding: its norm is not folded.
@@ -685,13 +680,6 @@ struct CudaBackend::Impl {
         if (!fold_in) norm_into_h(l.input_norm, options.input_norm_trigger);
         gemm->run_qk_rope(h.get(), l.qkv.get(), qk_rope(l, cache, fold_in), rows_pad, hd, s);
         ++stats.fused_qk_norm_rope_gemms;
-      } else if (stream_folded) {
-        gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false,
-                  s);
-        launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
-                            l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache,
-                            rows_pad, s, options.fast_norms, pdl, square_sums.as<float>(),
-                            static_cast<std::int32_t>(hd), options.pdl_early_reads, 16);
       } else {
         if (fold_in)
           gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false,
@@ -732,14 +720,7 @@ struct CudaBackend::Impl {
                         pdl);
         }
       }
-      stream_folded = false;
-      if (stream_fold && i + 1 < layers.size() &&
-          gemm->run_stream_fold(act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd,
-                                layers[i + 1].input_norm.as<float>(), h.get(),
-                                square_sums.as<float>(), s)) {
-        stream_folded = true;
-        ++stats.folded_norms;
-      } else if (folds.qkv && i + 1 < layers.size()) {
+      if (folds.qkv && i + 1 < layers.size()) {
         gemm->run_folded(act.get(), l.down.get(), x.as<float>(), nullptr, rows_pad, in, hd, true,
                          fold_out(layers[i + 1].input_norm), s);
         ++stats.folded_norms;

@@ -206,16 +206,6 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
   ++stream_launches_;
 }
 
-bool Gemm::run_stream_fold(const void* x, const void* w, float* y, std::int64_t rows,
-                           std::int64_t in, std::int64_t out, const float* fold_w, void* fold_h,
-                           float* fold_sums, cudaStream_t stream) {
-  if (!streams(CudaDType::kBF16, rows, in, out, x, w, y) || stream_splits(in, out)) return false;
-  launch_stream_gemm(x, w, y, rows, in, out, true, nullptr, sms_, stream, pdl_, early_weights_,
-                     nullptr, StreamRing::kByShape, nullptr, fold_w, fold_h, fold_sums);
-  ++stream_launches_;
-  return true;
-}
-
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
                          bool accumulate) const {
   const auto it =

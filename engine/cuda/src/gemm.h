@@ -144,12 +144,6 @@ class Gemm {
   /// set_wgmma's `min_block_k`).
   bool wgmma(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
              const void* w, const void* y) const;
-  /// EXPERIMENT: y += x w^T on the streaming kernel's whole tiles, also writing bf16(fold_w y)
-  /// into fold_h and y's square sums per 16 columns into fold_sums; false (nothing launched)
-  /// where the streaming kernel would not take it on whole tiles.
-  bool run_stream_fold(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
-                       std::int64_t out, const float* fold_w, void* fold_h, float* fold_sums,
-                       cudaStream_t stream);
   /// Whether run_folded() takes this GEMM: wgmma() but for set_wgmma's `min_block_k` (the fold
   /// saves a norm launch, so a shape may go to the wgmma kernel that cuBLASLt streams faster).
   bool folds_norm(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out,

@@ -172,8 +172,7 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
                          const LayerShape& shape, void* q_out, CacheLayer cache,
                          std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector = true,
                          bool pdl = false, const float* square_sums = nullptr,
-                         std::int32_t fold_width = 0, bool early_reads = false,
-                         std::int32_t fold_columns = 64);
+                         std::int32_t fold_width = 0, bool early_reads = false);
 
 /// The attention kernels (attention.cu).
 enum class AttentionKernel {

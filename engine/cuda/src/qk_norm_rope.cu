@@ -87,7 +87,7 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
                                         const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
                                         __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
                                         const float* square_sums, std::int32_t fold_width,
-                                        bool early_reads, std::int32_t fold_columns) {
+                                        bool early_reads) {
   // With early_reads, the row's metadata (uploaded before the pass's first kernel), its RoPE
   // pairs and the norm weight (model constants) are read before the wait, the projection and the
   // folded norm's sums after it (launch.cuh, "Early start"). A V vector has no RoPE pairs or
@@ -122,10 +122,8 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
   // adds the row's sums l, l + 32, ...; then the warp's fixed tree (every warp of the row alike).
   const bool folded = square_sums != nullptr;
   const float eps = static_cast<float>(shape.eps);
-  const float r2 = folded
-                       ? qk_fold_r2(qk_fold_part(square_sums, row, fold_width, lane, fold_columns),
-                                    fold_width, eps)
-                       : 1.0f;
+  const float r2 =
+      folded ? qk_fold_r2(qk_fold_part(square_sums, row, fold_width, lane), fold_width, eps) : 1.0f;
   const float4 o = qk_vector_out(x, is_q || is_k, w, cs, folded, r2, eps, lane);
   store4(dst + 4 * lane, o.x, o.y, o.z, o.w);
 }
@@ -136,12 +134,11 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
                          std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector, bool pdl,
-                         const float* square_sums, std::int32_t fold_width, bool early_reads,
-                         std::int32_t fold_columns) {
+                         const float* square_sums, std::int32_t fold_width, bool early_reads) {
   if (rows_pad <= 0) return;
   if (square_sums != nullptr &&
       (!warp_per_vector || dtype != CudaDType::kBF16 || shape.head_dim != 128 || fold_width <= 0 ||
-       fold_width % fold_columns != 0))
+       fold_width % kFoldColumns != 0))
     throw Error(
         "q/k norm + RoPE with a folded input norm: needs bf16, head_dim 128, the "
         "warp-per-vector layout and a width that 64 divides (head_dim " +
@@ -160,7 +157,7 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
     if (dtype == CudaDType::kBF16 && shape.head_dim == 128)
       launch_kernel("qk_norm_rope_vec_kernel", qk_norm_rope_vec_kernel, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv, square_sums,
-                    fold_width, pdl && early_reads, fold_columns);
+                    fold_width, pdl && early_reads);
     else if (dtype == CudaDType::kBF16)
       launch_kernel(name, qk_norm_rope_kernel<__nv_bfloat16, float, true>, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);

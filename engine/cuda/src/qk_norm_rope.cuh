@@ -47,9 +47,8 @@ __device__ __forceinline__ void qk_rope_pairs(const float2* rope, std::int32_t p
 /// Lane `lane`'s part of a row's folded-norm sum (norm_fold.h): the row's square sums [fold_width
 /// / kFoldColumns] at lane, lane + 32, ... added in order. qk_fold_r2 finishes it.
 __device__ __forceinline__ float qk_fold_part(const float* square_sums, std::int32_t row,
-                                              std::int32_t fold_width, int lane,
-                                              std::int32_t fold_columns = kFoldColumns) {
-  const std::int32_t parts = fold_width / fold_columns;
+                                              std::int32_t fold_width, int lane) {
+  const std::int32_t parts = fold_width / kFoldColumns;
   const float* sums = square_sums + static_cast<std::int64_t>(row) * parts;
   float part = 0.0f;
   for (std::int32_t p = lane; p < parts; p += 32) part = __fadd_rn(part, sums[p]);

@@ -152,8 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       GemmNorm norm, float* __restrict__ slots, const float* __restrict__ fold_w,
-                       __nv_bfloat16* __restrict__ fold_h, float* __restrict__ fold_sums) {
+                       GemmNorm norm, float* __restrict__ slots) {
   constexpr int kStageK = R::kStageK;
   constexpr int kStages = R::kStages;
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
@@ -362,27 +361,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else {
         const int reg = e / 32, l = e % 32;
         const int2 o = output_of<2>(reg, l);
-        float v = 0.0f;
         if (o.x < rows) {
           const float sum = warps_total(part, reg, l);
           float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
-          v = accumulate ? *dst + sum : sum;
-          *dst = v;
-          if (fold_h != nullptr)
-            fold_h[static_cast<std::int64_t>(o.x) * out + n0 + o.y] =
-                __float2bfloat16_rn(fold_w[n0 + o.y] * v);
-        }
-        if (fold_h != nullptr) {  // EXPERIMENT: the tile's square sums per row
-          __shared__ float fold_sq[kRows * kRows];
-          fold_sq[o.x * kRows + o.y] = v * v;
-          consumers_sync();
-          if (e < rows) {
-            float total = 0.0f;
-#pragma unroll
-            for (int c = 0; c < kRows; ++c) total += fold_sq[e * kRows + c];
-            fold_sums[static_cast<std::int64_t>(e) * (out / kRows) + tile_begin + i / k_stages] =
-                total;
-          }
+          *dst = accumulate ? *dst + sum : sum;
         }
       }
       buffer ^= 1;
@@ -444,10 +426,7 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
-                        StreamRing ring, float* split_slots, const float* fold_w, void* fold_h,
-                        float* fold_sums) {
-  if (fold_h != nullptr && (split_slots != nullptr || swiglu_act != nullptr || norm != nullptr))
-    throw Error("stream GEMM fold: whole tiles, no SwiGLU, no norm");
+                        StreamRing ring, float* split_slots) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -510,8 +489,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
-                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots, fold_w,
-                static_cast<__nv_bfloat16*>(fold_h), fold_sums);
+                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots);
 }
 
 }  // namespace dice::engine::cuda

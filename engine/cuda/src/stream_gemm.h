@@ -126,7 +126,6 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
                         const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape,
-                        float* split_slots = nullptr, const float* fold_w = nullptr,
-                        void* fold_h = nullptr, float* fold_sums = nullptr);
+                        float* split_slots = nullptr);
 
 }  // namespace dice::engine::cuda

@@ -309,7 +309,6 @@ TEST_F(CudaBackendTest, StreamGemmLogitsMatchTheCpuReference) {
     options.stream_gemm_min_fill = 0.0;  // every shape (the test model's GEMMs are narrow)
     const CudaForwardStats stats = expect_logits_like_the_cpu(shape, options, 6);
     EXPECT_GE(stats.stream_gemms, 4 * shape.config.num_layers) << shape.name;
-    std::cout << shape.name << ": folded_norms " << stats.folded_norms << "\n";  // EXPERIMENT
   }
 }
 
