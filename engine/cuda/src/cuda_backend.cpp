@@ -681,12 +681,7 @@ struct CudaBackend::Impl {
         gemm->run_qk_rope(h.get(), l.qkv.get(), qk_rope(l, cache, fold_in), rows_pad, hd, s);
         ++stats.fused_qk_norm_rope_gemms;
       } else {
-        if (fold_in && std::getenv("DICE_EXP_WGMMA_QKV") != nullptr &&
-            gemm->folds_norm(dtype, rows_pad, hd, qd + 2 * kvd, h.get(), l.qkv.get(),
-                             qkv.get()))  // EXPERIMENT: qkv on the wgmma kernel
-          gemm->run_folded(h.get(), l.qkv.get(), qkv.as<float>(), nullptr, rows_pad, hd,
-                           qd + 2 * kvd, false, WgmmaNormFold{}, s);
-        else if (fold_in)
+        if (fold_in)
           gemm->run(dtype, h.get(), l.qkv.get(), qkv.as<float>(), rows_pad, hd, qd + 2 * kvd, false,
                     s);
         else
