@@ -424,11 +424,11 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && args.cuda.fused_qk_norm_rope ? ", q/k norm in the qkv GEMM"
                                                                     : "") +
             (!args.baseline_kernels && args.cuda.input_norm_trigger != defaults.input_norm_trigger
-                 ? fmt::format(", qkv started {} of the input norm",
+                 ? fmt::format(", input norm trigger {}",
                                engine::norm_trigger_name(args.cuda.input_norm_trigger))
                  : "") +
             (!args.baseline_kernels && args.cuda.post_norm_trigger != defaults.post_norm_trigger
-                 ? fmt::format(", gate/up started {} of the post norm",
+                 ? fmt::format(", post norm trigger {}",
                                engine::norm_trigger_name(args.cuda.post_norm_trigger))
                  : ""),
         args.cuda.skinny_gemm_rows,
