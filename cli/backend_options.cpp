@@ -199,26 +199,30 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "weights into shared memory while the attention runs, where they fit "
                     "(same results) "
                     "(default: on)");
-  const std::map<std::string, engine::NormTrigger> norm_triggers{
-      {"after-read", engine::NormTrigger::kAfterRead},
-      {"after-wait", engine::NormTrigger::kAfterWait},
-      {"before-wait", engine::NormTrigger::kBeforeWait}};
-  command
-      ->add_option("--input-norm-trigger", args.cuda.input_norm_trigger,
+  // The trigger options take norm_trigger_name's names (the one place that spells them).
+  std::map<std::string, engine::NormTrigger> norm_triggers;
+  std::string trigger_names;  // "after-read|after-wait|before-wait", for the help
+  for (const auto trigger : engine::kNormTriggers) {
+    norm_triggers.emplace(engine::norm_trigger_name(trigger), trigger);
+    trigger_names +=
+        (trigger_names.empty() ? "" : "|") + std::string(engine::norm_trigger_name(trigger));
+  }
+  const auto add_norm_trigger = [&](const std::string& flag, engine::NormTrigger& field,
+                                    const std::string& help) {
+    command->add_option(flag, field, help)
+        ->transform(CLI::CheckedTransformer(norm_triggers).description(""))
+        ->option_text(trigger_names);
+  };
+  add_norm_trigger("--input-norm-trigger", args.cuda.input_norm_trigger,
                    "cuda backend: under PDL, where the RMSNorm before qkv lets the qkv GEMM "
                    "start (its blocks load their first weights before they wait): after-read "
                    "(once the norm has read its row), after-wait (right after the norm's own "
                    "wait) or before-wait (same results; before-wait is +2-3% at 1 sequence on an "
-                   "H200 against after-read) (default: before-wait)")
-      ->transform(CLI::CheckedTransformer(norm_triggers).description(""))
-      ->option_text("after-read|after-wait|before-wait");
-  command
-      ->add_option("--post-norm-trigger", args.cuda.post_norm_trigger,
+                   "H200 against after-read) (default: before-wait)");
+  add_norm_trigger("--post-norm-trigger", args.cuda.post_norm_trigger,
                    "cuda backend: the same for the RMSNorm before gate/up (same results; "
                    "after-wait is +0.8-1.2% at 1 sequence on an H200 against after-read) "
-                   "(default: after-wait)")
-      ->transform(CLI::CheckedTransformer(norm_triggers).description(""))
-      ->option_text("after-read|after-wait|before-wait");
+                   "(default: after-wait)");
   command->add_flag("--wgmma-gemm,!--no-wgmma-gemm", args.cuda.wgmma_gemm,
                     "cuda backend: GEMMs of 17-64 rows (about 16 sequences) whose blocks stream "
                     "enough k (--wgmma-min-block-k) run dice's TMA + wgmma kernel instead of "

@@ -731,15 +731,15 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     late.pdl_early_reads = false;
     // Both RMSNorms let the next kernel start before their wait, or both after their row read
     // (the default: the one before qkv before its wait, the one before gate/up after it).
-    CudaBackendOptions both_norms = few, no_norm = few;
+    CudaBackendOptions both_norms = few, after_row = few;
     both_norms.post_norm_trigger = NormTrigger::kBeforeWait;
-    no_norm.input_norm_trigger = no_norm.post_norm_trigger = NormTrigger::kAfterRead;
+    after_row.input_norm_trigger = after_row.post_norm_trigger = NormTrigger::kAfterRead;
     CudaBackend off(weights, plain), on(weights, pdl), some(weights, few), waiting(weights, late);
     expect_same_bits(on, off, shape.config, v.name);
     expect_same_bits(some, off, shape.config, v.name + ", PDL in few-row passes");
     expect_same_bits(waiting, off, shape.config, v.name + ", few-row PDL without early reads");
     {
-      CudaBackend early(weights, both_norms), after(weights, no_norm);
+      CudaBackend early(weights, both_norms), after(weights, after_row);
       expect_same_bits(early, off, shape.config, v.name + ", both norms trigger early");
       expect_same_bits(after, off, shape.config, v.name + ", both norms trigger after their row");
     }

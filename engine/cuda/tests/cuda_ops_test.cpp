@@ -215,9 +215,9 @@ TEST_F(CudaOps, RmsNormPlainAndGathered) {
       for (std::size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], want[i], tol * std::abs(want[i]) + 1e-30)
             << "rms_norm " << name(dtype) << kernel << " element " << i;
-      if (vectorised) {  // the weight read before the wait (PDL launch), each trigger: the same
-        for (const auto trigger :  // bits
-             {NormTrigger::kAfterRead, NormTrigger::kAfterWait, NormTrigger::kBeforeWait}) {
+      // The weight read before the wait (PDL launch), at each trigger position: the same bits.
+      if (vectorised) {
+        for (const auto trigger : kNormTriggers) {
           DeviceBuffer early(out.bytes());
           launch_rms_norm(dtype, d_x.as<float>(), d_w.as<float>(), hidden, 1e-6, early.get(), rows,
                           nullptr, stream(), true, true, true, trigger);

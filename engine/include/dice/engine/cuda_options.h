@@ -2,6 +2,7 @@
 // The CUDA backend's options (cuda_backend.h; issue 6), in a header without CUDA so that the CLI
 // can hold and parse them in every build, with or without nvcc.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -41,6 +42,10 @@ enum class NormTrigger {
   kBeforeWait,  ///< before that wait: the GEMM's blocks take their SMs as the kernel before the
                 ///< norm leaves them
 };
+
+/// Every trigger position, in NormTrigger's order (the CLI's choices, the tests' loops).
+inline constexpr std::array<NormTrigger, 3> kNormTriggers{
+    NormTrigger::kAfterRead, NormTrigger::kAfterWait, NormTrigger::kBeforeWait};
 
 /// The CLI's name of a trigger position: after-read, after-wait or before-wait.
 constexpr const char* norm_trigger_name(NormTrigger trigger) {
