@@ -1032,12 +1032,9 @@ struct CudaBackend::Impl {
         pass_items.push_back(p);
       }
       // The deep kernel, the deep paired kernel or the base plan.
-      AttentionRouting routing =
+      const AttentionRouting routing =
           route_attention(pass_items, shape.heads, shape.kv_heads, sms, deep_grid, deep_paired_grid,
                           options.attention_deep_pairs_min_keys);
-      if (routing.route == AttentionRoute::kDefault && deep_grid > 0 &&
-          std::getenv("DICE_EXP_DEEP_ALL") != nullptr)  // EXPERIMENT
-        routing = {AttentionRoute::kDeep, deep_grid};
       const bool deep = routing.route == AttentionRoute::kDeep;
       const bool deep_pairs = routing.route == AttentionRoute::kDeepPairs;
       PlanShape plan_shape = base_shape;

@@ -42,7 +42,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "cuda_check.h"
@@ -108,7 +107,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, GemmNorm norm, __nv_bfloat16* __restrict__ act,
-                       bool early_weights, std::int32_t staged, std::int32_t stage_batch) {
+                       bool early_weights, std::int32_t staged) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
@@ -149,11 +148,9 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
           reinterpret_cast<uint4*>(normed_raw) + static_cast<std::size_t>(warp) * staged * NT * 32;
       for (std::int32_t r = 0; r < stage; ++r)
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
+        for (int j = 0; j < NT; ++j)
           copy_streaming(stage_area + (r * NT + j) * 32 + lane,
                          w_lane + j * 8 * in + (begin + U + r) * 32, policy);
-          if (stage_batch > 0 && (r + 1) % stage_batch == 0 && j == NT - 1) cp_async_wait_all();
-        }
     }
   }
   if (early_weights && first_loaded) load_b(begin);
@@ -260,12 +257,6 @@ constexpr int unroll_of(int m_tiles, int n_tiles) {
   return loads_per_lane(m_tiles) / n_tiles > 0 ? loads_per_lane(m_tiles) / n_tiles : 1;
 }
 
-/// EXPERIMENT: DICE_EXP_STAGE_BATCH rounds of staged copies per warp between drains (0: all).
-std::int32_t stage_batch_of_env() {
-  const char* v = std::getenv("DICE_EXP_STAGE_BATCH");
-  return v == nullptr ? 0 : static_cast<std::int32_t>(std::atoi(v));
-}
-
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const GemmNorm& norm, void* act,
@@ -293,7 +284,7 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
-                early_weights, staged, stage_batch_of_env());
+                early_weights, staged);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
