@@ -279,6 +279,7 @@ void run_bench(const BenchArgs& args) {
               {"programmatic_launch_few_rows", o.programmatic_launch_few_rows},
               {"pdl_early_reads", o.pdl_early_reads},
               {"stage_o_weights", o.stage_o_weights},
+              {"stage_o_batch_rounds", o.stage_o_batch_rounds},
               {"input_norm_trigger", engine::norm_trigger_name(o.input_norm_trigger)},
               {"post_norm_trigger", engine::norm_trigger_name(o.post_norm_trigger)},
               {"wgmma_gemm", o.wgmma_gemm},

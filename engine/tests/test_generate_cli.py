@@ -115,6 +115,7 @@ def test_bad_input_is_a_clear_error(model, args, message):
         (["--attention-min-split-keys", "-1"], "not in range"),
         (["--fused-qk-norm-rope", "--fused-qk-norm-rope-tile", "96"], "not in {64,128}"),
         (["--post-norm-trigger", "sideways"], "--post-norm-trigger: Check sideways value"),
+        (["--stage-o-batch", "65"], "not in range"),
     ],
 )
 def test_bad_options_are_refused_by_the_command_line_parser(model, args, message):

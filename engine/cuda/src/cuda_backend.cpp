@@ -210,6 +210,9 @@ struct CudaBackend::Impl {
         (options.attention == CudaAttention::kAuto && dtype == CudaDType::kBF16);
     if (tensor_cores && dtype != CudaDType::kBF16)
       throw Error("CUDA backend: the tensor-core attention needs bf16 (dtype is fp32)");
+    if (options.stage_o_batch_rounds < 0 || options.stage_o_batch_rounds > 64)
+      throw Error(fmt::format("CUDA backend: stage_o_batch_rounds {}: expected 0..64",
+                              options.stage_o_batch_rounds));
     if (options.attention_deep_pairs_warps != 4 && options.attention_deep_pairs_warps != 8)
       throw Error(fmt::format("CUDA backend: attention_deep_pairs_warps {}: expected 4 or 8",
                               options.attention_deep_pairs_warps));
@@ -708,7 +711,7 @@ struct CudaBackend::Impl {
         ++stats.fused_swiglu_gemms;
       } else {
         gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
-                  options.stage_o_weights);
+                  SkinnyStaging{options.stage_o_weights, options.stage_o_batch_rounds});
         if (gate_up_bf16) {
           norm_into_h(l.post_norm, options.post_norm_trigger);
           gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);

@@ -533,14 +533,14 @@ void Gemm::run_swiglu(const void* x, const GemmNorm* norm, const void* w, void* 
 
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
                std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-               bool stage_share) {
+               SkinnyStaging staging) {
   if (rows <= 0) return;
   if (streams(dtype, rows, in, out, x, w, y))
     return run_stream(x, w, y, nullptr, rows, in, out, accumulate, stream);
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
-                              nullptr, early_weights_, stage_share);
+                              nullptr, early_weights_, staging);
   if (wgmma(dtype, rows, in, out, x, w, y))
     return run_wgmma(x, w, y, nullptr, rows, in, out, accumulate, {}, stream);
   const Plan& p = plan(dtype, rows, in, out, accumulate);

@@ -47,13 +47,13 @@ class Gemm {
   ~Gemm();
 
   /// y = x w^T, or y += x w^T with `accumulate` (y read and written in place). Pointers 256-byte
-  /// aligned (cudaMalloc'd buffers and row offsets of whole matrices). `stage_share`: where the
+  /// aligned (cudaMalloc'd buffers and row offsets of whole matrices). `staging`: where the
   /// skinny kernel runs it with early weights (set_programmatic_launch), its warps also copy the
   /// rest of their weight share into shared memory before they wait (launch_skinny_gemm).
   /// Throws dice::Error naming the shape when cuBLASLt has no algorithm for it or fails.
   void run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
            std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-           bool stage_share = false);
+           SkinnyStaging staging = {});
 
   /// y[rows, out] (bf16) = x w^T with x and w bf16, fp32 accumulation rounded once to bf16 in
   /// cuBLASLt's epilogue: half the bytes of run()'s fp32 output for the kernel that reads it

@@ -32,11 +32,11 @@
 // warp order and swiglu.cuh's arithmetic, so the same bits as the plain epilogue then
 // launch_swiglu, one launch (and the fp32 gate/up round trip) fewer.
 //
-// With staging (stage_share: the o projection under PDL, which starts while the attention runs),
+// With staging (SkinnyStaging: the o projection under PDL, which starts while the attention runs),
 // each warp copies its share's chunks past the first U into its area of dynamic shared memory
-// with cp.async before the wait (the first U go to registers as early weights), and reads its own
-// copies back after it: the same values in the same order, so the same bits, and no weight load
-// left after the wait.
+// with cp.async before the wait (the first U go to registers as early weights), in batches of
+// batch_rounds rounds each landed before the next, and reads its own copies back after it: the
+// same values in the same order, so the same bits, and no weight load left after the wait.
 
 #include <cuda_bf16.h>
 
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, GemmNorm norm, __nv_bfloat16* __restrict__ act,
-                       bool early_weights, std::int32_t staged) {
+                       bool early_weights, std::int32_t staged, std::int32_t batch_rounds) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
@@ -146,11 +146,14 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
       stage = min(staged, (end - begin - U) / U * U);
       stage_area =
           reinterpret_cast<uint4*>(normed_raw) + static_cast<std::size_t>(warp) * staged * NT * 32;
-      for (std::int32_t r = 0; r < stage; ++r)
+      for (std::int32_t r = 0; r < stage; ++r) {
 #pragma unroll
         for (int j = 0; j < NT; ++j)
           copy_streaming(stage_area + (r * NT + j) * 32 + lane,
                          w_lane + j * 8 * in + (begin + U + r) * 32, policy);
+        // A batch lands before the next is issued (SkinnyStaging::batch_rounds).
+        if (batch_rounds > 0 && (r + 1) % batch_rounds == 0) cp_async_wait_all();
+      }
     }
   }
   if (early_weights && first_loaded) load_b(begin);
@@ -260,7 +263,7 @@ constexpr int unroll_of(int m_tiles, int n_tiles) {
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const GemmNorm& norm, void* act,
-                  cudaStream_t stream, bool pdl, bool early_weights, bool stage_share) {
+                  cudaStream_t stream, bool pdl, bool early_weights, SkinnyStaging staging) {
   constexpr int kUnroll = unroll_of(MT, NT);
   const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
   std::size_t shared = 0;
@@ -269,7 +272,7 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
     shared = gemm_norm_shared_bytes(rows, in);
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kSkinnyNormSharedLimit)));
-  } else if (early_weights && stage_share) {
+  } else if (early_weights && staging.share) {
     staged = skinny_staged_chunks(rows, in, NT);
     shared = skinny_stage_bytes(staged, NT);
     if (shared > 0)
@@ -284,12 +287,12 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
-                early_weights, staged);
+                early_weights, staged, staging.batch_rounds);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
                           std::int64_t, bool, const GemmNorm&, void*, cudaStream_t, bool, bool,
-                          bool);
+                          SkinnyStaging);
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
 template <int MT, bool kNorm, bool kSwiglu>
@@ -371,7 +374,7 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl, const GemmNorm* norm, void* swiglu_act, bool early_weights,
-                        bool stage_share) {
+                        SkinnyStaging staging) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
@@ -387,6 +390,9 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                 std::to_string(in) + " is not a shape it takes (rows 1.." +
                 std::to_string(kGemmNormRowsLimit) +
                 ", in at most 4,096, eps > 0, residual and weight 16-byte aligned)");
+  if (staging.batch_rounds < 0 || staging.batch_rounds > 64)
+    throw Error("skinny GEMM: staging batch of " + std::to_string(staging.batch_rounds) +
+                " rounds is outside 0..64");
   if (swiglu_act != nullptr && accumulate)
     throw Error("skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
                 std::to_string(out) + " asks to accumulate, which the epilogue does not do");
@@ -398,7 +404,7 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                                           : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
                                                     : launcher_for<false, false>(m_tiles, n_tiles));
   launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights,
-         stage_share);  // the fused-norm launchers ignore stage_share
+         staging);  // the fused-norm launchers ignore the staging
 }
 
 }  // namespace dice::engine::cuda

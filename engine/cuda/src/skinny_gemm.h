@@ -70,6 +70,18 @@ std::vector<int> skinny_n_tile_options(std::int64_t rows, std::int64_t out);
 /// give at least two blocks per SM (out / (8 n) >= 2 sms), else 1 (the most blocks).
 int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 
+/// How a skinny launch with early weights stages its weight share (launch_skinny_gemm).
+struct SkinnyStaging {
+  /// With `early_weights`, without `norm`: each warp also copies the rest of its weights
+  /// (skinny_staged_chunks chunks) into shared memory before the wait.
+  bool share = false;
+  /// Rounds of those copies (one 32-k chunk per n8 tile each) a warp issues before it waits for
+  /// them to land, then the next batch; 0: all at once. Fewer bytes in flight at a time leave
+  /// the memory system's queues shorter for a latency-bound kernel running beside the staging
+  /// (the attention). 0..64.
+  std::int32_t batch_rounds = 0;
+};
+
 /// Launches y = x w^T (+ y with `accumulate`) with `n_tiles` n8 tiles per block (one of
 /// skinny_n_tile_options): grid out / (8 n_tiles) blocks of kSkinnyWarps warps. The result does
 /// not depend on n_tiles (each output's sum runs over the same k order). Capture-safe (no
@@ -82,23 +94,24 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// kernel before it (with `pdl`, they come while that kernel still runs when it let this one
 /// start early: launch.cuh, "Early start"; the same bits). Throws dice::Error for a shape it does
 /// not take (skinny_gemm_fits, and skinny_norm_fits with a norm), accumulate with swiglu_act, or a
-/// failed launch. `stage_share` (with `early_weights`, without `norm`): each warp also copies the
-/// rest of its weights (skinny_staged_chunks chunks) into shared memory before the wait, so that
-/// none is loaded after it (a remainder shorter than one iteration still is); where they do not
-/// fit, nothing is staged. For a GEMM that follows a long,
+/// failed launch, or batch_rounds outside 0..64. `staging.share` (with `early_weights`, without
+/// `norm`): each warp also copies the rest of its weights (skinny_staged_chunks chunks) into
+/// shared memory before the wait, `staging.batch_rounds` rounds at a time, so that none is loaded
+/// after it (a remainder shorter than one iteration still is); where they do not fit, nothing is
+/// staged. For a GEMM that follows a long,
 /// latency-bound kernel which lets it start early (the o projection after the attention at few
 /// rows). The same bits (the same values in the same order).
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl = false, const GemmNorm* norm = nullptr,
                         void* swiglu_act = nullptr, bool early_weights = false,
-                        bool stage_share = false);
+                        SkinnyStaging staging = {});
 
 /// Shared memory a staging launch may take per block (96 KiB: the whole share of SDAR-4B's o
 /// projection at 2 n tiles; two such blocks still fit on an H100 SM).
 inline constexpr std::size_t kSkinnyStageLimit = 96 * 1024;
 
-/// The chunks of 32 k per warp that a launch with `stage_share` copies into shared memory: the
+/// The chunks of 32 k per warp that a launch with `staging.share` copies into shared memory: the
 /// longest warp share of in / 32 chunks less the first iteration's (held in registers), rounded
 /// down to whole iterations (the SDAR o projections' shares divide evenly: nothing is left); 0
 /// when that would take more than kSkinnyStageLimit bytes (measured: staging part of a share

@@ -693,7 +693,9 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   // first, so logits and tokens are bit for bit those of plain launches, with PDL in every pass
   // and in the few-row passes only (the default: the 250-row prompt pass plain, the block passes
   // with PDL), with the RMSNorms letting the next kernel start before their wait, after it (the
-  // default's post norm) or after their row (input_norm_trigger, post_norm_trigger). Each variant
+  // default's post norm) or after their row (input_norm_trigger, post_norm_trigger), and with the
+  // o projection's staging issued all at once or a round at a time (stage_o_batch_rounds; the
+  // default: 2). Each variant
   // covers other kernels: bf16 with graphs (skinny GEMM at few rows, pipelined tensor-core
   // attention, chunked vocabulary pass), and with short splits (the pipelined kernel's own merge
   // and its counters, replayed); bf16 eager with the first layouts (the first mma attention, split,
@@ -734,14 +736,18 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     CudaBackendOptions both_norms = few, after_row = few;
     both_norms.post_norm_trigger = NormTrigger::kBeforeWait;
     after_row.input_norm_trigger = after_row.post_norm_trigger = NormTrigger::kAfterRead;
+    both_norms.stage_o_batch_rounds = 0;
+    after_row.stage_o_batch_rounds = 1;
     CudaBackend off(weights, plain), on(weights, pdl), some(weights, few), waiting(weights, late);
     expect_same_bits(on, off, shape.config, v.name);
     expect_same_bits(some, off, shape.config, v.name + ", PDL in few-row passes");
     expect_same_bits(waiting, off, shape.config, v.name + ", few-row PDL without early reads");
     {
       CudaBackend early(weights, both_norms), after(weights, after_row);
-      expect_same_bits(early, off, shape.config, v.name + ", both norms trigger early");
-      expect_same_bits(after, off, shape.config, v.name + ", both norms trigger after their row");
+      expect_same_bits(early, off, shape.config,
+                       v.name + ", both norms trigger early, o staged at once");
+      expect_same_bits(after, off, shape.config,
+                       v.name + ", both norms trigger after their row, o staged a round at a time");
     }
     EXPECT_EQ(waiting.stats().programmatic_passes, some.stats().programmatic_passes) << v.name;
     EXPECT_GT(on.stats().programmatic_passes, 0) << v.name << ": PDL never ran";
@@ -936,6 +942,11 @@ TEST_F(CudaBackendTest, BadInputIsRejectedAndNothingCommitted) {
     CudaBackendOptions options = limited();
     options.attention_deep_pairs_warps = warps;
     EXPECT_THROW(CudaBackend(weights, options), Error) << warps << " warps";
+  }
+  for (const std::int32_t rounds : {-1, 65}) {
+    CudaBackendOptions options = limited();
+    options.stage_o_batch_rounds = rounds;
+    EXPECT_THROW(CudaBackend(weights, options), Error) << rounds << " staging rounds";
   }
 }
 

@@ -1492,9 +1492,11 @@ TEST_F(CudaOps, QkNormRopeWithAFoldedInputNorm) {
 }
 
 TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
-  // stage_share: each warp copies the rest of its weight share into shared memory before its
-  // wait (with early weights). The rule stages whole shares that fit in 96 KiB and nothing
-  // otherwise; the launches that stage give the plain launch's bits, accumulating or not.
+  // SkinnyStaging: each warp copies the rest of its weight share into shared memory before its
+  // wait (with early weights), all at once or in batches of rounds. The rule stages whole shares
+  // that fit in 96 KiB and nothing otherwise; the launches that stage give the plain launch's
+  // bits, accumulating or not, whatever the batch (one that does not divide the share included);
+  // a batch outside 0..64 throws.
   EXPECT_EQ(skinny_staged_chunks(8, 4096, 2), 12);  // SDAR-4B o: 16 chunks a warp, 4 in registers
   EXPECT_EQ(skinny_stage_bytes(12, 2), kSkinnyStageLimit);
   EXPECT_EQ(skinny_staged_chunks(8, 4096, 4), 0);   // 14 chunks x 4 tiles: over the limit
@@ -1521,7 +1523,7 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
           stream(),
           [&] {
             launch_skinny_gemm(x.get(), w.get(), y.as<float>(), rows, in, out, true, n, stream(),
-                               true, nullptr, nullptr, early, stage);
+                               true, nullptr, nullptr, early, SkinnyStaging{stage, 0});
           },
           read);
       return shared;
@@ -1530,6 +1532,12 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
     EXPECT_EQ(shared_of(2, true, false), 0u);
     EXPECT_EQ(shared_of(2, false, true), 0u);  // staging only with early weights
     EXPECT_EQ(shared_of(4, true, true), 0u);   // over the limit: nothing staged
+    for (const std::int32_t batch : {-1, 65})
+      EXPECT_THROW(
+          launch_skinny_gemm(x.get(), w.get(), y.as<float>(), rows, in, out, true, 2, stream(),
+                             true, nullptr, nullptr, true, SkinnyStaging{true, batch}),
+          Error)
+          << batch;
   }
   struct Shape {
     std::int64_t in, out;
@@ -1554,16 +1562,21 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
                 cudaMemcpyAsync(y->get(), y0.get(), y_bytes, cudaMemcpyDeviceToDevice, stream()));
           launch_skinny_gemm(x.get(), w.get(), y_plain.as<float>(), rows, in, out, accumulate, n,
                              stream());
-          launch_skinny_gemm(x.get(), w.get(), y_staged.as<float>(), rows, in, out, accumulate, n,
-                             stream(), true, nullptr, nullptr, true, true);
-          staged_launches += skinny_staged_chunks(rows, in, n) > 0 ? 1 : 0;
           synchronize();
           const auto want = download_f32(y_plain, rows * out);
-          const auto got = download_f32(y_staged, rows * out);
-          ASSERT_TRUE(same_values(got, want)) << what;
+          for (const std::int32_t batch : {0, 1, 2, 5}) {
+            DICE_CUDA_CHECK(cudaMemcpyAsync(y_staged.get(), y0.get(), y_bytes,
+                                            cudaMemcpyDeviceToDevice, stream()));
+            launch_skinny_gemm(x.get(), w.get(), y_staged.as<float>(), rows, in, out, accumulate, n,
+                               stream(), true, nullptr, nullptr, true, SkinnyStaging{true, batch});
+            staged_launches += skinny_staged_chunks(rows, in, n) > 0 ? 1 : 0;
+            synchronize();
+            const auto got = download_f32(y_staged, rows * out);
+            ASSERT_TRUE(same_values(got, want)) << what << " batch " << batch;
+          }
         }
   }
-  EXPECT_GT(staged_launches, 20);
+  EXPECT_GT(staged_launches, 80);
 }
 
 TEST_F(CudaOps, SkinnyGemmFusedNormIsTheNormKernelThenTheGemm) {

@@ -274,6 +274,15 @@ struct CudaBackendOptions {
   /// sequence and within the spread on SDAR-1.7B, whose o share mostly fits in the registers' early
   /// loads already (bench/results/2026-11-25-kernel-trace-h100). Same bits either way.
   bool stage_o_weights = true;
+  /// With stage_o_weights: each warp of the o projection issues its staged copies this many
+  /// rounds at a time (a round: one 32-k chunk per n8 tile, 512 bytes each), every batch landed
+  /// before the next is issued (launch_skinny_gemm's SkinnyStaging::batch_rounds; 0: all at
+  /// once). At once, SDAR-4B's 160 o blocks put ~15 MB of requests in flight while the
+  /// latency-bound attention reads its pages behind them; in batches of 2 the staging still ends
+  /// within the attention: +2.1-2.3% tok/s on SDAR-4B at 1 x 1,024, within the spread on
+  /// SDAR-1.7B (H200, bench/results/2026-12-01-attention-o-overlap-h200). Same bits. 0..64;
+  /// the backend throws dice::Error outside that.
+  std::int32_t stage_o_batch_rounds = 2;
   /// With PDL, where the RMSNorm before the qkv projection lets the qkv GEMM start (issue 6):
   /// before the norm's own programmatic wait. The GEMM's blocks then take their SMs as the down
   /// projection's leave and fill their weight rings while the norm waits and runs (a kernel
