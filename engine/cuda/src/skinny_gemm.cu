@@ -171,6 +171,22 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   }
   const __nv_bfloat16* x_lane = x_rows + g * x_stride + 8 * t;
   const std::int32_t rows_left = rows - g;
+  // The epilogue's outputs of this thread (e = threadIdx.x + 256 i) and, with `accumulate`,
+  // their old values, read here, beside the first x loads, instead of after the k loop: one
+  // global round trip fewer at the end of the launch (after the wait, like before).
+  constexpr int kThreads = kSkinnyWarps * 32;
+  constexpr int kOutputs = kSwiglu ? 1 : (kRegs * 32 + kThreads - 1) / kThreads;
+  float y_old[kOutputs];
+  if constexpr (!kSwiglu) {
+#pragma unroll
+    for (int i = 0; i < kOutputs; ++i) {
+      const int e = static_cast<int>(threadIdx.x) + kThreads * i;
+      const int2 o = output_of<NT>(e / 32, e % 32);
+      y_old[i] = accumulate && e < kRegs * 32 && o.x < rows
+                     ? y[static_cast<std::int64_t>(o.x) * out + n0 + o.y]
+                     : 0.0f;
+    }
+  }
 
   float acc[MT][NT][4];
 #pragma unroll
@@ -238,13 +254,14 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
           __float2bfloat16_rn(silu_times(gate, up));
     }
   } else {
-    for (int e = static_cast<int>(threadIdx.x); e < kRegs * 32; e += kSkinnyWarps * 32) {
+#pragma unroll
+    for (int i = 0; i < kOutputs; ++i) {
+      const int e = static_cast<int>(threadIdx.x) + kThreads * i;
       const int reg = e / 32, l = e % 32;
       const int2 o = output_of<NT>(reg, l);
-      if (o.x >= rows) continue;
+      if (e >= kRegs * 32 || o.x >= rows) continue;
       const float sum = warps_total(partial, reg, l);
-      float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
-      *dst = accumulate ? *dst + sum : sum;
+      y[static_cast<std::int64_t>(o.x) * out + n0 + o.y] = accumulate ? y_old[i] + sum : sum;
     }
   }
 }
