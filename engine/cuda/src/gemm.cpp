@@ -198,11 +198,11 @@ void Gemm::run_qk_rope(const void* x, const void* w, const WgmmaQkRope& qk, std:
 
 void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                       std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-                      const GemmNorm* norm, std::int32_t early_stages_limit) {
+                      const GemmNorm* norm) {
   float* slots =
       norm == nullptr && stream_splits(in, out) ? stream_split_slots_.as<float>() : nullptr;
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
-                     early_stages_limit, norm, StreamRing::kByShape, slots);
+                     norm, StreamRing::kByShape, slots);
   ++stream_launches_;
 }
 
@@ -535,12 +535,8 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
                std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
                SkinnyStaging staging) {
   if (rows <= 0) return;
-  // EXPERIMENT: the o projection (staging.share) on the skinny kernel, or its early ring fill cut.
-  const bool o_skinny = staging.share && std::getenv("DICE_EXP_O_SKINNY") != nullptr;
-  const char* o_early = staging.share ? std::getenv("DICE_EXP_O_EARLY_STAGES") : nullptr;
-  if (!o_skinny && streams(dtype, rows, in, out, x, w, y))
-    return run_stream(x, w, y, nullptr, rows, in, out, accumulate, stream, nullptr,
-                      o_early != nullptr ? std::atoi(o_early) : -1);
+  if (streams(dtype, rows, in, out, x, w, y))
+    return run_stream(x, w, y, nullptr, rows, in, out, accumulate, stream);
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,

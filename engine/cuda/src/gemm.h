@@ -234,7 +234,7 @@ class Gemm {
   /// instead of y; `norm`: its fused RMSNorm, x unread), counted in stream_launches_.
   void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-                  const GemmNorm* norm = nullptr, std::int32_t early_stages_limit = -1);
+                  const GemmNorm* norm = nullptr);
   /// The split count run_qk_rope() launches this qkv projection with (wgmma_qk_rope_splits at
   /// set_qk_rope_tile_n's tile), 0 where fuses_qk_rope() does not hold.
   int qk_rope_splits(CudaDType dtype, std::int64_t rows, std::int64_t in, const LayerShape& shape,

@@ -151,9 +151,8 @@ template <bool kSwiglu, bool kNorm, bool kSplit, typename R>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
-                       bool accumulate, __nv_bfloat16* __restrict__ act, std::int32_t early_stages,
+                       bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
                        GemmNorm norm, float* __restrict__ slots) {
-  const bool early_weights = early_stages > 0;  // EXPERIMENT
   constexpr int kStageK = R::kStageK;
   constexpr int kStages = R::kStages;
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
@@ -181,9 +180,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       const auto produce = [&](const auto& more, const auto& issue) {
         std::int32_t i = 0;
         if (early_weights)
-          for (; i < kStages && i < early_stages && more(i); ++i) issue(i);
+          for (; i < kStages && more(i); ++i) issue(i);
         wait_for_prior_grid();
-        for (; i < kStages && more(i); ++i) issue(i);
+        if (!early_weights)
+          for (; i < kStages && more(i); ++i) issue(i);
         for (; more(i); ++i) {
           barrier_wait(&view.empty[i % kStages], static_cast<std::uint32_t>((i / kStages - 1) & 1));
           issue(i);
@@ -196,20 +196,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                   const SplitStage stage = walk.next();
                   issue_stage(view, w, in, i, stage.tile, stage.k0, stage.k, policy);
                 });
-      } else if (early_stages > 100 && early_stages < 116 && count > 0) {
-        // EXPERIMENT: early_stages 100 + r: rows [0, r) of stage 0 before the wait, the rest after.
-        const int r = early_stages - 100;
-        const auto k_of = [&](std::int32_t i) { return (i % k_stages) * kStageK; };
-        issue_stage_rows(view, w, in, 0, tile_begin, 0, min(kStageK, in), policy, 0, r);
-        wait_for_prior_grid();
-        issue_stage_rows(view, w, in, 0, tile_begin, 0, min(kStageK, in), policy, r, kRows);
-        for (std::int32_t i = 1; i < count; ++i) {
-          if (i >= kStages)
-            barrier_wait(&view.empty[i % kStages],
-                         static_cast<std::uint32_t>((i / kStages - 1) & 1));
-          issue_stage(view, w, in, i, tile_begin + i / k_stages, k_of(i),
-                      min(kStageK, in - k_of(i)), policy);
-        }
       } else {
         produce([&](std::int32_t i) { return i < count; },
                 [&](std::int32_t i) {
@@ -439,9 +425,8 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
-                        cudaStream_t stream, bool pdl, bool early_weights,
-                        std::int32_t early_stages_limit, const GemmNorm* norm, StreamRing ring,
-                        float* split_slots) {
+                        cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
+                        StreamRing ring, float* split_slots) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -504,8 +489,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
-                early_weights ? (early_stages_limit >= 0 ? early_stages_limit : 64) : 0,
-                norm != nullptr ? *norm : GemmNorm{}, split_slots);
+                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots);
 }
 
 }  // namespace dice::engine::cuda

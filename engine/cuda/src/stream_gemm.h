@@ -125,7 +125,7 @@ std::size_t stream_split_slot_bytes(int blocks);
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
-                        std::int32_t early_stages_limit, const GemmNorm* norm = nullptr,
-                        StreamRing ring = StreamRing::kByShape, float* split_slots = nullptr);
+                        const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape,
+                        float* split_slots = nullptr);
 
 }  // namespace dice::engine::cuda

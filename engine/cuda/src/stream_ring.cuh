@@ -93,23 +93,6 @@ __device__ __forceinline__ void issue_stage(const RingView<R>& v, const __nv_bfl
               &v.full[s], policy);
 }
 
-/// EXPERIMENT: issue_stage's rows [r0, r1) only; the stage's barrier expects all kRows rows when
-/// r0 == 0.
-template <typename R>
-__device__ __forceinline__ void issue_stage_rows(const RingView<R>& v, const __nv_bfloat16* w,
-                                                 std::int32_t in, std::int32_t i, std::int32_t tile,
-                                                 std::int32_t k0, std::int32_t row_k,
-                                                 std::uint64_t policy, int r0, int r1) {
-  const std::int32_t s = i % R::kStages;
-  const __nv_bfloat16* src = w + static_cast<std::int64_t>(tile) * kRows * in + k0;
-  unsigned char* dst = v.ring + static_cast<std::size_t>(s) * R::kStageBytes;
-  const auto row_bytes = static_cast<std::uint32_t>(row_k * 2);
-  if (r0 == 0) barrier_expect(&v.full[s], kRows * row_bytes);
-  for (int r = r0; r < r1; ++r)
-    bulk_copy(dst + r * R::kRowPitch, src + static_cast<std::int64_t>(r) * in, row_bytes,
-              &v.full[s], policy);
-}
-
 /// Consumer warp `warp`'s x chunks for stage_mmas: rows g (xl) and g + 8 (xh) of its 32-wide k
 /// chunks c = warp + 8 u < `chunks` from k0, x_lane pointing at row g's k = 0 (lane t's 8
 /// values) with `stride` elements a row; zeros for chunks past `chunks` and for rows past the x
