@@ -208,18 +208,22 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                     "weights into shared memory while the attention runs, where they fit "
                     "(same results) "
                     "(default: on)");
-  // The trigger options take norm_trigger_name's names (the one place that spells them).
+  // The trigger options take norm_trigger_name's names (the one place that spells them), and only
+  // those: IsMember before the mapping (CheckedTransformer alone also took the enum's integers and
+  // listed the mapping in its refusal).
   std::map<std::string, engine::NormTrigger> norm_triggers;
-  std::string trigger_names;  // "after-read|after-wait|before-wait", for the help
+  std::vector<std::string> names;
   for (const auto trigger : engine::kNormTriggers) {
-    norm_triggers.emplace(engine::norm_trigger_name(trigger), trigger);
-    trigger_names +=
-        (trigger_names.empty() ? "" : "|") + std::string(engine::norm_trigger_name(trigger));
+    names.emplace_back(engine::norm_trigger_name(trigger));
+    norm_triggers.emplace(names.back(), trigger);
   }
+  const std::string trigger_names = fmt::format("{}", fmt::join(names, "|"));  // for the help
   const auto add_norm_trigger = [&](const std::string& flag, engine::NormTrigger& field,
                                     const std::string& help) {
+    // (CLI11 puts each transform in front of those before it: IsMember runs first.)
     command->add_option(flag, field, help)
-        ->transform(CLI::CheckedTransformer(norm_triggers).description(""))
+        ->transform(CLI::Transformer(norm_triggers).description(""))
+        ->transform(CLI::IsMember(names).description(""))
         ->option_text(trigger_names);
   };
   add_norm_trigger("--input-norm-trigger", args.cuda.input_norm_trigger,

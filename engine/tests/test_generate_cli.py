@@ -114,7 +114,11 @@ def test_bad_input_is_a_clear_error(model, args, message):
         (["--wgmma-min-block-k", "1536", "--wgmma-min-block-k", "64"], "1 required"),
         (["--attention-min-split-keys", "-1"], "not in range"),
         (["--fused-qk-norm-rope", "--fused-qk-norm-rope-tile", "96"], "not in {64,128}"),
-        (["--post-norm-trigger", "sideways"], "--post-norm-trigger: Check sideways value"),
+        (
+            ["--post-norm-trigger", "sideways"],
+            "--post-norm-trigger: sideways not in {after-read,after-wait,before-wait}",
+        ),
+        (["--input-norm-trigger", "0"], "--input-norm-trigger: 0 not in"),  # names only
         (["--stage-o-batch", "65"], "not in range"),
     ],
 )
