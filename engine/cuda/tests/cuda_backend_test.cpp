@@ -695,13 +695,12 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   // with PDL), with the RMSNorms letting the next kernel start before their wait, after it (the
   // default's post norm) or after their row (input_norm_trigger, post_norm_trigger), and with the
   // o projection's staging issued all at once or a round at a time (stage_o_batch_rounds; the
-  // default: 2). Each variant
-  // covers other kernels: bf16 with graphs (skinny GEMM at few rows, pipelined tensor-core
-  // attention, chunked vocabulary pass), and with short splits (the pipelined kernel's own merge
-  // and its counters, replayed); bf16 eager with the first layouts (the first mma attention, split,
-  // and its combine, the scalar norms, the whole-row vocabulary pass); fp32 with graphs (CUDA-core
-  // attention, split). The GEMM autotune stays off: its choice cannot differ in bits, but this test
-  // is about PDL.
+  // default: 2). Each variant covers other kernels: bf16 with graphs (skinny GEMM at few rows,
+  // pipelined tensor-core attention, chunked vocabulary pass), and with short splits (the pipelined
+  // kernel's own merge and its counters, replayed); bf16 eager with the first layouts (the first
+  // mma attention, split, and its combine, the scalar norms, the whole-row vocabulary pass); fp32
+  // with graphs (CUDA-core attention, split). The GEMM autotune stays off: its choice cannot differ
+  // in bits, but this test is about PDL.
   struct Variant {
     std::string name;
     std::size_t shape;
