@@ -30,6 +30,10 @@
 #                                           the kernel's buffers between its replay passes, and
 #                                           a KV cache over the whole GPU leaves it no room
 #                                           (exit 9, "Failed to profile").
+#   probe_env_wrapper NAME 'VAR=V ...'     .device/NAME: a two-line script that runs
+#                                           .device/dice with those variables set (for a
+#                                           variant 'bin=.device/NAME' of an experiment build
+#                                           whose switches come from the environment)
 #   probe_source NAME REGEX SKIP -- CMD...  the stall samples by instruction of launch SKIP of
 #                                           the kernels matching REGEX (SourceCounters):
 #                                           $OUT/$PROBE-source-NAME.{txt,csv.gz}
@@ -41,6 +45,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/common_device.sh"
 probe_tests() { echo "${PROBE_TESTS:-.device/dice_engine_cuda_tests}"; }
 
 probe_unpack_tests() { unpack_staged "$(dirname "$(probe_tests)")"; }
+
+probe_env_wrapper() {
+  # shellcheck disable=SC2016  # $0 and $@ are the wrapper's own, expanded when it runs
+  printf '#!/bin/bash\n%s exec "$(dirname "$0")/dice" "$@"\n' "$2" >".device/$1"
+  chmod +x ".device/$1"
+}
 
 probe_checks() {
   local limit=$1 filter=$2 file="$OUT/$PROBE-check-tests.txt"
