@@ -41,13 +41,18 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
   command->add_option("--gpu-memory", args.gpu_memory,
                       "cuda backend: device memory it may take for weights, work buffers and the "
                       "KV cache, e.g. 40GB or 37.5GiB (default: free memory minus 5%)");
+  // The cuda backend's named choices are checked here, whichever backend runs: a typo is refused
+  // on a machine without a GPU too, not ignored (make_backend checks them again for callers that
+  // fill BackendArgs themselves).
   command
       ->add_option("--cuda-dtype", args.dtype,
                    "cuda backend: bf16, or fp32 (exact comparisons with the cpu backend)")
+      ->check(CLI::IsMember({"bf16", "fp32"}).description(""))
       ->capture_default_str();
   command
       ->add_option("--cuda-attention", args.attention,
                    "cuda backend: auto, tensor-cores or cuda-cores")
+      ->check(CLI::IsMember({"auto", "tensor-cores", "cuda-cores"}).description(""))
       ->capture_default_str();
   command->add_flag("--no-cuda-graphs", args.no_cuda_graphs,
                     "cuda backend: launch every kernel instead of replaying captured graphs");

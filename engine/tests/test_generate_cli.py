@@ -119,6 +119,9 @@ def test_bad_input_is_a_clear_error(model, args, message):
             "--post-norm-trigger: sideways not in {after-read,after-wait,before-wait}",
         ),
         (["--input-norm-trigger", "0"], "--input-norm-trigger: 0 not in"),  # names only
+        # The cuda backend's choices are checked with the cpu backend too (no GPU here).
+        (["--cuda-dtype", "fp16"], "--cuda-dtype: fp16 not in {bf16,fp32}"),
+        (["--cuda-attention", "tensor-core"], "--cuda-attention: tensor-core not in"),
         (["--stage-o-batch", "65"], "not in range"),
     ],
 )
