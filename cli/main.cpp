@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints its message (or the help: code 0). A refusal of the command line is bad input
+    // like any other: exit status 2, not CLI11's own 1xx codes.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const dice::cli::Interrupted& e) {
     fmt::print(stderr, "dice: {}\n", e.what());
     return 128 + e.signal();
