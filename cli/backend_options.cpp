@@ -206,7 +206,7 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "batch landed before the next, so that fewer bytes queue ahead of the "
                    "attention's reads (0: all at once; same results; 2 is +2% on SDAR-4B at 1 "
                    "sequence on an H200)")
-      ->check(CLI::Range(0, 64))
+      ->check(CLI::Range(0, engine::kStageBatchRoundsLimit))
       ->capture_default_str();
   command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
                     "cuda backend: with early reads, the few-row o projection copies its "

@@ -210,9 +210,9 @@ struct CudaBackend::Impl {
         (options.attention == CudaAttention::kAuto && dtype == CudaDType::kBF16);
     if (tensor_cores && dtype != CudaDType::kBF16)
       throw Error("CUDA backend: the tensor-core attention needs bf16 (dtype is fp32)");
-    if (options.stage_o_batch_rounds < 0 || options.stage_o_batch_rounds > 64)
-      throw Error(fmt::format("CUDA backend: stage_o_batch_rounds {}: expected 0..64",
-                              options.stage_o_batch_rounds));
+    if (options.stage_o_batch_rounds < 0 || options.stage_o_batch_rounds > kStageBatchRoundsLimit)
+      throw Error(fmt::format("CUDA backend: stage_o_batch_rounds {}: expected 0..{}",
+                              options.stage_o_batch_rounds, kStageBatchRoundsLimit));
     if (options.attention_deep_pairs_warps != 4 && options.attention_deep_pairs_warps != 8)
       throw Error(fmt::format("CUDA backend: attention_deep_pairs_warps {}: expected 4 or 8",
                               options.attention_deep_pairs_warps));

@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   if constexpr (kSwiglu) {
     // Pairs (reg, reg + 1), reg even: gate (even column) and up of one row, input (n0 + column)
     // / 2 of the down projection.
-    for (int e = static_cast<int>(threadIdx.x); e < kRegs / 2 * 32; e += kSkinnyWarps * 32) {
+    for (int e = static_cast<int>(threadIdx.x); e < kRegs / 2 * 32; e += kThreads) {
       const int reg = 2 * (e / 32), l = e % 32;
       const int2 o = output_of<NT>(reg, l);
       if (o.x >= rows) continue;
@@ -412,9 +412,9 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                 std::to_string(in) + " is not a shape it takes (rows 1.." +
                 std::to_string(kGemmNormRowsLimit) +
                 ", in at most 4,096, eps > 0, residual and weight 16-byte aligned)");
-  if (staging.batch_rounds < 0 || staging.batch_rounds > 64)
+  if (staging.batch_rounds < 0 || staging.batch_rounds > kStageBatchRoundsLimit)
     throw Error("skinny GEMM: staging batch of " + std::to_string(staging.batch_rounds) +
-                " rounds is outside 0..64");
+                " rounds is outside 0.." + std::to_string(kStageBatchRoundsLimit));
   if (swiglu_act != nullptr && accumulate)
     throw Error("skinny GEMM with a SwiGLU epilogue: rows " + std::to_string(rows) + " out " +
                 std::to_string(out) + " asks to accumulate, which the epilogue does not do");

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "dice/engine/cuda_options.h"
+
 namespace dice::engine::cuda {
 
 /// Most rows the kernel takes (four m16 tiles).
@@ -78,7 +80,7 @@ struct SkinnyStaging {
   /// Rounds of those copies (one 32-k chunk per n8 tile each) a warp issues before it waits for
   /// them to land, then the next batch; 0: all at once. Fewer bytes in flight at a time leave
   /// the memory system's queues shorter for a latency-bound kernel running beside the staging
-  /// (the attention). 0..64.
+  /// (the attention). 0 to kStageBatchRoundsLimit.
   std::int32_t batch_rounds = 0;
 };
 
@@ -94,13 +96,13 @@ struct SkinnyStaging {
 /// kernel before it (with `pdl`, they come while that kernel still runs when it let this one
 /// start early: launch.cuh, "Early start"; the same bits). Throws dice::Error for a shape it does
 /// not take (skinny_gemm_fits, and skinny_norm_fits with a norm), accumulate with swiglu_act, or a
-/// failed launch, or batch_rounds outside 0..64. `staging.share` (with `early_weights`, without
-/// `norm`): each warp also copies the rest of its weights (skinny_staged_chunks chunks) into
-/// shared memory before the wait, `staging.batch_rounds` rounds at a time, so that none is loaded
-/// after it (a remainder shorter than one iteration still is); where they do not fit, nothing is
-/// staged. For a GEMM that follows a long,
-/// latency-bound kernel which lets it start early (the o projection after the attention at few
-/// rows). The same bits (the same values in the same order).
+/// failed launch, or batch_rounds outside 0..kStageBatchRoundsLimit. `staging.share` (with
+/// `early_weights`, without `norm`): each warp also copies the rest of its weights
+/// (skinny_staged_chunks chunks) into shared memory before the wait, `staging.batch_rounds` rounds
+/// at a time, so that none is loaded after it (a remainder shorter than one iteration still is);
+/// where they do not fit, nothing is staged. For a GEMM that follows a long, latency-bound kernel
+/// which lets it start early (the o projection after the attention at few rows). The same bits (the
+/// same values in the same order).
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl = false, const GemmNorm* norm = nullptr,

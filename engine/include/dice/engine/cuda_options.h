@@ -18,6 +18,12 @@ namespace dice::engine {
 /// the bandwidth; the exact crossing between 3,072 and 7,424 was not measured.
 inline constexpr std::int64_t kStreamSplitMinSavingK = 4096;
 
+/// Most rounds of CudaBackendOptions::stage_o_batch_rounds (and of the skinny launcher's
+/// SkinnyStaging::batch_rounds): the CLI's range, the backend's and the launcher's checks. A share
+/// stages at most 24 rounds a warp (kSkinnyStageLimit at one n8 tile), so any batch from there on
+/// is one batch: all at once.
+inline constexpr std::int32_t kStageBatchRoundsLimit = 64;
+
 /// Element type of the weights, activations and KV cache on the GPU. Residual stream, GEMM
 /// accumulation, logits and the vocabulary pass are fp32 (doubles for the softmax sums) in both.
 enum class CudaDType {
@@ -280,8 +286,8 @@ struct CudaBackendOptions {
   /// once). At once, SDAR-4B's 160 o blocks put ~15 MB of requests in flight while the
   /// latency-bound attention reads its pages behind them; in batches of 2 the staging still ends
   /// within the attention: +2.1-2.3% tok/s on SDAR-4B at 1 x 1,024, within the spread on
-  /// SDAR-1.7B (H200, bench/results/2026-12-01-attention-o-overlap-h200). Same bits. 0..64;
-  /// the backend throws dice::Error outside that.
+  /// SDAR-1.7B (H200, bench/results/2026-12-01-attention-o-overlap-h200). Same bits. 0 to
+  /// kStageBatchRoundsLimit; the backend throws dice::Error outside that.
   std::int32_t stage_o_batch_rounds = 2;
   /// With PDL, where the RMSNorm before the qkv projection lets the qkv GEMM start (issue 6):
   /// before the norm's own programmatic wait. The GEMM's blocks then take their SMs as the down
