@@ -447,7 +447,10 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                                                                     : "") +
             (!args.baseline_kernels && args.cuda.stage_o_weights &&
                      args.cuda.stage_o_batch_rounds != defaults.stage_o_batch_rounds
-                 ? fmt::format(", o staged {} rounds at a time", args.cuda.stage_o_batch_rounds)
+                 ? (args.cuda.stage_o_batch_rounds == 0
+                        ? std::string(", o staged all at once")
+                        : fmt::format(", o staged {} rounds at a time",
+                                      args.cuda.stage_o_batch_rounds))
                  : "") +
             (!args.baseline_kernels && args.cuda.input_norm_trigger != defaults.input_norm_trigger
                  ? fmt::format(", input norm trigger {}",
