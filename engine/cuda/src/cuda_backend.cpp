@@ -152,6 +152,10 @@ struct CudaBackend::Impl {
   std::int32_t deep_paired_grid = 0;
   /// The deep paired kernel of attention_deep_pairs_warps.
   AttentionKernel deep_paired_kernel = AttentionKernel::kTensorCoresDeepPaired;
+  /// EXPERIMENT: blocks of the one-warp attention kernel (DICE_EXP_WARP_ITEMS), 0 when off, and
+  /// the fewest unsplit work items a pass routes to it (DICE_EXP_WARP_ITEMS_MIN).
+  std::int32_t warp_grid = 0;
+  std::int64_t warp_items_min = 512;
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -294,6 +298,11 @@ struct CudaBackend::Impl {
                              : AttentionKernel::kTensorCoresDeepPaired;
     if (options.attention_deep_pairs && options.attention_paired_tiles && deep_grid > 0)
       deep_paired_grid = attention_grid(dtype, deep_paired_kernel, shape.head_dim);
+    if (const char* e = std::getenv("DICE_EXP_WARP_ITEMS");
+        e != nullptr && std::string(e) == "1" && attention == AttentionKernel::kTensorCoresPipelined)
+      warp_grid = attention_grid(dtype, AttentionKernel::kTensorCoresWarpItems, shape.head_dim);
+    if (const char* e = std::getenv("DICE_EXP_WARP_ITEMS_MIN"); e != nullptr)
+      warp_items_min = std::stoll(e);
     combine_grid = sms * 4;
   }
 
@@ -543,6 +552,7 @@ struct CudaBackend::Impl {
     return kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
            : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
            : kernel == deep_paired_kernel                  ? deep_paired_grid
+           : kernel == AttentionKernel::kTensorCoresWarpItems ? warp_grid
                                                            : attn_grid;
   }
 
@@ -1047,9 +1057,20 @@ struct CudaBackend::Impl {
         // deep pairs plan for exactly the pairs: every tile that can pair does, none is split.
         plan_shape.pair_tiles = deep_pairs;
       }
+      bool warp_items = false;
+      if (routing.route == AttentionRoute::kDefault && warp_grid > 0) {
+        const std::int64_t tiles =
+            attention_work_items(pass_items, shape.heads, shape.kv_heads);
+        if (tiles >= warp_items_min && tiles <= warp_grid) {
+          warp_items = true;
+          plan_shape.target_work = static_cast<std::int32_t>(tiles);  // none split
+          plan_shape.pair_tiles = false;
+        }
+      }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into the paired kernels.
-      const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
+      const AttentionKernel kernel = warp_items ? AttentionKernel::kTensorCoresWarpItems
+                                     : deep                  ? AttentionKernel::kTensorCoresDeep
                                      : deep_pairs            ? deep_paired_kernel
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;
