@@ -156,6 +156,8 @@ struct CudaBackend::Impl {
   /// the fewest unsplit work items a pass routes to it (DICE_EXP_WARP_ITEMS_MIN).
   std::int32_t warp_grid = 0;
   std::int64_t warp_items_min = 512;
+  std::int64_t warp_items_max = 0;       // 0: warp_grid (DICE_EXP_WARP_ITEMS_MAX)
+  std::int64_t warp_items_max_keys = 0;  // 0: any (DICE_EXP_WARP_ITEMS_MAX_KEYS)
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -303,6 +305,10 @@ struct CudaBackend::Impl {
       warp_grid = attention_grid(dtype, AttentionKernel::kTensorCoresWarpItems, shape.head_dim);
     if (const char* e = std::getenv("DICE_EXP_WARP_ITEMS_MIN"); e != nullptr)
       warp_items_min = std::stoll(e);
+    if (const char* e = std::getenv("DICE_EXP_WARP_ITEMS_MAX"); e != nullptr)
+      warp_items_max = std::stoll(e);
+    if (const char* e = std::getenv("DICE_EXP_WARP_ITEMS_MAX_KEYS"); e != nullptr)
+      warp_items_max_keys = std::stoll(e);
     combine_grid = sms * 4;
   }
 
@@ -1061,7 +1067,12 @@ struct CudaBackend::Impl {
       if (routing.route == AttentionRoute::kDefault && warp_grid > 0) {
         const std::int64_t tiles =
             attention_work_items(pass_items, shape.heads, shape.kv_heads);
-        if (tiles >= warp_items_min && tiles <= warp_grid) {
+        std::int64_t longest = 0;
+        for (const PassItem& p : pass_items)
+          longest = std::max<std::int64_t>(
+              longest, p.start + std::ssize(p.commit) + std::ssize(p.block));
+        if (tiles >= warp_items_min && tiles <= (warp_items_max > 0 ? warp_items_max : warp_grid) &&
+            (warp_items_max_keys <= 0 || longest <= warp_items_max_keys)) {
           warp_items = true;
           plan_shape.target_work = static_cast<std::int32_t>(tiles);  // none split
           plan_shape.pair_tiles = false;
