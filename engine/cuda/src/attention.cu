@@ -595,7 +595,6 @@ constexpr std::size_t pipelined_shared_bytes() {
 /// block (kTensorCoresDeepPaired8).
 template <int D, int kStages, int kW = kWarps>
 constexpr int pipelined_min_blocks() {
-  if (kW == 1) return D <= 128 ? 10 : 4;
   return D <= 128 && kStages == 1 && kW == kWarps ? 3 : 1;
 }
 
@@ -766,8 +765,6 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
       partial0 = combines[w.combine].partial;
       splits = combines[w.combine].splits;
       if (splits > kMaxMergedSplits) __trap();  // the planner's limit (PlanShape::split_align)
-      // One warp a block: no room to stage the split merge (its plans are never split).
-      if constexpr (kW == 1) __trap();
     }
     // A paired item (two tiles, 32 query vectors; PlanShape::pair_tiles) is never split. Its
     // warps w and w + kW / 2 form a pair (team w): both read the same pages (kv_begin + 32 (w +
@@ -1104,10 +1101,6 @@ AttentionLaunch attention_launch(CudaDType dtype, AttentionKernel kernel) {
       return {"attention_mma_pipelined_kernel (deep, paired, 8 warps)",
               attention_mma_pipelined_kernel<D, 1, true, 8>, pipelined_shared_bytes<D, 1, 8>(),
               8 * 32};
-    case AttentionKernel::kTensorCoresWarpItems:
-      return {"attention_mma_pipelined_kernel (a warp an item)",
-              attention_mma_pipelined_kernel<D, 1, false, 1>, pipelined_shared_bytes<D, 1, 1>(),
-              32};
     case AttentionKernel::kTensorCores:
       return {"attention_mma_kernel", attention_mma_kernel<D>, mma_shared_bytes<D>()};
     case AttentionKernel::kCudaCores:

@@ -152,12 +152,6 @@ struct CudaBackend::Impl {
   std::int32_t deep_paired_grid = 0;
   /// The deep paired kernel of attention_deep_pairs_warps.
   AttentionKernel deep_paired_kernel = AttentionKernel::kTensorCoresDeepPaired;
-  /// EXPERIMENT: blocks of the one-warp attention kernel (DICE_EXP_WARP_ITEMS), 0 when off, and
-  /// the fewest unsplit work items a pass routes to it (DICE_EXP_WARP_ITEMS_MIN).
-  std::int32_t warp_grid = 0;
-  std::int64_t warp_items_min = 512;
-  std::int64_t warp_items_max = 0;       // 0: warp_grid (DICE_EXP_WARP_ITEMS_MAX)
-  std::int64_t warp_items_max_keys = 0;  // 0: any (DICE_EXP_WARP_ITEMS_MAX_KEYS)
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -300,15 +294,6 @@ struct CudaBackend::Impl {
                              : AttentionKernel::kTensorCoresDeepPaired;
     if (options.attention_deep_pairs && options.attention_paired_tiles && deep_grid > 0)
       deep_paired_grid = attention_grid(dtype, deep_paired_kernel, shape.head_dim);
-    if (const char* e = std::getenv("DICE_EXP_WARP_ITEMS");
-        e != nullptr && std::string(e) == "1" && attention == AttentionKernel::kTensorCoresPipelined)
-      warp_grid = attention_grid(dtype, AttentionKernel::kTensorCoresWarpItems, shape.head_dim);
-    if (const char* e = std::getenv("DICE_EXP_WARP_ITEMS_MIN"); e != nullptr)
-      warp_items_min = std::stoll(e);
-    if (const char* e = std::getenv("DICE_EXP_WARP_ITEMS_MAX"); e != nullptr)
-      warp_items_max = std::stoll(e);
-    if (const char* e = std::getenv("DICE_EXP_WARP_ITEMS_MAX_KEYS"); e != nullptr)
-      warp_items_max_keys = std::stoll(e);
     combine_grid = sms * 4;
   }
 
@@ -558,7 +543,6 @@ struct CudaBackend::Impl {
     return kernel == AttentionKernel::kTensorCoresDeep     ? deep_grid
            : kernel == AttentionKernel::kTensorCoresPaired ? paired_grid
            : kernel == deep_paired_kernel                  ? deep_paired_grid
-           : kernel == AttentionKernel::kTensorCoresWarpItems ? warp_grid
                                                            : attn_grid;
   }
 
@@ -1063,25 +1047,9 @@ struct CudaBackend::Impl {
         // deep pairs plan for exactly the pairs: every tile that can pair does, none is split.
         plan_shape.pair_tiles = deep_pairs;
       }
-      bool warp_items = false;
-      if (routing.route == AttentionRoute::kDefault && warp_grid > 0) {
-        const std::int64_t tiles =
-            attention_work_items(pass_items, shape.heads, shape.kv_heads);
-        std::int64_t longest = 0;
-        for (const PassItem& p : pass_items)
-          longest = std::max<std::int64_t>(
-              longest, p.start + std::ssize(p.commit) + std::ssize(p.block));
-        if (tiles >= warp_items_min && tiles <= (warp_items_max > 0 ? warp_items_max : warp_grid) &&
-            (warp_items_max_keys <= 0 || longest <= warp_items_max_keys)) {
-          warp_items = true;
-          plan_shape.target_work = static_cast<std::int32_t>(tiles);  // none split
-          plan_shape.pair_tiles = false;
-        }
-      }
       const PassPlan& plan = planner.plan(pass_items, plan_shape);
       // The pipelined kernel's pair code is compiled only into the paired kernels.
-      const AttentionKernel kernel = warp_items ? AttentionKernel::kTensorCoresWarpItems
-                                     : deep                  ? AttentionKernel::kTensorCoresDeep
+      const AttentionKernel kernel = deep                    ? AttentionKernel::kTensorCoresDeep
                                      : deep_pairs            ? deep_paired_kernel
                                      : plan.paired_items > 0 ? AttentionKernel::kTensorCoresPaired
                                                              : attention;

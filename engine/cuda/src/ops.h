@@ -199,12 +199,6 @@ enum class AttentionKernel {
   /// warp), so a warp takes 1/4 of an item's pages instead of 1/2. Other page order, other bits
   /// (the same run to run). The backend's default (CudaBackendOptions::attention_deep_pairs_warps).
   kTensorCoresDeepPaired8,
-  /// attention_mma_pipelined with one warp a block: a warp takes a whole work item (every page of
-  /// its range in order, one page in flight), no warp merge. For passes whose unsplit tiles
-  /// outnumber the pipelined kernel's blocks (128 sequences): its ~10 blocks per SM take every
-  /// tile in one round. Never split, never paired (it traps on both). Other bits (the same run to
-  /// run).
-  kTensorCoresWarpItems,
 };
 
 /// Whether `kernel` merges split tiles itself (with merge counters): the pipelined kernels.
@@ -213,8 +207,7 @@ inline bool attention_merges_splits(AttentionKernel kernel) {
          kernel == AttentionKernel::kTensorCoresPaired ||
          kernel == AttentionKernel::kTensorCoresDeep ||
          kernel == AttentionKernel::kTensorCoresDeepPaired ||
-         kernel == AttentionKernel::kTensorCoresDeepPaired8 ||
-         kernel == AttentionKernel::kTensorCoresWarpItems;
+         kernel == AttentionKernel::kTensorCoresDeepPaired8;
 }
 
 /// Whether split tiles of `kernel` need launch_attention_combine after it.

@@ -1875,8 +1875,6 @@ const char* name(AttentionKernel kernel) {
       return "mma deep paired";
     case AttentionKernel::kTensorCoresDeepPaired8:
       return "mma deep paired, 8 warps";
-    case AttentionKernel::kTensorCoresWarpItems:
-      return "mma, a warp an item";
   }
   return "?";
 }
@@ -1929,14 +1927,7 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
       {kBF16, kDeep, 16, 4, 2, 300},
       {kBF16, kDeep, 64, 4, 4, 4000, 128},
       {kBF16, kDeep, 32, 16, 1, 1},
-      {kBF16, kDeep, 256, 8, 1, 100},
-      // The one-warp kernel: never split, every head_dim and group.
-      {kBF16, AttentionKernel::kTensorCoresWarpItems, 128, 16, 8, 1},
-      {kBF16, AttentionKernel::kTensorCoresWarpItems, 128, 32, 8, 1},
-      {kBF16, AttentionKernel::kTensorCoresWarpItems, 16, 4, 2, 1},
-      {kBF16, AttentionKernel::kTensorCoresWarpItems, 64, 4, 4, 1},
-      {kBF16, AttentionKernel::kTensorCoresWarpItems, 32, 16, 1, 1},
-      {kBF16, AttentionKernel::kTensorCoresWarpItems, 256, 8, 1, 1}};
+      {kBF16, kDeep, 256, 8, 1, 100}};
   for (const auto& c : cases) {
     const int group = c.heads / c.kv_heads, pages = 260;
     const std::string what =
