@@ -7,12 +7,9 @@
 
 #include <cuda_bf16.h>
 
-#include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "cuda_check.h"
-#include "device_query.h"
 #include "device_utils.cuh"
 #include "dice/core/error.h"
 #include "launch.cuh"
@@ -131,91 +128,6 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
   store4(dst + 4 * lane, o.x, o.y, o.z, o.w);
 }
 
-/// bf16, head_dim 128, kV (row, vector) pairs per warp: pairs kV g .. kV g + kV - 1 of global warp
-/// g (rows x vectors of them in row order). Lane l holds dimensions 4l..4l+3 of each, so the
-/// rotate-half partner of lane l (dimension d +- 64) is lane l ^ 16. The sum of squares runs in
-/// float (4 per lane, then the warp); the products round as in qk_norm_rope_kernel. A warp loads
-/// all its kV vectors before it computes any (kV round trips in flight, not one after another):
-/// at 128 sequences (512 rows) one warp a vector is three waves of blocks over the SMs. The same
-/// bits whatever kV: each vector's arithmetic is the same.
-template <int kV>
-__global__ void __launch_bounds__(kWarps * 32, 4)
-    qk_norm_rope_vecs_kernel(const PassHeader* meta, const float* qkv, const float* q_norm,
-                             const float* k_norm, const float2* rope, LayerShape shape,
-                             __nv_bfloat16* q_out, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-                             const float* square_sums, std::int32_t fold_width, bool early_reads) {
-  // With early_reads, the rows' metadata (uploaded before the pass's first kernel) is read
-  // before the wait; with one vector a warp its RoPE pairs and norm weight (model constants) too.
-  // With more, those come after the warp's projection loads (fewer registers held across them).
-  if (!early_reads) wait_for_prior_grid();
-  constexpr int kDim = kQkHeadDim;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const std::int32_t vectors = shape.heads + 2 * shape.kv_heads;
-  const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * kWarps + warp) * kV;
-  const std::int32_t rows = meta->rows;
-  if (first / vectors >= rows) {
-    if (early_reads) wait_for_prior_grid();  // no exit before the predecessor completes
-    return;
-  }
-  const auto row_of = [&](int j) { return static_cast<std::int32_t>((first + j) / vectors); };
-  const auto vector_of = [&](int j) { return static_cast<std::int32_t>((first + j) % vectors); };
-  const auto rotates = [&](int j) { return vector_of(j) < shape.heads + shape.kv_heads; };
-  const auto weight_of = [&](int j) {
-    return reinterpret_cast<const float4*>(vector_of(j) < shape.heads ? q_norm : k_norm)[lane];
-  };
-  RowInfo info[kV];
-#pragma unroll
-  for (int j = 0; j < kV; ++j)
-    if (row_of(j) < rows) info[j] = pass_section<RowInfo>(meta, meta->rows_offset)[row_of(j)];
-  float4 w0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  float2 cs0[4] = {};
-  if (kV == 1 && rotates(0)) {
-    w0 = weight_of(0);
-    qk_rope_pairs(rope, info[0].position, lane, cs0);
-  }
-  if (early_reads) wait_for_prior_grid();
-  allow_next_grid();
-  float4 x[kV];
-#pragma unroll
-  for (int j = 0; j < kV; ++j)
-    if (row_of(j) < rows)
-      x[j] = reinterpret_cast<const float4*>(
-          qkv + (static_cast<std::int64_t>(row_of(j)) * vectors + vector_of(j)) * kDim)[lane];
-  // The folded input norm (launch_qk_norm_rope): qkv projects bf16(w x), r^2 times too large in
-  // q's and k's mean squares; the q/k norm divides it out with eps r^2, V takes 1 / r. Lane l
-  // adds the row's sums l, l + 32, ...; then the warp's fixed tree (every warp of the row alike).
-  const bool folded = square_sums != nullptr;
-  const float eps = static_cast<float>(shape.eps);
-#pragma unroll
-  for (int j = 0; j < kV; ++j) {
-    const std::int32_t row = row_of(j), v = vector_of(j);
-    if (row >= rows) continue;
-    const bool rotate = rotates(j);
-    float4 w = w0;
-    float2 cs[4] = {cs0[0], cs0[1], cs0[2], cs0[3]};
-    if (kV > 1 && rotate) {
-      w = weight_of(j);
-      qk_rope_pairs(rope, info[j].position, lane, cs);
-    }
-    __nv_bfloat16* dst = qk_head_destination(shape, info[j], row, v, q_out, k_cache, v_cache);
-    const float r2 =
-        folded ? qk_fold_r2(qk_fold_part(square_sums, row, fold_width, lane), fold_width, eps)
-               : 1.0f;
-    const float4 o = qk_vector_out(x[j], rotate, w, cs, folded, r2, eps, lane);
-    store4(dst + 4 * lane, o.x, o.y, o.z, o.w);
-  }
-}
-
-/// Vectors a warp of qk_norm_rope_vec(s)_kernel takes for `warps` (row, vector) pairs: enough that
-/// the blocks fit one wave of qk_norm_rope_vecs_kernel's resident warps (32 an SM), at most 4; 1
-/// while one warp a vector already fits (DICE_EXP_QK_VECTORS overrides: EXPERIMENT).
-int qk_vectors_per_warp(std::int64_t warps) {
-  if (const char* e = std::getenv("DICE_EXP_QK_VECTORS"); e != nullptr) return std::atoi(e);
-  const std::int64_t resident = std::int64_t{device_attribute(cudaDevAttrMultiProcessorCount)} * 32;
-  const std::int64_t wanted = (warps + resident - 1) / resident;
-  return static_cast<int>(std::clamp<std::int64_t>(wanted, 1, 4));
-}
-
 }  // namespace
 
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
@@ -242,18 +154,11 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
     const std::int64_t warps =
         static_cast<std::int64_t>(rows_pad) * (shape.heads + 2 * shape.kv_heads);
     const auto grid = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
-    if (dtype == CudaDType::kBF16 && shape.head_dim == 128) {
-      const int per_warp = qk_vectors_per_warp(warps);
-      const auto vec_grid = static_cast<unsigned>((warps + kWarps * per_warp - 1) /
-                                                  (std::int64_t{kWarps} * per_warp));
-      const auto kernel = per_warp >= 4   ? qk_norm_rope_vecs_kernel<4>
-                          : per_warp == 3 ? qk_norm_rope_vecs_kernel<3>
-                          : per_warp == 2 ? qk_norm_rope_vecs_kernel<2>
-                                          : qk_norm_rope_vec_kernel;
-      launch_kernel("qk_norm_rope_vec_kernel", kernel, vec_grid, kWarps * 32, 0, stream, pdl, meta,
-                    qkv, q_norm, k_norm, rope, shape, bq, bk, bv, square_sums, fold_width,
-                    pdl && early_reads);
-    } else if (dtype == CudaDType::kBF16)
+    if (dtype == CudaDType::kBF16 && shape.head_dim == 128)
+      launch_kernel("qk_norm_rope_vec_kernel", qk_norm_rope_vec_kernel, grid, kWarps * 32, 0,
+                    stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv, square_sums,
+                    fold_width, pdl && early_reads);
+    else if (dtype == CudaDType::kBF16)
       launch_kernel(name, qk_norm_rope_kernel<__nv_bfloat16, float, true>, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);
     else
