@@ -1,6 +1,7 @@
 """Where a forward's time goes, from a kernel timeline (engine/cuda/tools/kernel_timeline.cpp's CSV).
 
     kernel_timeline_report.py TIMELINE.csv[.gz] [--passes N] [--bench RUN.jsonl]
+                              [--by-pass OUT.csv]
 
 The timeline holds every kernel's GPU start and end, as it ran: CUDA graphs and programmatic
 dependent launch (PDL) included. A pass starts at its embedding kernel. Of the last N passes
@@ -15,6 +16,14 @@ of ours ran. Printed per kernel of one layer (the layers between the first and t
 averaged), then per role summed over the pass, then the pass's span and the gaps between
 passes. With --bench (the run's `engine bench --json` record), its tokens/s beside the run's
 under the timeline.
+
+With --by-pass, every pass of the run (not only the last N) as one CSV row: its kernels, span,
+attention kernel (the pass's most common attention role), that kernel's launches, median and
+summed duration, and the summed duration of the GEMMs (ours and cuBLASLt's). Passes differ as
+the contexts grow and where a fused store pass adds commit rows; the report then also fits the
+attention's median launch to the pass index over the passes of the most common kernel count and
+attention kernel (least squares): us = a + b x pass, so that a launch's fixed cost (a) and its
+cost per committed position (b) can be read apart.
 
 Exit 1 with a message naming the file when it holds no complete pass.
 """
@@ -160,11 +169,61 @@ def gaps_between(passes: list[list[Kernel]]) -> list[int]:
     return [b[0].start - a[-1].end for a, b in pairwise(passes)]
 
 
+GEMM_ROLES = ("cublaslt", "stream_gemm", "skinny_gemm", "wgmma_gemm")
+
+
+def by_pass(passes: list[list[Kernel]], out: Path) -> str:
+    """Writes --by-pass's CSV to `out` and returns the fit's line (module doc)."""
+    rows = []
+    for i, p in enumerate(passes):
+        attention = [k for k in p if k.role.startswith("attention<")]
+        role = Counter(k.role for k in attention).most_common(1)[0][0] if attention else ""
+        times = [(k.end - k.start) / 1000 for k in attention if k.role == role]
+        gemm = sum(k.end - k.start for k in p if k.role.startswith(GEMM_ROLES)) / 1000
+        median = statistics.median(times) if times else 0.0
+        span = (p[-1].end - p[0].start) / 1000
+        rows.append((i, len(p), span, role, len(times), median, sum(times), gemm))
+    with out.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            [
+                "pass",
+                "kernels",
+                "span_us",
+                "attention",
+                "attention_launches",
+                "attention_median_us",
+                "attention_us",
+                "gemm_us",
+            ]
+        )
+        for r in rows:
+            w.writerow(
+                [r[0], r[1], f"{r[2]:.2f}", r[3], r[4], f"{r[5]:.2f}", f"{r[6]:.2f}", f"{r[7]:.2f}"]
+            )
+    common = Counter((r[1], r[3]) for r in rows if r[3]).most_common(1)
+    if not common:
+        return "attention fit: no pass runs an attention kernel"
+    (kernels, role), _ = common[0]
+    points = [(float(r[0]), r[5]) for r in rows if (r[1], r[3]) == (kernels, role)]
+    if len(points) < 2:
+        return "attention fit: fewer than 2 passes to fit"
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return (
+        f"attention fit over {len(points)} passes of {kernels} kernels ({role}): "
+        f"us a launch = {my - b * mx:.2f} + {b:.4f} x pass"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("timeline", type=Path)
     parser.add_argument("--passes", type=int, default=200)
     parser.add_argument("--bench", type=Path, help="the run's engine bench --json records")
+    parser.add_argument("--by-pass", type=Path, help="write every pass's row here (module doc)")
     args = parser.parse_args()
     try:
         kernels = read_kernels(args.timeline)
@@ -183,6 +242,12 @@ def main() -> int:
         runs = [json.loads(line) for line in args.bench.read_text().splitlines() if line.strip()]
         rates = ", ".join(f"{r['tokens_per_second']:.1f}" for r in runs)
         print(f"tokens/s (plain run, then under the timeline): {rates}")
+    if args.by_pass:
+        try:
+            print(by_pass(passes, args.by_pass))
+        except OSError as e:
+            print(f"kernel_timeline_report: {e}", file=sys.stderr)
+            return 1
     return 0
 
 

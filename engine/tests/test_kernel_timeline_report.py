@@ -17,20 +17,21 @@ EMBED = "_ZN4dice6engine4cuda16embedding_kernelEv"
 VOCAB = "_ZN4dice6engine4cuda15vocab_pass_kernelEv"
 
 
-def timeline(passes: int, layers: int) -> str:
-    """Passes of embedding, `layers` x (attention 3 us, GEMM 5 us starting 1 us before the
-    attention ends, norm 1 us), then a cuBLASLt lm_head and the vocabulary pass; 10 us between
-    passes."""
+def timeline(passes: int, layers: int, growth: int = 0) -> str:
+    """Passes of embedding, `layers` x (attention 3 us + `growth` ns a pass index, GEMM 5 us
+    starting 1 us before the attention ends, norm 1 us), then a cuBLASLt lm_head and the
+    vocabulary pass; 10 us between passes."""
     rows = ["start_ns,end_ns,graph_node,stream,grid,block,shared,name"]
     t = 0
-    for _ in range(passes):
+    for p in range(passes):
         rows.append(f"{t},{t + 2000},1,7,8,256,0,{EMBED}")
         t += 2000
         for _ in range(layers):
-            rows.append(f"{t},{t + 3000},2,7,132,128,0,{ATTENTION}")
-            rows.append(f"{t + 2000},{t + 8000},3,7,132,288,0,{GEMM}")
-            rows.append(f"{t + 8000},{t + 9000},4,7,4,256,0,{NORM}")
-            t += 9000
+            a = 3000 + growth * p
+            rows.append(f"{t},{t + a},2,7,132,128,0,{ATTENTION}")
+            rows.append(f"{t + a - 1000},{t + a + 5000},3,7,132,288,0,{GEMM}")
+            rows.append(f"{t + a + 5000},{t + a + 6000},4,7,4,256,0,{NORM}")
+            t += a + 6000
         rows.append(f"{t},{t + 4000},5,7,132,256,0,nvjet_sm90_tss_64x64")
         rows.append(f"{t + 4000},{t + 5000},6,7,8,512,0,{VOCAB}")
         t += 5000 + 10000
@@ -81,3 +82,22 @@ def test_no_complete_pass_is_a_clear_error(tmp_path: Path) -> None:
     got = run(bad)
     assert got.returncode == 1
     assert "bad.csv: line 2 has 2 fields" in got.stderr
+
+
+def test_by_pass_rows_and_the_attention_fit(tmp_path: Path) -> None:
+    # The attention's launches grow by 0.5 us a pass: the fit over the 5 complete passes (all of
+    # one kernel count and attention kernel) finds 3 us + 0.5 us a pass.
+    path = tmp_path / "t.csv"
+    path.write_text(timeline(6, 5, growth=500))
+    out = tmp_path / "passes.csv"
+    got = run(path, "--passes", "4", "--by-pass", str(out))
+    assert got.returncode == 0, got.stderr
+    assert (
+        "attention fit over 5 passes of 18 kernels (attention<128,1,0,4>): "
+        "us a launch = 3.00 + 0.5000 x pass" in got.stdout
+    )
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("pass,kernels,span_us,attention,")
+    assert len(lines) == 6
+    # Pass 2: 5 launches of 4 us; GEMMs 5 x 6 us + the 4 us lm_head; span 2 + 5 x 10 + 5 us.
+    assert lines[3] == '2,18,57.00,"attention<128,1,0,4>",5,4.00,20.00,34.00'
