@@ -152,9 +152,6 @@ struct CudaBackend::Impl {
   std::int32_t deep_paired_grid = 0;
   /// The deep paired kernel of attention_deep_pairs_warps.
   AttentionKernel deep_paired_kernel = AttentionKernel::kTensorCoresDeepPaired;
-  /// EXPERIMENT: the deep kernel also for passes of few tiles whose longest item holds this many
-  /// positions (DICE_EXP_DEEP_MIN_KEYS; 0: off), planned for its grid (split).
-  std::int64_t exp_deep_min_keys = 0;
   std::int32_t combine_grid = 0;
   std::int64_t max_positions = 0;
   std::int32_t rows_cap = 0;
@@ -297,8 +294,6 @@ struct CudaBackend::Impl {
                              : AttentionKernel::kTensorCoresDeepPaired;
     if (options.attention_deep_pairs && options.attention_paired_tiles && deep_grid > 0)
       deep_paired_grid = attention_grid(dtype, deep_paired_kernel, shape.head_dim);
-    if (const char* e = std::getenv("DICE_EXP_DEEP_MIN_KEYS"); e != nullptr)
-      exp_deep_min_keys = std::stoll(e);
     combine_grid = sms * 4;
   }
 
@@ -1040,21 +1035,10 @@ struct CudaBackend::Impl {
         pass_items.push_back(p);
       }
       // The deep kernel, the deep paired kernel or the base plan.
-      AttentionRouting routing =
+      const AttentionRouting routing =
           route_attention(pass_items, shape.heads, shape.kv_heads, sms, deep_grid, deep_paired_grid,
                           options.attention_deep_pairs_min_keys);
-      bool deep = routing.route == AttentionRoute::kDeep;
-      if (routing.route == AttentionRoute::kDefault && deep_grid > 0 && exp_deep_min_keys > 0 &&
-          attention_work_items(pass_items, shape.heads, shape.kv_heads) <= deep_grid) {
-        std::int64_t longest = 0;
-        for (const PassItem& p : pass_items)
-          longest =
-              std::max<std::int64_t>(longest, p.start + std::ssize(p.commit) + std::ssize(p.block));
-        if (longest >= exp_deep_min_keys) {
-          deep = true;
-          routing.target_work = deep_grid;
-        }
-      }
+      const bool deep = routing.route == AttentionRoute::kDeep;
       const bool deep_pairs = routing.route == AttentionRoute::kDeepPairs;
       PlanShape plan_shape = base_shape;
       if (deep || deep_pairs) {
