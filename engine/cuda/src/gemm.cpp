@@ -1,6 +1,7 @@
 #include "gemm.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -110,8 +111,9 @@ bool Gemm::skinny(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int6
 void Gemm::set_wgmma(bool on, std::int64_t min_block_k, int stage_k) {
   if (min_block_k < 0)
     throw Error(fmt::format("wgmma GEMM minimum k per block {}: expected 0 or more", min_block_k));
-  if (stage_k != 64 && stage_k != 128)
-    throw Error(fmt::format("wgmma GEMM k per stage {}: expected 64 or 128", stage_k));
+  if (std::ranges::find(kWgmmaStageKChoices, stage_k) == kWgmmaStageKChoices.end())
+    throw Error(fmt::format("wgmma GEMM k per stage {}: expected one of {}", stage_k,
+                            fmt::join(kWgmmaStageKChoices, ", ")));
   wgmma_min_block_k_ = min_block_k;
   wgmma_stage_k_ = stage_k;
   if (on && wgmma_gemm_supported()) {
@@ -156,9 +158,14 @@ void Gemm::run_folded(const void* x, const void* w, float* y, void* act, std::in
   run_wgmma(x, w, y, act, rows, in, out, accumulate, fold, stream);
 }
 
+static_assert(std::ranges::all_of(kQkRopeTileChoices,
+                                  [](int tile_n) { return wgmma_qk_tiles(tile_n) > 0; }),
+              "every CLI choice of the q/k epilogue's column tile is one the epilogue takes");
+
 void Gemm::set_qk_rope_tile_n(int tile_n) {
   if (wgmma_qk_tiles(tile_n) == 0)
-    throw Error(fmt::format("q/k epilogue column tile {}: expected 64 or 128", tile_n));
+    throw Error(fmt::format("q/k epilogue column tile {}: expected one of {}", tile_n,
+                            fmt::join(kQkRopeTileChoices, ", ")));
   qk_rope_tile_n_ = tile_n;
 }
 

@@ -24,6 +24,12 @@ inline constexpr std::int64_t kStreamSplitMinSavingK = 4096;
 /// is one batch: all at once.
 inline constexpr std::int32_t kStageBatchRoundsLimit = 64;
 
+/// The values CudaBackendOptions::wgmma_stage_k takes (the CLI's choices; the GEMM's check).
+inline constexpr std::array<int, 2> kWgmmaStageKChoices{64, 128};
+/// The values CudaBackendOptions::fused_qk_norm_rope_tile_n takes (the CLI's choices; the GEMM
+/// checks them against the q/k epilogue's own rule, wgmma_qk_tiles).
+inline constexpr std::array<int, 2> kQkRopeTileChoices{64, 128};
+
 /// Element type of the weights, activations and KV cache on the GPU. Residual stream, GEMM
 /// accumulation, logits and the vocabulary pass are fp32 (doubles for the softmax sums) in both.
 enum class CudaDType {
