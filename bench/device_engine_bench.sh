@@ -18,6 +18,10 @@
 #                             value and SKINNY value: 1 --pdl (every pass), 0 --no-pdl, few
 #                             neither (the default: passes of at most the skinny GEMM rows);
 #                             the table's "pdl" column (on, off, few) tells the rows apart
+#   REPEATS=1                 rounds of dice's calls, each over every configuration (so drift
+#                             in the card's clocks falls on all of them alike); the table's row
+#                             is a configuration's round of median tokens/s, its "runs" column
+#                             the rounds and their least and most time over floor
 #   TORCH=1                   0: dice only
 #   TORCH_TIME_LIMIT=10       seconds of PyTorch decoding per configuration (its rate is steady:
 #                             a static cache costs the same at every position)
@@ -40,11 +44,13 @@ new_tokens=${NEW_TOKENS:-1024,4096}
 store=${STORE:-fused,unfused}
 skinny=${SKINNY:-16}
 pdl=${PDL:-few}
+repeats=${REPEATS:-1}
 torch_on=${TORCH:-1}
 torch_limit=${TORCH_TIME_LIMIT:-10}
 limit=${BENCH_LIMIT:-540}
 out="$OUT/engine-bench${BENCH_TAG:+-$BENCH_TAG}"
 bench="$WORK/engine-bench"
+[[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "REPEATS=$repeats: expected a positive integer"; exit 2; }
 rm -rf "$bench"
 mkdir -p "$bench" "$WORK/models"
 sampler=""
@@ -70,7 +76,7 @@ exec > >(tee "$out.log") 2>&1
   machine_header
   nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
   echo "models $models; sequences $sequences; new tokens $new_tokens; store $store;" \
-    "skinny GEMM rows $skinny; pdl $pdl; torch $torch_on" \
+    "skinny GEMM rows $skinny; pdl $pdl; rounds $repeats; torch $torch_on" \
     "(${torch_limit} s per configuration); limit ${limit} s"
 } | tee "$bench/machine.txt"
 missing=$(missing_libraries "$DICE")  # the benchmark runs dice only (STAGE=engine stages no tests)
@@ -95,24 +101,27 @@ for shape in ${models//,/ }; do
   [ "$torch_on" = 1 ] && reserve=$((configs * (torch_limit + 6) + 30))
   budget=$(($(left) - reserve))
   [ "$budget" -lt 60 ] && budget=$(($(left) * 2 / 3))
-  # The budget shared by the SKINNY x PDL calls (each call gets its share of what is left).
-  runs=$(($(count "$skinny") * $(count "$pdl")))
-  for rows in ${skinny//,/ }; do
-    for p in ${pdl//,/ }; do
-      pdl_flags=()  # "few": the default
-      [ "$p" = 0 ] && pdl_flags=(--no-pdl)
-      [ "$p" = 1 ] && pdl_flags=(--pdl)
-      share=$((budget / runs))
-      runs=$((runs - 1))
-      start=$SECONDS
-      timeout -k 10 "$share" "$DICE" engine bench --model "$m" --sequences "$sequences" \
-        --new-tokens "$new_tokens" --store "$store" --skinny-gemm-rows "$rows" "${pdl_flags[@]}" \
-        --json "$bench/dice.jsonl" >/dev/null
-      rc=$?
-      elapsed=$((SECONDS - start))
-      budget=$((budget - elapsed))
-      echo "SDAR-$shape: dice engine bench (skinny GEMM rows $rows, PDL $p) exit $rc after" \
-        "$elapsed s (share $share s)"
+  # The budget shared by the rounds of SKINNY x PDL calls (each call gets its share of what is
+  # left).
+  runs=$(($(count "$skinny") * $(count "$pdl") * repeats))
+  for round in $(seq 1 "$repeats"); do
+    for rows in ${skinny//,/ }; do
+      for p in ${pdl//,/ }; do
+        pdl_flags=()  # "few": the default
+        [ "$p" = 0 ] && pdl_flags=(--no-pdl)
+        [ "$p" = 1 ] && pdl_flags=(--pdl)
+        share=$((budget / runs))
+        runs=$((runs - 1))
+        start=$SECONDS
+        timeout -k 10 "$share" "$DICE" engine bench --model "$m" --sequences "$sequences" \
+          --new-tokens "$new_tokens" --store "$store" --skinny-gemm-rows "$rows" "${pdl_flags[@]}" \
+          --json "$bench/dice.jsonl" >/dev/null
+        rc=$?
+        elapsed=$((SECONDS - start))
+        budget=$((budget - elapsed))
+        echo "SDAR-$shape: dice engine bench (skinny GEMM rows $rows, PDL $p, round $round of" \
+          "$repeats) exit $rc after $elapsed s (share $share s)"
+      done
     done
   done
   if [ "$torch_on" = 1 ] && [ "$(left)" -gt 30 ]; then

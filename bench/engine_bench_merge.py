@@ -26,6 +26,7 @@ from pathlib import Path
 from engine_bench_report import (
     ceiling_rates,
     clock_samples_of,
+    collapse_repeats,
     key,
     records_of,
     run_ceilings,
@@ -86,8 +87,9 @@ def read_run(arg: str) -> Run:
 def merge(runs: list[Run]) -> tuple[list[dict], list[dict], dict[tuple, str]]:
     """The merged dice and PyTorch records and each configuration's run name, by key(): for each
     configuration the last run with a dice record of it, with that run's PyTorch record; a
-    configuration no run has dice's record of takes the last PyTorch record of it. Rows keep the
-    order in which their configuration first appears."""
+    configuration no run has dice's record of takes the last PyTorch record of it. A run's
+    repeated rows are collapsed first (collapse_repeats: its median round). Rows keep the order in
+    which their configuration first appears."""
     order: dict[tuple, None] = {}  # the configurations in order of first appearance
     dice: dict[tuple, dict] = {}
     torch: dict[tuple, dict] = {}
@@ -96,7 +98,7 @@ def merge(runs: list[Run]) -> tuple[list[dict], list[dict], dict[tuple, str]]:
         torch_of = {key(r): r for r in run.torch}
         for k in [key(r) for r in run.dice] + list(torch_of):
             order.setdefault(k)
-        for r in run.dice:
+        for r in collapse_repeats(run.dice):
             k = key(r)
             dice[k], sources[k] = r, run.name
             torch.pop(k, None)

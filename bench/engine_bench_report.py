@@ -118,6 +118,41 @@ def skinny(r: dict) -> str:
     return "-" if value is None else str(value)
 
 
+def row_id(r: dict) -> tuple:
+    """A table row's identity: the configuration (key()) and its skinny and pdl settings."""
+    return (*key(r), skinny(r), pdl(r))
+
+
+def collapse_repeats(dice: list[dict]) -> list[dict]:
+    """One record per table row (row_id) of records that repeat configurations
+    (device_engine_bench.sh's REPEATS): a copy of the record of the median tokens/s (the lower
+    middle one for an even count) with "runs" (the records) and, where they have it,
+    "floor_range" (their least and most time over floor). A row of one record is that record.
+    Rows keep the order of their first record."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in dice:
+        groups.setdefault(row_id(r), []).append(r)
+    out = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        ranked = sorted(group, key=lambda r: r["tokens_per_second"])
+        median = dict(ranked[(len(ranked) - 1) // 2], runs=len(group))
+        floors = [r["time_over_floor"] for r in group if r.get("time_over_floor") is not None]
+        if floors:
+            median["floor_range"] = [min(floors), max(floors)]
+        out.append(median)
+    return out
+
+
+def runs_cell(r: dict) -> str:
+    """The "runs" column: 1, or the rounds and their range of time over floor ("3: 1.478-1.493")."""
+    runs = r.get("runs", 1)
+    spread = r.get("floor_range")
+    return f"{runs}: {spread[0]:.3f}-{spread[1]:.3f}" if spread else str(runs)
+
+
 def pdl(r: dict) -> str:
     """The record's programmatic dependent launch: early (every pass, and early after cuBLASLt),
     on (every pass), few (passes of at most the skinny GEMM rows), off ("-" for records from
@@ -203,7 +238,9 @@ def table(
     """The report's text: the table (Markdown with `markdown`), the ceilings, the notes and
     issue 6's targets. `samples`: clock_samples() of the run, for the SM MHz and power-cap
     columns ("-" without them). `sources`: a last column "run" naming each row's run, by key()
-    (engine_bench_merge.py); the ceilings line is then left out, as each run measured its own."""
+    (engine_bench_merge.py); the ceilings line is then left out, as each run measured its own.
+    Repeated rows are collapsed first (collapse_repeats)."""
+    dice = collapse_repeats(dice)
     by_key = {key(r): r for r in torch}
     head = [
         "model",
@@ -216,6 +253,7 @@ def table(
         "dice fwd/s",
         "floor s",
         "x floor",
+        "runs",
         "serial/floor",
         "x serial",
         "x sust.",
@@ -251,6 +289,7 @@ def table(
                 fmt(r.get("floor_seconds"), ".3f"),
                 # (three decimals: the target is <= 1.5, and 1.495 is not 1.504)
                 fmt(r.get("time_over_floor"), ".3f"),
+                runs_cell(r),
                 fmt(serial_over_floor(r), ".2f"),
                 fmt(r.get("time_over_serial_bound"), ".3f"),
                 fmt(r.get("time_over_sustained_floor"), ".3f"),

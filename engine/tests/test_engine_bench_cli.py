@@ -5,7 +5,9 @@ around it: bench/engine_bench_report.py's table and targets, and engine_device.s
 burst_ceilings_only."""
 
 import json
+import os
 import subprocess
+import sys
 import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -232,6 +234,57 @@ def test_report_rows_where_only_pytorch_ran(tmp_path):
     assert all(v == "-" for r in rows for h, v in r.items() if h not in shown)
 
 
+def test_report_gives_a_repeated_row_its_median_round_and_the_rounds_range(tmp_path):
+    """bench/engine_bench_report.py over a run with REPEATS: the records of one row (configuration,
+    skinny and pdl) become the record of the median tokens/s (the lower middle one for an even
+    count), its "runs" cell the rounds and their least and most time over floor; the targets
+    count the median round; a row of one record reads "1"."""
+    base = {"model": "/m/4b", "sequences": 1, "new_tokens": 4096, "fused_store": True}
+    rounds = [(336.0, 1.503), (339.0, 1.490), (338.5, 1.492)]
+    dice = [dict(base, tokens_per_second=t, time_over_floor=x) for t, x in rounds]
+    dice += [dict(base, sequences=16, tokens_per_second=t, time_over_floor=x)
+             for t, x in ((3500.0, 1.49), (3400.0, 1.52))]  # fmt: skip
+    dice.append(dict(base, new_tokens=1024, tokens_per_second=350.0, time_over_floor=1.47))
+    report = run_report(tmp_path, dice, [], "--markdown")
+    rows = markdown_rows(report, 3)
+    shown = ["seqs", "new tokens", "dice tok/s", "x floor", "runs"]
+    assert [[r[h] for h in shown] for r in rows] == [
+        ["1", "4096", "338.5", "1.492", "3: 1.490-1.503"],
+        ["16", "4096", "3400.0", "1.520", "2: 1.490-1.520"],
+        ["1", "1024", "350.0", "1.470", "1"],
+    ]
+    summary = report.split("issue 6's targets:\n")[1].splitlines()
+    assert summary[0] == (
+        "- within 1.5x of the floor: 2 of 3 rows; outside: 4b 16 x 4096 fused (1.520)"
+    )
+
+
+def test_bench_script_repeats_every_configuration_in_rounds(tmp_path):
+    """bench/device_engine_bench.sh on the tiny shape without a GPU: REPEATS=2 runs dice's call
+    twice over both configurations and the table has a row each with 2 runs; a REPEATS that is
+    not a positive integer is refused before anything runs (exit 2)."""
+    if not DICE.exists():
+        pytest.skip("build/dice is not built")
+    env = {"DICE": str(DICE), "DICE_PYTHON": sys.executable, "OUT": str(tmp_path / "out"),
+           "WORK": str(tmp_path / "work"), "MODELS": "tiny", "SEQUENCES": "1,2",
+           "NEW_TOKENS": "8", "STORE": "fused", "TORCH": "0", "PATH": os.environ["PATH"]}  # fmt: skip
+    (tmp_path / "out").mkdir()
+    script = str(ROOT / "bench" / "device_engine_bench.sh")
+    done = subprocess.run(["bash", script], env=dict(env, REPEATS="2"), capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "round 2 of 2) exit 0" in done.stdout
+    records = (tmp_path / "work" / "engine-bench" / "dice.jsonl").read_text().splitlines()
+    assert len(records) == 4
+    table = (tmp_path / "out" / "engine-bench.md").read_text()
+    rows = markdown_rows(table[table.index("| model") :], 2)
+    assert [(r["seqs"], r["runs"]) for r in rows] == [("1", "2"), ("2", "2")]
+    refused = subprocess.run(["bash", script], env=dict(env, REPEATS="0"), capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert refused.returncode == 2
+    assert "REPEATS=0: expected a positive integer" in refused.stdout
+
+
 def write_run(folder: Path, dice: list[dict], torch: list[dict]) -> None:
     """A run of bench/device_engine_bench.sh as its folder leaves it: engine-bench/dice.jsonl and
     torch.jsonl under `folder`."""
@@ -290,6 +343,21 @@ def test_merge_takes_each_configuration_from_the_last_run_with_dices_record(tmp_
         "- within 1.5x of the floor: 1 of 3 rows; outside: 1.7b 1 x 4096 unfused (1.850), "
         "1.7b 16 x 4096 unfused (1.517)"
     )
+
+
+def test_merge_collapses_a_runs_repeated_rows_first(tmp_path):
+    """bench/engine_bench_merge.py over a run with REPEATS: the configuration's row is that run's
+    median round with its "runs" cell, not its last round."""
+    base = {"model": "/m/4b", "sequences": 1, "new_tokens": 1024, "fused_store": True}
+    run = tmp_path / "run"
+    write_run(run, [dict(base, tokens_per_second=t, time_over_floor=x)
+                    for t, x in ((351.0, 1.47), (345.0, 1.50), (349.0, 1.48))], [])  # fmt: skip
+    done = run_merge(str(run))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    table_at = next(i for i, line in enumerate(lines) if line.startswith("| model"))
+    (row,) = markdown_rows("\n".join(lines[table_at:]), 1)
+    assert (row["dice tok/s"], row["x floor"], row["runs"]) == ("349.0", "1.480", "3: 1.470-1.500")
 
 
 def truncated_tarball(folder: Path) -> Path:
