@@ -172,49 +172,57 @@ def gaps_between(passes: list[list[Kernel]]) -> list[int]:
 GEMM_ROLES = ("cublaslt", "stream_gemm", "skinny_gemm", "wgmma_gemm")
 
 
+@dataclass(frozen=True)
+class PassRow:
+    """One pass's row of --by-pass (us)."""
+
+    index: int
+    kernels: int
+    span: float
+    attention: str  # the pass's most common attention role ("" for none)
+    launches: int
+    median: float
+    attention_sum: float
+    gemm: float
+
+    def cells(self) -> list[str]:
+        return [str(self.index), str(self.kernels), f"{self.span:.2f}", self.attention,
+                str(self.launches), f"{self.median:.2f}", f"{self.attention_sum:.2f}",
+                f"{self.gemm:.2f}"]  # fmt: skip
+
+
+BY_PASS_HEAD = ["pass", "kernels", "span_us", "attention", "attention_launches",
+                "attention_median_us", "attention_us", "gemm_us"]  # fmt: skip
+
+
+def pass_row(index: int, p: list[Kernel]) -> PassRow:
+    attention = [k for k in p if k.role.startswith("attention<")]
+    role = Counter(k.role for k in attention).most_common(1)[0][0] if attention else ""
+    times = [(k.end - k.start) / 1000 for k in attention if k.role == role]
+    gemm = sum(k.end - k.start for k in p if k.role.startswith(GEMM_ROLES)) / 1000
+    median = statistics.median(times) if times else 0.0
+    span = (p[-1].end - p[0].start) / 1000
+    return PassRow(index, len(p), span, role, len(times), median, sum(times), gemm)
+
+
 def by_pass(passes: list[list[Kernel]], out: Path) -> str:
     """Writes --by-pass's CSV to `out` and returns the fit's line (module doc)."""
-    rows = []
-    for i, p in enumerate(passes):
-        attention = [k for k in p if k.role.startswith("attention<")]
-        role = Counter(k.role for k in attention).most_common(1)[0][0] if attention else ""
-        times = [(k.end - k.start) / 1000 for k in attention if k.role == role]
-        gemm = sum(k.end - k.start for k in p if k.role.startswith(GEMM_ROLES)) / 1000
-        median = statistics.median(times) if times else 0.0
-        span = (p[-1].end - p[0].start) / 1000
-        rows.append((i, len(p), span, role, len(times), median, sum(times), gemm))
+    rows = [pass_row(i, p) for i, p in enumerate(passes)]
     with out.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(
-            [
-                "pass",
-                "kernels",
-                "span_us",
-                "attention",
-                "attention_launches",
-                "attention_median_us",
-                "attention_us",
-                "gemm_us",
-            ]
-        )
-        for r in rows:
-            w.writerow(
-                [r[0], r[1], f"{r[2]:.2f}", r[3], r[4], f"{r[5]:.2f}", f"{r[6]:.2f}", f"{r[7]:.2f}"]
-            )
-    common = Counter((r[1], r[3]) for r in rows if r[3]).most_common(1)
+        w.writerow(BY_PASS_HEAD)
+        w.writerows(r.cells() for r in rows)
+    common = Counter((r.kernels, r.attention) for r in rows if r.attention).most_common(1)
     if not common:
         return "attention fit: no pass runs an attention kernel"
     (kernels, role), _ = common[0]
-    points = [(float(r[0]), r[5]) for r in rows if (r[1], r[3]) == (kernels, role)]
-    if len(points) < 2:
+    fitted = [r for r in rows if (r.kernels, r.attention) == (kernels, role)]
+    if len(fitted) < 2:
         return "attention fit: fewer than 2 passes to fit"
-    mx = statistics.fmean(x for x, _ in points)
-    my = statistics.fmean(y for _, y in points)
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    fit = statistics.linear_regression([r.index for r in fitted], [r.median for r in fitted])
     return (
-        f"attention fit over {len(points)} passes of {kernels} kernels ({role}): "
-        f"us a launch = {my - b * mx:.2f} + {b:.4f} x pass"
+        f"attention fit over {len(fitted)} passes of {kernels} kernels ({role}): "
+        f"us a launch = {fit.intercept:.2f} + {fit.slope:.4f} x pass"
     )
 
 
