@@ -174,21 +174,22 @@ GEMM_ROLES = ("cublaslt", "stream_gemm", "skinny_gemm", "wgmma_gemm")
 
 @dataclass(frozen=True)
 class PassRow:
-    """One pass's row of --by-pass (us)."""
+    """One pass's row of --by-pass; times in us."""
 
-    index: int
+    index: int  # the pass's place in the run, from 0
     kernels: int
-    span: float
+    span: float  # first kernel's start to last kernel's end
     attention: str  # the pass's most common attention role ("" for none)
-    launches: int
-    median: float
+    launches: int  # of that attention kernel
+    attention_median: float  # one launch's duration, median over the pass
     attention_sum: float
-    gemm: float
+    gemm_sum: float  # the GEMM_ROLES kernels' durations
 
     def cells(self) -> list[str]:
+        """The CSV row, in BY_PASS_HEAD's order."""
         return [str(self.index), str(self.kernels), f"{self.span:.2f}", self.attention,
-                str(self.launches), f"{self.median:.2f}", f"{self.attention_sum:.2f}",
-                f"{self.gemm:.2f}"]  # fmt: skip
+                str(self.launches), f"{self.attention_median:.2f}", f"{self.attention_sum:.2f}",
+                f"{self.gemm_sum:.2f}"]  # fmt: skip
 
 
 BY_PASS_HEAD = ["pass", "kernels", "span_us", "attention", "attention_launches",
@@ -196,6 +197,7 @@ BY_PASS_HEAD = ["pass", "kernels", "span_us", "attention", "attention_launches",
 
 
 def pass_row(index: int, p: list[Kernel]) -> PassRow:
+    """The PassRow of pass `p` (its kernels in start order), the run's pass number `index`."""
     attention = [k for k in p if k.role.startswith("attention<")]
     role = Counter(k.role for k in attention).most_common(1)[0][0] if attention else ""
     times = [(k.end - k.start) / 1000 for k in attention if k.role == role]
@@ -219,7 +221,9 @@ def by_pass(passes: list[list[Kernel]], out: Path) -> str:
     fitted = [r for r in rows if (r.kernels, r.attention) == (kernels, role)]
     if len(fitted) < 2:
         return "attention fit: fewer than 2 passes to fit"
-    fit = statistics.linear_regression([r.index for r in fitted], [r.median for r in fitted])
+    fit = statistics.linear_regression(
+        [r.index for r in fitted], [r.attention_median for r in fitted]
+    )
     return (
         f"attention fit over {len(fitted)} passes of {kernels} kernels ({role}): "
         f"us a launch = {fit.intercept:.2f} + {fit.slope:.4f} x pass"

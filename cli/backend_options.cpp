@@ -185,8 +185,7 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
       ->add_option("--fused-qk-norm-rope-tile", args.cuda.fused_qk_norm_rope_tile_n,
                    "cuda backend: with --fused-qk-norm-rope, the qkv projection's column tile: "
                    "64 (a head vector's two tiles in one cluster) or 128 (default: 64)")
-      ->check(CLI::IsMember(
-          std::vector<int>(engine::kQkRopeTileChoices.begin(), engine::kQkRopeTileChoices.end())));
+      ->check(CLI::IsMember(engine::kQkRopeTileChoices));
   command->add_flag("--fused-swiglu,!--no-fused-swiglu", args.cuda.fused_swiglu,
                     "cuda backend: SwiGLU computed in the few-row gate/up GEMM's epilogue, a "
                     "launch fewer per layer with the same bits; --no-fused-swiglu: the SwiGLU "
@@ -261,8 +260,7 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "cuda backend: the k each pipeline stage of the wgmma kernel holds, 64 or "
                    "128 (128: half the waits per byte; +0.5-1.1% for SDAR-4B at 16 sequences on "
                    "an H200) (default: 128)")
-      ->check(CLI::IsMember(std::vector<int>(engine::kWgmmaStageKChoices.begin(),
-                                             engine::kWgmmaStageKChoices.end())));
+      ->check(CLI::IsMember(engine::kWgmmaStageKChoices));
   command->add_flag("--stream-gemm,!--no-stream-gemm", args.cuda.stream_gemm,
                     "cuda backend: GEMMs of at most 16 rows (about 1 sequence) whose tiles fill "
                     "the SMs (--stream-gemm-min-fill) run dice's streaming kernel, one persistent "

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   }
   const __nv_bfloat16* x_lane = x_rows + g * x_stride + 8 * t;
   const std::int32_t rows_left = rows - g;
-  // The epilogue's outputs of this thread (e = threadIdx.x + 256 i) and, with `accumulate`,
+  // The epilogue's outputs of this thread (e = threadIdx.x + kThreads i) and, with `accumulate`,
   // their old values, read here, beside the first x loads, instead of after the k loop: one
   // global round trip fewer at the end of the launch (after the wait, like before).
   constexpr int kThreads = kSkinnyWarps * 32;
