@@ -856,11 +856,37 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
 #pragma unroll
     for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
     std::uint32_t q_frag[kSteps][4];
-    if (a.early_pages || paired) {
+    if (paired) {
       // The first pages in order (with early_pages, the early ones are out), then Q straight
-      // from global memory into registers (a paired item's always: the Q area holds one tile).
+      // from global memory into registers (the Q area holds one tile).
       while (early < first_pages) issue_first(early++);
       load_q_fragments<D>(q_frag, a, w, q_all, valid0, q0, valid1, q1, t);
+    } else if (a.early_pages) {
+      // The rest of the first pages in order, then the Q tile into shared memory by plain loads
+      // (a cp.async group after the pages' would wait for them): this thread's chunks loaded
+      // first, then stored, zeros for vectors past w.rows.
+      while (early < first_pages) issue_first(early++);
+      constexpr int kQTotal = kTileQueries * kRowChunks, kQChunks = (kQTotal + kT - 1) / kT;
+      uint4 chunks[kQChunks];
+#pragma unroll
+      for (int j = 0; j < kQChunks; ++j) {
+        const int i = threadIdx.x + j * kT, q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
+        chunks[j] = i < kQTotal && q / a.group < w.rows
+                        ? *reinterpret_cast<const uint4*>(q_all + query_vector(a, w, q) * D + c8)
+                        : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int j = 0; j < kQChunks; ++j) {
+        const int i = threadIdx.x + j * kT;
+        if (i < kQTotal)
+          *reinterpret_cast<uint4*>(q_shared + (i / kRowChunks) * kStride + (i % kRowChunks) * 8) =
+              chunks[j];
+      }
+      __syncthreads();
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks)
+        ldmatrix_x4<false>(q_frag[ks],
+                           q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
     } else {
       // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
       for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kT) {
