@@ -209,15 +209,6 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "sequence on an H200)")
       ->check(CLI::Range(0, engine::kStageBatchRoundsLimit))
       ->capture_default_str();
-  command->add_flag("--attention-early-pages,!--no-attention-early-pages",
-                    args.cuda.attention_early_pages,
-                    "cuda backend: with early reads, the attention requests the K/V pages that "
-                    "earlier passes wrote before it waits for the q/k kernel, and reads Q into "
-                    "registers after (same results) (default: off)");
-  command->add_flag("--qk-trigger-before-wait,!--no-qk-trigger-before-wait",
-                    args.cuda.qk_trigger_before_wait,
-                    "cuda backend: with early reads, the q/k norm + RoPE lets the attention start "
-                    "before it waits for the qkv projection (same results) (default: off)");
   command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
                     "cuda backend: with early reads, the few-row o projection copies its "
                     "weights into shared memory while the attention runs, where they fit "
@@ -395,8 +386,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;
     options.stage_o_weights = false;
-    options.attention_early_pages = false;
-    options.qk_trigger_before_wait = false;
     options.input_norm_trigger = engine::NormTrigger::kAfterRead;
     options.post_norm_trigger = engine::NormTrigger::kAfterRead;
     options.wgmma_gemm = false;
@@ -463,16 +452,6 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
                         ? std::string(", o staged all at once")
                         : fmt::format(", o staged {} rounds at a time",
                                       args.cuda.stage_o_batch_rounds))
-                 : "") +
-            (!args.baseline_kernels &&
-                     args.cuda.attention_early_pages != defaults.attention_early_pages
-                 ? (args.cuda.attention_early_pages ? ", attention early pages"
-                                                    : ", no attention early pages")
-                 : "") +
-            (!args.baseline_kernels &&
-                     args.cuda.qk_trigger_before_wait != defaults.qk_trigger_before_wait
-                 ? (args.cuda.qk_trigger_before_wait ? ", q/k trigger before wait"
-                                                     : ", q/k trigger after wait")
                  : "") +
             (!args.baseline_kernels && args.cuda.input_norm_trigger != defaults.input_norm_trigger
                  ? fmt::format(", input norm trigger {}",

@@ -280,8 +280,6 @@ void run_bench(const BenchArgs& args) {
               {"pdl_early_reads", o.pdl_early_reads},
               {"stage_o_weights", o.stage_o_weights},
               {"stage_o_batch_rounds", o.stage_o_batch_rounds},
-              {"attention_early_pages", o.attention_early_pages},
-              {"qk_trigger_before_wait", o.qk_trigger_before_wait},
               {"input_norm_trigger", engine::norm_trigger_name(o.input_norm_trigger)},
               {"post_norm_trigger", engine::norm_trigger_name(o.post_norm_trigger)},
               {"wgmma_gemm", o.wgmma_gemm},

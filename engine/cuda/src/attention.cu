@@ -46,10 +46,6 @@ struct AttnArgs {
   float* partial_lse;
   std::uint32_t* counters;  ///< attention_mma_pipelined: one per AttnCombine, zero between passes
   bool early_reads;         ///< attention_mma_pipelined: metadata before wait_for_prior_grid()
-  /// attention_mma_pipelined with early_reads: a warp's first pages that lie wholly before
-  /// AttnWork::written_from are requested before wait_for_prior_grid(), Q read after it into
-  /// registers (CudaBackendOptions::attention_early_pages)
-  bool early_pages;
   std::int32_t heads;
   std::int32_t kv_heads;
   std::int32_t group;
@@ -799,6 +795,10 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
     const bool valid0 = q0 / a.group < w.rows, valid1 = q1 / a.group < w.rows;
     const std::int32_t end0 = visible_end(a, w, rows, valid0, q0),
                        end1 = visible_end(a, w, rows, valid1, q1);
+    // Q and the K/V pages come from the kernels before this one (without early_reads the
+    // kernel waited at its start; after the first item the wait returns at once).
+    if (a.early_reads) wait_for_prior_grid();
+    allow_next_grid();
     // This lane's copies of a page's K or V rows: all of them (a warp's own page), or its half
     // from chunk round `first` on (a pair's page).
     const auto issue = [&](std::uint16_t* dst, const std::uint16_t* cache, std::int32_t chunk,
@@ -811,83 +811,12 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
       copy_page_rows<D, kHalfChunks>(dst, cache + page_offset(page, w.kv_head, a.kv_heads, D),
                                      chunk, w.kv_end, lane, first);
     };
-    // The pair's kRing page areas (its two warps' kStages areas each, alternating between the
-    // warps) hold its pages in turn (see below).
-    constexpr int kRing = 2 * kStages;
-    const auto pair_area = [&](int j) {
-      const int r = j % kRing;
-      return reinterpret_cast<std::uint16_t*>(shared_raw) +
-             (static_cast<std::size_t>(team + teams * (r & 1)) * kStages + (r >> 1)) * kPageArea;
-    };
-    // Page p of the first ones in flight (kStages for a warp's own pages, kRing for a pair's):
-    // its K and V as one cp.async group each (empty past kv_end).
-    const auto issue_first = [&](int p) {
-      const std::int32_t chunk = c + p * step;
-      const std::int32_t page = p == 0 ? first_page : p == 1 ? next_page : page_id(chunk);
-      std::uint16_t* area = paired ? pair_area(p) : k_shared + p * kPageArea;
-      const bool any = chunk < w.kv_end;
-      if (paired) {
-        if (any) issue_half(area, k_cache, chunk, page, half * kHalfChunks);
-        cp_async_commit();
-        if (any) issue_half(area + kPageTokens * kStride, v_cache, chunk, page, half * kHalfChunks);
-        cp_async_commit();
-      } else {
-        if (any) issue(area, k_cache, chunk, page);
-        cp_async_commit();
-        if (any) issue(area + kPageTokens * kStride, v_cache, chunk, page);
-        cp_async_commit();
-      }
-    };
-    const int first_pages = paired ? kRing : kStages;
-    // With early_pages, the first pages that hold only K/V of earlier passes (wholly before
-    // w.written_from, or past kv_end: nothing to read) are requested before the wait: only the
-    // kernels of this pass write the cache, and from written_from on.
-    int early = 0;
-    if (a.early_pages)
-      while (early < first_pages &&
-             (c + early * step >= w.kv_end || c + early * step + kPageTokens <= w.written_from))
-        issue_first(early++);
-    // Q and the K/V pages come from the kernels before this one (without early_reads the
-    // kernel waited at its start; after the first item the wait returns at once).
-    if (a.early_reads) wait_for_prior_grid();
-    allow_next_grid();
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float acc[kDimTiles][4];
 #pragma unroll
     for (int dn = 0; dn < kDimTiles; ++dn) acc[dn][0] = acc[dn][1] = acc[dn][2] = acc[dn][3] = 0.0f;
     std::uint32_t q_frag[kSteps][4];
-    if (paired) {
-      // The first pages in order (with early_pages, the early ones are out), then Q straight
-      // from global memory into registers (the Q area holds one tile).
-      while (early < first_pages) issue_first(early++);
-      load_q_fragments<D>(q_frag, a, w, q_all, valid0, q0, valid1, q1, t);
-    } else if (a.early_pages) {
-      // The rest of the first pages in order, then the Q tile into shared memory by plain loads
-      // (a cp.async group after the pages' would wait for them): this thread's chunks loaded
-      // first, then stored, zeros for vectors past w.rows.
-      while (early < first_pages) issue_first(early++);
-      constexpr int kQTotal = kTileQueries * kRowChunks, kQChunks = (kQTotal + kT - 1) / kT;
-      uint4 chunks[kQChunks];
-#pragma unroll
-      for (int j = 0; j < kQChunks; ++j) {
-        const int i = threadIdx.x + j * kT, q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
-        chunks[j] = i < kQTotal && q / a.group < w.rows
-                        ? *reinterpret_cast<const uint4*>(q_all + query_vector(a, w, q) * D + c8)
-                        : make_uint4(0u, 0u, 0u, 0u);
-      }
-#pragma unroll
-      for (int j = 0; j < kQChunks; ++j) {
-        const int i = threadIdx.x + j * kT;
-        if (i < kQTotal)
-          *reinterpret_cast<uint4*>(q_shared + (i / kRowChunks) * kStride + (i % kRowChunks) * 8) =
-              chunks[j];
-      }
-      __syncthreads();
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks)
-        ldmatrix_x4<false>(q_frag[ks],
-                           q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
-    } else {
+    if (!paired) {
       // The Q tile into shared memory (zeros for vectors past w.rows): this thread's group 1.
       for (int i = threadIdx.x; i < kTileQueries * kRowChunks; i += kT) {
         const int q = i / kRowChunks, c8 = (i % kRowChunks) * 8;
@@ -897,8 +826,23 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
                     q_all + query_vector(a, w, valid ? q : q % a.group) * D + c8, valid);
       }
       cp_async_commit();
-      // Groups 2 .. 2 kStages + 1: K and V of the first kStages pages, stage s at area s.
-      for (int p = 0; p < kStages; ++p) issue_first(p);
+      if (c < w.kv_end) issue(k_shared, k_cache, c, first_page);
+      cp_async_commit();  // group 2: K of the first page
+      if (c < w.kv_end) issue(v_shared, v_cache, c, first_page);
+      cp_async_commit();  // group 3: V of the first page
+      if constexpr (kStages > 1) {
+        // Groups 4 .. 2 kStages + 1: K and V of the next kStages - 1 pages, stage s at area s.
+#pragma unroll
+        for (int stage = 1; stage < kStages; ++stage) {
+          const std::int32_t chunk = c + stage * step;
+          const std::int32_t page = stage == 1 ? next_page : page_id(chunk);
+          std::uint16_t* area = k_shared + stage * kPageArea;
+          if (chunk < w.kv_end) issue(area, k_cache, chunk, page);
+          cp_async_commit();
+          if (chunk < w.kv_end) issue(area + kPageTokens * kStride, v_cache, chunk, page);
+          cp_async_commit();
+        }
+      }
       cp_async_wait<2 * kStages>();  // this thread's Q copies
       __syncthreads();               // everyone's
       // A fragments of Q: matrices (rows 0-7, k lo), (rows 8-15, k lo), (0-7, k hi), (8-15, k hi).
@@ -906,8 +850,7 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
       for (int ks = 0; ks < kSteps; ++ks)
         ldmatrix_x4<false>(q_frag[ks],
                            q_shared + (lane & 15) * kStride + ks * 16 + (lane >> 4) * 8);
-    }
-    if (!paired) {
+
       // Three pages in flight per warp (kStages 3): page j in area j % kStages; once the warp
       // has read it, the page kStages ahead goes there.
       if constexpr (kStages > 1) {
@@ -952,15 +895,35 @@ __global__ void __launch_bounds__(kW * 32, pipelined_min_blocks<D, kStages, kW>(
         }
       }
     } else if constexpr (kPairs) {
-      // A pair's pages: its kRing areas (pair_area) hold them in turn; this warp copies chunk
-      // rounds [half * 8, half * 8 + 8) of each. Per page, K and V are one cp.async group each;
-      // kRing pages are in flight, the one being read and those after it (two in
-      // kTensorCoresPaired and DeepPaired8, six in kTensorCoresDeepPaired).
+      // The pair's kRing page areas (its two warps' kStages areas each, alternating between the
+      // warps) hold its pages in turn; this warp copies chunk rounds [half * 8, half * 8 + 8) of
+      // each. Per page, K and V are one cp.async group each; kRing pages are in flight, the one
+      // being read and those after it (two in kTensorCoresPaired and DeepPaired8, six in
+      // kTensorCoresDeepPaired).
+      constexpr int kRing = 2 * kStages;
+      const auto area = [&](int j) {
+        const int a = j % kRing;
+        return reinterpret_cast<std::uint16_t*>(shared_raw) +
+               (static_cast<std::size_t>(team + teams * (a & 1)) * kStages + (a >> 1)) * kPageArea;
+      };
       const int barrier = 1 + team;
+#pragma unroll
+      for (int p = 0; p < kRing; ++p) {
+        const std::int32_t chunk = c + p * step;
+        const std::int32_t page = p == 0 ? first_page : p == 1 ? next_page : page_id(chunk);
+        if (chunk < w.kv_end) issue_half(area(p), k_cache, chunk, page, half * kHalfChunks);
+        cp_async_commit();
+        if (chunk < w.kv_end)
+          issue_half(area(p) + kPageTokens * kStride, v_cache, chunk, page, half * kHalfChunks);
+        cp_async_commit();
+      }
       std::int32_t ahead = page_id(c + kRing * step);  // the page after those in flight
+      // A fragments of this warp's 16 query vectors straight from global memory (the Q area
+      // holds one tile only).
+      load_q_fragments<D>(q_frag, a, w, q_all, valid0, q0, valid1, q1, t);
       for (int j = 0; c < w.kv_end; c += step, ++j) {
         const std::int32_t beyond = page_id(c + (kRing + 1) * step);
-        std::uint16_t* k_page = pair_area(j);
+        std::uint16_t* k_page = area(j);
         std::uint16_t* v_page = k_page + kPageTokens * kStride;
         cp_async_wait<2 * kRing - 1>();  // this warp's half of K (V, later pages in flight)
         pair_barrier(barrier);
@@ -1251,14 +1214,12 @@ std::int32_t attention_grid(CudaDType dtype, AttentionKernel kernel, std::int32_
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
-                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads,
-                      bool early_pages) {
+                      std::int32_t grid, cudaStream_t stream, bool pdl, bool early_reads) {
   check_kernel_dtype(dtype, kernel);
   if (attention_merges_splits(kernel) && counters == nullptr)
     throw Error("CUDA attention: the pipelined kernel needs its merge counters");
   AttnArgs args = make_args(meta, q, cache, shape, out, partial_out, partial_lse, counters);
   args.early_reads = pdl && early_reads;
-  args.early_pages = args.early_reads && early_pages;
   with_head_dim(shape.head_dim, [&](auto d) {
     run_attention<decltype(d)::value>(dtype, kernel, args, grid, stream, pdl);
   });

@@ -690,16 +690,15 @@ struct CudaBackend::Impl {
         else
           normed_gemm(l.input_norm, options.input_norm_trigger, l.qkv, qkv.as<float>(),
                       qd + 2 * kvd);
-        launch_qk_norm_rope(
-            dtype, header, qkv.as<float>(), l.q_norm.as<float>(), l.k_norm.as<float>(),
-            rope.as<float2>(), shape, q.get(), cache, rows_pad, s, options.fast_norms, pdl,
-            fold_in ? square_sums.as<float>() : nullptr, static_cast<std::int32_t>(hd),
-            options.pdl_early_reads, options.qk_trigger_before_wait);
+        launch_qk_norm_rope(dtype, header, qkv.as<float>(), l.q_norm.as<float>(),
+                            l.k_norm.as<float>(), rope.as<float2>(), shape, q.get(), cache,
+                            rows_pad, s, options.fast_norms, pdl,
+                            fold_in ? square_sums.as<float>() : nullptr,
+                            static_cast<std::int32_t>(hd), options.pdl_early_reads);
       }
       launch_attention(dtype, kernel, header, q.get(), cache, shape, attn.get(),
                        partial_out.as<float>(), partial_lse.as<float>(),
-                       attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads,
-                       options.attention_early_pages);
+                       attn_counters.as<std::uint32_t>(), grid, s, pdl, options.pdl_early_reads);
       if (combine)
         launch_attention_combine(dtype, header, partial_out.as<float>(), partial_lse.as<float>(),
                                  shape, attn.get(), combine_grid, s, pdl);

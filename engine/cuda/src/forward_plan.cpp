@@ -32,7 +32,6 @@ void put_section(std::vector<std::byte>& bytes, std::int32_t offset, const std::
 
 struct Tile {
   std::int32_t row0, rows, kv_end, table;
-  std::int32_t written_from;  ///< AttnWork::written_from
 };
 
 /// PlanShape::wave_splits: the split count of the longest tile (kv_end `longest`) with the
@@ -208,8 +207,7 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
     for (std::int64_t t0 = 0; t0 < n; t0 += tile_rows) {
       const std::int64_t count = std::min<std::int64_t>(tile_rows, n - t0);
       tiles.push_back({row0 + static_cast<std::int32_t>(t0), static_cast<std::int32_t>(count),
-                       rows[static_cast<std::size_t>(row0 + t0 + count - 1)].kv_len, table,
-                       static_cast<std::int32_t>(item.start)});
+                       rows[static_cast<std::size_t>(row0 + t0 + count - 1)].kv_len, table});
     }
   }
 
@@ -221,8 +219,7 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
       if (i + 1 < tiles.size() && a.rows == tile_rows && tiles[i + 1].table == a.table &&
           tiles[i + 1].row0 == a.row0 + a.rows) {
         const Tile& b = tiles[++i];
-        paired.push_back(
-            {a.row0, a.rows + b.rows, std::max(a.kv_end, b.kv_end), a.table, a.written_from});
+        paired.push_back({a.row0, a.rows + b.rows, std::max(a.kv_end, b.kv_end), a.table});
       } else {
         paired.push_back(a);
       }
@@ -284,8 +281,7 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
     }
     for (std::int32_t h = 0; h < shape.kv_heads; ++h) {
       if (splits == 1) {
-        work.push_back(
-            {tile.row0, tile.rows, h, 0, tile.kv_end, tile.table, -1, -1, tile.written_from});
+        work.push_back({tile.row0, tile.rows, h, 0, tile.kv_end, tile.table, -1, -1});
         continue;
       }
       const auto combine = static_cast<std::int32_t>(combines.size());
@@ -295,8 +291,7 @@ const PassPlan& PassPlanner::plan(std::span<const PassItem> items, const PlanSha
         const auto begin = static_cast<std::int32_t>(j * split_len);
         const auto end =
             static_cast<std::int32_t>(std::min<std::int64_t>(tile.kv_end, (j + 1) * split_len));
-        work.push_back(
-            {tile.row0, tile.rows, h, begin, end, tile.table, partial, combine, tile.written_from});
+        work.push_back({tile.row0, tile.rows, h, begin, end, tile.table, partial, combine});
         ++partial;
       }
     }

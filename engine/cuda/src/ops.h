@@ -57,10 +57,6 @@ struct AttnWork {
   std::int32_t table;     ///< index of the sequence's first page id in the tables section
   std::int32_t partial;   ///< -1: write the normalized output; else the partial slot
   std::int32_t combine;   ///< the tile's AttnCombine entry (and merge counter) if split, else -1
-  /// The pass writes this sequence's K/V from this position on (its pass item's start): a page
-  /// wholly before it holds K/V of earlier passes only, which the attention may read before its
-  /// PDL wait (CudaBackendOptions::attention_early_pages).
-  std::int32_t written_from;
 };
 
 /// A tile whose KV range was split: its partial slots [partial, partial + splits) are merged.
@@ -170,15 +166,13 @@ void launch_rms_norm(CudaDType dtype, const float* x, const float* weight, std::
 /// need for the same result), V is multiplied by 1 / r. Throws dice::Error for a fold outside those
 /// conditions. `early_reads` (with pdl; bf16, head_dim 128, warp_per_vector): each warp reads its
 /// row's metadata, RoPE pairs and norm weight before waiting for the kernel before it (launch.cuh,
-/// "Early start"); the same bits. `trigger_early` (with early_reads): the kernel lets the next
-/// one start before its own wait (CudaBackendOptions::qk_trigger_before_wait).
+/// "Early start"); the same bits.
 void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* qkv,
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
                          std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector = true,
                          bool pdl = false, const float* square_sums = nullptr,
-                         std::int32_t fold_width = 0, bool early_reads = false,
-                         bool trigger_early = false);
+                         std::int32_t fold_width = 0, bool early_reads = false);
 
 /// The attention kernels (attention.cu).
 enum class AttentionKernel {
@@ -239,14 +233,12 @@ inline std::int32_t attention_split_align(AttentionKernel kernel) {
 /// before the first launch, and each launch leaves them zero). kTensorCores* need bf16. `grid`:
 /// blocks of the persistent kernel (attention_grid). `early_reads` (the kernels that merge splits):
 /// each work item's metadata is read before waiting for the kernel before this one (launch.cuh,
-/// "Early start"). `early_pages` (with early_reads): a warp's first K/V pages wholly before the
-/// item's AttnWork::written_from are requested before that wait too, and Q is read into
-/// registers after it; the same bits (CudaBackendOptions::attention_early_pages).
+/// "Early start").
 void launch_attention(CudaDType dtype, AttentionKernel kernel, const PassHeader* meta,
                       const void* q, CacheLayer cache, const LayerShape& shape, void* out,
                       float* partial_out, float* partial_lse, std::uint32_t* counters,
                       std::int32_t grid, cudaStream_t stream, bool pdl = false,
-                      bool early_reads = false, bool early_pages = false);
+                      bool early_reads = false);
 /// Merges the split tiles' partial results into `out`.
 void launch_attention_combine(CudaDType dtype, const PassHeader* meta, const float* partial_out,
                               const float* partial_lse, const LayerShape& shape, void* out,

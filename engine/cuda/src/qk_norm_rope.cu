@@ -87,11 +87,7 @@ __global__ void qk_norm_rope_vec_kernel(const PassHeader* meta, const float* qkv
                                         const float2* rope, LayerShape shape, __nv_bfloat16* q_out,
                                         __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
                                         const float* square_sums, std::int32_t fold_width,
-                                        bool early_reads, bool trigger_early) {
-  // With trigger_early (CudaBackendOptions::qk_trigger_before_wait) the attention may start
-  // before this kernel's wait: it reads nothing of this pass's before its own wait except the
-  // K/V pages no kernel of the pass writes.
-  if (trigger_early) allow_next_grid();
+                                        bool early_reads) {
   // With early_reads, the row's metadata (uploaded before the pass's first kernel), its RoPE
   // pairs and the norm weight (model constants) are read before the wait, the projection and the
   // folded norm's sums after it (launch.cuh, "Early start"). A V vector has no RoPE pairs or
@@ -138,8 +134,7 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
                          const float* q_norm, const float* k_norm, const float2* rope,
                          const LayerShape& shape, void* q_out, CacheLayer cache,
                          std::int32_t rows_pad, cudaStream_t stream, bool warp_per_vector, bool pdl,
-                         const float* square_sums, std::int32_t fold_width, bool early_reads,
-                         bool trigger_early) {
+                         const float* square_sums, std::int32_t fold_width, bool early_reads) {
   if (rows_pad <= 0) return;
   if (square_sums != nullptr &&
       (!warp_per_vector || dtype != CudaDType::kBF16 || shape.head_dim != 128 || fold_width <= 0 ||
@@ -162,7 +157,7 @@ void launch_qk_norm_rope(CudaDType dtype, const PassHeader* meta, const float* q
     if (dtype == CudaDType::kBF16 && shape.head_dim == 128)
       launch_kernel("qk_norm_rope_vec_kernel", qk_norm_rope_vec_kernel, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv, square_sums,
-                    fold_width, pdl && early_reads, pdl && early_reads && trigger_early);
+                    fold_width, pdl && early_reads);
     else if (dtype == CudaDType::kBF16)
       launch_kernel(name, qk_norm_rope_kernel<__nv_bfloat16, float, true>, grid, kWarps * 32, 0,
                     stream, pdl, meta, qkv, q_norm, k_norm, rope, shape, bq, bk, bv);

@@ -694,8 +694,7 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   // and in the few-row passes only (the default: the 250-row prompt pass plain, the block passes
   // with PDL), with the RMSNorms letting the next kernel start before their wait, after it (the
   // default's post norm) or after their row (input_norm_trigger, post_norm_trigger). The two
-  // trigger variants also take the attention's early pages (the first with the q/k kernel's
-  // trigger before its wait) and set stage_o_batch_rounds 0 and 1, which these widths pass through
+  // trigger variants also set stage_o_batch_rounds 0 and 1, which these widths pass through
   // without staging anything (their o projections are streamed, or their shares fit the
   // registers); CudaOps.SkinnyGemmStagedWeightsGiveTheSameBits compares the batches bit for bit
   // on the SDAR o shapes. Each variant covers other kernels: bf16 with graphs (skinny GEMM at few
@@ -740,10 +739,6 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     after_row.input_norm_trigger = after_row.post_norm_trigger = NormTrigger::kAfterRead;
     both_norms.stage_o_batch_rounds = 0;
     after_row.stage_o_batch_rounds = 1;
-    // The attention's early pages (requested before its wait; with the q/k kernel's trigger
-    // before its own wait, or after it).
-    both_norms.attention_early_pages = after_row.attention_early_pages = true;
-    both_norms.qk_trigger_before_wait = true;
     CudaBackend off(weights, plain), on(weights, pdl), some(weights, few), waiting(weights, late);
     expect_same_bits(on, off, shape.config, v.name);
     expect_same_bits(some, off, shape.config, v.name + ", PDL in few-row passes");

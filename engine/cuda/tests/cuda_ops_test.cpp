@@ -2075,13 +2075,11 @@ TEST_F(CudaOps, AttentionOverThePagedCache) {
 
 /// One bf16 attention launch of `kernel` (`grid` blocks) over `plan` with Q `q` (fp32 values
 /// of bf16, [rows, heads, d]) and the caches `k`, `v` on `stream`, into a NaN-poisoned output,
-/// waited for; returns the output [rows, heads, d] as floats. `early_pages`: a PDL launch with
-/// early reads and early pages (launch_attention).
+/// waited for; returns the output [rows, heads, d] as floats.
 std::vector<float> run_bf16_attention(AttentionKernel kernel, const PassPlan& plan,
                                       const std::vector<float>& q, const DeviceBuffer& k,
                                       const DeviceBuffer& v, int heads, int kv_heads, int d,
-                                      std::int32_t grid, cudaStream_t stream,
-                                      bool early_pages = false) {
+                                      std::int32_t grid, cudaStream_t stream) {
   const auto meta = upload_bytes(plan.bytes);
   const auto d_q = upload(q, CudaDType::kBF16);
   const std::vector<float> poison(q.size(), std::numeric_limits<float>::quiet_NaN());
@@ -2092,8 +2090,7 @@ std::vector<float> run_bf16_attention(AttentionKernel kernel, const PassPlan& pl
   const LayerShape shape{heads * d, heads, kv_heads, d, 64, 1e-6};
   launch_attention(CudaDType::kBF16, kernel, meta.as<PassHeader>(), d_q.get(),
                    CacheLayer{k.get(), v.get()}, shape, d_out.get(), partial_out.as<float>(),
-                   partial_lse.as<float>(), counters.as<std::uint32_t>(), grid, stream, early_pages,
-                   early_pages, early_pages);
+                   partial_lse.as<float>(), counters.as<std::uint32_t>(), grid, stream);
   DICE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return download(d_out, q.size(), CudaDType::kBF16);
 }
@@ -2197,11 +2194,6 @@ TEST_F(CudaOps, AttentionWithSeveralWorkItemsPerBlock) {
           run_bf16_attention(kernel, plan, q, d_k, d_v, kHeads, kKvHeads, kD, grid, stream());
       if (kernel == AttentionKernel::kTensorCoresPipelined) pipelined = {plan.bytes, got};
       if (kernel == AttentionKernel::kTensorCoresPaired && pair) paired = {plan.bytes, got};
-      if (attention_merges_splits(kernel)) {
-        EXPECT_TRUE(got == run_bf16_attention(kernel, plan, q, d_k, d_v, kHeads, kKvHeads, kD, grid,
-                                              stream(), /*early_pages=*/true))
-            << what << ": early pages changed the output";
-      }
       if (kernel == AttentionKernel::kTensorCoresDeepPaired && pair) {
         EXPECT_EQ(plan.bytes, paired.first) << what << ": not the paired plan";
         EXPECT_TRUE(got == paired.second) << what << ": other bits than paired";
@@ -2270,9 +2262,6 @@ TEST_F(CudaOps, DeepPairedAttentionOverLongContexts) {
                                               stream()))
             << what << ": not the same bits twice";
     }
-    EXPECT_TRUE(got == run_bf16_attention(kernel, plan, q, d_k, d_v, kHeads, kKvHeads, kD, grid,
-                                          stream(), /*early_pages=*/true))
-        << what << ": early pages changed the output";
     EXPECT_LT(worst_row_error(plan, q, k, v, seq_pages, kHeads, kKvHeads, kD, got), 4.5e-2)
         << what << ": worst row";
   }
@@ -2371,19 +2360,6 @@ TEST_F(CudaOps, AttentionAtManySequencesOfOneShortContext) {
         EXPECT_EQ(download(d_q, static_cast<std::size_t>(q_elems), CudaDType::kBF16), q)
             << what << ": Q changed";
         const std::vector<float> got(fenced.begin() + kGuard, fenced.end() - kGuard);
-        if (attention_merges_splits(kernel)) {
-          // Under PDL with early pages (the pages before the pass items' start requested before
-          // the wait, Q read into registers after it): the same bits.
-          DeviceBuffer early_out(static_cast<std::size_t>(q_elems) * 2);
-          launch_attention(CudaDType::kBF16, kernel, meta.as<PassHeader>(), d_q.get(),
-                           CacheLayer{d_k.get(), d_v.get()}, shape, early_out.get(),
-                           partial_out.as<float>(), partial_lse.as<float>(),
-                           counters.as<std::uint32_t>(), grid, stream(), /*pdl=*/true,
-                           /*early_reads=*/true, /*early_pages=*/true);
-          synchronize();
-          EXPECT_EQ(download(early_out, static_cast<std::size_t>(q_elems), CudaDType::kBF16), got)
-              << what << ": early pages changed the output";
-        }
         int bad = 0;
         for (int r = 0; r < kSequences * kRows; ++r) {
           const auto from = got.begin() + static_cast<std::ptrdiff_t>(r) * heads * kD;

@@ -295,15 +295,6 @@ struct CudaBackendOptions {
   /// SDAR-1.7B (H200, bench/results/2026-12-01-attention-o-overlap-h200). Same bits. 0 to
   /// kStageBatchRoundsLimit; the backend throws dice::Error outside that.
   std::int32_t stage_o_batch_rounds = 2;
-  /// With pdl_early_reads: the pipelined attention requests each warp's first K/V pages that lie
-  /// wholly before the positions its pass writes (AttnWork::written_from: earlier passes wrote
-  /// them) before its programmatic wait, and reads Q after it straight into registers, so that
-  /// the pages' round trip overlaps the q/k norm + RoPE. Same bits.
-  bool attention_early_pages = false;
-  /// With pdl_early_reads: the q/k norm + RoPE (bf16, head_dim 128) lets the attention start
-  /// before its own programmatic wait, so that the attention's early pages (above) are in flight
-  /// while the qkv projection ends. Same bits.
-  bool qk_trigger_before_wait = false;
   /// With PDL, where the RMSNorm before the qkv projection lets the qkv GEMM start (issue 6):
   /// before the norm's own programmatic wait. The GEMM's blocks then take their SMs as the down
   /// projection's leave and fill their weight rings while the norm waits and runs (a kernel
