@@ -44,7 +44,6 @@
 // bench/results/2026-12-01-attention-o-overlap-h200).
 
 #include <cuda_bf16.h>
-#include <cstdlib>
 
 #include <algorithm>
 #include <cstdint>
@@ -113,8 +112,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, GemmNorm norm, __nv_bfloat16* __restrict__ act,
-                       bool early_weights, std::int32_t staged, std::int32_t batch_rounds,
-                       bool early_y) {
+                       bool early_weights, std::int32_t staged, std::int32_t batch_rounds) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
@@ -164,25 +162,6 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     }
   }
   if (early_weights && first_loaded) load_b(begin);
-  // The epilogue's outputs of this thread (e = threadIdx.x + kThreads i) and, with `accumulate`,
-  // their old values, read beside the first x loads instead of after the k loop: one global
-  // round trip fewer at the end of the launch (EXPERIMENT: with early_y, before the wait).
-  constexpr int kThreads = kSkinnyWarps * 32;
-  constexpr int kOutputs = kSwiglu ? 1 : (kRegs * 32 + kThreads - 1) / kThreads;
-  float y_old[kOutputs];
-  const auto read_y_old = [&] {
-    if constexpr (!kSwiglu) {
-#pragma unroll
-      for (int i = 0; i < kOutputs; ++i) {
-        const int e = static_cast<int>(threadIdx.x) + kThreads * i;
-        const int2 o = output_of<NT>(e / 32, e % 32);
-        y_old[i] = accumulate && e < kRegs * 32 && o.x < rows
-                       ? y[static_cast<std::int64_t>(o.x) * out + n0 + o.y]
-                       : 0.0f;
-      }
-    }
-  };
-  if (early_y) read_y_old();
   wait_for_prior_grid();
   if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
   if (!early_weights && first_loaded) load_b(begin);
@@ -197,7 +176,22 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   }
   const __nv_bfloat16* x_lane = x_rows + g * x_stride + 8 * t;
   const std::int32_t rows_left = rows - g;
-  if (!early_y) read_y_old();
+  // The epilogue's outputs of this thread (e = threadIdx.x + kThreads i) and, with `accumulate`,
+  // their old values, read here, beside the first x loads, instead of after the k loop: one
+  // global round trip fewer at the end of the launch (after the wait, like before).
+  constexpr int kThreads = kSkinnyWarps * 32;
+  constexpr int kOutputs = kSwiglu ? 1 : (kRegs * 32 + kThreads - 1) / kThreads;
+  float y_old[kOutputs];
+  if constexpr (!kSwiglu) {
+#pragma unroll
+    for (int i = 0; i < kOutputs; ++i) {
+      const int e = static_cast<int>(threadIdx.x) + kThreads * i;
+      const int2 o = output_of<NT>(e / 32, e % 32);
+      y_old[i] = accumulate && e < kRegs * 32 && o.x < rows
+                     ? y[static_cast<std::int64_t>(o.x) * out + n0 + o.y]
+                     : 0.0f;
+    }
+  }
 
   float acc[MT][NT][4];
 #pragma unroll
@@ -315,9 +309,7 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
-                early_weights, staged, staging.batch_rounds,
-                !kNorm && !kSwiglu && pdl && early_weights && accumulate &&
-                    std::getenv("DICE_EXP_EARLY_Y_SKINNY") != nullptr);
+                early_weights, staged, staging.batch_rounds);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,

@@ -54,7 +54,6 @@
 // runs on meanwhile.
 
 #include <cuda_bf16.h>
-#include <cstdlib>
 
 #include <algorithm>
 #include <cstdint>
@@ -153,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       GemmNorm norm, float* __restrict__ slots, bool early_y) {
+                       GemmNorm norm, float* __restrict__ slots) {
   constexpr int kStageK = R::kStageK;
   constexpr int kStages = R::kStages;
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
@@ -213,18 +212,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   NormWeight norm_weight;
   if constexpr (kNorm)
     if (early_weights) norm_weight = load_norm_weight(norm.weight, in);
-  // EXPERIMENT: with early_y, the old value of this thread's output of the block's first tile
-  // is read before the wait.
-  float y_first = 0.0f;
-  if constexpr (!kSplit && !kSwiglu) {
-    if (early_y) {
-      const int e = static_cast<int>(threadIdx.x);
-      const int2 o = output_of<2>(e / 32, e % 32);
-      if (o.x < rows)
-        y_first = y[static_cast<std::int64_t>(o.x) * out +
-                    static_cast<std::int64_t>(tile_begin) * kRows + o.y];
-    }
-  }
   wait_for_prior_grid();
   const int g = lane / 4, t = lane % 4;
   const __nv_bfloat16* x_rows = x;
@@ -377,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (o.x < rows) {
           const float sum = warps_total(part, reg, l);
           float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
-          *dst = accumulate ? (early_y && i < k_stages ? y_first : *dst) + sum : sum;
+          *dst = accumulate ? *dst + sum : sum;
         }
       }
       buffer ^= 1;
@@ -502,9 +489,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
-                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots,
-                pdl && early_weights && accumulate && !split && swiglu_act == nullptr &&
-                    std::getenv("DICE_EXP_EARLY_Y") != nullptr);
+                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots);
 }
 
 }  // namespace dice::engine::cuda
