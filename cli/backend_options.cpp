@@ -209,6 +209,11 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                    "sequence on an H200)")
       ->check(CLI::Range(0, engine::kStageBatchRoundsLimit))
       ->capture_default_str();
+  command->add_flag("--early-residual-reads,!--no-early-residual-reads",
+                    args.cuda.early_residual_reads,
+                    "cuda backend: with early reads, the few-row o and down projections read the "
+                    "residual they add to before they wait for the kernel before them (same "
+                    "results) (default: on)");
   command->add_flag("--stage-o-weights,!--no-stage-o-weights", args.cuda.stage_o_weights,
                     "cuda backend: with early reads, the few-row o projection copies its "
                     "weights into shared memory while the attention runs, where they fit "
@@ -386,6 +391,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.programmatic_launch_few_rows = false;
     options.pdl_early_reads = false;
     options.stage_o_weights = false;
+    options.early_residual_reads = false;
     options.input_norm_trigger = engine::NormTrigger::kAfterRead;
     options.post_norm_trigger = engine::NormTrigger::kAfterRead;
     options.wgmma_gemm = false;
@@ -439,6 +445,9 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
             (!args.baseline_kernels && !args.cuda.bf16_gate_up ? ", fp32 gate/up output" : "") +
             (!args.baseline_kernels && !args.cuda.pdl_early_reads ? ", no early reads under PDL"
                                                                   : "") +
+            (!args.baseline_kernels && !args.cuda.early_residual_reads
+                 ? ", residual read after the GEMMs' wait"
+                 : "") +
             (!args.baseline_kernels && !args.cuda.masked_rows_only ? ", logits of every block row"
                                                                    : "") +
             (!args.baseline_kernels && !args.cuda.wgmma_gemm ? ", no wgmma GEMM" : "") +

@@ -280,6 +280,7 @@ void run_bench(const BenchArgs& args) {
               {"pdl_early_reads", o.pdl_early_reads},
               {"stage_o_weights", o.stage_o_weights},
               {"stage_o_batch_rounds", o.stage_o_batch_rounds},
+              {"early_residual_reads", o.early_residual_reads},
               {"input_norm_trigger", engine::norm_trigger_name(o.input_norm_trigger)},
               {"post_norm_trigger", engine::norm_trigger_name(o.post_norm_trigger)},
               {"wgmma_gemm", o.wgmma_gemm},

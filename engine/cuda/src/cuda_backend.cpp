@@ -644,6 +644,11 @@ struct CudaBackend::Impl {
     };
     const bool swiglu = options.fused_swiglu && dtype == CudaDType::kBF16;
     const bool gate_up_bf16 = gate_up_in_bf16(rows_pad);
+    // x is final when down starts (Gemm::run's y_ready) where the post norm lets gate/up start
+    // only after its own wait (so after o's end): not before it, and not with the norm fused
+    // into a streaming gate/up, which lets down start at once, o perhaps still running.
+    const bool down_y_ready = options.early_residual_reads &&
+                              options.post_norm_trigger != NormTrigger::kBeforeWait && !fuse;
     const NormFolds folds = norm_folds(rows_pad);
     // The q/k norm + RoPE in the qkv projection's epilogue (WgmmaQkRope), with its input norm
     // folded after layer 0 as the q/k kernel would take it.
@@ -710,8 +715,11 @@ struct CudaBackend::Impl {
         ++stats.folded_norms;
         ++stats.fused_swiglu_gemms;
       } else {
+        // x is final when o starts: the attention (or its combine) lets o start only after its
+        // own wait, and the kernels before it wait before they let theirs start or finish.
         gemm->run(dtype, attn.get(), l.o.get(), x.as<float>(), rows_pad, qd, hd, true, s,
-                  SkinnyStaging{options.stage_o_weights, options.stage_o_batch_rounds});
+                  SkinnyStaging{options.stage_o_weights, options.stage_o_batch_rounds},
+                  options.early_residual_reads);
         if (gate_up_bf16) {
           norm_into_h(l.post_norm, options.post_norm_trigger);
           gemm->run_bf16_out(h.get(), l.gate_up.get(), gate_up.get(), rows_pad, hd, 2 * in, s);
@@ -728,7 +736,8 @@ struct CudaBackend::Impl {
                          fold_out(layers[i + 1].input_norm), s);
         ++stats.folded_norms;
       } else {
-        gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s);
+        gemm->run(dtype, act.get(), l.down.get(), x.as<float>(), rows_pad, in, hd, true, s, {},
+                  down_y_ready);
       }
     }
     if (block_rows_pad > 0) {

@@ -205,11 +205,11 @@ void Gemm::run_qk_rope(const void* x, const void* w, const WgmmaQkRope& qk, std:
 
 void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                       std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-                      const GemmNorm* norm) {
+                      const GemmNorm* norm, bool y_ready) {
   float* slots =
       norm == nullptr && stream_splits(in, out) ? stream_split_slots_.as<float>() : nullptr;
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
-                     norm, StreamRing::kByShape, slots);
+                     norm, StreamRing::kByShape, slots, y_ready);
   ++stream_launches_;
 }
 
@@ -540,14 +540,14 @@ void Gemm::run_swiglu(const void* x, const GemmNorm* norm, const void* w, void* 
 
 void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
                std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-               SkinnyStaging staging) {
+               SkinnyStaging staging, bool y_ready) {
   if (rows <= 0) return;
   if (streams(dtype, rows, in, out, x, w, y))
-    return run_stream(x, w, y, nullptr, rows, in, out, accumulate, stream);
+    return run_stream(x, w, y, nullptr, rows, in, out, accumulate, stream, nullptr, y_ready);
   if (skinny(dtype, rows, in, out, x, w, y))
     return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                               skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
-                              nullptr, early_weights_, staging);
+                              nullptr, early_weights_, staging, y_ready);
   if (wgmma(dtype, rows, in, out, x, w, y))
     return run_wgmma(x, w, y, nullptr, rows, in, out, accumulate, {}, stream);
   const Plan& p = plan(dtype, rows, in, out, accumulate);

@@ -50,10 +50,14 @@ class Gemm {
   /// aligned (cudaMalloc'd buffers and row offsets of whole matrices). `staging`: where the
   /// skinny kernel runs it with early weights (set_programmatic_launch), its warps also copy the
   /// rest of their weight share into shared memory before they wait (launch_skinny_gemm).
+  /// `y_ready` (with accumulate): the caller guarantees that y's old values are final once this
+  /// launch's blocks start, that is, that the kernel before it lets it start only after its own
+  /// programmatic wait, and so on back to y's last writer. The skinny and streaming kernels then
+  /// read them before their programmatic wait (CudaBackendOptions::early_residual_reads).
   /// Throws dice::Error naming the shape when cuBLASLt has no algorithm for it or fails.
   void run(CudaDType dtype, const void* x, const void* w, float* y, std::int64_t rows,
            std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-           SkinnyStaging staging = {});
+           SkinnyStaging staging = {}, bool y_ready = false);
 
   /// y[rows, out] (bf16) = x w^T with x and w bf16, fp32 accumulation rounded once to bf16 in
   /// cuBLASLt's epilogue: half the bytes of run()'s fp32 output for the kernel that reads it
@@ -234,7 +238,7 @@ class Gemm {
   /// instead of y; `norm`: its fused RMSNorm, x unread), counted in stream_launches_.
   void run_stream(const void* x, const void* w, float* y, void* act, std::int64_t rows,
                   std::int64_t in, std::int64_t out, bool accumulate, cudaStream_t stream,
-                  const GemmNorm* norm = nullptr);
+                  const GemmNorm* norm = nullptr, bool y_ready = false);
   /// The split count run_qk_rope() launches this qkv projection with (wgmma_qk_rope_splits at
   /// set_qk_rope_tile_n's tile), 0 where fuses_qk_rope() does not hold.
   int qk_rope_splits(CudaDType dtype, std::int64_t rows, std::int64_t in, const LayerShape& shape,

@@ -112,7 +112,8 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, GemmNorm norm, __nv_bfloat16* __restrict__ act,
-                       bool early_weights, std::int32_t staged, std::int32_t batch_rounds) {
+                       bool early_weights, std::int32_t staged, std::int32_t batch_rounds,
+                       bool early_y) {
   static_assert(!kNorm || MT == 1, "the fused norm takes at most 16 rows");
   constexpr int kRegs = MT * NT * 4;  // accumulators per lane
   __shared__ float partial[kSkinnyWarps][kRegs][32];
@@ -162,6 +163,25 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
     }
   }
   if (early_weights && first_loaded) load_b(begin);
+  // The epilogue's outputs of this thread (e = threadIdx.x + kThreads i) and, with `accumulate`,
+  // their old values, read beside the first x loads instead of after the k loop (one global
+  // round trip fewer at the end of the launch); with early_y (launch_skinny_gemm) before the wait.
+  constexpr int kThreads = kSkinnyWarps * 32;
+  constexpr int kOutputs = kSwiglu ? 1 : (kRegs * 32 + kThreads - 1) / kThreads;
+  float y_old[kOutputs];
+  const auto read_y_old = [&] {
+    if constexpr (!kSwiglu) {
+#pragma unroll
+      for (int i = 0; i < kOutputs; ++i) {
+        const int e = static_cast<int>(threadIdx.x) + kThreads * i;
+        const int2 o = output_of<NT>(e / 32, e % 32);
+        y_old[i] = accumulate && e < kRegs * 32 && o.x < rows
+                       ? y[static_cast<std::int64_t>(o.x) * out + n0 + o.y]
+                       : 0.0f;
+      }
+    }
+  };
+  if (early_y) read_y_old();
   wait_for_prior_grid();
   if constexpr (kSwiglu) allow_next_grid();  // the down projection may start (launch.cuh)
   if (!early_weights && first_loaded) load_b(begin);
@@ -176,22 +196,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32, 2)
   }
   const __nv_bfloat16* x_lane = x_rows + g * x_stride + 8 * t;
   const std::int32_t rows_left = rows - g;
-  // The epilogue's outputs of this thread (e = threadIdx.x + kThreads i) and, with `accumulate`,
-  // their old values, read here, beside the first x loads, instead of after the k loop: one
-  // global round trip fewer at the end of the launch (after the wait, like before).
-  constexpr int kThreads = kSkinnyWarps * 32;
-  constexpr int kOutputs = kSwiglu ? 1 : (kRegs * 32 + kThreads - 1) / kThreads;
-  float y_old[kOutputs];
-  if constexpr (!kSwiglu) {
-#pragma unroll
-    for (int i = 0; i < kOutputs; ++i) {
-      const int e = static_cast<int>(threadIdx.x) + kThreads * i;
-      const int2 o = output_of<NT>(e / 32, e % 32);
-      y_old[i] = accumulate && e < kRegs * 32 && o.x < rows
-                     ? y[static_cast<std::int64_t>(o.x) * out + n0 + o.y]
-                     : 0.0f;
-    }
-  }
+  if (!early_y) read_y_old();
 
   float acc[MT][NT][4];
 #pragma unroll
@@ -285,7 +290,8 @@ constexpr int unroll_of(int m_tiles, int n_tiles) {
 template <int MT, int NT, bool kNorm, bool kSwiglu>
 void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                   std::int64_t out, bool accumulate, const GemmNorm& norm, void* act,
-                  cudaStream_t stream, bool pdl, bool early_weights, SkinnyStaging staging) {
+                  cudaStream_t stream, bool pdl, bool early_weights, SkinnyStaging staging,
+                  bool y_ready) {
   constexpr int kUnroll = unroll_of(MT, NT);
   const auto kernel = skinny_gemm_kernel<MT, NT, kUnroll, kNorm, kSwiglu>;
   std::size_t shared = 0;
@@ -309,12 +315,13 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
-                early_weights, staged, staging.batch_rounds);
+                early_weights, staged, staging.batch_rounds,
+                !kSwiglu && y_ready && pdl && early_weights && accumulate);
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,
                           std::int64_t, bool, const GemmNorm&, void*, cudaStream_t, bool, bool,
-                          SkinnyStaging);
+                          SkinnyStaging, bool);
 
 /// The launcher of MT m16 tiles and n_tiles n8 tiles (one of skinny_n_tile_options: MT x n <= 8).
 template <int MT, bool kNorm, bool kSwiglu>
@@ -396,7 +403,7 @@ bool skinny_norm_fits(std::int64_t rows, std::int64_t in, const GemmNorm& norm) 
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl, const GemmNorm* norm, void* swiglu_act, bool early_weights,
-                        SkinnyStaging staging) {
+                        SkinnyStaging staging, bool y_ready) {
   bool known = false;
   for (const int n : skinny_n_tile_options(rows, out)) known = known || n == n_tiles;
   const void* x_or_norm = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
@@ -425,8 +432,8 @@ void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t row
                                                     : launcher_for<true, false>(m_tiles, n_tiles))
                                           : (swiglu ? launcher_for<false, true>(m_tiles, n_tiles)
                                                     : launcher_for<false, false>(m_tiles, n_tiles));
-  launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights,
-         staging);  // the fused-norm launchers ignore the staging
+  launch(x, w, y, rows, in, out, accumulate, args, swiglu_act, stream, pdl, early_weights, staging,
+         y_ready);  // the fused-norm launchers ignore the staging
 }
 
 }  // namespace dice::engine::cuda

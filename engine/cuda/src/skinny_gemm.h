@@ -102,12 +102,14 @@ struct SkinnyStaging {
 /// at a time, so that none is loaded after it (a remainder shorter than one iteration still is);
 /// where they do not fit, nothing is staged. For a GEMM that follows a long, latency-bound kernel
 /// which lets it start early (the o projection after the attention at few rows). The same bits (the
-/// same values in the same order).
+/// same values in the same order). `y_ready` (with accumulate, pdl and early_weights): the caller
+/// guarantees that y's old values are final once this launch's blocks start (Gemm::run), so each
+/// thread reads its outputs' old values before the programmatic wait, not after it; the same bits.
 void launch_skinny_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, int n_tiles, cudaStream_t stream,
                         bool pdl = false, const GemmNorm* norm = nullptr,
                         void* swiglu_act = nullptr, bool early_weights = false,
-                        SkinnyStaging staging = {});
+                        SkinnyStaging staging = {}, bool y_ready = false);
 
 /// Shared memory a staging launch may take per block (96 KiB: the whole share of SDAR-4B's o
 /// projection at 2 n tiles; two such blocks still fit on an H100 SM).

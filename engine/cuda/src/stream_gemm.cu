@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       GemmNorm norm, float* __restrict__ slots) {
+                       GemmNorm norm, float* __restrict__ slots, bool early_y) {
   constexpr int kStageK = R::kStageK;
   constexpr int kStages = R::kStages;
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
@@ -212,6 +212,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   NormWeight norm_weight;
   if constexpr (kNorm)
     if (early_weights) norm_weight = load_norm_weight(norm.weight, in);
+  // With early_y (launch_stream_gemm), the old value of this thread's output of the block's first
+  // tile, before the wait: the epilogue's global round trip for it is gone from the launch's end.
+  float y_first = 0.0f;
+  if constexpr (!kSplit && !kSwiglu) {
+    if (early_y) {
+      const int e = static_cast<int>(threadIdx.x);
+      const int2 o = output_of<2>(e / 32, e % 32);
+      if (o.x < rows)
+        y_first = y[static_cast<std::int64_t>(o.x) * out +
+                    static_cast<std::int64_t>(tile_begin) * kRows + o.y];
+    }
+  }
   wait_for_prior_grid();
   const int g = lane / 4, t = lane % 4;
   const __nv_bfloat16* x_rows = x;
@@ -364,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (o.x < rows) {
           const float sum = warps_total(part, reg, l);
           float* dst = y + static_cast<std::int64_t>(o.x) * out + n0 + o.y;
-          *dst = accumulate ? *dst + sum : sum;
+          *dst = accumulate ? (early_y && i < k_stages ? y_first : *dst) + sum : sum;
         }
       }
       buffer ^= 1;
@@ -426,7 +438,7 @@ double stream_gemm_fill(std::int64_t out, int sms) {
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
-                        StreamRing ring, float* split_slots) {
+                        StreamRing ring, float* split_slots, bool y_ready) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -489,7 +501,8 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
-                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots);
+                early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots,
+                y_ready && pdl && early_weights && accumulate && !split);
 }
 
 }  // namespace dice::engine::cuda

@@ -122,10 +122,13 @@ std::size_t stream_split_slot_bytes(int blocks);
 /// Launches on one set of slots must be stream-ordered (at most one runs at a time: with `pdl`
 /// the next one writes them only after its wait). Throws dice::Error where stream_split_fits does
 /// not hold or with `norm`.
+/// `y_ready` (with accumulate, pdl and early_weights; whole tiles only): the caller guarantees
+/// that y's old values are final once this launch's blocks start (Gemm::run), so each block reads
+/// those of its first tile before its programmatic wait; the same bits.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,
                         const GemmNorm* norm = nullptr, StreamRing ring = StreamRing::kByShape,
-                        float* split_slots = nullptr);
+                        float* split_slots = nullptr, bool y_ready = false);
 
 }  // namespace dice::engine::cuda

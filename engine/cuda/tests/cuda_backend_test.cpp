@@ -701,7 +701,9 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   // rows, pipelined tensor-core attention, chunked vocabulary pass), and with short splits (the
   // pipelined kernel's own merge and its counters, replayed); bf16 eager with the first layouts
   // (the first mma attention, split, and its combine, the scalar norms, the whole-row vocabulary
-  // pass); fp32 with graphs (CUDA-core attention, split). The GEMM autotune stays off: its choice
+  // pass); fp32 with graphs (CUDA-core attention, split). The PDL variants read the residual
+  // before the o and down projections' wait (early_residual_reads, the default; not down's where
+  // the post norm triggers before its wait). The GEMM autotune stays off: its choice
   // cannot differ in bits, but this test is about PDL.
   struct Variant {
     std::string name;

@@ -789,18 +789,21 @@ TEST_F(CudaOps, StreamGemmMatchesCublasLtAndIsDeterministic) {
         synchronize();
         const auto got = download_f32(y_a, rows * out);
         EXPECT_LE(worst_row_error(got, want, rows, out), 1e-4) << what;
+        // (y_ready: the old y of a block's first tile read before the wait)
         struct Variant {
           int blocks;
-          bool pdl, early;
+          bool pdl, early, y_ready;
         };
-        for (const Variant v :
-             {Variant{sms, true, true}, Variant{7, false, true}, Variant{1, true, false}}) {
+        for (const Variant v : {Variant{sms, true, true, false}, Variant{7, false, true, false},
+                                Variant{1, true, false, false}, Variant{sms, true, true, true},
+                                Variant{7, true, true, true}}) {
           reset(y_b);
           launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, accumulate, nullptr,
-                             v.blocks, stream(), v.pdl, v.early);
+                             v.blocks, stream(), v.pdl, v.early, nullptr, StreamRing::kByShape,
+                             nullptr, v.y_ready);
           synchronize();
           ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got))
-              << what << ": " << v.blocks << " blocks";
+              << what << ": " << v.blocks << " blocks" << (v.y_ready ? ", y ready" : "");
         }
         // Both rings, whichever the shape takes: the same bits.
         for (const StreamRing ring : {StreamRing::kTwoOf2048, StreamRing::kThreeOf1280}) {
@@ -1568,11 +1571,13 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
             DICE_CUDA_CHECK(cudaMemcpyAsync(y_staged.get(), y0.get(), y_bytes,
                                             cudaMemcpyDeviceToDevice, stream()));
             launch_skinny_gemm(x.get(), w.get(), y_staged.as<float>(), rows, in, out, accumulate, n,
-                               stream(), true, nullptr, nullptr, true, SkinnyStaging{true, batch});
+                               stream(), true, nullptr, nullptr, true, SkinnyStaging{true, batch},
+                               /*y_ready=*/batch % 2 == 1);  // (old y read before the wait)
             staged_launches += skinny_staged_chunks(rows, in, n) > 0 ? 1 : 0;
             synchronize();
             const auto got = download_f32(y_staged, rows * out);
-            ASSERT_TRUE(same_values(got, want)) << what << " batch " << batch;
+            ASSERT_TRUE(same_values(got, want))
+                << what << " batch " << batch << (batch % 2 == 1 ? ", y ready" : "");
           }
         }
   }

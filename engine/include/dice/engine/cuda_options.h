@@ -295,6 +295,14 @@ struct CudaBackendOptions {
   /// SDAR-1.7B (H200, bench/results/2026-12-01-attention-o-overlap-h200). Same bits. 0 to
   /// kStageBatchRoundsLimit; the backend throws dice::Error outside that.
   std::int32_t stage_o_batch_rounds = 2;
+  /// With pdl_early_reads: the few-row o and down projections (skinny and streaming kernels,
+  /// whole tiles) read the old residual values they add to before their programmatic wait, not
+  /// after it (the skinny kernel) or after the k loop (the streaming kernel's first tile): the
+  /// residual is final by the time their blocks start (Gemm::run's y_ready; down only where
+  /// post_norm_trigger is not before-wait and fused_norm_gemm is off). +0.7-1.1% tok/s on
+  /// SDAR-1.7B, +0.0-0.1% on SDAR-4B at 1 x 1,024 (H200, bench/results/2026-12-01-early-y-h200).
+  /// Same bits.
+  bool early_residual_reads = true;
   /// With PDL, where the RMSNorm before the qkv projection lets the qkv GEMM start (issue 6):
   /// before the norm's own programmatic wait. The GEMM's blocks then take their SMs as the down
   /// projection's leave and fill their weight rings while the norm waits and runs (a kernel
