@@ -43,7 +43,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
-#include <cstdlib>
 
 #include <algorithm>
 #include <cmath>
@@ -195,8 +194,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                       const __grid_constant__ CUtensorMap w_map, float* __restrict__ y,
                       __nv_bfloat16* __restrict__ act, std::int32_t rows, std::int32_t in,
                       std::int32_t out, std::int32_t stages, bool accumulate, bool early_weights,
-                      const WgmmaNormFold fold, const __grid_constant__ WgmmaQkRope qk,
-                      bool early_y) {
+                      const WgmmaNormFold fold, const __grid_constant__ WgmmaQkRope qk) {
   // Column tiles a head vector spans in the q/k epilogue (1 otherwise): the cluster's x.
   constexpr int kQkTiles = kQk ? wgmma_qk_tiles(kTileN) : 1;
   static_assert(!kQk || (kQkTiles > 0 && !kSwiglu));
@@ -292,22 +290,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (after the first weight copies are issued: these loads wait on one another)
   if constexpr (kQk)
     if (early_weights) qk_constants();
-  // EXPERIMENT: with early_y, the old y of this thread's epilogue outputs before the wait.
-  constexpr int kVectors = kTileN / 4;
-  constexpr int kRounds = (static_cast<int>(kWgmmaRowsLimit) * kVectors + kThreads - 1) / kThreads;
-  constexpr int kYOld = !kSwiglu && !kQk ? kRounds : 1;
-  float4 y_old[kYOld];
-  if constexpr (!kSwiglu && !kQk) {
-    if (early_y) {
-#pragma unroll
-      for (int j = 0; j < kYOld; ++j) {
-        const int idx = tid + j * kThreads;
-        if (idx < (row_end - row_begin) * kVectors)
-          y_old[j] = reinterpret_cast<const float4*>(
-              y + static_cast<std::int64_t>(row_begin + idx / kVectors) * out + n0)[idx % kVectors];
-      }
-    }
-  }
   wait_for_prior_grid();
   if constexpr (kQk) {
     if (!early_weights) qk_constants();
@@ -448,13 +430,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int j = 0; j < kQkRowsPerWarp; ++j)
       if (qk_row(j) < qk_rows_end) store4(qk_dst[j], outs[j].x, outs[j].y, outs[j].z, outs[j].w);
   }
+  constexpr int kVectors = kTileN / 4;
   // Rows of a kVectors-thread group are whole (kThreads % kVectors == 0), so a 16-lane half warp
   // is all in or all out of the loop: the output side's shuffles run over the half's mask.
   static_assert(kThreads % kVectors == 0 && kVectors % 16 == 0);
-#pragma unroll
-  for (int j = 0; j < kRounds; ++j) {
-    const int idx = tid + j * kThreads;
-    if (kQk || idx >= (row_end - row_begin) * kVectors) break;
+  for (int idx = tid; !kQk && idx < (row_end - row_begin) * kVectors; idx += kThreads) {
     const int row = row_begin + idx / kVectors, c4 = idx % kVectors;
     float4 sum = split_sum(row * kStride + 4 * c4);
     if constexpr (kSwiglu) {
@@ -473,11 +453,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float4* const dst =
           reinterpret_cast<float4*>(y + static_cast<std::int64_t>(row) * out + n0) + c4;
       if (accumulate) {
-        float4 old;
-        if constexpr (!kSwiglu && !kQk)
-          old = early_y ? y_old[j] : *dst;
-        else
-          old = *dst;
+        const float4 old = *dst;
         sum = make_float4(old.x + sum.x, old.y + sum.y, old.z + sum.z, old.w + sum.w);
       }
       *dst = sum;
@@ -584,9 +560,7 @@ void launch_tile(const CUtensorMap& x_map, const CUtensorMap& w_map, float* y, v
   check_cuda(cudaLaunchKernelEx(&config, kernel, x_map, w_map, y, static_cast<__nv_bfloat16*>(act),
                                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                                 static_cast<std::int32_t>(out), static_cast<std::int32_t>(stages),
-                                accumulate, pdl && early_weights, fold, qk,
-                                !kSwiglu && !kQk && accumulate && pdl && early_weights &&
-                                    std::getenv("DICE_EXP_WGMMA_EARLY_Y") != nullptr),
+                                accumulate, pdl && early_weights, fold, qk),
              "wgmma_gemm_kernel", __FILE__, __LINE__);
 }
 
