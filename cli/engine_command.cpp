@@ -323,6 +323,9 @@ void run_bench(const BenchArgs& args) {
           record["early_start_edges"] = st.early_start_edges + warmup_stats.early_start_edges;
           // GEMM launches on the streaming kernel, in the graphs captured for this configuration
           record["stream_gemms"] = st.stream_gemms + warmup_stats.stream_gemms;
+          // o and down launches reading the residual before their wait, likewise
+          record["early_residual_gemms"] =
+              st.early_residual_gemms + warmup_stats.early_residual_gemms;
           // RMSNorms folded into wgmma GEMMs, in the graphs captured for this configuration
           record["folded_norms"] = st.folded_norms + warmup_stats.folded_norms;
           // qkv GEMMs with the q/k norm + RoPE epilogue, likewise

@@ -211,6 +211,8 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
                      norm, StreamRing::kByShape, slots, y_ready);
   ++stream_launches_;
+  // (the launcher takes y_ready on whole tiles only)
+  if (y_ready && accumulate && pdl_ && early_weights_ && slots == nullptr) ++early_y_launches_;
 }
 
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -544,10 +546,13 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
   if (rows <= 0) return;
   if (streams(dtype, rows, in, out, x, w, y))
     return run_stream(x, w, y, nullptr, rows, in, out, accumulate, stream, nullptr, y_ready);
-  if (skinny(dtype, rows, in, out, x, w, y))
-    return launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
-                              skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr,
-                              nullptr, early_weights_, staging, y_ready);
+  if (skinny(dtype, rows, in, out, x, w, y)) {
+    launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
+                       skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr, nullptr,
+                       early_weights_, staging, y_ready);
+    if (y_ready && accumulate && pdl_ && early_weights_) ++early_y_launches_;
+    return;
+  }
   if (wgmma(dtype, rows, in, out, x, w, y))
     return run_wgmma(x, w, y, nullptr, rows, in, out, accumulate, {}, stream);
   const Plan& p = plan(dtype, rows, in, out, accumulate);

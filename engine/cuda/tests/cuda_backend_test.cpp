@@ -749,7 +749,19 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
       CudaBackend early(weights, both_norms), after(weights, after_row);
       expect_same_bits(early, off, shape.config, v.name + ", both norms trigger early");
       expect_same_bits(after, off, shape.config, v.name + ", both norms trigger after their row");
+      // The early residual reads: o's and down's where the post norm triggers after its wait
+      // (the default, after_row), o's alone where it triggers before (both_norms).
+      if (bf16) {
+        EXPECT_EQ(after.stats().early_residual_gemms, some.stats().early_residual_gemms) << v.name;
+        EXPECT_LT(early.stats().early_residual_gemms, some.stats().early_residual_gemms)
+            << v.name
+            << ": down read the residual early after a norm that triggers before its wait";
+        EXPECT_GT(early.stats().early_residual_gemms, 0) << v.name;
+      }
     }
+    EXPECT_EQ(some.stats().early_residual_gemms > 0, bf16) << v.name;
+    EXPECT_EQ(waiting.stats().early_residual_gemms, 0) << v.name << ": without early reads";
+    EXPECT_EQ(off.stats().early_residual_gemms, 0) << v.name << ": without PDL";
     EXPECT_EQ(waiting.stats().programmatic_passes, some.stats().programmatic_passes) << v.name;
     EXPECT_GT(on.stats().programmatic_passes, 0) << v.name << ": PDL never ran";
     EXPECT_GT(some.stats().programmatic_passes, 0) << v.name << ": few-row PDL never ran";

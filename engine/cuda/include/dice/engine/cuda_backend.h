@@ -130,6 +130,9 @@ struct CudaForwardStats {
   /// GEMM launches enqueued on the streaming skinny kernel
   /// (CudaBackendOptions::stream_gemm).
   std::int64_t stream_gemms = 0;
+  /// Few-row GEMM launches enqueued that read the residual before their programmatic wait
+  /// (CudaBackendOptions::early_residual_reads).
+  std::int64_t early_residual_gemms = 0;
   /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
   /// (CudaBackendOptions::programmatic_launch, programmatic_launch_few_rows).
   std::int64_t programmatic_passes = 0;
