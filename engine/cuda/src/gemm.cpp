@@ -212,7 +212,8 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
                      norm, StreamRing::kByShape, slots, y_ready);
   ++stream_launches_;
   // (the launcher takes y_ready on whole tiles only)
-  if (y_ready && accumulate && pdl_ && early_weights_ && slots == nullptr) ++early_y_launches_;
+  if (reads_y_early(y_ready, accumulate, pdl_, early_weights_) && slots == nullptr)
+    ++early_y_launches_;
 }
 
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,
@@ -550,7 +551,7 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
     launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
                        skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr, nullptr,
                        early_weights_, staging, y_ready);
-    if (y_ready && accumulate && pdl_ && early_weights_) ++early_y_launches_;
+    if (reads_y_early(y_ready, accumulate, pdl_, early_weights_)) ++early_y_launches_;
     return;
   }
   if (wgmma(dtype, rows, in, out, x, w, y))

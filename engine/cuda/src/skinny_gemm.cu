@@ -316,7 +316,7 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, norm, static_cast<__nv_bfloat16*>(act),
                 early_weights, staged, staging.batch_rounds,
-                !kSwiglu && y_ready && pdl && early_weights && accumulate);
+                !kSwiglu && reads_y_early(y_ready, accumulate, pdl, early_weights));
 }
 
 using Launcher = void (*)(const void*, const void*, float*, std::int64_t, std::int64_t,

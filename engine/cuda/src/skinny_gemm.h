@@ -72,6 +72,15 @@ std::vector<int> skinny_n_tile_options(std::int64_t rows, std::int64_t out);
 /// give at least two blocks per SM (out / (8 n) >= 2 sms), else 1 (the most blocks).
 int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 
+/// Whether a skinny or streaming launch reads y's old values before its programmatic wait
+/// (launch_skinny_gemm's and launch_stream_gemm's `y_ready`): it adds into y, the caller says y
+/// is final when its blocks start, and it is a PDL launch with early weights. The one rule the
+/// launchers and Gemm's count (Gemm::early_y_launches) share; the streaming launcher also needs
+/// whole tiles.
+inline bool reads_y_early(bool y_ready, bool accumulate, bool pdl, bool early_weights) {
+  return y_ready && accumulate && pdl && early_weights;
+}
+
 /// How a skinny launch with early weights stages its weight share (launch_skinny_gemm).
 struct SkinnyStaging {
   /// With `early_weights`, without `norm`: each warp also copies the rest of its weights

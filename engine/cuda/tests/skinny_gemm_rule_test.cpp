@@ -40,6 +40,14 @@ TEST(SkinnyGemmRule, TakesEverySdarLayerShapeAtFewRows) {
     }
 }
 
+TEST(SkinnyGemmRule, OldOutputsAreReadEarlyOnlyWithEveryCondition) {
+  // reads_y_early: y_ready, accumulate, PDL and early weights, all four; any one missing keeps
+  // the read after the wait.
+  EXPECT_TRUE(reads_y_early(true, true, true, true));
+  for (int missing = 0; missing < 4; ++missing)
+    EXPECT_FALSE(reads_y_early(missing != 0, missing != 1, missing != 2, missing != 3)) << missing;
+}
+
 TEST(SkinnyGemmRule, RefusesWhatItCannotRun) {
   EXPECT_FALSE(fits(17, 2048, 2048));            // more rows than the limit
   EXPECT_TRUE(fits(17, 2048, 2048, 64));         // unless the limit allows them

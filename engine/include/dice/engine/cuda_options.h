@@ -299,9 +299,10 @@ struct CudaBackendOptions {
   /// whole tiles) read the old residual values they add to before their programmatic wait, not
   /// after it (the skinny kernel) or after the k loop (the streaming kernel's first tile): the
   /// residual is final by the time their blocks start (Gemm::run's y_ready; down only where
-  /// post_norm_trigger is not before-wait and fused_norm_gemm is off). +0.7-1.1% tok/s on
-  /// SDAR-1.7B, +0.0-0.1% on SDAR-4B at 1 x 1,024 (H200, bench/results/2026-12-01-early-y-h200).
-  /// Same bits.
+  /// post_norm_trigger is not before-wait and fused_norm_gemm is off). On an H200: +1.4% and
+  /// +0.9% tok/s on SDAR-1.7B at 1 x 1,024 and 1 x 4,096 against the option off (+0.7-1.1% for
+  /// the experiment's two forms at 1 x 1,024); SDAR-4B 0.998-1.001, whose o already read right
+  /// after its wait (bench/results/2026-12-01-early-y-h200). Same bits.
   bool early_residual_reads = true;
   /// With PDL, where the RMSNorm before the qkv projection lets the qkv GEMM start (issue 6):
   /// before the norm's own programmatic wait. The GEMM's blocks then take their SMs as the down
