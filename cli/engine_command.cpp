@@ -326,6 +326,8 @@ void run_bench(const BenchArgs& args) {
           // o and down launches reading the residual before their wait, likewise
           record["early_residual_gemms"] =
               st.early_residual_gemms + warmup_stats.early_residual_gemms;
+          // o launches staging their weight share before their wait, likewise
+          record["staged_o_gemms"] = st.staged_o_gemms + warmup_stats.staged_o_gemms;
           // RMSNorms folded into wgmma GEMMs, in the graphs captured for this configuration
           record["folded_norms"] = st.folded_norms + warmup_stats.folded_norms;
           // qkv GEMMs with the q/k norm + RoPE epilogue, likewise

@@ -604,6 +604,7 @@ struct CudaBackend::Impl {
     const std::int64_t wgmma_before = gemm->wgmma_launches();
     const std::int64_t stream_before = gemm->stream_launches();
     const std::int64_t early_y_before = gemm->early_y_launches();
+    const std::int64_t staged_before = gemm->staged_launches();  // only o is staged
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
@@ -763,6 +764,7 @@ struct CudaBackend::Impl {
     stats.wgmma_gemms += gemm->wgmma_launches() - wgmma_before;
     stats.stream_gemms += gemm->stream_launches() - stream_before;
     stats.early_residual_gemms += gemm->early_y_launches() - early_y_before;
+    stats.staged_o_gemms += gemm->staged_launches() - staged_before;
   }
 
   /// The GEMM autotune for a pass of rows_pad rows and block_rows_pad block rows (before its

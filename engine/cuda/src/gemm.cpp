@@ -548,10 +548,12 @@ void Gemm::run(CudaDType dtype, const void* x, const void* w, float* y, std::int
   if (streams(dtype, rows, in, out, x, w, y))
     return run_stream(x, w, y, nullptr, rows, in, out, accumulate, stream, nullptr, y_ready);
   if (skinny(dtype, rows, in, out, x, w, y)) {
-    launch_skinny_gemm(x, w, y, rows, in, out, accumulate,
-                       skinny_n_tiles(rows, in, out, accumulate), stream, pdl_, nullptr, nullptr,
+    const int n_tiles = skinny_n_tiles(rows, in, out, accumulate);
+    launch_skinny_gemm(x, w, y, rows, in, out, accumulate, n_tiles, stream, pdl_, nullptr, nullptr,
                        early_weights_, staging, y_ready);
     if (reads_y_early(y_ready, accumulate, pdl_, early_weights_)) ++early_y_launches_;
+    if (skinny_launch_staged_chunks(staging, early_weights_, rows, in, n_tiles) > 0)
+      ++staged_launches_;
     return;
   }
   if (wgmma(dtype, rows, in, out, x, w, y))

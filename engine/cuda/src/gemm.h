@@ -136,6 +136,9 @@ class Gemm {
   /// Skinny and streaming launches so far that read y's old values before their programmatic
   /// wait (run()'s y_ready taken; eager or captured, replays not counted).
   std::int64_t early_y_launches() const { return early_y_launches_; }
+  /// Skinny launches so far whose warps staged their weight share in shared memory before their
+  /// programmatic wait (run()'s `staging`; skinny_launch_staged_chunks).
+  std::int64_t staged_launches() const { return staged_launches_; }
   /// Whether run() (and run_swiglu()) give bf16 GEMMs of up to kWgmmaRowsLimit rows that the
   /// skinny kernel does not take to the wgmma kernel (wgmma_gemm.h; tile_n kWgmmaTileN, the
   /// split count of wgmma_default_splits). Off by default; on a device other than sm_90 it stays
@@ -262,6 +265,7 @@ class Gemm {
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
   std::int64_t early_y_launches_ = 0;   ///< early_y_launches()
+  std::int64_t staged_launches_ = 0;    ///< staged_launches()
   DeviceBuffer stream_split_slots_;     ///< set_stream_gemm's `split`: the split walk's slots
   std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
   int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma

@@ -300,12 +300,10 @@ void launch_tiles(const void* x, const void* w, float* y, std::int64_t rows, std
     shared = gemm_norm_shared_bytes(rows, in);
     DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kSkinnyNormSharedLimit)));
-  } else if (early_weights && staging.share) {
-    staged = skinny_staged_chunks(rows, in, NT);
+  } else if ((staged = skinny_launch_staged_chunks(staging, early_weights, rows, in, NT)) > 0) {
     shared = skinny_stage_bytes(staged, NT);
-    if (shared > 0)
-      DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(shared)));
+    DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared)));
   }
   const auto blocks = static_cast<unsigned>(out / (8 * NT));
   const char* name = kNorm ? (kSwiglu ? "skinny_gemm_kernel (fused RMSNorm, SwiGLU)"

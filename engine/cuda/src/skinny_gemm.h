@@ -133,4 +133,13 @@ std::int32_t skinny_staged_chunks(std::int64_t rows, std::int64_t in, int n_tile
 /// The dynamic shared memory of `chunks` staged chunks per warp at `n_tiles` n8 tiles: bytes.
 std::size_t skinny_stage_bytes(std::int32_t chunks, int n_tiles);
 
+/// The chunks each warp of a skinny launch without a fused norm stages in shared memory before
+/// its programmatic wait (launch_skinny_gemm): skinny_staged_chunks(rows, in, n_tiles) with
+/// `early_weights` and staging.share, else 0 (none). The one rule the launcher and Gemm's count
+/// (Gemm::staged_launches) share.
+inline std::int32_t skinny_launch_staged_chunks(const SkinnyStaging& staging, bool early_weights,
+                                                std::int64_t rows, std::int64_t in, int n_tiles) {
+  return early_weights && staging.share ? skinny_staged_chunks(rows, in, n_tiles) : 0;
+}
+
 }  // namespace dice::engine::cuda

@@ -696,8 +696,9 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
   // default's post norm) or after their row (input_norm_trigger, post_norm_trigger). The two
   // trigger variants also set stage_o_batch_rounds 0 and 1, which these widths pass through
   // without staging anything (their o projections are streamed, or their shares fit the
-  // registers); CudaOps.SkinnyGemmStagedWeightsGiveTheSameBits compares the batches bit for bit
-  // on the SDAR o shapes. Each variant covers other kernels: bf16 with graphs (skinny GEMM at few
+  // registers; staged_o_gemms says so); CudaOps.SkinnyGemmStagedWeightsGiveTheSameBits compares
+  // the batches bit for bit on the SDAR o shapes, StagedOWeightsChangeNoBits the forward at
+  // SDAR-4B's widths. Each variant covers other kernels: bf16 with graphs (skinny GEMM at few
   // rows, pipelined tensor-core attention, chunked vocabulary pass), and with short splits (the
   // pipelined kernel's own merge and its counters, replayed); bf16 eager with the first layouts
   // (the first mma attention, split, and its combine, the scalar norms, the whole-row vocabulary
@@ -762,6 +763,7 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     EXPECT_EQ(some.stats().early_residual_gemms > 0, bf16) << v.name;
     EXPECT_EQ(waiting.stats().early_residual_gemms, 0) << v.name << ": without early reads";
     EXPECT_EQ(off.stats().early_residual_gemms, 0) << v.name << ": without PDL";
+    EXPECT_EQ(some.stats().staged_o_gemms, 0) << v.name << ": these widths stage nothing";
     EXPECT_EQ(waiting.stats().programmatic_passes, some.stats().programmatic_passes) << v.name;
     EXPECT_GT(on.stats().programmatic_passes, 0) << v.name << ": PDL never ran";
     EXPECT_GT(some.stats().programmatic_passes, 0) << v.name << ": few-row PDL never ran";
@@ -770,6 +772,34 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     EXPECT_EQ(off.stats().programmatic_passes, 0) << v.name;
     EXPECT_EQ(on.stats().graph_replays > 0, v.options.cuda_graphs) << v.name;
   }
+}
+
+TEST_F(CudaBackendTest, StagedOWeightsChangeNoBits) {
+  // The o projection's weight staging (stage_o_weights: each skinny warp copies the rest of its
+  // weight share into shared memory before its programmatic wait, stage_o_batch_rounds rounds at
+  // a time) moves only copies before the wait, so the forward's bits are those without it. It
+  // runs only where o is on the skinny kernel with a share beyond the registers: at SDAR-4B's
+  // widths (2,560 <- 4,096; the streaming kernel's 160 tiles would fill 0.61 of 132 SMs), not at
+  // the other tests' (ProgrammaticLaunchChangesNoBits). One layer keeps the test short.
+  const Shape shape{"SDAR-4B widths, 1 layer", small_config(8192, 2560, 1, 32, 8, 128, 9728),
+                    0.018f};
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackendOptions batches = limited();  // the default: staged, 2 rounds at a time
+  batches.gemm_autotune = false;
+  CudaBackendOptions all_at_once = batches, unstaged = batches, plain = batches;
+  all_at_once.stage_o_batch_rounds = 0;
+  unstaged.stage_o_weights = false;
+  plain.programmatic_launch_few_rows = false;  // no PDL, so no early weights to stage
+  plain.early_start_after_cublas = false;
+  CudaBackend staged(weights, batches), at_once(weights, all_at_once), off(weights, unstaged),
+      no_pdl(weights, plain);
+  expect_same_bits(staged, off, shape.config, "staged 2 rounds at a time against unstaged");
+  expect_same_bits(at_once, off, shape.config, "staged all at once against unstaged");
+  expect_same_bits(no_pdl, off, shape.config, "without PDL against unstaged");
+  EXPECT_GT(staged.stats().staged_o_gemms, 0) << "the o projection never staged its weights";
+  EXPECT_EQ(at_once.stats().staged_o_gemms, staged.stats().staged_o_gemms);
+  EXPECT_EQ(off.stats().staged_o_gemms, 0);
+  EXPECT_EQ(no_pdl.stats().staged_o_gemms, 0);
 }
 
 TEST_F(CudaBackendTest, EarlyStartAfterCublasChangesNoBits) {

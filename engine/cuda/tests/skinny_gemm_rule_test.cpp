@@ -48,6 +48,19 @@ TEST(SkinnyGemmRule, OldOutputsAreReadEarlyOnlyWithEveryCondition) {
     EXPECT_FALSE(reads_y_early(missing != 0, missing != 1, missing != 2, missing != 3)) << missing;
 }
 
+TEST(SkinnyGemmRule, WeightsAreStagedOnlyWithEarlyWeightsAndAShareToStage) {
+  // skinny_launch_staged_chunks: SDAR-4B's o (4,096 -> 2,560) at 4 rows stages its share with
+  // early weights and staging asked for; without either, nothing; the launcher and Gemm's count
+  // agree because both call it.
+  const int n_tiles = skinny_default_n_tiles(4, 2560, 132);
+  const std::int32_t share = skinny_staged_chunks(4, 4096, n_tiles);
+  EXPECT_GT(share, 0) << n_tiles;
+  EXPECT_EQ(skinny_launch_staged_chunks(SkinnyStaging{true, 2}, true, 4, 4096, n_tiles), share);
+  EXPECT_EQ(skinny_launch_staged_chunks(SkinnyStaging{true, 0}, true, 4, 4096, n_tiles), share);
+  EXPECT_EQ(skinny_launch_staged_chunks(SkinnyStaging{true, 2}, false, 4, 4096, n_tiles), 0);
+  EXPECT_EQ(skinny_launch_staged_chunks(SkinnyStaging{false, 2}, true, 4, 4096, n_tiles), 0);
+}
+
 TEST(SkinnyGemmRule, RefusesWhatItCannotRun) {
   EXPECT_FALSE(fits(17, 2048, 2048));            // more rows than the limit
   EXPECT_TRUE(fits(17, 2048, 2048, 64));         // unless the limit allows them

@@ -133,6 +133,10 @@ struct CudaForwardStats {
   /// Few-row GEMM launches enqueued that read the residual before their programmatic wait
   /// (CudaBackendOptions::early_residual_reads).
   std::int64_t early_residual_gemms = 0;
+  /// o projection launches enqueued whose skinny kernel staged its weight share in shared memory
+  /// before its programmatic wait (CudaBackendOptions::stage_o_weights; none where o runs on
+  /// another kernel or the share fits the registers).
+  std::int64_t staged_o_gemms = 0;
   /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
   /// (CudaBackendOptions::programmatic_launch, programmatic_launch_few_rows).
   std::int64_t programmatic_passes = 0;
