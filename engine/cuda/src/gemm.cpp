@@ -211,9 +211,7 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
                      norm, StreamRing::kByShape, slots, y_ready);
   ++stream_launches_;
-  // (the launcher takes y_ready on whole tiles only)
-  if (reads_y_early(y_ready, accumulate, pdl_, early_weights_) && slots == nullptr)
-    ++early_y_launches_;
+  if (stream_reads_y_early(y_ready, accumulate, pdl_, early_weights_, slots)) ++early_y_launches_;
 }
 
 int Gemm::skinny_n_tiles(std::int64_t rows, std::int64_t in, std::int64_t out,

@@ -76,7 +76,7 @@ int skinny_default_n_tiles(std::int64_t rows, std::int64_t out, int sms);
 /// (launch_skinny_gemm's and launch_stream_gemm's `y_ready`): it adds into y, the caller says y
 /// is final when its blocks start, and it is a PDL launch with early weights. The one rule the
 /// launchers and Gemm's count (Gemm::early_y_launches) share; the streaming launcher also needs
-/// whole tiles.
+/// whole tiles (stream_reads_y_early).
 inline bool reads_y_early(bool y_ready, bool accumulate, bool pdl, bool early_weights) {
   return y_ready && accumulate && pdl && early_weights;
 }

@@ -502,7 +502,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
                 early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots,
-                reads_y_early(y_ready, accumulate, pdl, early_weights) && !split);
+                stream_reads_y_early(y_ready, accumulate, pdl, early_weights, split_slots));
 }
 
 }  // namespace dice::engine::cuda

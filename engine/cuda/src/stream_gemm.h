@@ -125,6 +125,14 @@ std::size_t stream_split_slot_bytes(int blocks);
 /// `y_ready` (with accumulate, pdl and early_weights; whole tiles only): the caller guarantees
 /// that y's old values are final once this launch's blocks start (Gemm::run), so each block reads
 /// those of its first tile before its programmatic wait; the same bits.
+/// Whether a streaming launch reads its first tile's old outputs before its programmatic wait
+/// (launch_stream_gemm's `y_ready`): reads_y_early (skinny_gemm.h), on whole tiles only (no
+/// `split_slots`). The one rule the launcher and Gemm's count (Gemm::early_y_launches) share.
+inline bool stream_reads_y_early(bool y_ready, bool accumulate, bool pdl, bool early_weights,
+                                 const float* split_slots) {
+  return reads_y_early(y_ready, accumulate, pdl, early_weights) && split_slots == nullptr;
+}
+
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,

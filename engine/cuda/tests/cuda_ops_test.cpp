@@ -1573,7 +1573,9 @@ TEST_F(CudaOps, SkinnyGemmStagedWeightsGiveTheSameBits) {
             launch_skinny_gemm(x.get(), w.get(), y_staged.as<float>(), rows, in, out, accumulate, n,
                                stream(), true, nullptr, nullptr, true, SkinnyStaging{true, batch},
                                /*y_ready=*/batch % 2 == 1);  // (old y read before the wait)
-            staged_launches += skinny_staged_chunks(rows, in, n) > 0 ? 1 : 0;
+            staged_launches +=
+                skinny_launch_staged_chunks(SkinnyStaging{true, batch}, true, rows, in, n) > 0 ? 1
+                                                                                               : 0;
             synchronize();
             const auto got = download_f32(y_staged, rows * out);
             ASSERT_TRUE(same_values(got, want))

@@ -46,6 +46,11 @@ TEST(SkinnyGemmRule, OldOutputsAreReadEarlyOnlyWithEveryCondition) {
   EXPECT_TRUE(reads_y_early(true, true, true, true));
   for (int missing = 0; missing < 4; ++missing)
     EXPECT_FALSE(reads_y_early(missing != 0, missing != 1, missing != 2, missing != 3)) << missing;
+  // The streaming kernel's: the same, on whole tiles only (no split walk slots).
+  float slot = 0.0f;
+  EXPECT_TRUE(stream_reads_y_early(true, true, true, true, nullptr));
+  EXPECT_FALSE(stream_reads_y_early(true, true, true, true, &slot));
+  EXPECT_FALSE(stream_reads_y_early(true, false, true, true, nullptr));
 }
 
 TEST(SkinnyGemmRule, WeightsAreStagedOnlyWithEarlyWeightsAndAShareToStage) {
