@@ -285,6 +285,20 @@ void add_backend_options(CLI::App* command, BackendArgs& args) {
                                 "rounding; +2.6% for SDAR-4B at 1 sequence on an H200) "
                                 "(default: on)",
                                 engine::kStreamSplitMinSavingK));
+  command
+      ->add_option("--stream-dynamic-share", args.cuda.stream_dynamic_share,
+                   "cuda backend: with --stream-gemm, the share of a streaming launch's tiles "
+                   "that its blocks claim at run time instead of taking in a contiguous run "
+                   "(launches without accumulate whose blocks take at least "
+                   "--stream-dynamic-min-tiles tiles, the lm_head; the same bits; +0.4-0.6% for "
+                   "SDAR-4B at 1 sequence on an H200); 0: off (default: 0.5)")
+      ->check(CLI::Range(0.0, 0.99));
+  command
+      ->add_option("--stream-dynamic-min-tiles", args.cuda.stream_dynamic_min_tiles,
+                   "cuda backend: with --stream-dynamic-share, the fewest 16-column tiles a "
+                   "block must take on average for the launch to claim some at run time "
+                   "(default: 32, the lm_head only)")
+      ->check(CLI::Range(1.0, 1e9));
 }
 
 std::int64_t parse_bytes(std::string_view text, std::string_view what) {
@@ -396,6 +410,7 @@ std::unique_ptr<engine::Backend> make_backend(const BackendArgs& args,
     options.post_norm_trigger = engine::NormTrigger::kAfterRead;
     options.wgmma_gemm = false;
     options.stream_gemm = false;
+    options.stream_dynamic_share = 0.0;
     options.attention_balanced_plan = false;
     options.attention_paired_tiles = false;
     options.attention_deep_pipeline = false;

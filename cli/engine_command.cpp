@@ -289,6 +289,8 @@ void run_bench(const BenchArgs& args) {
               {"stream_gemm", o.stream_gemm},
               {"stream_gemm_min_fill", o.stream_gemm_min_fill},
               {"stream_gemm_split", o.stream_gemm_split},
+              {"stream_dynamic_share", o.stream_dynamic_share},
+              {"stream_dynamic_min_tiles", o.stream_dynamic_min_tiles},
               {"masked_rows_only", o.masked_rows_only}};
           nlohmann::json gemms = nlohmann::json::array();
           for (const auto& g : cuda->gemm_choices())
@@ -328,6 +330,8 @@ void run_bench(const BenchArgs& args) {
               st.early_residual_gemms + warmup_stats.early_residual_gemms;
           // o launches staging their weight share before their wait, likewise
           record["staged_o_gemms"] = st.staged_o_gemms + warmup_stats.staged_o_gemms;
+          // streaming launches with the dynamic tail, likewise
+          record["dynamic_tail_gemms"] = st.dynamic_tail_gemms + warmup_stats.dynamic_tail_gemms;
           // RMSNorms folded into wgmma GEMMs, in the graphs captured for this configuration
           record["folded_norms"] = st.folded_norms + warmup_stats.folded_norms;
           // qkv GEMMs with the q/k norm + RoPE epilogue, likewise

@@ -270,6 +270,7 @@ struct CudaBackend::Impl {
     // (Gemm::fuses_norm), the same bits as the norm kernel before it.
     gemm->set_stream_gemm(options.stream_gemm, options.stream_gemm_min_fill,
                           options.stream_gemm_split);
+    gemm->set_stream_dynamic(options.stream_dynamic_share, options.stream_dynamic_min_tiles);
     gemm->set_cold_tune(options.gemm_tune_cold && options.gemm_autotune &&
                         dtype == CudaDType::kBF16);
     upload_weights(source);
@@ -605,6 +606,7 @@ struct CudaBackend::Impl {
     const std::int64_t stream_before = gemm->stream_launches();
     const std::int64_t early_y_before = gemm->early_y_launches();
     const std::int64_t staged_before = gemm->staged_launches();  // only o is staged
+    const std::int64_t dynamic_before = gemm->dynamic_launches();
     const auto* header = meta.as<const PassHeader>();
     const auto& c = config;
     const std::int64_t hd = c.hidden_size, qd = c.num_heads * c.head_dim,
@@ -765,6 +767,7 @@ struct CudaBackend::Impl {
     stats.stream_gemms += gemm->stream_launches() - stream_before;
     stats.early_residual_gemms += gemm->early_y_launches() - early_y_before;
     stats.staged_o_gemms += gemm->staged_launches() - staged_before;
+    stats.dynamic_tail_gemms += gemm->dynamic_launches() - dynamic_before;
   }
 
   /// The GEMM autotune for a pass of rows_pad rows and block_rows_pad block rows (before its

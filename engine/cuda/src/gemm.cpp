@@ -89,6 +89,27 @@ void Gemm::set_stream_gemm(bool on, double min_fill, bool split) {
   }
 }
 
+void Gemm::set_stream_dynamic(double dynamic_share, double min_tiles) {
+  if (!(dynamic_share >= 0.0 && dynamic_share < 1.0))
+    throw Error(
+        fmt::format("streaming GEMM dynamic share {}: expected 0 (off) to below 1", dynamic_share));
+  if (!(min_tiles >= 1.0))
+    throw Error(
+        fmt::format("streaming GEMM dynamic tail minimum tiles a block {}: expected 1 "
+                    "or more",
+                    min_tiles));
+  stream_dynamic_share_ = dynamic_share;
+  stream_dynamic_min_tiles_ = min_tiles;
+  if (dynamic_share > 0.0) {
+    if (stream_dynamic_counters_.bytes() == 0) {
+      stream_dynamic_counters_ = DeviceBuffer(kStreamDynamicCounterBytes);
+      DICE_CUDA_CHECK(cudaMemset(stream_dynamic_counters_.get(), 0, kStreamDynamicCounterBytes));
+    }
+  } else {
+    stream_dynamic_counters_ = DeviceBuffer();
+  }
+}
+
 bool Gemm::stream_splits(std::int64_t in, std::int64_t out) const {
   // stream_split_saving_k is 0 where stream_split_fits does not hold.
   static_assert(kStreamSplitMinSavingK > 0);
@@ -208,9 +229,17 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
                       const GemmNorm* norm, bool y_ready) {
   float* slots =
       norm == nullptr && stream_splits(in, out) ? stream_split_slots_.as<float>() : nullptr;
+  StreamDynamic dynamic;
+  dynamic.static_tiles =
+      stream_dynamic_counters_.bytes() > 0 && !accumulate && norm == nullptr && slots == nullptr
+          ? stream_dynamic_static_tiles(out, sms_, stream_dynamic_share_, stream_dynamic_min_tiles_)
+          : 0;
+  dynamic.counters = stream_dynamic_counters_.as<unsigned>();
   launch_stream_gemm(x, w, y, rows, in, out, accumulate, act, sms_, stream, pdl_, early_weights_,
-                     norm, StreamRing::kByShape, slots, y_ready);
+                     norm, StreamRing::kByShape, slots, y_ready,
+                     dynamic.static_tiles > 0 ? &dynamic : nullptr);
   ++stream_launches_;
+  if (dynamic.static_tiles > 0) ++dynamic_launches_;
   if (stream_reads_y_early(y_ready, accumulate, pdl_, early_weights_, slots)) ++early_y_launches_;
 }
 

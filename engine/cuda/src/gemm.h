@@ -131,6 +131,15 @@ class Gemm {
   /// with a fused norm, fuses_norm() decides whether the norm goes with it.
   bool streams(CudaDType dtype, std::int64_t rows, std::int64_t in, std::int64_t out, const void* x,
                const void* w, const void* y) const;
+  /// With the streaming kernel: whole-tile launches without accumulate (qkv, gate/up, lm_head)
+  /// whose blocks take at least `min_tiles` 16-column tiles on average deal a share
+  /// `dynamic_share` of their tiles at run time (launch_stream_gemm's `dynamic`,
+  /// stream_dynamic_static_tiles; the same bits). 0: off (the default). Allocates the counters
+  /// this Gemm then holds. Throws dice::Error for a share outside [0, 1), min_tiles below 1, or
+  /// a failed allocation.
+  void set_stream_dynamic(double dynamic_share, double min_tiles);
+  /// Streaming launches that took the dynamic tail so far (eager or captured).
+  std::int64_t dynamic_launches() const { return dynamic_launches_; }
   /// GEMMs given to the streaming kernel so far (eager or captured; replays not counted).
   std::int64_t stream_launches() const { return stream_launches_; }
   /// Skinny and streaming launches so far that read y's old values before their programmatic
@@ -264,11 +273,15 @@ class Gemm {
   bool stream_ = false;           ///< set_stream_gemm
   double stream_min_fill_ = 0.0;  ///< set_stream_gemm
   std::int64_t stream_launches_ = 0;
-  std::int64_t early_y_launches_ = 0;   ///< early_y_launches()
-  std::int64_t staged_launches_ = 0;    ///< staged_launches()
-  DeviceBuffer stream_split_slots_;     ///< set_stream_gemm's `split`: the split walk's slots
-  std::int64_t wgmma_min_block_k_ = 0;  ///< set_wgmma
-  int wgmma_stage_k_ = kWgmmaStageK;    ///< set_wgmma
+  std::int64_t early_y_launches_ = 0;      ///< early_y_launches()
+  std::int64_t staged_launches_ = 0;       ///< staged_launches()
+  DeviceBuffer stream_split_slots_;        ///< set_stream_gemm's `split`: the split walk's slots
+  DeviceBuffer stream_dynamic_counters_;   ///< set_stream_dynamic's counters
+  double stream_dynamic_share_ = 0.0;      ///< set_stream_dynamic
+  double stream_dynamic_min_tiles_ = 1.0;  ///< set_stream_dynamic
+  std::int64_t dynamic_launches_ = 0;      ///< dynamic_launches()
+  std::int64_t wgmma_min_block_k_ = 0;     ///< set_wgmma
+  int wgmma_stage_k_ = kWgmmaStageK;       ///< set_wgmma
   int qk_rope_tile_n_ = CudaBackendOptions{}.fused_qk_norm_rope_tile_n;  ///< set_qk_rope_tile_n
   int sms_ = 1;
   std::int32_t sm_count_target_ = 0;

@@ -45,6 +45,18 @@
 // a launch with every thread acquiring and a fence before the release, less as it is (SDAR-4B's
 // down projection 16.2-16.5 -> 16.0 us; bench/results/2026-11-30-stream-split-h200).
 //
+// Dynamic tail (kDynamic; StreamDynamic, for launches whose blocks take many tiles, as the
+// lm_head: 72 a block on 132 SMs): block b streams tiles [b s, (b + 1) s) in order, then claims
+// tiles past P s one at a time from a counter in global memory (atomicAdd by the producer, each
+// claim issued a tile ahead of its use, after the programmatic wait: the launch before on the same
+// counters has ended by then). The producer writes each stage's tile to shared memory before the
+// stage's arrival (-1 and a plain arrival past the last), and the consumers read it after their
+// wait on the stage. With static runs the launch lasts as long as its slowest block, and the
+// blocks' shares of the memory system differ: the lm_head's step spread 182-241 us on SDAR-4B
+// (median 215; its bytes at the copy rate 184), 183-187 with the tail
+// (bench/results/2026-12-01-dynamic-tail-h200). A tile is one block's, with the same sum order:
+// the same bits as whole tiles. The last block to finish resets the counters.
+//
 // Fused norm (kNorm): x is RMSNorm(residual). After their wait the consumers (256 threads, the
 // norm kernel's block size) normalise the rows into shared memory past the barriers with
 // normalise_rows (rms_norm.cuh; the norm kernel's layout and arithmetic, their own named barrier)
@@ -81,10 +93,16 @@ static_assert(kConsumers == 256, "the fused norm is normalise_rows: 256 threads"
 constexpr std::size_t kNormStaticBytes = 1024;
 static_assert(kNormaliseRowsStaticBytes + 128 <= kNormStaticBytes);
 
+/// Bytes past the ring of a dynamic-tail launch: its stage_tile entries (2 x its stages).
+constexpr std::size_t kDynamicStageTileBytes = 64;
 using DefaultRing = Ring<static_cast<int>(kStreamStageK), kStreamStages>;
 using ThirdsRing = Ring<static_cast<int>(kStreamThirdsStageK), 3>;
 static_assert(kStreamSharedBytes == DefaultRing::kSharedBytes);
 static_assert(ThirdsRing::kSharedBytes <= kStreamSharedBytes, "no less room beside a block");
+static_assert(2 * 3 * sizeof(std::int32_t) <= kDynamicStageTileBytes &&
+                  kStreamSharedBytes + kDynamicStageTileBytes <= 227 * 1024 &&
+                  DefaultRing::kSharedBytes % 4 == 0 && ThirdsRing::kSharedBytes % 4 == 0,
+              "room and alignment for the dynamic tail's stage tiles");
 
 /// k of one round of the split walk: one 32-wide chunk per consumer warp.
 constexpr int kRoundK = 32 * kConsumerWarps;
@@ -146,20 +164,30 @@ __device__ __forceinline__ void wait_flag(const unsigned* flag) {
 
 /// kSwiglu: the SwiGLU epilogue into act; kNorm: x is RMSNorm(norm.residual), made by the
 /// consumers into shared memory past the barriers; kSplit: the split walk, with `slots` the
-/// hand-over slots (gridDim.x x kSlotFloats floats, then gridDim.x flags).
-template <bool kSwiglu, bool kNorm, bool kSplit, typename R>
+/// hand-over slots (gridDim.x x kSlotFloats floats, then gridDim.x flags); kDynamic: whole tiles,
+/// `static_tiles` a block in a contiguous run, the rest claimed at run time through `claims`
+/// (the file's header, "Dynamic tail").
+template <bool kSwiglu, bool kNorm, bool kSplit, typename R, bool kDynamic = false>
 __global__ void __launch_bounds__(kThreads, 1)
     stream_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        float* __restrict__ y, std::int32_t rows, std::int32_t in, std::int32_t out,
                        bool accumulate, __nv_bfloat16* __restrict__ act, bool early_weights,
-                       GemmNorm norm, float* __restrict__ slots, bool early_y) {
+                       GemmNorm norm, float* __restrict__ slots, bool early_y,
+                       unsigned* __restrict__ claims, std::int32_t static_tiles) {
+  static_assert(!kDynamic || (!kNorm && !kSplit), "the dynamic tail is on plain whole tiles");
   constexpr int kStageK = R::kStageK;
   constexpr int kStages = R::kStages;
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
+  // kDynamic: the tile of stage i, at i % (2 kStages), written by the producer before the stage's
+  // arrival on its full barrier (release; the consumers' wait acquires it), -1 past the last
+  // stage (past the ring in dynamic shared memory, kStreamDynamicSharedBytes). The producer
+  // rewrites an entry only once its slot is free a second time, i.e. after every consumer warp
+  // has finished the tile's epilogue.
+  extern __shared__ __align__(128) unsigned char shared[];
+  auto* const stage_tile = reinterpret_cast<std::int32_t*>(shared + R::kSharedBytes);
   // The next kernel is scheduled once every block of this one runs, so its blocks cannot keep
   // one of these off an SM; they wait on the SMs' spare room (launch.cuh, "Early start").
   allow_next_grid();
-  extern __shared__ __align__(128) unsigned char shared[];
   const RingView<R> view = ring_view<R>(shared);
   float* partial = view.partial;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -189,7 +217,46 @@ __global__ void __launch_bounds__(kThreads, 1)
           issue(i);
         }
       };
-      if constexpr (kSplit) {
+      if constexpr (kDynamic) {
+        // The block's static run first (its first stages before the wait with early weights),
+        // then tiles claimed one at a time: each claim is issued a tile ahead of its use, so its
+        // round trip overlaps a tile's stream. The last block through resets the counters.
+        const std::int32_t first = static_cast<std::int32_t>(block) * static_tiles;
+        const std::int32_t static_count = static_tiles * k_stages;
+        const auto issue = [&](std::int32_t i, std::int32_t tile) {
+          stage_tile[i % (2 * kStages)] = tile;
+          const std::int32_t k0 = (i % k_stages) * kStageK;
+          issue_stage(view, w, in, i, tile, k0, min(kStageK, in - k0), policy);
+        };
+        std::int32_t i = 0;
+        if (early_weights)
+          for (; i < kStages && i < static_count; ++i) issue(i, first + i / k_stages);
+        wait_for_prior_grid();
+        const auto dealt = static_cast<std::int32_t>(gridDim.x) * static_tiles;
+        unsigned next = atomicAdd(&claims[0], 1u);
+        std::int32_t tile = 0;
+        for (;; ++i) {
+          if (i < static_count) {
+            tile = first + i / k_stages;
+          } else if (i % k_stages == 0) {
+            tile = dealt + static_cast<std::int32_t>(next);
+            if (tile < tiles) next = atomicAdd(&claims[0], 1u);
+          }
+          if (i >= kStages)
+            barrier_wait(&view.empty[i % kStages],
+                         static_cast<std::uint32_t>((i / kStages - 1) & 1));
+          if (tile >= tiles) {
+            stage_tile[i % (2 * kStages)] = -1;
+            barrier_arrive(&view.full[i % kStages]);
+            break;
+          }
+          issue(i, tile);
+        }
+        if (atomicAdd(&claims[1], 1u) == gridDim.x - 1) {
+          atomicExch(&claims[0], 0u);
+          atomicExch(&claims[1], 0u);
+        }
+      } else if constexpr (kSplit) {
         auto walk = split_walk<kStageK>(tiles, in);
         produce([&](std::int32_t) { return walk.more(); },
                 [&](std::int32_t i) {
@@ -343,13 +410,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   } else {
-    for (std::int32_t i = 0; i < count; ++i) {
+    for (std::int32_t i = 0; kDynamic || i < count; ++i) {
       const std::int32_t ks = i % k_stages;
       const std::int32_t k0 = ks * kStageK;
       const std::int32_t chunks = min(kStageK, in - k0) / 32;
       // x first: its L1/L2 latency overlaps the wait for the slot.
       uint4 xl[kChunksPerWarp], xh[kChunksPerWarp];
       load_x_chunks<R, kNorm>(x_lane, x_stride, k0, chunks, low, high, warp, xl, xh);
+      std::int32_t tile = tile_begin + i / k_stages;
+      if constexpr (kDynamic) {
+        // The stage's tile (its full barrier acquires the producer's entry); stage_mmas' own wait
+        // on the same phase then returns at once.
+        barrier_wait(&view.full[i % kStages], static_cast<std::uint32_t>((i / kStages) & 1));
+        tile = stage_tile[i % (2 * kStages)];
+        if (tile < 0) break;
+      }
       stage_mmas(xl, xh, chunks, view, i, acc);
       if (ks != k_stages - 1) continue;
 
@@ -358,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // kernels keep the instructions they had; through it they take 8-16 more.)
       const Partial& part = store_warp_sums(partial, buffer, acc);
       consumers_sync();
-      const std::int64_t n0 = static_cast<std::int64_t>(tile_begin + i / k_stages) * kRows;
+      const std::int64_t n0 = static_cast<std::int64_t>(tile) * kRows;
       const int e = static_cast<int>(threadIdx.x);
       if constexpr (kSwiglu) {
         if (e < kRegs / 2 * 32) {
@@ -435,10 +510,21 @@ double stream_gemm_fill(std::int64_t out, int sms) {
   return static_cast<double>(tiles) / static_cast<double>(waves * sms);
 }
 
+std::int64_t stream_dynamic_static_tiles(std::int64_t out, int blocks, double dynamic_share,
+                                         double min_tiles) {
+  const std::int64_t tiles = out / kStreamTileColumns;
+  if (tiles < 1 || blocks < 1 || !(dynamic_share > 0.0 && dynamic_share < 1.0)) return 0;
+  const std::int64_t grid = std::min<std::int64_t>(blocks, tiles);
+  const double per_block = static_cast<double>(tiles) / static_cast<double>(grid);
+  if (per_block < min_tiles) return 0;
+  return static_cast<std::int64_t>(per_block * (1.0 - dynamic_share));
+}
+
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights, const GemmNorm* norm,
-                        StreamRing ring, float* split_slots, bool y_ready) {
+                        StreamRing ring, float* split_slots, bool y_ready,
+                        const StreamDynamic* dynamic) {
   const void* y_or_act = swiglu_act != nullptr ? swiglu_act : y;
   const void* x_or_residual = norm != nullptr ? static_cast<const void*>(norm->residual) : x;
   if (!stream_gemm_fits(rows, in, out, x_or_residual, w, y_or_act))
@@ -469,6 +555,14 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                 "a multiple of them, no fused norm)");
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
+  if (dynamic != nullptr &&
+      (accumulate || norm != nullptr || split_slots != nullptr || dynamic->counters == nullptr ||
+       dynamic->static_tiles < 1 || dynamic->static_tiles * grid > tiles))
+    throw Error("streaming skinny GEMM with a dynamic tail: rows " + std::to_string(rows) + " in " +
+                std::to_string(in) + " out " + std::to_string(out) + " on " + std::to_string(grid) +
+                " blocks, " + std::to_string(dynamic->static_tiles) +
+                " static tiles a block: expected counters, no accumulate, norm or split walk, " +
+                "and 1 to tiles / blocks static tiles");
   const bool swiglu = swiglu_act != nullptr;
   const bool split = split_slots != nullptr;
   const StreamRing chosen = ring == StreamRing::kByShape ? stream_ring(in) : ring;
@@ -483,26 +577,37 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
                                       stream_gemm_kernel<true, false, false, DefaultRing>},
                                      {stream_gemm_kernel<false, false, true, DefaultRing>,
                                       stream_gemm_kernel<true, false, true, DefaultRing>}};
-  const Kernel kernel = thirds ? kThirds[split][swiglu]
-                        : norm != nullptr
-                            ? (swiglu ? stream_gemm_kernel<true, true, false, DefaultRing>
-                                      : stream_gemm_kernel<false, true, false, DefaultRing>)
-                            : kDefault[split][swiglu];
-  const std::size_t shared = thirds            ? ThirdsRing::kSharedBytes
-                             : norm != nullptr ? stream_norm_shared_bytes(rows, in)
-                                               : kStreamSharedBytes;
+  // [swiglu] with the dynamic tail, for each ring.
+  constexpr Kernel kThirdsDynamic[2] = {stream_gemm_kernel<false, false, false, ThirdsRing, true>,
+                                        stream_gemm_kernel<true, false, false, ThirdsRing, true>};
+  constexpr Kernel kDefaultDynamic[2] = {stream_gemm_kernel<false, false, false, DefaultRing, true>,
+                                         stream_gemm_kernel<true, false, false, DefaultRing, true>};
+  const Kernel kernel =
+      dynamic != nullptr ? (thirds ? kThirdsDynamic[swiglu] : kDefaultDynamic[swiglu])
+      : thirds           ? kThirds[split][swiglu]
+      : norm != nullptr  ? (swiglu ? stream_gemm_kernel<true, true, false, DefaultRing>
+                                   : stream_gemm_kernel<false, true, false, DefaultRing>)
+                         : kDefault[split][swiglu];
+  const std::size_t shared = (thirds            ? ThirdsRing::kSharedBytes
+                              : norm != nullptr ? stream_norm_shared_bytes(rows, in)
+                                                : kStreamSharedBytes) +
+                             (dynamic != nullptr ? kDynamicStageTileBytes : 0);
   DICE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared)));
   const char* name =
       norm != nullptr ? (swiglu ? "stream_gemm_kernel (norm, SwiGLU)" : "stream_gemm_kernel (norm)")
       : split ? (swiglu ? "stream_gemm_kernel (split, SwiGLU)" : "stream_gemm_kernel (split)")
-              : (swiglu ? "stream_gemm_kernel (SwiGLU)" : "stream_gemm_kernel");
+      : dynamic != nullptr
+          ? (swiglu ? "stream_gemm_kernel (dynamic, SwiGLU)" : "stream_gemm_kernel (dynamic)")
+          : (swiglu ? "stream_gemm_kernel (SwiGLU)" : "stream_gemm_kernel");
   launch_kernel(name, kernel, grid, kThreads, shared, stream, pdl,
                 static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), y,
                 static_cast<std::int32_t>(rows), static_cast<std::int32_t>(in),
                 static_cast<std::int32_t>(out), accumulate, static_cast<__nv_bfloat16*>(swiglu_act),
                 early_weights, norm != nullptr ? *norm : GemmNorm{}, split_slots,
-                stream_reads_y_early(y_ready, accumulate, pdl, early_weights, split_slots));
+                stream_reads_y_early(y_ready, accumulate, pdl, early_weights, split_slots),
+                dynamic != nullptr ? dynamic->counters : nullptr,
+                static_cast<std::int32_t>(dynamic != nullptr ? dynamic->static_tiles : 0));
 }
 
 }  // namespace dice::engine::cuda

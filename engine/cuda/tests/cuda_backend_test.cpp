@@ -802,6 +802,34 @@ TEST_F(CudaBackendTest, StagedOWeightsChangeNoBits) {
   EXPECT_EQ(no_pdl.stats().staged_o_gemms, 0);
 }
 
+TEST_F(CudaBackendTest, DynamicTailChangesNoBits) {
+  // The streaming kernel's dynamic tail (stream_dynamic_share: blocks claim the last tiles of a
+  // launch at run time) moves only which block computes a tile, so the forward's bits are those
+  // without it. At SDAR-4B's widths with one layer and an 8,192-token vocabulary, the default
+  // rule (blocks averaging 32 tiles: the SDAR lm_heads) takes no launch; at 1 tile qkv, gate/up
+  // and lm_head take it.
+  const Shape shape{"SDAR-4B widths, 1 layer", small_config(8192, 2560, 1, 32, 8, 128, 9728),
+                    0.018f};
+  const CpuWeights weights = random_weights(shape.config, shape.std, true);
+  CudaBackendOptions rule = limited();  // the default rule: no launch at these widths
+  rule.gemm_autotune = false;
+  CudaBackendOptions every = rule, off = rule, no_pdl = rule;
+  every.stream_dynamic_min_tiles = 1.0;
+  off.stream_dynamic_share = 0.0;
+  no_pdl.stream_dynamic_min_tiles = 1.0;
+  no_pdl.programmatic_launch_few_rows = false;
+  no_pdl.early_start_after_cublas = false;
+  CudaBackend by_rule(weights, rule), all(weights, every), plain(weights, off),
+      all_no_pdl(weights, no_pdl);
+  expect_same_bits(all, plain, shape.config, "dynamic tail on every launch against off");
+  expect_same_bits(all_no_pdl, plain, shape.config, "the same without PDL against off");
+  expect_same_bits(by_rule, plain, shape.config, "the default rule against off");
+  EXPECT_GT(all.stats().dynamic_tail_gemms, 0) << "no launch took the dynamic tail";
+  EXPECT_EQ(all_no_pdl.stats().dynamic_tail_gemms, all.stats().dynamic_tail_gemms);
+  EXPECT_EQ(by_rule.stats().dynamic_tail_gemms, 0) << "blocks average fewer than 32 tiles here";
+  EXPECT_EQ(plain.stats().dynamic_tail_gemms, 0);
+}
+
 TEST_F(CudaBackendTest, EarlyStartAfterCublasChangesNoBits) {
   // With early_start_after_cublas (the default), our kernels are PDL launches in every pass and
   // each after a cuBLASLt GEMM in a captured pass is scheduled once the GEMM's blocks have all

@@ -960,6 +960,121 @@ TEST_F(CudaOps, StreamGemmSplitMatchesCublasLtAndIsDeterministic) {
   EXPECT_EQ(download_f32(y, 4 * 2560), download_f32(y_direct, 4 * 2560));
 }
 
+TEST_F(CudaOps, StreamGemmDynamicTailGivesTheSameBits) {
+  // The dynamic tail (StreamDynamic) on the SDAR lm_heads, SDAR-4B's gate/up and small shapes on
+  // few blocks: bit for bit the whole-tile launch's outputs (and its SwiGLU epilogue's) for
+  // static runs from 1 tile a block to all but the remainder, both rings, with and without PDL
+  // and early weights, three launches chained without a sync between them on one pair of
+  // counters, which every launch leaves zero. Through Gemm only launches whose blocks average
+  // min_tiles tiles take it, and count. Refusals throw.
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  struct Shape {
+    std::int64_t in, out;
+    int blocks;  // 0: the SMs
+  };
+  const Shape shapes[] = {
+      {2560, 151936, 0}, {2048, 151936, 0}, {2560, 19456, 0}, {96, 640, 7}, {2080, 1024, 5}};
+  constexpr std::int64_t kMaxRows = kStreamRowsLimit;
+  DeviceBuffer counters(kStreamDynamicCounterBytes);
+  DICE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+  const auto counters_left = [&] {
+    std::uint32_t left[2] = {1, 1};
+    DICE_CUDA_CHECK(cudaMemcpy(left, counters.get(), sizeof left, cudaMemcpyDeviceToHost));
+    return left[0] == 0 && left[1] == 0;
+  };
+  for (const Shape& shape : shapes) {
+    const std::int64_t in = shape.in, out = shape.out, tiles = out / kStreamTileColumns;
+    const int blocks = shape.blocks > 0 ? shape.blocks : sms;
+    const GemmCase data(in, out, kMaxRows, 0x5Du, stream());
+    const DeviceBuffer &w = data.w, &x = data.x;
+    DeviceBuffer y_a(data.y0.bytes()), y_b(data.y0.bytes()),
+        act_a(static_cast<std::size_t>(kMaxRows * out)), act_b(act_a.bytes());
+    const std::int64_t most = tiles / std::min<std::int64_t>(blocks, tiles);
+    for (const std::int64_t rows : {1, 4, 16}) {
+      const std::string what =
+          data.label("stream dynamic", rows, false) + " on " + std::to_string(blocks) + " blocks";
+      launch_stream_gemm(x.get(), w.get(), y_a.as<float>(), rows, in, out, false, nullptr, blocks,
+                         stream(), false, false);
+      launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_a.get(), blocks,
+                         stream(), false, false);
+      synchronize();
+      const auto got = download_f32(y_a, rows * out);
+      const auto act_count = static_cast<std::size_t>(rows * out / 2);
+      const auto act_got = download(act_a, act_count, CudaDType::kBF16);
+      for (const std::int64_t static_tiles : {std::int64_t{1}, (most + 1) / 2, most})
+        for (const StreamRing ring : {StreamRing::kTwoOf2048, StreamRing::kThreeOf1280})
+          for (const bool pdl : {false, true}) {
+            const std::string variant = fmt::format("{}: {} static tiles, ring {}, pdl {}", what,
+                                                    static_tiles, static_cast<int>(ring), pdl);
+            const StreamDynamic dynamic{counters.as<unsigned>(), static_tiles};
+            DICE_CUDA_CHECK(cudaMemsetAsync(y_b.get(), 0xFF, y_b.bytes(), stream()));
+            for (int launch = 0; launch < 3; ++launch)
+              launch_stream_gemm(x.get(), w.get(), y_b.as<float>(), rows, in, out, false, nullptr,
+                                 blocks, stream(), pdl, pdl, nullptr, ring, nullptr, false,
+                                 &dynamic);
+            DICE_CUDA_CHECK(cudaMemsetAsync(act_b.get(), 0xFF, act_b.bytes(), stream()));
+            launch_stream_gemm(x.get(), w.get(), nullptr, rows, in, out, false, act_b.get(), blocks,
+                               stream(), pdl, pdl, nullptr, ring, nullptr, false, &dynamic);
+            synchronize();
+            ASSERT_TRUE(same_values(download_f32(y_b, rows * out), got)) << variant;
+            ASSERT_TRUE(same_values(download(act_b, act_count, CudaDType::kBF16), act_got))
+                << variant << ": SwiGLU";
+            ASSERT_TRUE(counters_left()) << variant << ": counters left set";
+          }
+    }
+  }
+  // Refusals: accumulate, a fused norm, no static tile, more static tiles than there are, no
+  // counters.
+  const GemmCase data(2048, 151936, 16, 0x5Eu, stream());
+  DeviceBuffer y(data.y0.bytes());
+  const auto refused = [&](bool accumulate, const GemmNorm* norm, StreamDynamic dynamic) {
+    try {
+      launch_stream_gemm(norm != nullptr ? nullptr : data.x.get(), data.w.get(), y.as<float>(), 4,
+                         2048, 151936, accumulate, nullptr, sms, stream(), false, false, norm,
+                         StreamRing::kByShape, nullptr, false, &dynamic);
+    } catch (const Error&) {
+      return true;
+    }
+    return false;
+  };
+  const GemmNorm norm{data.y0.as<float>(), data.y0.as<float>(), 1e-6f};
+  const std::int64_t all = 151936 / kStreamTileColumns / sms;
+  EXPECT_TRUE(refused(true, nullptr, {counters.as<unsigned>(), 8}));
+  EXPECT_TRUE(refused(false, &norm, {counters.as<unsigned>(), 8}));
+  EXPECT_TRUE(refused(false, nullptr, {counters.as<unsigned>(), 0}));
+  EXPECT_TRUE(refused(false, nullptr, {counters.as<unsigned>(), all + 1}));
+  EXPECT_TRUE(refused(false, nullptr, {nullptr, 8}));
+  synchronize();
+  EXPECT_TRUE(counters_left());
+  // Through Gemm: the lm_head (71.9 tiles a block on 132 SMs) takes the tail at min_tiles 32,
+  // SDAR-4B's gate/up (9.2) does not; the same bits as the plain launch.
+  Gemm gemm(kSkinnyRowsLimit);
+  EXPECT_THROW(gemm.set_stream_dynamic(1.0, 32.0), Error);
+  EXPECT_THROW(gemm.set_stream_dynamic(0.25, 0.5), Error);
+  gemm.set_stream_gemm(true, 0.9);
+  gemm.set_stream_dynamic(0.25, 32.0);
+  const std::int64_t wide_out = sms * kStreamTileColumns * 40;  // 40 tiles a block
+  const GemmCase wide(2048, wide_out, 16, 0x5Fu, stream());
+  DeviceBuffer y_gemm(wide.y0.bytes()), y_direct(wide.y0.bytes());
+  gemm.run(CudaDType::kBF16, wide.x.get(), wide.w.get(), y_gemm.as<float>(), 4, 2048, wide_out,
+           false, stream());
+  EXPECT_EQ(gemm.dynamic_launches(), 1);
+  gemm.run(CudaDType::kBF16, wide.x.get(), wide.w.get(), y_gemm.as<float>(), 4, 2048, wide_out,
+           true, stream());  // accumulate: whole tiles
+  EXPECT_EQ(gemm.dynamic_launches(), 1);
+  gemm.run(CudaDType::kBF16, wide.x.get(), wide.w.get(), y_gemm.as<float>(), 4, 2048,
+           sms * kStreamTileColumns * 8, false, stream());  // 8 tiles a block: below min_tiles
+  EXPECT_EQ(gemm.dynamic_launches(), 1);
+  EXPECT_EQ(gemm.stream_launches(), 3);
+  gemm.run(CudaDType::kBF16, wide.x.get(), wide.w.get(), y_gemm.as<float>(), 4, 2048, wide_out,
+           false, stream());
+  launch_stream_gemm(wide.x.get(), wide.w.get(), y_direct.as<float>(), 4, 2048, wide_out, false,
+                     nullptr, sms, stream(), false, false);
+  synchronize();
+  EXPECT_EQ(gemm.dynamic_launches(), 2);
+  EXPECT_EQ(download_f32(y_gemm, 4 * wide_out), download_f32(y_direct, 4 * wide_out));
+}
+
 TEST_F(CudaOps, WgmmaGemmMatchesCublasLtAndIsDeterministic) {
   // SDAR layer shapes and a small odd one, random bf16 data made on the device: the wgmma kernel
   // at every tile width and split count against cuBLASLt (within fp32 rounding: 1e-4 of the row's

@@ -301,6 +301,23 @@ TEST(SkinnyGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
   EXPECT_FALSE(skinny_norm_fits(4, 2048, norm(256, 512, 0.0f)));
 }
 
+TEST(StreamGemmRule, TheDynamicTailLeavesEachBlockAStaticRun) {
+  // floor(tiles / blocks x (1 - share)) on min(blocks, tiles) blocks where the blocks average at
+  // least min_tiles tiles, else 0 (no tail).
+  EXPECT_EQ(stream_dynamic_static_tiles(151936, 132, 0.25, 32.0), 53);  // lm_head: 71.9 a block
+  EXPECT_EQ(stream_dynamic_static_tiles(151936, 132, 0.5, 32.0), 35);
+  EXPECT_EQ(stream_dynamic_static_tiles(19456, 132, 0.25, 32.0), 0);  // SDAR-4B gate/up: 9.2
+  EXPECT_EQ(stream_dynamic_static_tiles(19456, 132, 0.25, 4.0), 6);
+  EXPECT_EQ(stream_dynamic_static_tiles(640, 7, 0.5, 1.0), 2);       // 40 tiles, 5.7 a block
+  EXPECT_EQ(stream_dynamic_static_tiles(64, 132, 0.5, 1.0), 0);      // 4 tiles on 4 blocks: 0.5
+  EXPECT_EQ(stream_dynamic_static_tiles(151936, 132, 0.0, 1.0), 0);  // off
+  EXPECT_EQ(stream_dynamic_static_tiles(151936, 132, 1.0, 1.0), 0);
+  EXPECT_EQ(stream_dynamic_static_tiles(151936, 0, 0.25, 1.0), 0);
+  EXPECT_EQ(stream_dynamic_static_tiles(8, 132, 0.25, 1.0), 0);  // no whole tile
+  for (const double share : {0.05, 0.25, 0.5, 0.9})
+    EXPECT_LE(stream_dynamic_static_tiles(151936, 132, share, 1.0) * 132, 151936 / 16) << share;
+}
+
 TEST(StreamGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
   const auto norm = [](std::uintptr_t residual, std::uintptr_t weight, float eps) {
     return GemmNorm{reinterpret_cast<const float*>(residual),

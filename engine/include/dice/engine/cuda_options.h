@@ -370,6 +370,20 @@ struct CudaBackendOptions {
   /// bench/results/2026-11-30-stream-split-h200). Other bits than the skinny kernel's, the same
   /// run to run on one device.
   bool stream_gemm_split = true;
+  /// With stream_gemm: streaming launches without accumulate (qkv, gate/up, lm_head) whose
+  /// blocks take at least stream_dynamic_min_tiles 16-column tiles on average stream
+  /// 1 - stream_dynamic_share of their share in a contiguous run and claim the rest one tile at a
+  /// time from a counter, so that a block whose share of the memory system runs slower ends no
+  /// later than the others (engine/cuda/src/stream_gemm.h, StreamDynamic). The same bits.
+  /// 0: off. On an H200 at 1 sequence the lm_head's step went from 212 to 185 us a forward
+  /// (SDAR-4B; its bytes at the copy rate: 184) and from 164 to 153 (SDAR-1.7B): +0.4-0.6%
+  /// tok/s on SDAR-4B at 1 x 1,024 and 1 x 4,096, +0.1-0.8% on SDAR-1.7B
+  /// (bench/results/2026-12-01-dynamic-tail-h200).
+  double stream_dynamic_share = 0.5;
+  /// With stream_dynamic_share: the fewest tiles a block must take on average (a 151,936-row
+  /// lm_head: 72 on 132 SMs; SDAR-4B's gate/up 9.2, whose step the tail made 0.4 us longer, and
+  /// qkv 2.9).
+  double stream_dynamic_min_tiles = 32.0;
 };
 
 }  // namespace dice::engine

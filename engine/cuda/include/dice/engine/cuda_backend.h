@@ -137,6 +137,9 @@ struct CudaForwardStats {
   /// before its programmatic wait (CudaBackendOptions::stage_o_weights; none where o runs on
   /// another kernel or the share fits the registers).
   std::int64_t staged_o_gemms = 0;
+  /// Streaming GEMM launches enqueued with the dynamic tail
+  /// (CudaBackendOptions::stream_dynamic_share).
+  std::int64_t dynamic_tail_gemms = 0;
   /// Passes enqueued (eagerly or into a captured graph) with programmatic dependent launch
   /// (CudaBackendOptions::programmatic_launch, programmatic_launch_few_rows).
   std::int64_t programmatic_passes = 0;
