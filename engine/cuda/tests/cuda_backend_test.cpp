@@ -157,6 +157,12 @@ std::vector<Shape> shapes() {
           {"SDAR-1.7B widths, 2 layers", small_config(8192, 2048, 2, 16, 8, 128, 6144), 0.02f}};
 }
 
+/// SDAR-4B's widths with one layer and an 8,192-token vocabulary: its o and down projections
+/// (160 tiles on 132 SMs) are where the split walk and the o staging run.
+Shape sdar_4b_widths_one_layer() {
+  return {"SDAR-4B widths, 1 layer", small_config(8192, 2560, 1, 32, 8, 128, 9728), 0.018f};
+}
+
 /// Scores blocks of 4 after a 40-token prompt (60 random ids from `ids_seed`), with the store pass
 /// fused and unfused, on a CudaBackend with `options` and on the CPU backend over the same
 /// weights: every row's rel. L2 below 1e-2 (bf16). Returns the GPU backend's work counters.
@@ -317,8 +323,7 @@ TEST_F(CudaBackendTest, StreamGemmSplitMatchesTheCpuReference) {
   // streams on the split walk by default. bf16 logits against the CPU reference, fused and
   // unfused store; one streamed GEMM a layer more than with the split off (where down runs on
   // the skinny kernel); the same bits run to run.
-  const Shape shape{"SDAR-4B widths, 1 layer", small_config(8192, 2560, 1, 32, 8, 128, 9728),
-                    0.018f};
+  const Shape shape = sdar_4b_widths_one_layer();
   CudaBackendOptions options = limited({.dtype = CudaDType::kBF16});
   options.stream_gemm = true;
   options.stream_gemm_split = true;
@@ -781,8 +786,7 @@ TEST_F(CudaBackendTest, StagedOWeightsChangeNoBits) {
   // runs only where o is on the skinny kernel with a share beyond the registers: at SDAR-4B's
   // widths (2,560 <- 4,096; the streaming kernel's 160 tiles would fill 0.61 of 132 SMs), not at
   // the other tests' (ProgrammaticLaunchChangesNoBits). One layer keeps the test short.
-  const Shape shape{"SDAR-4B widths, 1 layer", small_config(8192, 2560, 1, 32, 8, 128, 9728),
-                    0.018f};
+  const Shape shape = sdar_4b_widths_one_layer();
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
   CudaBackendOptions batches = limited();  // the default: staged, 2 rounds at a time
   batches.gemm_autotune = false;
@@ -808,8 +812,7 @@ TEST_F(CudaBackendTest, DynamicTailChangesNoBits) {
   // without it. At SDAR-4B's widths with one layer and an 8,192-token vocabulary, the default
   // rule (blocks averaging 32 tiles: the SDAR lm_heads) takes no launch; at 1 tile qkv, gate/up
   // and lm_head take it.
-  const Shape shape{"SDAR-4B widths, 1 layer", small_config(8192, 2560, 1, 32, 8, 128, 9728),
-                    0.018f};
+  const Shape shape = sdar_4b_widths_one_layer();
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
   CudaBackendOptions rule = limited();  // the default rule: no launch at these widths
   rule.gemm_autotune = false;
