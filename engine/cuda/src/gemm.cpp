@@ -231,7 +231,7 @@ void Gemm::run_stream(const void* x, const void* w, float* y, void* act, std::in
       norm == nullptr && stream_splits(in, out) ? stream_split_slots_.as<float>() : nullptr;
   StreamDynamic dynamic;
   dynamic.static_tiles =
-      stream_dynamic_counters_.bytes() > 0 && !accumulate && norm == nullptr && slots == nullptr
+      stream_dynamic_counters_.bytes() > 0 && stream_dynamic_applies(accumulate, norm, slots)
           ? stream_dynamic_static_tiles(out, sms_, stream_dynamic_share_, stream_dynamic_min_tiles_)
           : 0;
   dynamic.counters = stream_dynamic_counters_.as<unsigned>();

@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kChunksPerWarp = R::kChunksPerWarp;
   // kDynamic: the tile of stage i, at i % (2 kStages), written by the producer before the stage's
   // arrival on its full barrier (release; the consumers' wait acquires it), -1 past the last
-  // stage (past the ring in dynamic shared memory, kStreamDynamicSharedBytes). The producer
+  // stage (past the ring in dynamic shared memory, kDynamicStageTileBytes). The producer
   // rewrites an entry only once its slot is free a second time, i.e. after every consumer warp
   // has finished the tile's epilogue.
   extern __shared__ __align__(128) unsigned char shared[];
@@ -556,7 +556,7 @@ void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t row
   const std::int64_t tiles = out / kStreamTileColumns;
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, tiles));
   if (dynamic != nullptr &&
-      (accumulate || norm != nullptr || split_slots != nullptr || dynamic->counters == nullptr ||
+      (!stream_dynamic_applies(accumulate, norm, split_slots) || dynamic->counters == nullptr ||
        dynamic->static_tiles < 1 || dynamic->static_tiles * grid > tiles))
     throw Error("streaming skinny GEMM with a dynamic tail: rows " + std::to_string(rows) + " in " +
                 std::to_string(in) + " out " + std::to_string(out) + " on " + std::to_string(grid) +

@@ -100,6 +100,46 @@ std::int64_t stream_split_saving_k(std::int64_t in, std::int64_t out, int blocks
 /// launch; every launch leaves them zero. 0 for blocks < 1.
 std::size_t stream_split_slot_bytes(int blocks);
 
+/// The dynamic tail of a whole-tile launch (launch_stream_gemm's `dynamic`): each block streams
+/// `static_tiles` tiles in a contiguous run (block b: [b s, (b + 1) s)), and the tiles past
+/// blocks x s are claimed one at a time from a counter in global memory, so a block whose share
+/// of the memory system runs slower takes fewer of them instead of ending the launch last.
+/// The same bits as whole tiles (a tile is one block's, its sum order fixed by in).
+struct StreamDynamic {
+  /// Two zeroed 32-bit counters (kStreamDynamicCounterBytes): the claims, and the blocks done.
+  /// Every launch leaves them zero. Launches on one pair must be stream-ordered (with `pdl` a
+  /// launch claims only after its programmatic wait).
+  unsigned* counters = nullptr;
+  /// Tiles each block takes statically, >= 1 (stream_dynamic_static_tiles).
+  std::int64_t static_tiles = 1;
+};
+
+/// Bytes of a StreamDynamic's counters.
+inline constexpr std::size_t kStreamDynamicCounterBytes = 2 * sizeof(std::uint32_t);
+
+/// Tiles each of min(blocks, out / 16) blocks takes statically when a share `dynamic_share` of
+/// the out / 16 tiles is to be claimed at run time: floor(tiles / blocks x (1 - share)); 0 where
+/// that leaves a block none, where fewer than `min_tiles` tiles fall to a block on average, or
+/// for a share outside (0, 1) (then the launch takes no dynamic tail). Host-only.
+std::int64_t stream_dynamic_static_tiles(std::int64_t out, int blocks, double dynamic_share,
+                                         double min_tiles);
+
+/// Whether a streaming launch may take the dynamic tail (launch_stream_gemm's `dynamic`): whole
+/// tiles written, not added to y (`accumulate`), without a fused norm or the split walk. The one
+/// rule the launcher's check and Gemm's choice (Gemm::run_stream) share.
+inline bool stream_dynamic_applies(bool accumulate, const GemmNorm* norm,
+                                   const float* split_slots) {
+  return !accumulate && norm == nullptr && split_slots == nullptr;
+}
+
+/// Whether a streaming launch reads its first tile's old outputs before its programmatic wait
+/// (launch_stream_gemm's `y_ready`): reads_y_early (skinny_gemm.h), on whole tiles only (no
+/// `split_slots`). The one rule the launcher and Gemm's count (Gemm::early_y_launches) share.
+inline bool stream_reads_y_early(bool y_ready, bool accumulate, bool pdl, bool early_weights,
+                                 const float* split_slots) {
+  return reads_y_early(y_ready, accumulate, pdl, early_weights) && split_slots == nullptr;
+}
+
 /// Launches y = x w^T (+ y with `accumulate`), or with `swiglu_act` the SwiGLU epilogue
 /// (act[rows, out / 2] bf16 = silu(gate) * up of the output pairs, w's rows alternating gate and
 /// up, swiglu.cuh; y not written), on min(blocks, out / 16) persistent blocks (`blocks`: the
@@ -125,41 +165,9 @@ std::size_t stream_split_slot_bytes(int blocks);
 /// `y_ready` (with accumulate, pdl and early_weights; whole tiles only): the caller guarantees
 /// that y's old values are final once this launch's blocks start (Gemm::run), so each block reads
 /// those of its first tile before its programmatic wait; the same bits.
-/// `dynamic` (not with accumulate, `norm` or `split_slots`): the dynamic tail (StreamDynamic);
-/// the same bits as without it. Throws dice::Error where it does not apply or static_tiles is
-/// below 1 or leaves no tile to the tail's rule (blocks x static_tiles > tiles).
-/// The dynamic tail of a whole-tile launch (launch_stream_gemm's `dynamic`): each block streams
-/// `static_tiles` tiles in a contiguous run (block b: [b s, (b + 1) s)), and the tiles past
-/// blocks x s are claimed one at a time from a counter in global memory, so a block whose share
-/// of the memory system runs slower takes fewer of them instead of ending the launch last.
-/// The same bits as whole tiles (a tile is one block's, its sum order fixed by in).
-struct StreamDynamic {
-  /// Two zeroed 32-bit counters (kStreamDynamicCounterBytes): the claims, and the blocks done.
-  /// Every launch leaves them zero. Launches on one pair must be stream-ordered (with `pdl` a
-  /// launch claims only after its programmatic wait).
-  unsigned* counters = nullptr;
-  /// Tiles each block takes statically, >= 1 (stream_dynamic_static_tiles).
-  std::int64_t static_tiles = 1;
-};
-
-/// Bytes of a StreamDynamic's counters.
-inline constexpr std::size_t kStreamDynamicCounterBytes = 2 * sizeof(std::uint32_t);
-
-/// Tiles each of min(blocks, out / 16) blocks takes statically when a share `dynamic_share` of
-/// the out / 16 tiles is to be claimed at run time: floor(tiles / blocks x (1 - share)); 0 where
-/// that leaves a block none, where fewer than `min_tiles` tiles fall to a block on average, or
-/// for a share outside (0, 1) (then the launch takes no dynamic tail). Host-only.
-std::int64_t stream_dynamic_static_tiles(std::int64_t out, int blocks, double dynamic_share,
-                                         double min_tiles);
-
-/// Whether a streaming launch reads its first tile's old outputs before its programmatic wait
-/// (launch_stream_gemm's `y_ready`): reads_y_early (skinny_gemm.h), on whole tiles only (no
-/// `split_slots`). The one rule the launcher and Gemm's count (Gemm::early_y_launches) share.
-inline bool stream_reads_y_early(bool y_ready, bool accumulate, bool pdl, bool early_weights,
-                                 const float* split_slots) {
-  return reads_y_early(y_ready, accumulate, pdl, early_weights) && split_slots == nullptr;
-}
-
+/// `dynamic` (where stream_dynamic_applies): the dynamic tail (StreamDynamic) instead of a
+/// contiguous run of tiles a block; the same bits as without it. Throws dice::Error where it does
+/// not apply, without counters, or with static_tiles below 1 or past tiles / blocks.
 void launch_stream_gemm(const void* x, const void* w, float* y, std::int64_t rows, std::int64_t in,
                         std::int64_t out, bool accumulate, void* swiglu_act, int blocks,
                         cudaStream_t stream, bool pdl, bool early_weights,

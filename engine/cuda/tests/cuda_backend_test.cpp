@@ -157,6 +157,14 @@ std::vector<Shape> shapes() {
           {"SDAR-1.7B widths, 2 layers", small_config(8192, 2048, 2, 16, 8, 128, 6144), 0.02f}};
 }
 
+/// `options` without programmatic dependent launch in any pass: neither in few-row passes nor
+/// after cuBLASLt's GEMMs (so no early weight reads either).
+CudaBackendOptions without_pdl(CudaBackendOptions options) {
+  options.programmatic_launch_few_rows = false;
+  options.early_start_after_cublas = false;
+  return options;
+}
+
 /// SDAR-4B's widths with one layer and an 8,192-token vocabulary: its o and down projections
 /// (160 tiles on 132 SMs) are where the split walk and the o staging run.
 Shape sdar_4b_widths_one_layer() {
@@ -732,8 +740,7 @@ TEST_F(CudaBackendTest, ProgrammaticLaunchChangesNoBits) {
     const CpuWeights weights = random_weights(shape.config, shape.std, bf16);
     CudaBackendOptions plain = limited(v.options);
     plain.gemm_autotune = false;
-    plain.programmatic_launch_few_rows = false;
-    plain.early_start_after_cublas = false;  // (EarlyStartAfterCublasChangesNoBits)
+    plain = without_pdl(plain);  // (EarlyStartAfterCublasChangesNoBits)
     CudaBackendOptions pdl = plain;
     pdl.programmatic_launch = true;
     CudaBackendOptions few = plain;  // the default: PDL in passes of <= 16 rows only
@@ -790,11 +797,10 @@ TEST_F(CudaBackendTest, StagedOWeightsChangeNoBits) {
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
   CudaBackendOptions batches = limited();  // the default: staged, 2 rounds at a time
   batches.gemm_autotune = false;
-  CudaBackendOptions all_at_once = batches, unstaged = batches, plain = batches;
+  CudaBackendOptions all_at_once = batches, unstaged = batches;
   all_at_once.stage_o_batch_rounds = 0;
   unstaged.stage_o_weights = false;
-  plain.programmatic_launch_few_rows = false;  // no PDL, so no early weights to stage
-  plain.early_start_after_cublas = false;
+  const CudaBackendOptions plain = without_pdl(batches);  // no early weights to stage
   CudaBackend staged(weights, batches), at_once(weights, all_at_once), off(weights, unstaged),
       no_pdl(weights, plain);
   expect_same_bits(staged, off, shape.config, "staged 2 rounds at a time against unstaged");
@@ -816,12 +822,10 @@ TEST_F(CudaBackendTest, DynamicTailChangesNoBits) {
   const CpuWeights weights = random_weights(shape.config, shape.std, true);
   CudaBackendOptions rule = limited();  // the default rule: no launch at these widths
   rule.gemm_autotune = false;
-  CudaBackendOptions every = rule, off = rule, no_pdl = rule;
+  CudaBackendOptions every = rule, off = rule;
   every.stream_dynamic_min_tiles = 1.0;
   off.stream_dynamic_share = 0.0;
-  no_pdl.stream_dynamic_min_tiles = 1.0;
-  no_pdl.programmatic_launch_few_rows = false;
-  no_pdl.early_start_after_cublas = false;
+  const CudaBackendOptions no_pdl = without_pdl(every);
   CudaBackend by_rule(weights, rule), all(weights, every), plain(weights, off),
       all_no_pdl(weights, no_pdl);
   expect_same_bits(all, plain, shape.config, "dynamic tail on every launch against off");

@@ -316,6 +316,12 @@ TEST(StreamGemmRule, TheDynamicTailLeavesEachBlockAStaticRun) {
   EXPECT_EQ(stream_dynamic_static_tiles(8, 132, 0.25, 1.0), 0);  // no whole tile
   for (const double share : {0.05, 0.25, 0.5, 0.9})
     EXPECT_LE(stream_dynamic_static_tiles(151936, 132, share, 1.0) * 132, 151936 / 16) << share;
+  // Where a launch may take it: whole tiles written, no norm, no split walk.
+  const GemmNorm norm{at_f(1024), at_f(2048), 1e-6f};
+  EXPECT_TRUE(stream_dynamic_applies(false, nullptr, nullptr));
+  EXPECT_FALSE(stream_dynamic_applies(true, nullptr, nullptr));
+  EXPECT_FALSE(stream_dynamic_applies(false, &norm, nullptr));
+  EXPECT_FALSE(stream_dynamic_applies(false, nullptr, at_f(4096)));
 }
 
 TEST(StreamGemmRule, TheFusedNormFitsWhereItsRowsFitInSharedMemory) {
